@@ -1,0 +1,26 @@
+# Two entry points for a fresh machine: `make fuzz` (short campaign) and `make test` (the suite).
+# Each creates .venv and installs the pinned dependencies when missing.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+HAS_GPU := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo 1)
+REQS := requirements/$(if $(HAS_GPU),gpu,cpu).txt
+STAMP := $(VENV)/.installed-$(notdir $(basename $(REQS)))
+
+.PHONY: fuzz test install clean
+
+install: $(STAMP)
+
+$(STAMP): $(REQS) pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -r $(REQS)
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
+	touch $@
+
+fuzz: $(STAMP)
+	$(PY) -m fuzz run --budget quick
+
+test: $(STAMP)
+	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-ci} $(PY) -m pytest -n 2 -q
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -1,0 +1,49 @@
+"""The autograd function joining the Triton forward to the in-kernel-optimizer backward."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+
+from tbe.forward_dispatch import pooled_forward
+
+
+class TBEFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(
+        ctx: Any,
+        placeholder: torch.Tensor,
+        per_sample_weights: Optional[torch.Tensor],
+        module: Any,
+        indices: torch.Tensor,
+        offsets: torch.Tensor,
+        batch_size: int,
+    ) -> torch.Tensor:
+        out = pooled_forward(
+            module.weights, module.layout_tensors, module.layout.dims, module.layout.rows,
+            indices, offsets, per_sample_weights, batch_size, module.pooling, module.output_dtype,
+            module.config,
+        )
+        ctx.module = module
+        ctx.batch_size = batch_size
+        ctx.backward_done = False
+        ctx.save_for_backward(indices, offsets, per_sample_weights)
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad_output: torch.Tensor):
+        from tbe.backward import backward_and_update
+
+        if ctx.backward_done:
+            raise RuntimeError(
+                "TritonTBE backward called twice on one forward: the optimizer update was already "
+                "applied in place; run a new forward before the next backward"
+            )
+        ctx.backward_done = True
+        indices, offsets, per_sample_weights = ctx.saved_tensors
+        psw_grad = backward_and_update(
+            ctx.module, indices, offsets, per_sample_weights, ctx.batch_size, grad_output,
+            need_psw_grad=per_sample_weights is not None and ctx.needs_input_grad[1],
+        )
+        return None, psw_grad, None, None, None, None

@@ -1,0 +1,82 @@
+"""The feature-major jagged batch and its structural validation.
+
+Bag (t, b) is ``indices[offsets[t*B + b] : offsets[t*B + b + 1]]``. Structural checks
+(dtype, shape, device, contiguity) happen here and never read tensor data, so they cost
+no host sync; checks of the values (ids in range, offsets monotone) are the bounds
+check's job and follow its mode.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+import torch
+
+from tbe.backend import check_device
+from tbe.modes import FLOAT_DTYPES, INDEX_DTYPES
+
+
+@dataclasses.dataclass
+class Batch:
+    indices: torch.Tensor
+    offsets: torch.Tensor
+    per_sample_weights: Optional[torch.Tensor] = None
+
+    def batch_size(self, num_tables: int) -> int:
+        return (self.offsets.numel() - 1) // num_tables
+
+    @property
+    def weighted(self) -> bool:
+        return self.per_sample_weights is not None
+
+    def to(self, device: torch.device | str) -> "Batch":
+        psw = self.per_sample_weights
+        return Batch(self.indices.to(device), self.offsets.to(device), None if psw is None else psw.to(device))
+
+    def clone(self) -> "Batch":
+        psw = self.per_sample_weights
+        return Batch(self.indices.clone(), self.offsets.clone(), None if psw is None else psw.clone())
+
+
+def _check_tensor(name: str, t: object, dtypes: tuple, device: torch.device) -> torch.Tensor:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dtype not in dtypes:
+        raise TypeError(f"{name} has dtype {t.dtype}, expected one of {[str(d) for d in dtypes]}")
+    if t.dim() != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {tuple(t.shape)}")
+    if not t.is_contiguous():
+        raise ValueError(f"{name} must be contiguous (stride {t.stride()})")
+    check_device(name, t, device)
+    return t
+
+
+def validate_batch(
+    indices: object,
+    offsets: object,
+    per_sample_weights: object,
+    num_tables: int,
+    device: torch.device,
+) -> int:
+    """Check the batch's structure and return B; TypeError/ValueError name field and value."""
+    _check_tensor("indices", indices, INDEX_DTYPES, device)
+    _check_tensor("offsets", offsets, INDEX_DTYPES, device)
+    if indices.dtype != offsets.dtype:
+        raise TypeError(
+            f"indices and offsets must share a dtype, got indices {indices.dtype} and offsets {offsets.dtype}"
+        )
+    n = offsets.numel()
+    if n < 1 or (n - 1) % num_tables != 0:
+        raise ValueError(
+            f"offsets has {n} entries; expected T*B + 1 with T={num_tables} tables "
+            f"(n - 1 = {n - 1} is not a multiple of {num_tables})"
+        )
+    if per_sample_weights is not None:
+        _check_tensor("per_sample_weights", per_sample_weights, FLOAT_DTYPES, device)
+        if per_sample_weights.numel() != indices.numel():
+            raise ValueError(
+                f"per_sample_weights has {per_sample_weights.numel()} entries, "
+                f"expected one per index ({indices.numel()})"
+            )
+    return (n - 1) // num_tables

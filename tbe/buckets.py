@@ -1,0 +1,40 @@
+"""Dimension buckets: each launch uses BLOCK_D = the smallest configured bucket >= next_pow2(D)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from tbe.config import KernelConfig
+
+
+def next_pow2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def block_for_dim(dim: int, config: KernelConfig) -> int:
+    """BLOCK_D for a table of width ``dim``; rows wider than the largest bucket loop over columns."""
+    p = next_pow2(dim)
+    for b in config.dim_buckets:
+        if b >= p:
+            return b
+    return config.dim_buckets[-1]
+
+
+def bucket_tables(dims: list[int], config: KernelConfig, tables: Optional[list[int]] = None) -> dict[int, list[int]]:
+    """BLOCK_D -> ids of ``tables`` (default: all) in that bucket, in table order."""
+    out: dict[int, list[int]] = {}
+    for t in range(len(dims)) if tables is None else tables:
+        out.setdefault(block_for_dim(dims[t], config), []).append(t)
+    return out
+
+
+def bucket_tensors(
+    dims: list[int], config: KernelConfig, device: torch.device, tables: Optional[list[int]] = None
+) -> list[tuple[int, torch.Tensor]]:
+    """(BLOCK_D, table-id tensor on ``device``) per bucket, smallest block first."""
+    return [
+        (block, torch.tensor(ids, dtype=torch.int64, device=device))
+        for block, ids in sorted(bucket_tables(dims, config, tables).items())
+    ]

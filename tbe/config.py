@@ -1,0 +1,146 @@
+"""KernelConfig: every tunable of the Triton TBE in one frozen, JSON-serialisable record.
+
+Tier thresholds, chunk size, gather widths, grid multipliers, dimension buckets and the
+fence/fusion switches live here and nowhere else, so a config change is a file diff that
+the fuzz gate can check. ``faults`` plants known bugs and is refused outside tests and
+the fuzz driver (see ``tbe.faults``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from tbe import faults as _faults
+
+INDEX_DTYPES = ("auto", "int32", "int64")
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelConfig:
+    # forward, generic gather
+    fwd_bags_per_program: int = 4
+    fwd_gather_unweighted: int = 8
+    fwd_gather_weighted: int = 8
+    fwd_num_warps: int = 4
+    # forward, small-table histogram + tl.dot path
+    small_table_path: bool = True
+    small_table_max_rows: int = 64
+    small_table_min_dim: int = 64
+    small_table_max_dim: int = 128
+    small_table_min_pooling: int = 64
+    small_table_bags_per_program: int = 16
+    small_table_histogram_ids: int = 256
+    # bounds check
+    fused_bounds_check: bool = False
+    # backward: transpose
+    hoist_transpose: bool = False
+    index_dtype: str = "auto"
+    # backward: routing and tiers
+    long_run_threshold: int = 256
+    chunk_size: int = 256
+    bwd_short_gather_unweighted: int = 8
+    bwd_short_gather_weighted: int = 16
+    bwd_long_gather: int = 8
+    bwd_short_num_warps: int = 1
+    bwd_long_num_warps: int = 4
+    classify_block: int = 1024
+    short_grid_multiplier: int = 32
+    long_grid_multiplier: int = 8
+    # fused long tier: last chunk applies the update after a fence and a countdown
+    fused_long_tier: bool = False
+    fused_long_min_lookups: int = 0
+    fence: bool = True
+    # column blocks: launches are bucketed by next_pow2(D) up to this width, wider rows loop
+    dim_buckets: tuple[int, ...] = (8, 16, 32, 64, 128, 256)
+    # planted bugs, for proving the fuzzers' power; refused outside tests and the fuzz driver
+    faults: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dim_buckets", tuple(int(x) for x in self.dim_buckets))
+        object.__setattr__(self, "faults", tuple(str(x) for x in self.faults))
+        self.validate()
+
+    # -- validation -------------------------------------------------------------------
+    def validate(self) -> None:
+        """Raise ValueError naming the first field whose value makes no sense."""
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.type in ("int", int):
+                if isinstance(value, bool) or not isinstance(value, int):
+                    raise TypeError(f"KernelConfig.{f.name} must be an int, got {value!r}")
+                minimum = 0 if f.name == "fused_long_min_lookups" else 1
+                if value < minimum:
+                    raise ValueError(f"KernelConfig.{f.name} must be >= {minimum}, got {value}")
+            elif f.type in ("bool", bool):
+                if not isinstance(value, bool):
+                    raise TypeError(f"KernelConfig.{f.name} must be a bool, got {value!r}")
+        pow2 = (
+            "fwd_gather_unweighted", "fwd_gather_weighted", "bwd_short_gather_unweighted",
+            "bwd_short_gather_weighted", "bwd_long_gather", "classify_block",
+            "fwd_num_warps", "bwd_short_num_warps", "bwd_long_num_warps",
+            "small_table_bags_per_program", "small_table_histogram_ids",
+        )
+        for name in pow2:
+            value = getattr(self, name)
+            if value & (value - 1):
+                raise ValueError(f"KernelConfig.{name} must be a power of two, got {value}")
+        if not self.dim_buckets:
+            raise ValueError("KernelConfig.dim_buckets must not be empty")
+        for b in self.dim_buckets:
+            if b < 1 or b & (b - 1):
+                raise ValueError(f"KernelConfig.dim_buckets entries must be powers of two, got {b}")
+        if list(self.dim_buckets) != sorted(set(self.dim_buckets)):
+            raise ValueError(f"KernelConfig.dim_buckets must be strictly increasing, got {self.dim_buckets}")
+        if self.index_dtype not in INDEX_DTYPES:
+            raise ValueError(f"KernelConfig.index_dtype must be one of {INDEX_DTYPES}, got {self.index_dtype!r}")
+        if self.small_table_min_dim > self.small_table_max_dim:
+            raise ValueError(
+                f"KernelConfig.small_table_min_dim ({self.small_table_min_dim}) exceeds "
+                f"small_table_max_dim ({self.small_table_max_dim})"
+            )
+        _faults.check_allowed(self.faults)
+
+    # -- convenience --------------------------------------------------------------------
+    def has_fault(self, name: str) -> bool:
+        return name in self.faults
+
+    def replace(self, **changes: Any) -> "KernelConfig":
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["dim_buckets"] = list(self.dim_buckets)
+        d["faults"] = list(self.faults)
+        return d
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "KernelConfig":
+        if not isinstance(data, dict):
+            raise TypeError(f"KernelConfig JSON must be an object, got {type(data).__name__}")
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"KernelConfig has no field {unknown[0]!r} (known: {sorted(known)})")
+        return cls(**data)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> "KernelConfig":
+        return cls.from_dict(json.loads(text))
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(self.to_json())
+
+    @classmethod
+    def load(cls, path: str | Path) -> "KernelConfig":
+        return cls.from_json(Path(path).read_text())
+
+    def diff(self, other: "KernelConfig") -> dict[str, tuple[Any, Any]]:
+        """Fields whose values differ, as name -> (self, other)."""
+        a, b = self.to_dict(), other.to_dict()
+        return {k: (a[k], b[k]) for k in a if a[k] != b[k]}

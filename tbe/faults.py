@@ -1,0 +1,61 @@
+"""Planted faults: named, known bugs that a KernelConfig can switch on.
+
+They exist so the fuzz suite can prove it catches real bug classes. They are refused
+unless the process opted in (``TBE_FUZZ_ALLOW_FAULTS=1``, set by the test suite and the
+fuzz driver's self-test), so a production config can never carry one by accident.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Iterator
+
+ENV = "TBE_FUZZ_ALLOW_FAULTS"
+
+# name -> the bug it plants
+KNOWN: dict[str, str] = {}
+
+
+def register(name: str, description: str) -> None:
+    KNOWN[name] = description
+
+
+register("fwd_skip_last_id", "forward gather drops the last id of every bag with more than one id")
+register("fwd_mean_wrong_length", "MEAN divides by the bag length before bounds-check repair dropped ids")
+register("unstable_weighted_pairing", "transpose pairs per-sample weights through an unstable sort")
+register("int32_linearize_past_limit", "linearization forced to int32 even when rows exceed 2^31-1")
+register("long_threshold_off_by_one", "a run of exactly long_run_threshold lookups takes neither tier")
+register("skip_last_chunk_update", "the optimizer update is skipped for the last chunk of a split run")
+register("accumulate_in_weight_dtype", "gradients accumulate in the weights' dtype instead of fp32")
+register("no_fence", "the fused long tier counts down without a device-scope fence")
+register("no_barrier", "the fused long tier counts down without a CTA barrier before the release")
+
+
+def allowed() -> bool:
+    return os.environ.get(ENV) == "1"
+
+
+def check_allowed(faults: tuple[str, ...]) -> None:
+    for name in faults:
+        if name not in KNOWN:
+            raise ValueError(f"KernelConfig.faults: unknown fault {name!r} (known: {sorted(KNOWN)})")
+    if faults and not allowed():
+        raise ValueError(
+            f"KernelConfig.faults={list(faults)} plants bugs and is refused outside tests and "
+            f"the fuzz driver (set {ENV}=1 to opt in)"
+        )
+
+
+@contextlib.contextmanager
+def allow() -> Iterator[None]:
+    """Temporarily allow planted faults in this process."""
+    old = os.environ.get(ENV)
+    os.environ[ENV] = "1"
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(ENV, None)
+        else:
+            os.environ[ENV] = old

@@ -1,0 +1,100 @@
+"""Forward, generic path: pooled gather of table rows into the [B, sum D] output.
+
+A program walks ``fwd_bags_per_program`` bags of one table; inside a bag it loads
+``GATHER`` rows at once as one [GATHER, BLOCK_D] tile, so that many independent row
+loads are in flight, and accumulates in fp32. Launches are bucketed by next_pow2(D).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+import triton
+import triton.language as tl
+
+from tbe.buckets import bucket_tensors
+from tbe.config import KernelConfig
+from tbe.modes import Pooling
+
+
+# ----------------------------------------------------------------------------- launch
+def forward_generic(
+    weights: torch.Tensor,
+    layout_tensors: dict[str, torch.Tensor],
+    dims: list[int],
+    indices: torch.Tensor,
+    offsets: torch.Tensor,
+    per_sample_weights: Optional[torch.Tensor],
+    batch_size: int,
+    pooling: Pooling,
+    output_dtype: torch.dtype,
+    config: KernelConfig,
+    out: Optional[torch.Tensor] = None,
+    table_subset: Optional[list[int]] = None,
+) -> torch.Tensor:
+    """Pool every bag of every table (or of ``table_subset``) into ``out`` [B, sum D]."""
+    total_dim = sum(dims)
+    if out is None:
+        out = torch.empty((batch_size, total_dim), dtype=output_dtype, device=weights.device)
+    if batch_size == 0:
+        return out
+    weighted = per_sample_weights is not None
+    gather = config.fwd_gather_weighted if weighted else config.fwd_gather_unweighted
+    bags = config.fwd_bags_per_program
+    psw = per_sample_weights if weighted else indices  # placeholder pointer, never read
+    for block_d, tables in bucket_tensors(dims, config, weights.device, table_subset):
+        grid = (triton.cdiv(batch_size, bags), tables.numel())
+        _forward_kernel[grid](
+            weights, layout_tensors["weights_offsets"], layout_tensors["dims"], layout_tensors["col_offsets"],
+            tables, indices, offsets, psw, out, batch_size, out.stride(0),
+            WEIGHTED=weighted, MEAN=pooling == Pooling.MEAN, BAGS=bags, GATHER=gather, BLOCK_D=block_d,
+            FAULT_SKIP_LAST=config.has_fault("fwd_skip_last_id"),
+            num_warps=config.fwd_num_warps,
+        )
+    return out
+
+
+# ----------------------------------------------------------------------------- kernel
+@triton.jit
+def _forward_kernel(
+    weights_ptr, weights_offsets_ptr, dims_ptr, col_offsets_ptr, table_ids_ptr,
+    indices_ptr, offsets_ptr, psw_ptr, out_ptr, B, out_stride,
+    WEIGHTED: tl.constexpr, MEAN: tl.constexpr, BAGS: tl.constexpr, GATHER: tl.constexpr,
+    BLOCK_D: tl.constexpr, FAULT_SKIP_LAST: tl.constexpr,
+):
+    t = tl.load(table_ids_ptr + tl.program_id(1))
+    D = tl.load(dims_ptr + t)
+    w_base = tl.load(weights_offsets_ptr + t)
+    col0 = tl.load(col_offsets_ptr + t)
+    g = tl.arange(0, GATHER)
+    cols = tl.arange(0, BLOCK_D)
+    for j in tl.static_range(BAGS):
+        b = tl.program_id(0).to(tl.int64) * BAGS + j
+        if b < B:
+            start = tl.load(offsets_ptr + t * B + b).to(tl.int64)
+            end = tl.load(offsets_ptr + t * B + b + 1).to(tl.int64)
+            stop = end
+            if FAULT_SKIP_LAST:
+                if end - start > 1:
+                    stop = end - 1
+            for d0 in range(0, D, BLOCK_D):
+                c = d0 + cols
+                cmask = c < D
+                acc = tl.zeros([BLOCK_D], dtype=tl.float32)
+                for i in range(start, stop, GATHER):
+                    pos = i + g
+                    m = pos < stop
+                    ids = tl.load(indices_ptr + pos, mask=m, other=0).to(tl.int64)
+                    rows = tl.load(
+                        weights_ptr + w_base + ids[:, None] * D + c[None, :],
+                        mask=m[:, None] & cmask[None, :], other=0.0,
+                    ).to(tl.float32)
+                    if WEIGHTED:
+                        w = tl.load(psw_ptr + pos, mask=m, other=0.0).to(tl.float32)
+                        rows = rows * w[:, None]
+                    acc += tl.sum(rows, axis=0)
+                if MEAN:
+                    length = tl.maximum(end - start, 1).to(tl.float32)
+                    acc = acc / length
+                tl.store(out_ptr + b * out_stride + col0 + c, acc.to(out_ptr.dtype.element_ty), mask=cmask)

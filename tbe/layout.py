@@ -1,0 +1,126 @@
+"""Table layout: E_t x D_t tables packed into one weight buffer, and the offsets that find them."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence
+
+import torch
+
+INT32_MAX = 2**31 - 1
+
+
+@dataclasses.dataclass(frozen=True)
+class TableSpec:
+    rows: int
+    dim: int
+
+    def __post_init__(self) -> None:
+        for name in ("rows", "dim"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise TypeError(f"TableSpec.{name} must be an int, got {v!r}")
+        if self.rows < 1:
+            raise ValueError(f"TableSpec.rows must be >= 1, got {self.rows}")
+        if self.dim < 1:
+            raise ValueError(f"TableSpec.dim (D) must be >= 1, got {self.dim}")
+
+
+def parse_specs(embedding_specs: Sequence) -> tuple[TableSpec, ...]:
+    """Accept [(E, D), ...] or TableSpec objects; ValueError names the offending table."""
+    if isinstance(embedding_specs, (str, bytes)) or not hasattr(embedding_specs, "__iter__"):
+        raise TypeError(f"embedding_specs must be a sequence of (E, D), got {embedding_specs!r}")
+    specs = []
+    for t, s in enumerate(embedding_specs):
+        if isinstance(s, TableSpec):
+            specs.append(s)
+            continue
+        try:
+            rows, dim = s
+        except (TypeError, ValueError):
+            raise ValueError(f"embedding_specs[{t}] must be (E, D), got {s!r}") from None
+        try:
+            specs.append(TableSpec(rows, dim))
+        except (TypeError, ValueError) as e:
+            raise type(e)(f"embedding_specs[{t}]: {e}") from None
+    if not specs:
+        raise ValueError("embedding_specs must name at least one table, got []")
+    return tuple(specs)
+
+
+@dataclasses.dataclass(frozen=True)
+class TableLayout:
+    """Host-side offsets of a packed set of tables (all Python ints, cheap to hash and print)."""
+
+    specs: tuple[TableSpec, ...]
+
+    @property
+    def num_tables(self) -> int:
+        return len(self.specs)
+
+    @property
+    def dims(self) -> list[int]:
+        return [s.dim for s in self.specs]
+
+    @property
+    def rows(self) -> list[int]:
+        return [s.rows for s in self.specs]
+
+    @property
+    def weights_offsets(self) -> list[int]:
+        """Element offset of table t in the packed weight buffer."""
+        out, acc = [], 0
+        for s in self.specs:
+            out.append(acc)
+            acc += s.rows * s.dim
+        return out
+
+    @property
+    def total_elements(self) -> int:
+        return sum(s.rows * s.dim for s in self.specs)
+
+    @property
+    def col_offsets(self) -> list[int]:
+        """Column offset of table t in the pooled output [B, sum D]."""
+        out, acc = [], 0
+        for s in self.specs:
+            out.append(acc)
+            acc += s.dim
+        return out
+
+    @property
+    def total_dim(self) -> int:
+        return sum(self.dims)
+
+    @property
+    def max_dim(self) -> int:
+        return max(self.dims)
+
+    @property
+    def hash_size_cumsum(self) -> list[int]:
+        """T + 1 entries: the linear index of (t, id) is hash_size_cumsum[t] + id."""
+        out, acc = [0], 0
+        for s in self.specs:
+            acc += s.rows
+            out.append(acc)
+        return out
+
+    @property
+    def total_rows(self) -> int:
+        return self.hash_size_cumsum[-1]
+
+    @property
+    def fits_int32(self) -> bool:
+        """Whether every linear index fits in int32 (the int32 linearization precondition)."""
+        return self.total_rows - 1 <= INT32_MAX
+
+    def device_tensors(self, device: torch.device) -> dict[str, torch.Tensor]:
+        """The per-table arrays kernels read, on ``device``."""
+        i64 = dict(dtype=torch.int64, device=device)
+        return {
+            "weights_offsets": torch.tensor(self.weights_offsets, **i64),
+            "dims": torch.tensor(self.dims, **i64),
+            "rows": torch.tensor(self.rows, **i64),
+            "col_offsets": torch.tensor(self.col_offsets, **i64),
+            "hash_size_cumsum": torch.tensor(self.hash_size_cumsum, **i64),
+        }

@@ -1,0 +1,61 @@
+"""Enumerations shared by kernels, oracles and strategies: pooling, optimizer, bounds check."""
+
+from __future__ import annotations
+
+import enum
+
+import torch
+
+
+class Pooling(str, enum.Enum):
+    SUM = "sum"
+    MEAN = "mean"
+
+
+class Optimizer(str, enum.Enum):
+    EXACT_SGD = "exact_sgd"
+    EXACT_ROWWISE_ADAGRAD = "exact_rowwise_adagrad"
+
+
+class BoundsCheckMode(str, enum.Enum):
+    """FBGEMM's BoundsCheckMode: FATAL raises, WARNING repairs and counts, IGNORE repairs, NONE trusts."""
+
+    FATAL = "fatal"
+    WARNING = "warning"
+    IGNORE = "ignore"
+    NONE = "none"
+
+
+FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+INDEX_DTYPES = (torch.int32, torch.int64)
+
+_DTYPE_NAMES = {
+    "fp32": torch.float32, "float32": torch.float32, "float": torch.float32,
+    "fp16": torch.float16, "float16": torch.float16, "half": torch.float16,
+    "bf16": torch.bfloat16, "bfloat16": torch.bfloat16,
+}
+
+
+def parse_enum(cls: type[enum.Enum], field: str, value: object) -> enum.Enum:
+    """Accept an enum member or its name/value (case-insensitive); ValueError names the field."""
+    if isinstance(value, cls):
+        return value
+    if isinstance(value, str):
+        for member in cls:
+            if value.lower() in (member.value, member.name.lower()):
+                return member
+    choices = [m.value for m in cls]
+    raise ValueError(f"{field} must be one of {choices}, got {value!r}")
+
+
+def parse_float_dtype(field: str, value: object) -> torch.dtype:
+    if isinstance(value, torch.dtype) and value in FLOAT_DTYPES:
+        return value
+    if isinstance(value, str) and value.lower() in _DTYPE_NAMES:
+        return _DTYPE_NAMES[value.lower()]
+    raise ValueError(f"{field} must be one of fp32, fp16, bf16, got {value!r}")
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16",
+            torch.int32: "int32", torch.int64: "int64"}[dtype]

@@ -1,0 +1,138 @@
+"""TritonTBE: an nn.Module shaped like FBGEMM's SplitTableBatchedEmbeddingBagsCodegen.
+
+The module owns the packed weights and optimizer state; its output takes part in
+autograd, and ``backward()`` applies the exact optimizer update in place, once per
+distinct (table, row), as FBGEMM's training TBE does.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence
+
+import torch
+from torch import nn
+
+from tbe import backend
+from tbe.autograd import TBEFunction
+from tbe.batch import validate_batch
+from tbe.bounds_check import bounds_check
+from tbe.config import KernelConfig
+from tbe.layout import TableLayout, parse_specs
+from tbe.modes import BoundsCheckMode, Optimizer, Pooling, parse_enum, parse_float_dtype
+
+
+def _check_hyper(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a real number, got {value!r}")
+    value = float(value)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
+    return value
+
+
+class TritonTBE(nn.Module):
+    def __init__(
+        self,
+        embedding_specs: Sequence,
+        optimizer: str | Optimizer = "exact_sgd",
+        learning_rate: float = 0.01,
+        eps: float = 1.0e-8,
+        weights_dtype: torch.dtype | str = torch.float32,
+        output_dtype: torch.dtype | str = torch.float32,
+        pooling: str | Pooling = "sum",
+        bounds_check: str | BoundsCheckMode = "warning",
+        config: Optional[KernelConfig] = None,
+        device: Optional[torch.device | str] = None,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        self.layout = TableLayout(parse_specs(embedding_specs))
+        self.optimizer = parse_enum(Optimizer, "optimizer", optimizer)
+        self.pooling = parse_enum(Pooling, "pooling", pooling)
+        self.bounds_check_mode = parse_enum(BoundsCheckMode, "bounds_check", bounds_check)
+        self.learning_rate = _check_hyper("learning_rate", learning_rate)
+        self.eps = _check_hyper("eps", eps)
+        self.weights_dtype = parse_float_dtype("weights_dtype", weights_dtype)
+        self.output_dtype = parse_float_dtype("output_dtype", output_dtype)
+        if config is None:
+            config = KernelConfig()
+        if not isinstance(config, KernelConfig):
+            raise TypeError(f"config must be a KernelConfig, got {type(config).__name__}")
+        self.config = config
+        self.device = torch.device(device) if device is not None else backend.default_device()
+        if backend.INTERPRETED and self.device.type != "cpu":
+            raise ValueError(f"device={self.device} but kernels run in the Triton interpreter (CPU only)")
+        if not backend.INTERPRETED and self.device.type != "cuda":
+            raise ValueError(f"device={self.device} but compiled Triton kernels need a CUDA device")
+
+        layout = self.layout
+        self.register_buffer(
+            "weights", torch.empty(layout.total_elements, dtype=self.weights_dtype, device=self.device)
+        )
+        n_state = layout.total_rows if self.optimizer == Optimizer.EXACT_ROWWISE_ADAGRAD else 0
+        self.register_buffer("momentum", torch.zeros(n_state, dtype=torch.float32, device=self.device))
+        self.register_buffer("bounds_check_warnings", torch.zeros(1, dtype=torch.int64, device=self.device))
+        # gives the output a grad_fn; the real update is applied in place by the backward
+        self.placeholder = nn.Parameter(torch.zeros(0, device=self.device))
+        self.layout_tensors = layout.device_tensors(self.device)
+        self.reset_weights(seed)
+
+    # ------------------------------------------------------------------ weights and state
+    def reset_weights(self, seed: int = 0) -> None:
+        """Uniform(-1/sqrt(E), 1/sqrt(E)) per table, drawn on the CPU from ``seed``, and zero state."""
+        g = torch.Generator().manual_seed(seed)
+        parts = []
+        for s in self.layout.specs:
+            bound = 1.0 / math.sqrt(s.rows)
+            parts.append((torch.rand(s.rows * s.dim, generator=g, dtype=torch.float64) * 2 - 1) * bound)
+        with torch.no_grad():
+            self.weights.copy_(torch.cat(parts).to(self.weights_dtype))
+            self.momentum.zero_()
+
+    def split_embedding_weights(self) -> list[torch.Tensor]:
+        """Per-table [E_t, D_t] views of the packed weights (writes go through)."""
+        return [
+            self.weights[off: off + s.rows * s.dim].view(s.rows, s.dim)
+            for off, s in zip(self.layout.weights_offsets, self.layout.specs)
+        ]
+
+    def split_optimizer_states(self) -> list[list[torch.Tensor]]:
+        """Per-table optimizer state, as FBGEMM lists it: [[momentum_t]] for row-wise Adagrad, [[]] for SGD."""
+        if self.optimizer != Optimizer.EXACT_ROWWISE_ADAGRAD:
+            return [[] for _ in self.layout.specs]
+        cs = self.layout.hash_size_cumsum
+        return [[self.momentum[cs[t]: cs[t + 1]]] for t in range(self.layout.num_tables)]
+
+    def load_weights(self, tables: Sequence[torch.Tensor]) -> None:
+        """Copy per-table [E_t, D_t] tensors into the packed weights."""
+        if len(tables) != self.layout.num_tables:
+            raise ValueError(f"load_weights got {len(tables)} tables, expected {self.layout.num_tables}")
+        for t, (dst, src) in enumerate(zip(self.split_embedding_weights(), tables)):
+            if tuple(src.shape) != tuple(dst.shape):
+                raise ValueError(f"load_weights: table {t} has shape {tuple(src.shape)}, expected {tuple(dst.shape)}")
+            with torch.no_grad():
+                dst.copy_(src)
+
+    # ------------------------------------------------------------------ forward
+    def forward(
+        self,
+        indices: torch.Tensor,
+        offsets: torch.Tensor,
+        per_sample_weights: Optional[torch.Tensor] = None,
+    ) -> torch.Tensor:
+        batch_size = validate_batch(indices, offsets, per_sample_weights, self.layout.num_tables, self.device)
+        checked_indices, checked_offsets = bounds_check(
+            indices, offsets, self.layout_tensors["rows"], batch_size,
+            self.bounds_check_mode, self.bounds_check_warnings,
+        )
+        return TBEFunction.apply(
+            self.placeholder, per_sample_weights, self, checked_indices, checked_offsets, batch_size
+        )
+
+    def extra_repr(self) -> str:
+        return (
+            f"tables={[(s.rows, s.dim) for s in self.layout.specs]}, optimizer={self.optimizer.value}, "
+            f"pooling={self.pooling.value}, weights={self.weights_dtype}, output={self.output_dtype}, "
+            f"bounds_check={self.bounds_check_mode.value}"
+        )
