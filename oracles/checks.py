@@ -1,0 +1,60 @@
+"""One-call differential checks: kernel output vs the FP64 reference under the derived bound."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from oracles.bounds import pooled_bound
+from oracles.compare import Report, compare
+from oracles.reference import bag_lengths, reference_forward
+from tbe.layout import TableLayout
+from tbe.modes import Pooling
+
+
+def forward_expectation(
+    layout: TableLayout,
+    weights: torch.Tensor,
+    indices: torch.Tensor,
+    offsets: torch.Tensor,
+    per_sample_weights: Optional[torch.Tensor],
+    batch_size: int,
+    pooling: Pooling,
+    output_dtype: torch.dtype,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(expected float64 [B, sum D], elementwise error bound) for a valid batch."""
+    args = (layout, weights, indices, offsets, per_sample_weights, batch_size, pooling)
+    expected = reference_forward(*args)
+    magnitude = reference_forward(*args, abs_sum=True)
+    lengths = bag_lengths(offsets).view(layout.num_tables, batch_size)
+    bound = torch.empty_like(expected)
+    for t, (c0, spec) in enumerate(zip(layout.col_offsets, layout.specs)):
+        cols = slice(c0, c0 + spec.dim)
+        bound[:, cols] = pooled_bound(
+            expected[:, cols], magnitude[:, cols], lengths[t], pooling == Pooling.MEAN, output_dtype,
+        )
+    return expected, bound
+
+
+def check_forward(
+    layout: TableLayout,
+    weights: torch.Tensor,
+    indices: torch.Tensor,
+    offsets: torch.Tensor,
+    per_sample_weights: Optional[torch.Tensor],
+    batch_size: int,
+    pooling: Pooling,
+    got: torch.Tensor,
+    what: str = "forward vs fp64",
+    bound_scale: float = 1.0,
+) -> Report:
+    """Compare a pooled output with the FP64 reference.
+
+    ``bound_scale`` = 2 when comparing two fp32 computations with each other (each is within
+    the bound of the exact value, so they are within twice of each other); 1 otherwise.
+    """
+    expected, bound = forward_expectation(
+        layout, weights, indices, offsets, per_sample_weights, batch_size, pooling, got.dtype,
+    )
+    return compare(what, expected, got, bound * bound_scale, layout)

@@ -1,0 +1,96 @@
+"""Comparison against the FP64 reference with a derived bound, and a diff report naming the worst entry."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+import torch
+
+from tbe.layout import TableLayout
+
+
+@dataclasses.dataclass
+class Mismatch:
+    """The worst entry of a comparison: where, what was expected, what came back, the bound."""
+
+    table: int
+    sample: int
+    column: int
+    expected: float
+    got: float
+    bound: float
+
+    @property
+    def ratio(self) -> float:
+        err = abs(self.got - self.expected)
+        if err != err:  # NaN
+            return float("inf")
+        return err / self.bound if self.bound > 0 else (0.0 if err == 0 else float("inf"))
+
+
+@dataclasses.dataclass
+class Report:
+    what: str
+    ok: bool
+    worst: Optional[Mismatch]
+    num_bad: int
+    num_checked: int
+
+    @property
+    def max_ratio(self) -> float:
+        return 0.0 if self.worst is None else self.worst.ratio
+
+    def __str__(self) -> str:
+        head = f"{self.what}: {'ok' if self.ok else 'MISMATCH'}, {self.num_bad}/{self.num_checked} entries over bound"
+        if self.worst is None:
+            return head
+        w = self.worst
+        return (
+            f"{head}; worst at table {w.table}, sample {w.sample}, column {w.column}: "
+            f"expected {w.expected!r}, got {w.got!r}, |diff| {abs(w.got - w.expected):.3e}, "
+            f"bound {w.bound:.3e} (ratio {w.ratio:.3g})"
+        )
+
+
+def compare(
+    what: str,
+    expected: torch.Tensor,
+    got: torch.Tensor,
+    bound: torch.Tensor,
+    layout: Optional[TableLayout] = None,
+) -> Report:
+    """Check |got - expected| <= bound entrywise (NaN/inf in got is a mismatch unless expected matches).
+
+    For a [B, sum D] block, ``layout`` maps each column back to (table, column in table).
+    For a 1-D tensor, ``sample`` is the position and table/column are -1.
+    """
+    if tuple(got.shape) != tuple(expected.shape):
+        raise ValueError(f"{what}: got shape {tuple(got.shape)}, expected {tuple(expected.shape)}")
+    exp = expected.to(torch.float64)
+    g = got.to(torch.float64)
+    err = (g - exp).abs()
+    same_nonfinite = (g == exp) | (torch.isnan(g) & torch.isnan(exp))
+    err = torch.where(same_nonfinite, torch.zeros_like(err), err)
+    err = torch.where(torch.isnan(err), torch.full_like(err, float("inf")), err)
+    bnd = bound.to(torch.float64).expand_as(exp)
+    bad = err > bnd
+    num_bad = int(bad.sum())
+    if exp.numel() == 0:
+        return Report(what, True, None, 0, 0)
+    ratio = torch.where(bnd > 0, err / bnd, torch.where(err > 0, float("inf"), 0.0))
+    flat = int(torch.argmax(ratio.reshape(-1)))
+    if exp.dim() == 2:
+        sample, col = divmod(flat, exp.shape[1])
+        table, column = -1, col
+        if layout is not None:
+            for t, c0 in enumerate(layout.col_offsets):
+                if c0 <= col < c0 + layout.specs[t].dim:
+                    table, column = t, col - c0
+    else:
+        sample, table, column = flat, -1, -1
+    worst = Mismatch(
+        table, sample, column,
+        float(exp.reshape(-1)[flat]), float(g.reshape(-1)[flat]), float(bnd.reshape(-1)[flat]),
+    )
+    return Report(what, num_bad == 0, worst, num_bad, exp.numel())
