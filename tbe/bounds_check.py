@@ -1,19 +1,181 @@
-"""Standalone bounds check with FBGEMM's BoundsCheckMode semantics (vectorised torch ops).
+"""Bounds checking with FBGEMM's BoundsCheckMode semantics, as Triton kernels.
 
-FATAL raises naming the first offending table, bag and id; WARNING repairs and counts;
-IGNORE repairs silently; NONE returns the inputs untouched. Repairs go to copies: the
-caller's tensors are never modified.
+Three pieces: a small kernel that repairs offsets, a standalone kernel that checks and
+repairs ids, and ``check_id_tile``, the same id check as a jit helper that the forward
+kernels call on every tile of ids they load (``KernelConfig.fused_bounds_check``).
+
+Semantics (per call; ``n`` = len(indices), bag k = offsets[k] .. offsets[k+1]):
+
+- offsets are repaired to ``o[0] = 0``, ``o[-1] = n`` and ``o[k] = max(o[k-1], min(offsets[k], n))``:
+  exactly what FBGEMM's sequential per-bag clamp produces, written as a prefix maximum.
+- an id is bad when it is negative or >= E_t of its bag's table; WARNING and IGNORE set it
+  to 0 (its per-sample weight is kept), NONE trusts the input and checks nothing.
+- WARNING adds one to the counter per bad id, one per bag whose (start, end) had to be
+  repaired and one when offsets[-1] != n (FBGEMM's count; FBGEMM zeroes its counter every
+  call, ``TritonTBE.bounds_check_warnings`` accumulates over calls).
+- FATAL raises ``BoundsCheckError`` from the host: kernels write the first offending
+  offsets entry and the first bad id position into a small record, never assert on device.
+
+Known differences from FBGEMM's CPU ``bounds_check_indices`` (see oracles/reference_bounds.py):
+id -1 is bad here (FBGEMM skips it as a pruned row), and offsets[0] > 0 is repaired to 0
+(FBGEMM leaves it, so the ids before it belong to no bag and are never checked).
+Caller tensors are never written: repairs go to fresh copies.
 """
 
 from __future__ import annotations
 
-import torch
+import dataclasses
+from typing import Optional
 
+import torch
+import triton
+import triton.language as tl
+
+from tbe.config import KernelConfig
 from tbe.modes import BoundsCheckMode
 
 
 class BoundsCheckError(ValueError):
-    """Raised under BoundsCheckMode.FATAL for an out-of-range id or broken offsets."""
+    """Raised under BoundsCheckMode.FATAL for an out-of-range id or broken offsets.
+
+    ``kind`` is "offsets" or "id"; ``position`` the offending entry of offsets or indices;
+    ``table``, ``sample`` and ``bag`` (= table * B + sample) locate it; ``value`` is the bad entry.
+    """
+
+    def __init__(self, message: str, kind: str, position: int, value: int, table: int, sample: int, bag: int):
+        super().__init__(message)
+        self.kind, self.position, self.value = kind, position, value
+        self.table, self.sample, self.bag = table, sample, bag
+
+
+# ----------------------------------------------------------------------------- host side
+@dataclasses.dataclass
+class CheckState:
+    """Device buffers of one check: the warning counter and the first-offender record.
+
+    ``record[0]`` is the first offsets entry the repair changed (len(offsets) if none),
+    ``record[1]`` the first bad id position (len(indices) if none).
+    """
+
+    mode: BoundsCheckMode
+    warning: torch.Tensor
+    record: torch.Tensor
+
+    @property
+    def count(self) -> bool:
+        return self.mode == BoundsCheckMode.WARNING
+
+    @property
+    def write(self) -> bool:
+        """Whether repaired ids go to a copy (FATAL only reads: valid inputs come back as they are)."""
+        return self.mode in (BoundsCheckMode.WARNING, BoundsCheckMode.IGNORE)
+
+    @property
+    def fatal(self) -> bool:
+        return self.mode == BoundsCheckMode.FATAL
+
+
+@dataclasses.dataclass
+class ForwardCheck:
+    """What a forward kernel needs beyond the batch: the fused id check and the caller's raw offsets.
+
+    With ``fused`` the forward checks ids as it loads them and writes repairs to
+    ``indices_out``; ``raw_offsets`` is only read by the planted fault fwd_mean_wrong_length.
+    """
+
+    raw_offsets: torch.Tensor
+    fused: bool = False
+    state: Optional[CheckState] = None
+    rows: Optional[torch.Tensor] = None
+    indices_out: Optional[torch.Tensor] = None
+
+
+def new_state(mode: BoundsCheckMode, indices: torch.Tensor, offsets: torch.Tensor,
+              warning_count: Optional[torch.Tensor]) -> CheckState:
+    device = indices.device
+    if warning_count is None or mode != BoundsCheckMode.WARNING:
+        warning_count = torch.zeros(1, dtype=torch.int64, device=device)
+    elif warning_count.dtype != torch.int64 or warning_count.numel() != 1:
+        raise ValueError(
+            f"warning_count must be a one-element int64 tensor, got {warning_count.dtype} "
+            f"with {warning_count.numel()} elements"
+        )
+    record = torch.tensor([offsets.numel(), indices.numel()], dtype=torch.int64, device=device)
+    return CheckState(mode, warning_count, record)
+
+
+def repair_offsets(
+    indices: torch.Tensor, offsets: torch.Tensor, state: CheckState, config: KernelConfig,
+) -> torch.Tensor:
+    """Repaired copy of ``offsets`` (same dtype); counts bad bags and records the first bad entry."""
+    fixed = torch.empty_like(offsets)
+    _repair_offsets_kernel[(1,)](
+        offsets, fixed, state.warning, state.record, offsets.numel(), indices.numel(),
+        COUNT=state.count, BLOCK=config.bounds_check_block, num_warps=4,
+    )
+    return fixed
+
+
+def check_ids(
+    indices: torch.Tensor, fixed_offsets: torch.Tensor, rows_per_table: torch.Tensor,
+    batch_size: int, state: CheckState, config: KernelConfig,
+) -> torch.Tensor:
+    """Standalone id check over valid (repaired) offsets: repaired copy of ``indices`` under WARNING/IGNORE."""
+    num_bags = fixed_offsets.numel() - 1
+    if not state.write:
+        out = indices  # FATAL: nothing is written, a valid batch comes back unchanged
+    elif num_bags == 0:
+        return indices.clone()  # no bags: no id belongs to a table, nothing to check
+    else:
+        out = torch.empty_like(indices)
+    if num_bags == 0:
+        return out
+    _check_ids_kernel[(num_bags,)](
+        indices, fixed_offsets, rows_per_table, out, state.warning, state.record, batch_size, indices.numel(),
+        WRITE=state.write, COUNT=state.count, RECORD=state.fatal,
+        BLOCK=config.bounds_check_block, num_warps=4,
+    )
+    return out
+
+
+def raise_if_fatal(
+    state: CheckState, indices: torch.Tensor, offsets: torch.Tensor, fixed_offsets: torch.Tensor,
+    rows_per_table: torch.Tensor, batch_size: int,
+) -> None:
+    """Under FATAL, read the record (one host sync) and raise naming the first offender."""
+    if not state.fatal:
+        return
+    bad_entry, bad_pos = state.record.tolist()
+    n, num_entries = indices.numel(), offsets.numel()
+    B = max(batch_size, 1)
+    if bad_entry < num_entries:
+        value = int(offsets[bad_entry])
+        bag = max(bad_entry - 1, 0)
+        t, b = divmod(bag, B)
+        if num_entries == 1:
+            why = f"must equal len(indices) = {n} (the batch has no bags)"
+        elif bad_entry == 0:
+            why = "must be 0"
+        elif bad_entry == num_entries - 1 and value != n:
+            why = f"must equal len(indices) = {n}"
+        else:
+            why = (f"must lie in [offsets[{bad_entry - 1}] = {int(offsets[bad_entry - 1])}, "
+                   f"len(indices) = {n}]")
+        raise BoundsCheckError(
+            f"bounds check (FATAL): offsets[{bad_entry}] = {value} {why}; it bounds bag {bag} "
+            f"(table {t}, sample {b})", "offsets", bad_entry, value, t, b, bag,
+        )
+    if bad_pos < n:
+        value = int(indices[bad_pos])
+        off = fixed_offsets.to(torch.int64)
+        bag = int(torch.searchsorted(off[1:], torch.tensor([bad_pos], device=off.device), right=True)[0])
+        t, b = divmod(bag, B)
+        rows = int(rows_per_table[t])
+        raise BoundsCheckError(
+            f"bounds check (FATAL): indices[{bad_pos}] = {value} is out of range for table {t} "
+            f"(rows 0..{rows - 1}); bag {bag} (table {t}, sample {b}), element {bad_pos - int(off[bag])} of the bag",
+            "id", bad_pos, value, t, b, bag,
+        )
 
 
 def bounds_check(
@@ -22,42 +184,151 @@ def bounds_check(
     rows_per_table: torch.Tensor,
     batch_size: int,
     mode: BoundsCheckMode,
-    warning_count: torch.Tensor | None = None,
+    warning_count: Optional[torch.Tensor] = None,
+    config: Optional[KernelConfig] = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Return (indices, offsets), repaired per ``mode``; adds repairs to ``warning_count`` under WARNING."""
+    """Standalone check: (indices, offsets) repaired per ``mode`` into copies; FATAL raises.
+
+    Under WARNING the number of repairs is added to ``warning_count`` (int64, one element).
+    NONE returns the inputs untouched (the caller vouches for them: bad ids then read
+    outside the table).
+    """
     if mode == BoundsCheckMode.NONE:
         return indices, offsets
-    num_tables = rows_per_table.numel()
-    n = indices.numel()
-    # offsets: clamp each to [0, n] and make them non-decreasing
-    off64 = offsets.to(torch.int64)
-    fixed = off64.clamp(0, n)
-    fixed[0] = 0
-    fixed[-1] = n
-    fixed = torch.cummax(fixed, 0).values
-    bad_offsets = fixed != off64
-    # ids: bag of each lookup from the repaired offsets, table = bag // B
-    bag_of = torch.searchsorted(fixed[1:], torch.arange(n, device=indices.device), right=True)
-    table_of = torch.div(bag_of, max(batch_size, 1), rounding_mode="floor").clamp(max=num_tables - 1)
-    ids = indices.to(torch.int64)
-    bad_ids = (ids < 0) | (ids >= rows_per_table[table_of])
-    if mode == BoundsCheckMode.FATAL:
-        if bool(bad_offsets.any()):
-            pos = int(torch.nonzero(bad_offsets)[0])
-            raise BoundsCheckError(
-                f"offsets[{pos}] = {int(off64[pos])} is invalid (offsets must start at 0, "
-                f"not decrease and end at len(indices) = {n})"
-            )
-        if bool(bad_ids.any()):
-            pos = int(torch.nonzero(bad_ids)[0])
-            b = int(bag_of[pos])
-            t = int(table_of[pos])
-            raise BoundsCheckError(
-                f"indices[{pos}] = {int(ids[pos])} is out of range for table {t} "
-                f"(rows {int(rows_per_table[t])}), bag {b} (sample {b - t * batch_size})"
-            )
+    config = config or KernelConfig()
+    state = new_state(mode, indices, offsets, warning_count)
+    fixed_offsets = repair_offsets(indices, offsets, state, config)
+    fixed_indices = check_ids(indices, fixed_offsets, rows_per_table, batch_size, state, config)
+    raise_if_fatal(state, indices, offsets, fixed_offsets, rows_per_table, batch_size)
+    if state.fatal:
         return indices, offsets
-    if mode == BoundsCheckMode.WARNING and warning_count is not None:
-        warning_count += bad_ids.sum() + bad_offsets.sum()
-    new_indices = torch.where(bad_ids, torch.zeros_like(indices), indices)
-    return new_indices.contiguous(), fixed.to(offsets.dtype).contiguous()
+    return fixed_indices, fixed_offsets
+
+
+def begin_fused(
+    indices: torch.Tensor, offsets: torch.Tensor, rows_per_table: torch.Tensor,
+    mode: BoundsCheckMode, warning_count: Optional[torch.Tensor], config: KernelConfig,
+) -> tuple[torch.Tensor, ForwardCheck]:
+    """Fused check, part one: repair offsets now, hand the forward what it needs to check ids."""
+    state = new_state(mode, indices, offsets, warning_count)
+    fixed_offsets = repair_offsets(indices, offsets, state, config)
+    out = None
+    if state.write:
+        # positions outside every bag exist only when there are no bags; the forward writes the rest
+        out = indices.clone() if offsets.numel() == 1 else torch.empty_like(indices)
+    return fixed_offsets, ForwardCheck(offsets, True, state, rows_per_table, out)
+
+
+def finish_fused(
+    check: ForwardCheck, indices: torch.Tensor, offsets: torch.Tensor, fixed_offsets: torch.Tensor,
+    batch_size: int,
+) -> torch.Tensor:
+    """Fused check, part two (after the forward): raise under FATAL, else the repaired ids."""
+    raise_if_fatal(check.state, indices, offsets, fixed_offsets, check.rows, batch_size)
+    return check.indices_out if check.indices_out is not None else indices
+
+
+def kernel_args(check: Optional[ForwardCheck], indices: torch.Tensor, offsets: torch.Tensor) -> dict:
+    """Pointer and constexpr arguments the forward kernels take for the fused check and the fault."""
+    fused = check is not None and check.fused
+    state = check.state if fused else None
+    placeholder = offsets  # a valid pointer never read when its constexpr is off
+    return dict(
+        rows_ptr=check.rows if fused else placeholder,
+        ids_out_ptr=check.indices_out if fused and check.indices_out is not None else indices,
+        warn_ptr=state.warning if fused else placeholder,
+        record_ptr=state.record if fused else placeholder,
+        raw_offsets_ptr=check.raw_offsets if check is not None else offsets,
+        CHECK=fused,
+        CHECK_WRITE=fused and state.write,
+        CHECK_COUNT=fused and state.count,
+        CHECK_RECORD=fused and state.fatal,
+    )
+
+
+# ----------------------------------------------------------------------------- kernels
+@triton.jit
+def _max_combine(a, b):
+    return tl.maximum(a, b)
+
+
+@triton.jit
+def check_id_tile(
+    ids, pos, mask, num_rows, ids_out_ptr, warn_ptr, record_ptr, num_indices,
+    WRITE: tl.constexpr, COUNT: tl.constexpr, RECORD: tl.constexpr,
+):
+    """Repair a tile of int64 ids (bad -> 0); store the repair, count it, record the first bad position.
+
+    ``mask`` selects the lanes that are real lookups and that this call owns (a forward
+    that revisits ids for a second column block passes an all-false mask for the side effects
+    and uses only the returned tile).
+    """
+    out_of_range = (ids < 0) | (ids >= num_rows)
+    fixed = tl.where(out_of_range, 0, ids)
+    bad = out_of_range & mask
+    if WRITE:
+        tl.store(ids_out_ptr + pos, fixed.to(ids_out_ptr.dtype.element_ty), mask=mask)
+    if COUNT or RECORD:
+        nbad = tl.sum(bad.to(tl.int32))  # axis=None: over the whole tile, 1-D or 2-D
+        if nbad > 0:
+            if COUNT:
+                tl.atomic_add(warn_ptr, nbad.to(tl.int64))
+            if RECORD:
+                first = tl.min(tl.where(bad, pos, num_indices))
+                tl.atomic_min(record_ptr + 1, first.to(tl.int64))
+    return fixed
+
+
+@triton.jit(do_not_specialize=["num_entries", "num_indices"])
+def _repair_offsets_kernel(
+    offsets_ptr, out_ptr, warn_ptr, record_ptr, num_entries, num_indices,
+    COUNT: tl.constexpr, BLOCK: tl.constexpr,
+):
+    """One program walks the offsets in blocks, carrying the running maximum between blocks."""
+    n = num_indices.to(tl.int64)
+    last = num_entries.to(tl.int64) - 1
+    first_raw = tl.load(offsets_ptr).to(tl.int64)
+    lane = tl.arange(0, BLOCK).to(tl.int64)
+    carry = first_raw * 0
+    nbad = first_raw * 0
+    first_bad = last + 1
+    for s in range(0, num_entries, BLOCK):
+        i = s + lane
+        m = i <= last
+        raw = tl.load(offsets_ptr + i, mask=m, other=0).to(tl.int64)
+        v = tl.minimum(raw, n)
+        v = tl.where(i == 0, 0, v)
+        v = tl.where(i == last, n, v)  # with no bags the single entry is the last: n wins
+        fixed = tl.maximum(tl.associative_scan(v, 0, _max_combine), carry)
+        carry = tl.max(fixed, axis=0)
+        tl.store(out_ptr + i, fixed.to(out_ptr.dtype.element_ty), mask=m)
+        if COUNT:
+            # bag i-1 ends at entry i: it needed repair iff its end moved (bag 0 also if its start did)
+            expected_end = tl.where(i == last, n, raw)
+            bag_bad = (i >= 1) & m & ((fixed != expected_end) | ((i == 1) & (first_raw != 0)))
+            last_bad = (i == last) & (raw != n)
+            nbad += tl.sum(bag_bad.to(tl.int64) + last_bad.to(tl.int64), axis=0)
+        changed = m & (fixed != raw)
+        first_bad = tl.minimum(first_bad, tl.min(tl.where(changed, i, last + 1), axis=0))
+    if COUNT:
+        tl.atomic_add(warn_ptr, nbad)
+    tl.atomic_min(record_ptr, first_bad)
+
+
+@triton.jit(do_not_specialize=["B", "num_indices"])
+def _check_ids_kernel(
+    indices_ptr, offsets_ptr, rows_ptr, out_ptr, warn_ptr, record_ptr, B, num_indices,
+    WRITE: tl.constexpr, COUNT: tl.constexpr, RECORD: tl.constexpr, BLOCK: tl.constexpr,
+):
+    """One program per bag: check its ids against its table's row count, block by block."""
+    bag = tl.program_id(0).to(tl.int64)
+    t = bag // B
+    num_rows = tl.load(rows_ptr + t)
+    start = tl.load(offsets_ptr + bag).to(tl.int64)
+    end = tl.load(offsets_ptr + bag + 1).to(tl.int64)
+    lane = tl.arange(0, BLOCK)
+    for s in range(start, end, BLOCK):
+        pos = s + lane
+        m = pos < end
+        ids = tl.load(indices_ptr + pos, mask=m, other=0).to(tl.int64)
+        check_id_tile(ids, pos, m, num_rows, out_ptr, warn_ptr, record_ptr, num_indices, WRITE, COUNT, RECORD)

@@ -33,8 +33,9 @@ class KernelConfig:
     small_table_min_pooling: int = 64
     small_table_bags_per_program: int = 16
     small_table_histogram_ids: int = 256
-    # bounds check
+    # bounds check: ids per block of the standalone id check and of the offsets repair kernel
     fused_bounds_check: bool = False
+    bounds_check_block: int = 256
     # backward: transpose
     hoist_transpose: bool = False
     index_dtype: str = "auto"
@@ -81,7 +82,7 @@ class KernelConfig:
             "fwd_gather_unweighted", "fwd_gather_weighted", "bwd_short_gather_unweighted",
             "bwd_short_gather_weighted", "bwd_long_gather", "classify_block",
             "fwd_num_warps", "bwd_short_num_warps", "bwd_long_num_warps",
-            "small_table_bags_per_program", "small_table_histogram_ids",
+            "small_table_bags_per_program", "small_table_histogram_ids", "bounds_check_block",
         )
         for name in pow2:
             value = getattr(self, name)

@@ -1,0 +1,99 @@
+"""Reference bounds check: a plain sequential Python reading of the semantics, no kernels.
+
+It walks the bags one by one as the rules are stated (clamp each bag's start and end,
+then check its ids), independent of the prefix-maximum formulation the Triton kernels
+use. ``fbgemm_compat=True`` reproduces FBGEMM's CPU ``bounds_check_indices`` instead,
+which differs from ours in two documented places:
+
+- id -1: FBGEMM treats it as a pruned row (left as -1, not counted, not fatal);
+  ours treats every negative id as bad (set to 0, counted, fatal).
+- offsets[0] > 0: FBGEMM keeps it (ids before it belong to no bag and are never checked);
+  ours repairs it to 0 (one warning for bag 0, fatal under FATAL), so every id is in a bag.
+
+Everything else (the per-bag clamp, the counts, which inputs FATAL rejects) is shared.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional, Sequence
+
+import torch
+
+from tbe.modes import BoundsCheckMode
+
+
+@dataclasses.dataclass
+class BoundsResult:
+    """Repaired copies, the warning count of this call, and FATAL's verdict."""
+
+    indices: torch.Tensor
+    offsets: torch.Tensor
+    warnings: int
+    fatal: bool  # FATAL would raise on this input (in any mode: whether the input is invalid)
+    first_bad: Optional[tuple[str, int]]  # ("offsets", entry) or ("id", position) FATAL names first
+
+
+def reference_bounds_check(
+    rows_per_table: Sequence[int],
+    indices: torch.Tensor,
+    offsets: torch.Tensor,
+    mode: BoundsCheckMode,
+    fbgemm_compat: bool = False,
+) -> BoundsResult:
+    """Repair (indices, offsets) per ``mode`` the slow, obvious way; inputs are not modified."""
+    rows = [int(r) for r in rows_per_table]
+    T = len(rows)
+    ids = [int(x) for x in indices.tolist()]
+    off = [int(x) for x in offsets.tolist()]
+    raw_off = list(off)
+    n = len(ids)
+    TB = len(off) - 1
+    B = TB // T if T else 0
+    warnings = 0
+    first_bad: Optional[tuple[str, int]] = None
+
+    # offsets: the last entry first, then each bag's (start, end) in order, as FBGEMM walks them
+    if off[TB] != n:
+        warnings += 1
+        off[TB] = n
+    for k in range(TB):
+        start, end = off[k], off[k + 1]
+        bad = start < 0 or start > end or end > n
+        if k == 0 and not fbgemm_compat and start != 0:
+            bad = True
+        if bad:
+            warnings += 1
+            start = 0 if (k == 0 and not fbgemm_compat) else min(max(start, 0), n)
+            end = max(start, min(end, n))
+            off[k], off[k + 1] = start, end
+    offsets_bad = off != raw_off
+    if offsets_bad:
+        first_bad = ("offsets", next(i for i in range(len(off)) if off[i] != raw_off[i]))
+
+    # ids: each bag's ids against its table's rows; first_bad by position (bags are in order)
+    id_bad_positions = []
+    for k in range(TB):
+        t = k // B
+        for p in range(off[k], off[k + 1]):
+            x = ids[p]
+            if fbgemm_compat and x == -1:
+                continue
+            if x < 0 or x >= rows[t]:
+                id_bad_positions.append(p)
+    if first_bad is None and id_bad_positions:
+        first_bad = ("id", id_bad_positions[0])
+    fatal = first_bad is not None
+
+    if mode == BoundsCheckMode.NONE or mode == BoundsCheckMode.FATAL:
+        return BoundsResult(indices.clone(), offsets.clone(), 0, fatal, first_bad)
+    for p in id_bad_positions:
+        ids[p] = 0
+    if mode == BoundsCheckMode.WARNING:
+        warnings += len(id_bad_positions)
+    else:
+        warnings = 0
+    return BoundsResult(
+        torch.tensor(ids, dtype=indices.dtype), torch.tensor(off, dtype=offsets.dtype),
+        warnings, fatal, first_bad,
+    )
