@@ -6,7 +6,7 @@ from typing import Any, Optional
 
 import torch
 
-from tbe.forward_dispatch import pooled_forward
+from tbe.forward_dispatch import finish_bounds, pooled_forward
 
 
 class TBEFunction(torch.autograd.Function):
@@ -19,12 +19,15 @@ class TBEFunction(torch.autograd.Function):
         indices: torch.Tensor,
         offsets: torch.Tensor,
         batch_size: int,
+        check: Any = None,
     ) -> torch.Tensor:
         out = pooled_forward(
             module.weights, module.layout_tensors, module.layout.dims, module.layout.rows,
             indices, offsets, per_sample_weights, batch_size, module.pooling, module.output_dtype,
-            module.config,
+            module.config, check,
         )
+        if check is not None:  # fused bounds check: FATAL raises now; the backward sees repaired ids
+            indices = finish_bounds(check, indices, offsets, batch_size)
         ctx.module = module
         ctx.batch_size = batch_size
         ctx.backward_done = False
@@ -46,4 +49,4 @@ class TBEFunction(torch.autograd.Function):
             ctx.module, indices, offsets, per_sample_weights, ctx.batch_size, grad_output,
             need_psw_grad=per_sample_weights is not None and ctx.needs_input_grad[1],
         )
-        return None, psw_grad, None, None, None, None
+        return None, psw_grad, None, None, None, None, None

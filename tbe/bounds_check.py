@@ -239,6 +239,7 @@ def kernel_args(check: Optional[ForwardCheck], indices: torch.Tensor, offsets: t
         warn_ptr=state.warning if fused else placeholder,
         record_ptr=state.record if fused else placeholder,
         raw_offsets_ptr=check.raw_offsets if check is not None else offsets,
+        num_indices=indices.numel(),
         CHECK=fused,
         CHECK_WRITE=fused and state.write,
         CHECK_COUNT=fused and state.count,

@@ -13,6 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
+from tbe.bounds_check import ForwardCheck, check_id_tile, kernel_args
 from tbe.buckets import bucket_tensors
 from tbe.config import KernelConfig
 from tbe.modes import Pooling
@@ -32,8 +33,13 @@ def forward_generic(
     config: KernelConfig,
     out: Optional[torch.Tensor] = None,
     table_subset: Optional[list[int]] = None,
+    check: Optional[ForwardCheck] = None,
 ) -> torch.Tensor:
-    """Pool every bag of every table (or of ``table_subset``) into ``out`` [B, sum D]."""
+    """Pool every bag of every table (or of ``table_subset``) into ``out`` [B, sum D].
+
+    With a fused ``check`` the kernel validates and repairs ids as it loads them (offsets
+    must already be repaired) and writes the repaired ids to ``check.indices_out``.
+    """
     total_dim = sum(dims)
     if out is None:
         out = torch.empty((batch_size, total_dim), dtype=output_dtype, device=weights.device)
@@ -50,6 +56,8 @@ def forward_generic(
             tables, indices, offsets, psw, out, batch_size, out.stride(0),
             WEIGHTED=weighted, MEAN=pooling == Pooling.MEAN, BAGS=bags, GATHER=gather, BLOCK_D=block_d,
             FAULT_SKIP_LAST=config.has_fault("fwd_skip_last_id"),
+            FAULT_MEAN_RAW_LEN=config.has_fault("fwd_mean_wrong_length"),
+            **kernel_args(check, indices, offsets),
             num_warps=config.fwd_num_warps,
         )
     return out
@@ -62,11 +70,16 @@ def _forward_kernel(
     indices_ptr, offsets_ptr, psw_ptr, out_ptr, B, out_stride,
     WEIGHTED: tl.constexpr, MEAN: tl.constexpr, BAGS: tl.constexpr, GATHER: tl.constexpr,
     BLOCK_D: tl.constexpr, FAULT_SKIP_LAST: tl.constexpr,
+    rows_ptr, ids_out_ptr, warn_ptr, record_ptr, raw_offsets_ptr, num_indices,
+    CHECK: tl.constexpr, CHECK_WRITE: tl.constexpr, CHECK_COUNT: tl.constexpr, CHECK_RECORD: tl.constexpr,
+    FAULT_MEAN_RAW_LEN: tl.constexpr,
 ):
     t = tl.load(table_ids_ptr + tl.program_id(1))
     D = tl.load(dims_ptr + t)
     w_base = tl.load(weights_offsets_ptr + t)
     col0 = tl.load(col_offsets_ptr + t)
+    if CHECK:
+        num_rows = tl.load(rows_ptr + t)
     g = tl.arange(0, GATHER)
     cols = tl.arange(0, BLOCK_D)
     for j in tl.static_range(BAGS):
@@ -86,6 +99,11 @@ def _forward_kernel(
                     pos = i + g
                     m = pos < stop
                     ids = tl.load(indices_ptr + pos, mask=m, other=0).to(tl.int64)
+                    if CHECK:  # fused bounds check: side effects on the first column block only
+                        ids = check_id_tile(
+                            ids, pos, m & (d0 == 0), num_rows, ids_out_ptr, warn_ptr, record_ptr,
+                            num_indices, CHECK_WRITE, CHECK_COUNT, CHECK_RECORD,
+                        )
                     rows = tl.load(
                         weights_ptr + w_base + ids[:, None] * D + c[None, :],
                         mask=m[:, None] & cmask[None, :], other=0.0,
@@ -96,5 +114,8 @@ def _forward_kernel(
                     acc += tl.sum(rows, axis=0)
                 if MEAN:
                     length = tl.maximum(end - start, 1).to(tl.float32)
+                    if FAULT_MEAN_RAW_LEN:  # planted: the caller's unrepaired bag length
+                        raw_len = tl.load(raw_offsets_ptr + t * B + b + 1) - tl.load(raw_offsets_ptr + t * B + b)
+                        length = tl.maximum(raw_len.to(tl.int64), 1).to(tl.float32)
                     acc = acc / length
                 tl.store(out_ptr + b * out_stride + col0 + c, acc.to(out_ptr.dtype.element_ty), mask=cmask)

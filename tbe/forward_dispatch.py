@@ -1,4 +1,10 @@
-"""Forward dispatch: picks the kernel path for a batch and runs it."""
+"""Forward dispatch: picks the kernel path for a batch, runs it, and records which one ran.
+
+Paths: "small_table" (tbe/forward_small_table.py, when ``eligible``) and "generic"
+(tbe/forward.py). ``last_forward_path`` names the path of the latest call, so a test can
+prove which kernel produced an output. ``checked_forward`` adds the bounds check around
+the forward, standalone or fused per ``KernelConfig.fused_bounds_check``.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +12,22 @@ from typing import Optional
 
 import torch
 
+from tbe.bounds_check import ForwardCheck, begin_fused, bounds_check, finish_fused
 from tbe.config import KernelConfig
 from tbe.forward import forward_generic
-from tbe.modes import Pooling
+from tbe.forward_small_table import eligible, forward_small_table
+from tbe.modes import BoundsCheckMode, Pooling
+
+last_forward_path: Optional[str] = None
+
+
+def choose_path(
+    dims: list[int], rows: list[int], num_indices: int, batch_size: int, weights_dtype: torch.dtype,
+    output_dtype: torch.dtype, weighted: bool, config: KernelConfig,
+) -> str:
+    """The path name a forward with these host-known parameters takes (never reads tensor data)."""
+    args = (dims, rows, num_indices, batch_size, weights_dtype, output_dtype, weighted, config)
+    return "small_table" if eligible(*args) else "generic"
 
 
 def pooled_forward(
@@ -23,9 +42,79 @@ def pooled_forward(
     pooling: Pooling,
     output_dtype: torch.dtype,
     config: KernelConfig,
+    check: Optional[ForwardCheck] = None,
 ) -> torch.Tensor:
-    """The pooled [B, sum D] output of one batch."""
-    return forward_generic(
-        weights, layout_tensors, dims, indices, offsets, per_sample_weights,
-        batch_size, pooling, output_dtype, config,
+    """The pooled [B, sum D] output of one batch (offsets already repaired; ids too unless fused)."""
+    global last_forward_path
+    path = choose_path(
+        dims, rows, indices.numel(), batch_size, weights.dtype, output_dtype,
+        per_sample_weights is not None, config,
     )
+    if path == "small_table":
+        out = forward_small_table(weights, dims, rows, indices, offsets, batch_size, pooling, config, check)
+    else:
+        out = forward_generic(
+            weights, layout_tensors, dims, indices, offsets, per_sample_weights,
+            batch_size, pooling, output_dtype, config, check=check,
+        )
+    last_forward_path = path
+    return out
+
+
+def prepare_bounds(
+    indices: torch.Tensor,
+    offsets: torch.Tensor,
+    rows_per_table: torch.Tensor,
+    batch_size: int,
+    mode: BoundsCheckMode,
+    warning_count: Optional[torch.Tensor],
+    config: KernelConfig,
+) -> tuple[torch.Tensor, torch.Tensor, ForwardCheck]:
+    """(indices, offsets) for the forward and the ForwardCheck it takes.
+
+    Standalone: both are repaired here (FATAL raises here). Fused: only offsets are; the
+    forward repairs ids as it loads them and ``finish_bounds`` raises afterwards.
+    """
+    if config.fused_bounds_check and mode != BoundsCheckMode.NONE:
+        fixed_offsets, check = begin_fused(indices, offsets, rows_per_table, mode, warning_count, config)
+        return indices, fixed_offsets, check
+    fixed_indices, fixed_offsets = bounds_check(
+        indices, offsets, rows_per_table, batch_size, mode, warning_count, config,
+    )
+    return fixed_indices, fixed_offsets, ForwardCheck(raw_offsets=offsets)
+
+
+def finish_bounds(
+    check: ForwardCheck, indices: torch.Tensor, fixed_offsets: torch.Tensor, batch_size: int,
+) -> torch.Tensor:
+    """After the forward: raise under fused FATAL; return the ids the backward must see."""
+    if not check.fused:
+        return indices
+    return finish_fused(check, indices, check.raw_offsets, fixed_offsets, batch_size)
+
+
+def checked_forward(
+    weights: torch.Tensor,
+    layout_tensors: dict[str, torch.Tensor],
+    dims: list[int],
+    rows: list[int],
+    indices: torch.Tensor,
+    offsets: torch.Tensor,
+    per_sample_weights: Optional[torch.Tensor],
+    batch_size: int,
+    pooling: Pooling,
+    output_dtype: torch.dtype,
+    config: KernelConfig,
+    mode: BoundsCheckMode,
+    warning_count: Optional[torch.Tensor] = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Bounds check plus forward without autograd: (output, repaired indices, repaired offsets)."""
+    fwd_indices, fixed_offsets, check = prepare_bounds(
+        indices, offsets, layout_tensors["rows"], batch_size, mode, warning_count, config,
+    )
+    out = pooled_forward(
+        weights, layout_tensors, dims, rows, fwd_indices, fixed_offsets, per_sample_weights,
+        batch_size, pooling, output_dtype, config, check,
+    )
+    fixed_indices = finish_bounds(check, fwd_indices, fixed_offsets, batch_size)
+    return out, fixed_indices, fixed_offsets

@@ -16,8 +16,8 @@ from torch import nn
 from tbe import backend
 from tbe.autograd import TBEFunction
 from tbe.batch import validate_batch
-from tbe.bounds_check import bounds_check
 from tbe.config import KernelConfig
+from tbe.forward_dispatch import prepare_bounds
 from tbe.layout import TableLayout, parse_specs
 from tbe.modes import BoundsCheckMode, Optimizer, Pooling, parse_enum, parse_float_dtype
 
@@ -122,12 +122,13 @@ class TritonTBE(nn.Module):
         per_sample_weights: Optional[torch.Tensor] = None,
     ) -> torch.Tensor:
         batch_size = validate_batch(indices, offsets, per_sample_weights, self.layout.num_tables, self.device)
-        checked_indices, checked_offsets = bounds_check(
+        # standalone check: repaired here; fused: offsets here, ids inside the forward kernel
+        fwd_indices, checked_offsets, check = prepare_bounds(
             indices, offsets, self.layout_tensors["rows"], batch_size,
-            self.bounds_check_mode, self.bounds_check_warnings,
+            self.bounds_check_mode, self.bounds_check_warnings, self.config,
         )
         return TBEFunction.apply(
-            self.placeholder, per_sample_weights, self, checked_indices, checked_offsets, batch_size
+            self.placeholder, per_sample_weights, self, fwd_indices, checked_offsets, batch_size, check
         )
 
     def extra_repr(self) -> str:

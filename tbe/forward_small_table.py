@@ -1,0 +1,170 @@
+"""Forward, small-table path: a pooled sum as a histogram times the whole table, on tensor cores.
+
+When one small table (E <= 64 rows) is read many times per bag, every row repeats, so a
+bag's sum is sum_r count(bag, r) * row_r: a program histograms the first
+``small_table_histogram_ids`` ids of each of its ``small_table_bags_per_program`` bags into
+counts [bags, rows] and multiplies them by the table [rows, D] with ``tl.dot`` (counts
+are exact in fp16: at most 256 < 2048). Ids past the histogram window take the scalar
+gather path. Every other launch falls back to the generic path (tbe/forward.py).
+
+Eligibility is a pure function of host-known values, so choosing the path never syncs:
+the pooling condition is on the mean bag length, ``len(indices) >= small_table_min_pooling * B``,
+not on the minimum (which would need the offsets on the host). The kernel is exact for
+any bag length, short or empty bags included; the condition only says when it pays.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+import triton
+import triton.language as tl
+
+from tbe.bounds_check import ForwardCheck, check_id_tile, kernel_args
+from tbe.buckets import next_pow2
+from tbe.config import KernelConfig
+from tbe.modes import Pooling
+
+DOT_MIN = 16  # tl.dot needs M, N, K >= 16 (compiled and interpreted)
+
+
+# ----------------------------------------------------------------------------- eligibility
+def ineligible_reason(
+    dims: list[int],
+    rows: list[int],
+    num_indices: int,
+    batch_size: int,
+    weights_dtype: torch.dtype,
+    output_dtype: torch.dtype,
+    weighted: bool,
+    config: KernelConfig,
+) -> Optional[str]:
+    """Why this launch may not take the small-table path, or None when it may."""
+    if not config.small_table_path:
+        return "KernelConfig.small_table_path is off"
+    if len(dims) != 1:
+        return f"{len(dims)} tables (the path takes a single feature)"
+    E, D = rows[0], dims[0]
+    if E > config.small_table_max_rows:
+        return f"E={E} > small_table_max_rows={config.small_table_max_rows}"
+    if not config.small_table_min_dim <= D <= config.small_table_max_dim:
+        return f"D={D} outside [{config.small_table_min_dim}, {config.small_table_max_dim}]"
+    if weights_dtype != torch.float16:
+        return f"weights {weights_dtype} (the path takes fp16)"
+    if output_dtype != torch.float32:
+        return f"output {output_dtype} (the path writes fp32)"
+    if weighted:
+        return "per-sample weights (the path counts unweighted ids)"
+    if batch_size < 1:
+        return "empty batch"
+    if num_indices < config.small_table_min_pooling * batch_size:
+        return (f"mean bag length {num_indices / batch_size:.3g} < "
+                f"small_table_min_pooling={config.small_table_min_pooling}")
+    return None
+
+
+def eligible(*args, **kwargs) -> bool:
+    """Whether the launch takes the small-table path (arguments as ``ineligible_reason``)."""
+    return ineligible_reason(*args, **kwargs) is None
+
+
+# ----------------------------------------------------------------------------- launch
+def forward_small_table(
+    weights: torch.Tensor,
+    dims: list[int],
+    rows: list[int],
+    indices: torch.Tensor,
+    offsets: torch.Tensor,
+    batch_size: int,
+    pooling: Pooling,
+    config: KernelConfig,
+    check: Optional[ForwardCheck] = None,
+) -> torch.Tensor:
+    """Pooled fp32 output [B, D] of one eligible small table (see ``eligible``)."""
+    E, D = rows[0], dims[0]
+    out = torch.empty((batch_size, D), dtype=torch.float32, device=weights.device)
+    bags = config.small_table_bags_per_program
+    grid = (triton.cdiv(batch_size, bags),)
+    _small_table_kernel[grid](
+        weights, indices, offsets, out, batch_size, E, D, out.stride(0),
+        MEAN=pooling == Pooling.MEAN,
+        BAGS=bags, M=max(DOT_MIN, bags), H=config.small_table_histogram_ids,
+        ROWS=max(DOT_MIN, next_pow2(E)), BLOCK_D=max(DOT_MIN, next_pow2(D)),
+        GATHER=config.fwd_gather_unweighted,
+        FAULT_MEAN_RAW_LEN=config.has_fault("fwd_mean_wrong_length"),
+        **kernel_args(check, indices, offsets),
+        num_warps=config.fwd_num_warps,
+    )
+    return out
+
+
+# ----------------------------------------------------------------------------- kernel
+@triton.jit
+def _small_table_kernel(
+    weights_ptr, indices_ptr, offsets_ptr, out_ptr, B, E, D, out_stride,
+    MEAN: tl.constexpr, BAGS: tl.constexpr, M: tl.constexpr, H: tl.constexpr,
+    ROWS: tl.constexpr, BLOCK_D: tl.constexpr, GATHER: tl.constexpr, FAULT_MEAN_RAW_LEN: tl.constexpr,
+    rows_ptr, ids_out_ptr, warn_ptr, record_ptr, raw_offsets_ptr, num_indices,
+    CHECK: tl.constexpr, CHECK_WRITE: tl.constexpr, CHECK_COUNT: tl.constexpr, CHECK_RECORD: tl.constexpr,
+):
+    """Bags pid*BAGS .. +BAGS: counts [M, ROWS] @ table [ROWS, BLOCK_D], then the scalar tail."""
+    pid = tl.program_id(0).to(tl.int64)
+    r = tl.arange(0, M)
+    bag = pid * BAGS + r
+    bag_ok = (r < BAGS) & (bag < B)
+    start = tl.load(offsets_ptr + bag, mask=bag_ok, other=0).to(tl.int64)
+    end = tl.load(offsets_ptr + bag + 1, mask=bag_ok, other=0).to(tl.int64)
+    length = end - start
+
+    # histogram window: the first H ids of each bag; masked lanes land in bin (bag, 0) and are
+    # subtracted again below (no histogram mask argument: triton 3.6 lacks it)
+    h = tl.arange(0, H)
+    pos = start[:, None] + h[None, :]
+    m = bag_ok[:, None] & (pos < end[:, None])
+    ids = tl.load(indices_ptr + pos, mask=m, other=0).to(tl.int64)
+    if CHECK:
+        ids = check_id_tile(ids, pos, m, E, ids_out_ptr, warn_ptr, record_ptr, num_indices,
+                            CHECK_WRITE, CHECK_COUNT, CHECK_RECORD)
+    ids = tl.where(m, ids, 0)
+    binned = (r[:, None] * ROWS + ids).to(tl.int32)
+    counts = tl.reshape(tl.histogram(tl.reshape(binned, (M * H,)), M * ROWS), (M, ROWS))
+    in_window = tl.minimum(tl.maximum(length, 0), H).to(tl.int32)
+    rcol = tl.arange(0, ROWS)
+    counts = counts - tl.where(rcol[None, :] == 0, (H - in_window)[:, None], 0)
+
+    cols = tl.arange(0, BLOCK_D)
+    cmask = cols < D
+    table = tl.load(
+        weights_ptr + rcol[:, None] * D + cols[None, :],
+        mask=(rcol[:, None] < E) & cmask[None, :], other=0.0,
+    )
+    acc = tl.dot(counts.to(tl.float16), table.to(tl.float16), out_dtype=tl.float32)
+
+    # scalar tail: ids past the window, bag by bag
+    g = tl.arange(0, GATHER)
+    for j in tl.static_range(BAGS):
+        b = pid * BAGS + j
+        if b < B:
+            s = tl.load(offsets_ptr + b).to(tl.int64) + H
+            e = tl.load(offsets_ptr + b + 1).to(tl.int64)
+            part = tl.zeros([BLOCK_D], dtype=tl.float32)
+            for i in range(s, e, GATHER):
+                p = i + g
+                pm = p < e
+                tid = tl.load(indices_ptr + p, mask=pm, other=0).to(tl.int64)
+                if CHECK:
+                    tid = check_id_tile(tid, p, pm, E, ids_out_ptr, warn_ptr, record_ptr, num_indices,
+                                        CHECK_WRITE, CHECK_COUNT, CHECK_RECORD)
+                w = tl.load(weights_ptr + tid[:, None] * D + cols[None, :],
+                            mask=pm[:, None] & cmask[None, :], other=0.0)
+                part += tl.sum(w.to(tl.float32), axis=0)
+            acc += tl.where(r[:, None] == j, part[None, :], 0.0)
+
+    if MEAN:
+        denom = length
+        if FAULT_MEAN_RAW_LEN:  # planted: the caller's unrepaired bag length
+            denom = (tl.load(raw_offsets_ptr + bag + 1, mask=bag_ok, other=1)
+                     - tl.load(raw_offsets_ptr + bag, mask=bag_ok, other=0)).to(tl.int64)
+        acc = acc / tl.maximum(denom, 1).to(tl.float32)[:, None]
+    tl.store(out_ptr + bag[:, None] * out_stride + cols[None, :], acc, mask=bag_ok[:, None] & cmask[None, :])
