@@ -1,0 +1,179 @@
+"""Error bounds for one backward + optimizer step, derived from how the kernels compute it.
+
+Every quantity is tracked as an interval that must contain what the fp32 kernel can
+produce, built from the exact fp64 reference (``oracles/reference_backward.py``); the bound
+on an output is its largest distance from the exact value. Terms (u32 = 2^-24, eta32 =
+2^-149 the fp32 underflow step; u_w, eta_w those of the weights' dtype):
+
+- row gradient, column j, run of SL lookups: each term is d_out * (psw / L), at most two
+  roundings, and SL - 1 additions in any order (tile sums, chunk partials, workspace
+  atomics), so |g~_j - g_j| <= E_j = gamma(SL + 2) * sum_i |psw_i * d_out_ij / L| +
+  (SL + 2) * eta32, gamma(n) = n u32 / (1 - n u32).
+- lr and eps reach the kernel as fp32 scalars: their intervals span the exact value and
+  its fp32 rounding.
+- every later fp32 operation (product, sum, div_rn, sqrt_rn, subtraction) widens the
+  interval by one rounding, u32 * |x| + eta32 (an FMA-contracted ``w - r * g`` rounds
+  once and stays inside).
+- row-wise Adagrad: sum_j g~_j^2 over D columns is a sum of D non-negative products:
+  relative error gamma(D + 1); then the mean (/D), m_old + mean, sqrt, + eps, lr / den each
+  round once; the step rate * g~ and w_old - step round once each.
+- SGD: lr * g~ and w_old - step round once each.
+- final store into the weights' dtype: rounding to nearest adds u_w * |x| + eta_w
+  (nothing for fp32 weights, which the subtraction already rounded).
+- per-sample-weight gradient: D products summed (gamma(D + 1)), divided by L once more
+  (MEAN), so gamma(D + 2) * sum_j |d_out_j w_j| / L, then the store rounding of its dtype.
+- the oracle's own fp64 arithmetic: 2^-45 times the magnitudes involved (2^21 below u32).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+import torch
+
+from oracles.reference_backward import BackwardReference
+from tbe.modes import Optimizer
+
+F64 = torch.float64
+U32 = 2.0 ** -24
+ETA32 = 2.0 ** -149
+UNIT = {torch.float32: (2.0 ** -24, 2.0 ** -149), torch.float16: (2.0 ** -11, 2.0 ** -25),
+        torch.bfloat16: (2.0 ** -8, 2.0 ** -133)}
+FP64_SLACK = 2.0 ** -45
+
+
+def gamma(n: torch.Tensor | int, u: float = U32):
+    return n * u / (1 - n * u)
+
+
+def _widen(lo, hi, u=U32, eta=ETA32):
+    """Interval after one rounding with unit roundoff u and underflow step eta."""
+    return lo - u * lo.abs() - eta, hi + u * hi.abs() + eta
+
+
+def _mul(alo, ahi, blo, bhi):
+    p = torch.stack([alo * blo, alo * bhi, ahi * blo, ahi * bhi])
+    return p.min(0).values, p.max(0).values
+
+
+def _scalar_iv(x: float, like: torch.Tensor):
+    x32 = float(torch.tensor(x, dtype=torch.float32))
+    return torch.full_like(like, min(x, x32)), torch.full_like(like, max(x, x32))
+
+
+@dataclasses.dataclass
+class TableBounds:
+    table: int
+    w_lo: torch.Tensor
+    w_hi: torch.Tensor
+    w_bound: torch.Tensor             # [U, D] max distance from the exact new weights
+    m_bound: Optional[torch.Tensor]   # [U]
+
+
+def table_bounds(ref: BackwardReference, weights_dtype: torch.dtype) -> list[TableBounds]:
+    out = []
+    u_w, eta_w = UNIT[weights_dtype]
+    for s in ref.tables:
+        E = gamma(s.seg_len.to(F64) + 2)[:, None] * s.grad_abs + (s.seg_len.to(F64) + 2)[:, None] * ETA32
+        g_lo, g_hi = s.grad - E, s.grad + E
+        lr_lo, lr_hi = _scalar_iv(ref.lr, s.grad[:, :1])
+        m_bound = None
+        if ref.optimizer == Optimizer.EXACT_SGD:
+            st_lo, st_hi = _widen(*_mul(lr_lo, lr_hi, g_lo, g_hi))
+        else:
+            D = s.dim
+            mag_min = torch.where((g_lo <= 0) & (g_hi >= 0), torch.zeros_like(g_lo), torch.minimum(g_lo.abs(), g_hi.abs()))
+            mag_max = torch.maximum(g_lo.abs(), g_hi.abs())
+            sq_lo = (mag_min ** 2).sum(1) * (1 - gamma(D + 1))
+            sq_hi = (mag_max ** 2).sum(1) * (1 + gamma(D + 1)) + (D + 1) * ETA32
+            mean_lo, mean_hi = _widen(sq_lo / D, sq_hi / D)
+            m_lo, m_hi = _widen(s.m_old + mean_lo, s.m_old + mean_hi)
+            m_lo = torch.maximum(m_lo, s.m_old)  # adding a non-negative mean never lowers m
+            m_bound = torch.maximum(m_hi - s.m_new, s.m_new - m_lo) + FP64_SLACK * s.m_new.abs()
+            r_lo, r_hi = _widen(m_lo.clamp(min=0).sqrt(), m_hi.sqrt())
+            e_lo, e_hi = _scalar_iv(ref.eps, s.m_old)
+            d_lo, d_hi = _widen(r_lo + e_lo, r_hi + e_hi)
+            d_lo = d_lo.clamp(min=0)
+            l_lo, l_hi = _scalar_iv(ref.lr, s.m_old)
+            rate_lo, rate_hi = _widen(l_lo / d_hi, l_hi / d_lo)
+            st_lo, st_hi = _widen(*_mul(rate_lo[:, None], rate_hi[:, None], g_lo, g_hi))
+        w_lo, w_hi = _widen(s.w_old - st_hi, s.w_old - st_lo)
+        if weights_dtype != torch.float32:
+            w_lo, w_hi = _widen(w_lo, w_hi, u_w, eta_w)
+        slack = FP64_SLACK * (s.w_old.abs() + st_hi.abs().nan_to_num(0) + st_lo.abs().nan_to_num(0))
+        w_bound = torch.maximum(w_hi - s.w_new, s.w_new - w_lo) + slack
+        out.append(TableBounds(s.table, w_lo, w_hi, w_bound, m_bound))
+    return out
+
+
+def psw_grad_bound(ref: BackwardReference, psw_dtype: torch.dtype) -> torch.Tensor:
+    D = ref.psw_dim.to(F64)
+    b = gamma(D + 2) * ref.psw_grad_abs + (D + 2) * ETA32
+    u, eta = UNIT[psw_dtype]
+    if psw_dtype != torch.float32:
+        b = b * (1 + u) + u * ref.psw_grad.abs() + eta
+    return b + FP64_SLACK * ref.psw_grad_abs
+
+
+@dataclasses.dataclass
+class Violation:
+    what: str
+    where: str
+    got: float
+    exact: float
+    bound: float
+
+    def __str__(self) -> str:
+        return f"{self.what} at {self.where}: got {self.got!r}, exact {self.exact!r}, bound {self.bound!r}"
+
+
+def check_step(
+    ref: BackwardReference,
+    layout,
+    weights_before: torch.Tensor,
+    weights_after: torch.Tensor,
+    momentum_after: Optional[torch.Tensor],
+    psw_grad: Optional[torch.Tensor],
+    psw_dtype: Optional[torch.dtype] = None,
+) -> list[Violation]:
+    """Compare one step's kernel results with the reference; empty list = within bounds.
+    Also requires rows no lookup touched to be bit-unchanged."""
+    wdt = weights_after.dtype
+    after = weights_after.detach().cpu()
+    before = weights_before.detach().cpu()
+    bad: list[Violation] = []
+    touched = torch.zeros(after.numel(), dtype=torch.bool)
+    for s, tb in zip(ref.tables, table_bounds(ref, wdt)):
+        D = s.dim
+        flat = layout.weights_offsets[s.table] + s.rows[:, None] * D + torch.arange(D)
+        touched[flat.flatten()] = True
+        got = after[flat].to(F64)
+        err = (got - s.w_new).abs()
+        viol = ~(err <= tb.w_bound)  # NaN counts as a violation
+        if bool(viol.any()):
+            k = int(torch.argmax(torch.where(viol, (err / tb.w_bound).nan_to_num(float("inf")), torch.zeros_like(err))))
+            i, j = divmod(k, D)
+            bad.append(Violation("weight", f"table {s.table} row {int(s.rows[i])} col {j} (SL {int(s.seg_len[i])})",
+                                 float(got[i, j]), float(s.w_new[i, j]), float(tb.w_bound[i, j])))
+        if tb.m_bound is not None:
+            gm = momentum_after.detach().cpu()[s.linear].to(F64)
+            merr = (gm - s.m_new).abs()
+            mv = ~(merr <= tb.m_bound)
+            if bool(mv.any()):
+                i = int(torch.nonzero(mv)[0])
+                bad.append(Violation("momentum", f"table {s.table} row {int(s.rows[i])}", float(gm[i]),
+                                     float(s.m_new[i]), float(tb.m_bound[i])))
+    changed = (after != before) & ~touched
+    if bool(changed.any()):
+        k = int(torch.nonzero(changed)[0])
+        bad.append(Violation("untouched weight changed", f"flat element {k}", float(after[k]), float(before[k]), 0.0))
+    if ref.psw_grad is not None and psw_grad is not None:
+        pb = psw_grad_bound(ref, psw_dtype or psw_grad.dtype)
+        gp = psw_grad.detach().cpu().to(F64)
+        perr = (gp - ref.psw_grad).abs()
+        pv = ~(perr <= pb)
+        if bool(pv.any()):
+            i = int(torch.nonzero(pv)[0])
+            bad.append(Violation("psw grad", f"lookup {i}", float(gp[i]), float(ref.psw_grad[i]), float(pb[i])))
+    return bad

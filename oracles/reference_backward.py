@@ -1,0 +1,116 @@
+"""FP64 authority for one training step of the TBE backward (exact SGD / row-wise Adagrad).
+
+Works on touched rows only: each table's distinct ids are gathered to float64, so a table
+of 2^31 rows costs nothing. Returns the exact new rows, momentum and per-sample-weight
+gradient, plus what an error bound needs (segment lengths, sums of |terms|).
+The indices/offsets must already be bounds-checked (ids in range, offsets monotone).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+import torch
+
+from tbe.layout import TableLayout
+from tbe.modes import Optimizer, Pooling
+
+F64 = torch.float64
+
+
+@dataclasses.dataclass
+class TableStep:
+    """The exact step of one table's touched rows (U distinct rows, D columns)."""
+
+    table: int
+    dim: int
+    rows: torch.Tensor       # [U] int64 row ids within the table, ascending
+    linear: torch.Tensor     # [U] int64 linear indices (hash_size_cumsum[t] + row)
+    seg_len: torch.Tensor    # [U] int64 lookups per row (SL)
+    w_old: torch.Tensor      # [U, D] fp64 stored weights before the step
+    grad: torch.Tensor       # [U, D] fp64 exact row gradient
+    grad_abs: torch.Tensor   # [U, D] fp64 sum over the run of |coef * d_out|
+    w_new: torch.Tensor      # [U, D] fp64 exact new weights
+    m_old: Optional[torch.Tensor]  # [U] fp64 momentum before (row-wise Adagrad only)
+    m_new: Optional[torch.Tensor]  # [U] fp64 exact new momentum
+
+
+@dataclasses.dataclass
+class BackwardReference:
+    tables: list[TableStep]
+    psw_grad: Optional[torch.Tensor]      # [N] fp64 d loss / d per_sample_weights
+    psw_grad_abs: Optional[torch.Tensor]  # [N] fp64 sum_j |d_out_j * w_j| (/ L for MEAN)
+    psw_dim: torch.Tensor                 # [N] int64 D of each lookup's table
+    optimizer: Optimizer
+    lr: float
+    eps: float
+
+
+def reference_backward(
+    layout: TableLayout,
+    weights: torch.Tensor,
+    momentum: Optional[torch.Tensor],
+    indices: torch.Tensor,
+    offsets: torch.Tensor,
+    per_sample_weights: Optional[torch.Tensor],
+    batch_size: int,
+    pooling: Pooling,
+    optimizer: Optimizer,
+    lr: float,
+    eps: float,
+    grad_output: torch.Tensor,
+) -> BackwardReference:
+    """The exact (fp64) result of one backward + optimizer step; inputs are not modified."""
+    B = batch_size
+    T = layout.num_tables
+    idx = indices.detach().to("cpu", torch.int64)
+    off = offsets.detach().to("cpu", torch.int64)
+    n = idx.numel()
+    dout = grad_output.detach().to("cpu", F64)
+    w_flat = weights.detach().cpu()
+    lengths = off[1:] - off[:-1]
+    bag = torch.repeat_interleave(torch.arange(T * B), lengths)
+    table = bag // max(B, 1)
+    sample = bag - table * B
+    bag_len = lengths[bag].to(F64)
+    coef = torch.ones(n, dtype=F64)
+    if per_sample_weights is not None:
+        coef = per_sample_weights.detach().to("cpu", F64).clone()
+    if pooling == Pooling.MEAN:
+        coef = coef / bag_len
+    psw_grad = torch.zeros(n, dtype=F64) if per_sample_weights is not None else None
+    psw_abs = torch.zeros(n, dtype=F64) if per_sample_weights is not None else None
+    dims = torch.tensor(layout.dims, dtype=torch.int64)
+    psw_dim = dims[table] if n else torch.zeros(0, dtype=torch.int64)
+    steps = []
+    for t in range(T):
+        sel = torch.nonzero(table == t).flatten()
+        if sel.numel() == 0:
+            continue
+        D = layout.dims[t]
+        c0 = layout.col_offsets[t]
+        ids = idx[sel]
+        rows, inv = torch.unique(ids, return_inverse=True)
+        w_old = w_flat[layout.weights_offsets[t] + rows[:, None] * D + torch.arange(D)].to(F64)
+        d = dout[sample[sel], c0: c0 + D]
+        terms = coef[sel, None] * d
+        U = rows.numel()
+        grad = torch.zeros(U, D, dtype=F64).index_add_(0, inv, terms)
+        grad_abs = torch.zeros(U, D, dtype=F64).index_add_(0, inv, terms.abs())
+        seg = torch.bincount(inv, minlength=U)
+        if psw_grad is not None:
+            scale = 1.0 / bag_len[sel] if pooling == Pooling.MEAN else torch.ones(sel.numel(), dtype=F64)
+            prod = d * w_old[inv]
+            psw_grad[sel] = prod.sum(1) * scale
+            psw_abs[sel] = prod.abs().sum(1) * scale
+        linear = layout.hash_size_cumsum[t] + rows
+        m_old = m_new = None
+        if optimizer == Optimizer.EXACT_SGD:
+            w_new = w_old - lr * grad
+        else:
+            m_old = momentum.detach().cpu()[linear].to(F64)
+            m_new = m_old + (grad * grad).mean(1)
+            w_new = w_old - (lr / (m_new.sqrt() + eps))[:, None] * grad
+        steps.append(TableStep(t, D, rows, linear, seg, w_old, grad, grad_abs, w_new, m_old, m_new))
+    return BackwardReference(steps, psw_grad, psw_abs, psw_dim, optimizer, float(lr), float(eps))

@@ -1,0 +1,133 @@
+"""The backward entry point: validate the upstream gradient, transpose, classify, run the tiers.
+
+Order matters once: the per-sample-weight gradient reads the weights before any update,
+so it runs first. After that the short tier and the long tier of every dimension bucket
+touch disjoint rows. Nothing here reads a device value on the host.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+import triton
+import triton.language as tl
+
+from tbe.backward_long import backward_long
+from tbe.backward_short import backward_short
+from tbe.buckets import bucket_tables
+from tbe.classify import classify
+from tbe.optimizers import round_to
+from tbe.transpose import Transposed, transpose
+
+
+def check_grad_output(module, grad_output: object, batch_size: int) -> torch.Tensor:
+    """grad_output must be [B, sum D] of the module's output dtype (or fp32) on its device."""
+    if not isinstance(grad_output, torch.Tensor):
+        raise TypeError(f"grad_output must be a torch.Tensor, got {type(grad_output).__name__}")
+    expected = (batch_size, module.layout.total_dim)
+    if tuple(grad_output.shape) != expected:
+        raise ValueError(f"grad_output has shape {tuple(grad_output.shape)}, expected [B, sum D] = {list(expected)}")
+    if grad_output.dtype not in (module.output_dtype, torch.float32):
+        raise TypeError(
+            f"grad_output has dtype {grad_output.dtype}, expected the output dtype {module.output_dtype} or float32"
+        )
+    if grad_output.device.type != module.device.type:
+        raise ValueError(f"grad_output is on {grad_output.device}, expected {module.device}")
+    return grad_output.contiguous()
+
+
+def transpose_for(module, indices, offsets, per_sample_weights, batch_size) -> Transposed:
+    """The transpose of one batch for ``module`` (run in the forward when hoist_transpose is set)."""
+    return transpose(module.layout, module.layout_tensors["hash_size_cumsum"], indices, offsets,
+                     per_sample_weights, batch_size, module.config)
+
+
+def backward_and_update(
+    module,
+    indices: torch.Tensor,
+    offsets: torch.Tensor,
+    per_sample_weights: Optional[torch.Tensor],
+    batch_size: int,
+    grad_output: torch.Tensor,
+    need_psw_grad: bool,
+    transposed: Optional[Transposed] = None,
+) -> Optional[torch.Tensor]:
+    """Apply the exact optimizer update in place; return d loss / d per_sample_weights if asked."""
+    grad = check_grad_output(module, grad_output, batch_size)
+    cfg = module.config
+    n = indices.numel()
+    psw_grad = None
+    if need_psw_grad:
+        psw_grad = torch.zeros_like(per_sample_weights)
+    if n == 0 or batch_size == 0:
+        return psw_grad
+    tr = transposed if transposed is not None else transpose_for(
+        module, indices, offsets, per_sample_weights, batch_size)
+    lt = module.layout_tensors
+    if need_psw_grad:
+        per_sample_weight_grad(module, indices, tr, grad, psw_grad)
+
+    dims = module.layout.dims
+    buckets = sorted(bucket_tables(dims, cfg).items())
+    bucket_of = [0] * len(dims)
+    for k, (_, tables) in enumerate(buckets):
+        for t in tables:
+            bucket_of[t] = k
+    bucket_of_table = torch.tensor(bucket_of, dtype=torch.int64, device=grad.device)
+    fused = cfg.fused_long_tier and n >= cfg.fused_long_min_lookups
+    for k, (block_d, tables) in enumerate(buckets):
+        max_dim = max(dims[t] for t in tables)
+        wide = max_dim > block_d
+        cls = classify(tr, bucket_of_table, k, cfg)
+        backward_short(module, tr, cls, grad, block_d, wide)
+        backward_long(module, tr, cls, grad, block_d, wide, max_dim, fused)
+    del lt
+    return psw_grad
+
+
+# ----------------------------------------------------------------------------- psw gradient
+PSW_BLOCK_N = 16
+
+
+def per_sample_weight_grad(module, indices, tr: Transposed, grad: torch.Tensor, out: torch.Tensor) -> None:
+    """out[i] = dot(d_out[b, cols_t], w[t, id_i]) (/ L(t, b) for MEAN), fp32 accumulation, from
+    the weights before the update. One launch over all lookups; columns loop up to max D."""
+    lt = module.layout_tensors
+    max_dim = module.layout.max_dim
+    block_d = min(triton.next_power_of_2(max_dim), module.config.dim_buckets[-1])
+    _psw_grad_kernel[(triton.cdiv(tr.n, PSW_BLOCK_N),)](
+        module.weights, grad, grad.stride(0), indices, tr.bag_of, tr.offsets,
+        lt["weights_offsets"], lt["dims"], lt["col_offsets"], out, tr.n, tr.batch_size, max_dim,
+        MEAN=module.pooling.value == "mean", BLOCK_N=PSW_BLOCK_N, BLOCK_D=block_d,
+    )
+
+
+@triton.jit
+def _psw_grad_kernel(
+    weights_ptr, grad_ptr, grad_stride, indices_ptr, bag_of_ptr, offsets_ptr,
+    weights_offsets_ptr, dims_ptr, col_offsets_ptr, out_ptr, N, B, MAX_D,
+    MEAN: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+):
+    pos = tl.program_id(0).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
+    m = pos < N
+    bag = tl.load(bag_of_ptr + pos, mask=m, other=0)
+    t = bag // B
+    b = bag - t * B
+    ids = tl.load(indices_ptr + pos, mask=m, other=0).to(tl.int64)
+    D = tl.load(dims_ptr + t, mask=m, other=1)
+    w_row = tl.load(weights_offsets_ptr + t, mask=m, other=0) + ids * D
+    g_row = b * grad_stride + tl.load(col_offsets_ptr + t, mask=m, other=0)
+    cols = tl.arange(0, BLOCK_D)
+    acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+    for d0 in range(0, MAX_D, BLOCK_D):
+        c = d0 + cols
+        mm = m[:, None] & (c[None, :] < D[:, None])
+        w = tl.load(weights_ptr + w_row[:, None] + c[None, :], mask=mm, other=0.0).to(tl.float32)
+        d = tl.load(grad_ptr + g_row[:, None] + c[None, :], mask=mm, other=0.0).to(tl.float32)
+        acc += tl.sum(w * d, axis=1)
+    if MEAN:
+        lo = tl.load(offsets_ptr + bag, mask=m, other=0)
+        hi = tl.load(offsets_ptr + bag + 1, mask=m, other=1)
+        acc = tl.div_rn(acc, tl.maximum(hi - lo, 1).to(tl.float32))
+    tl.store(out_ptr + pos, round_to(acc, out_ptr.dtype.element_ty), mask=m)

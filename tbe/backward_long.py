@@ -1,0 +1,226 @@
+"""Backward, long tiers: runs with SL >= long_run_threshold, split into chunk_size chunks.
+
+Two-kernel tier (default, deterministic): every chunk program writes its fp32 partial sum
+into its own workspace slot [chunk, D]; the apply kernel then sums a run's partials in
+chunk order and updates the row once. Fused tier (``fused_long_tier``): every chunk
+atomically adds its partial into the run's workspace row, passes a CTA barrier, and counts
+the run's countdown down with an acq_rel gpu-scope atomic; the program that sees 1 left
+applies the update. Its float sums depend on the order the atomics land in, so on a GPU
+the fused tier is not bit-deterministic (the interpreter runs programs in order).
+Faults: ``skip_last_chunk_update`` drops the last chunk of every split run; ``no_fence``
+makes the countdown relaxed; ``no_barrier`` skips the CTA barrier.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from tbe.backward_short import gather_grad
+from tbe.classify import Classified, persistent_grid
+from tbe.optimizers import adagrad_rate, update_columns
+
+
+# ----------------------------------------------------------------------------- launch
+def backward_long(
+    module, tr, cls: Classified, grad: torch.Tensor, block_d: int, wide: bool, max_dim: int, fused: bool
+) -> None:
+    """Apply the update to every long run of one bucket (``max_dim``: widest table in it)."""
+    cfg = module.config
+    weighted = tr.sorted_psw is not None
+    lt = module.layout_tensors
+    device = grad.device
+    ws_stride = max_dim
+    common = dict(
+        WEIGHTED=weighted, MEAN=module.pooling.value == "mean",
+        ADAGRAD=module.optimizer.value == "exact_rowwise_adagrad",
+        GATHER=cfg.bwd_long_gather, BLOCK_D=block_d, WIDE=wide,
+        FAULT_ACC_W=cfg.has_fault("accumulate_in_weight_dtype"),
+        FAULT_SKIP_LAST=cfg.has_fault("skip_last_chunk_update"),
+        num_warps=cfg.bwd_long_num_warps,
+    )
+    run_args = (
+        module.weights, module.momentum, grad, grad.stride(0),
+        cls.counts, cls.long_runs, cls.chunk_base, cls.num_chunks, cls.chunk_slot, cls.chunk_index,
+        tr.run_linear, tr.run_start, tr.run_length, tr.sorted_bag,
+        tr.sorted_psw if weighted else tr.run_start, tr.offsets,
+        lt["weights_offsets"], lt["dims"], lt["col_offsets"], lt["hash_size_cumsum"],
+        tr.batch_size, module.learning_rate, module.eps, cfg.chunk_size, ws_stride,
+    )
+    chunk_grid = persistent_grid(cfg.long_grid_multiplier, cls.chunk_upper, device)
+    if fused:
+        # one fp32 row per long slot; at most n / threshold long runs
+        slots = max(1, tr.n // cfg.long_run_threshold)
+        ws = torch.zeros((slots, ws_stride), dtype=torch.float32, device=device)
+        _fused_chunk_kernel[(chunk_grid,)](
+            *run_args, ws, cls.countdown,
+            SEM="relaxed" if (cfg.has_fault("no_fence") or not cfg.fence) else "acq_rel",
+            BARRIER=not cfg.has_fault("no_barrier"), **common,
+        )
+        return
+    ws = torch.empty((cls.chunk_upper, ws_stride), dtype=torch.float32, device=device)
+    _chunk_kernel[(chunk_grid,)](*run_args, ws, **common)
+    apply_grid = persistent_grid(cfg.long_grid_multiplier, max(1, tr.n // cfg.long_run_threshold), device)
+    _apply_kernel[(apply_grid,)](*run_args, ws, **common)
+
+
+# ----------------------------------------------------------------------------- kernels
+@triton.jit
+def _run_of_chunk(
+    c, long_ptr, chunk_base_ptr, num_chunks_ptr, chunk_slot_ptr, chunk_index_ptr,
+    run_start_ptr, run_length_ptr, CHUNK,
+):
+    """(long slot, lookup range [start, end), is-last-chunk-of-a-split-run) of chunk ``c``."""
+    s = tl.load(chunk_slot_ptr + c)
+    k = tl.load(chunk_index_ptr + c)
+    run = tl.load(long_ptr + s)
+    run_start = tl.load(run_start_ptr + run)
+    run_end = run_start + tl.load(run_length_ptr + run)
+    start = run_start + k * CHUNK
+    end = tl.minimum(start + CHUNK, run_end)
+    nch = tl.load(num_chunks_ptr + s)
+    return s, run, start, end, (k == nch - 1) & (nch > 1)
+
+
+@triton.jit
+def _row_of_run(run, run_linear_ptr, run_start_ptr, sorted_bag_ptr, weights_offsets_ptr, dims_ptr,
+                col_offsets_ptr, hcs_ptr, weights_ptr, B):
+    """(linear index, D, output column offset, weight-row pointer) of a run."""
+    lin = tl.load(run_linear_ptr + run).to(tl.int64)
+    t = tl.load(sorted_bag_ptr + tl.load(run_start_ptr + run)) // B
+    D = tl.load(dims_ptr + t)
+    w_row = weights_ptr + tl.load(weights_offsets_ptr + t) + (lin - tl.load(hcs_ptr + t)) * D
+    return lin, D, tl.load(col_offsets_ptr + t), w_row
+
+
+@triton.jit
+def _apply_from_workspace(
+    ws_ptr, nparts, ws_stride, w_row, momentum_ptr, lin, D, lr, eps,
+    ADAGRAD: tl.constexpr, BLOCK_D: tl.constexpr, WIDE: tl.constexpr, VOLATILE: tl.constexpr,
+):
+    """Sum ``nparts`` consecutive workspace rows in order (the row's gradient) and update the row."""
+    cols = tl.arange(0, BLOCK_D)
+    if not WIDE:
+        cmask = cols < D
+        g = tl.zeros([BLOCK_D], dtype=tl.float32)
+        for p in range(0, nparts):
+            g += tl.load(ws_ptr + p * ws_stride + cols, mask=cmask, other=0.0, volatile=VOLATILE)
+        rate = lr
+        if ADAGRAD:
+            rate = adagrad_rate(momentum_ptr, lin, tl.sum(g * g, axis=0), D, lr, eps)
+        update_columns(w_row, cols, cmask, g, rate)
+    else:
+        rate = lr
+        if ADAGRAD:
+            sq = 0.0
+            for d0 in range(0, D, BLOCK_D):
+                cm = (d0 + cols) < D
+                g = tl.zeros([BLOCK_D], dtype=tl.float32)
+                for p in range(0, nparts):
+                    g += tl.load(ws_ptr + p * ws_stride + d0 + cols, mask=cm, other=0.0, volatile=VOLATILE)
+                sq += tl.sum(g * g, axis=0)
+            rate = adagrad_rate(momentum_ptr, lin, sq, D, lr, eps)
+        for d0 in range(0, D, BLOCK_D):
+            cm = (d0 + cols) < D
+            g = tl.zeros([BLOCK_D], dtype=tl.float32)
+            for p in range(0, nparts):
+                g += tl.load(ws_ptr + p * ws_stride + d0 + cols, mask=cm, other=0.0, volatile=VOLATILE)
+            update_columns(w_row + d0, cols, cm, g, rate)
+
+
+@triton.jit
+def _chunk_kernel(
+    weights_ptr, momentum_ptr, grad_ptr, grad_stride,
+    counts_ptr, long_ptr, chunk_base_ptr, num_chunks_ptr, chunk_slot_ptr, chunk_index_ptr,
+    run_linear_ptr, run_start_ptr, run_length_ptr, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr,
+    weights_offsets_ptr, dims_ptr, col_offsets_ptr, hcs_ptr,
+    B, lr, eps, CHUNK, ws_stride, ws_ptr,
+    WEIGHTED: tl.constexpr, MEAN: tl.constexpr, ADAGRAD: tl.constexpr, GATHER: tl.constexpr,
+    BLOCK_D: tl.constexpr, WIDE: tl.constexpr, FAULT_ACC_W: tl.constexpr, FAULT_SKIP_LAST: tl.constexpr,
+):
+    """Each chunk writes its fp32 partial into workspace row ``c`` (no atomics, no order effects)."""
+    num = tl.load(counts_ptr + 2)
+    c = tl.program_id(0).to(tl.int64)
+    step = tl.num_programs(0)
+    cols = tl.arange(0, BLOCK_D)
+    wdt = weights_ptr.dtype.element_ty
+    while c < num:
+        s, run, start, end, last = _run_of_chunk(c, long_ptr, chunk_base_ptr, num_chunks_ptr, chunk_slot_ptr,
+                                                 chunk_index_ptr, run_start_ptr, run_length_ptr, CHUNK)
+        lin, D, col0, w_row = _row_of_run(run, run_linear_ptr, run_start_ptr, sorted_bag_ptr,
+                                          weights_offsets_ptr, dims_ptr, col_offsets_ptr, hcs_ptr, weights_ptr, B)
+        keep = 1.0
+        if FAULT_SKIP_LAST:
+            keep = tl.where(last, 0.0, 1.0)
+        for d0 in range(0, D, BLOCK_D):
+            cm = (d0 + cols) < D
+            g = gather_grad(grad_ptr, grad_stride, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, B, col0,
+                            d0 + cols, cm, start, end, wdt, WEIGHTED, MEAN, GATHER, BLOCK_D, FAULT_ACC_W)
+            tl.store(ws_ptr + c * ws_stride + d0 + cols, g * keep, mask=cm)
+        c += step
+
+
+@triton.jit
+def _apply_kernel(
+    weights_ptr, momentum_ptr, grad_ptr, grad_stride,
+    counts_ptr, long_ptr, chunk_base_ptr, num_chunks_ptr, chunk_slot_ptr, chunk_index_ptr,
+    run_linear_ptr, run_start_ptr, run_length_ptr, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr,
+    weights_offsets_ptr, dims_ptr, col_offsets_ptr, hcs_ptr,
+    B, lr, eps, CHUNK, ws_stride, ws_ptr,
+    WEIGHTED: tl.constexpr, MEAN: tl.constexpr, ADAGRAD: tl.constexpr, GATHER: tl.constexpr,
+    BLOCK_D: tl.constexpr, WIDE: tl.constexpr, FAULT_ACC_W: tl.constexpr, FAULT_SKIP_LAST: tl.constexpr,
+):
+    """One program per long run (grid-stride): sum its chunk partials in chunk order, update once."""
+    num_long = tl.load(counts_ptr + 1)
+    s = tl.program_id(0).to(tl.int64)
+    step = tl.num_programs(0)
+    while s < num_long:
+        run = tl.load(long_ptr + s)
+        lin, D, col0, w_row = _row_of_run(run, run_linear_ptr, run_start_ptr, sorted_bag_ptr,
+                                          weights_offsets_ptr, dims_ptr, col_offsets_ptr, hcs_ptr, weights_ptr, B)
+        base = tl.load(chunk_base_ptr + s)
+        nparts = tl.load(num_chunks_ptr + s)
+        _apply_from_workspace(ws_ptr + base * ws_stride, nparts, ws_stride, w_row, momentum_ptr, lin, D, lr, eps,
+                              ADAGRAD, BLOCK_D, WIDE, False)
+        s += step
+
+
+@triton.jit
+def _fused_chunk_kernel(
+    weights_ptr, momentum_ptr, grad_ptr, grad_stride,
+    counts_ptr, long_ptr, chunk_base_ptr, num_chunks_ptr, chunk_slot_ptr, chunk_index_ptr,
+    run_linear_ptr, run_start_ptr, run_length_ptr, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr,
+    weights_offsets_ptr, dims_ptr, col_offsets_ptr, hcs_ptr,
+    B, lr, eps, CHUNK, ws_stride, ws_ptr, countdown_ptr,
+    WEIGHTED: tl.constexpr, MEAN: tl.constexpr, ADAGRAD: tl.constexpr, GATHER: tl.constexpr,
+    BLOCK_D: tl.constexpr, WIDE: tl.constexpr, FAULT_ACC_W: tl.constexpr, FAULT_SKIP_LAST: tl.constexpr,
+    SEM: tl.constexpr, BARRIER: tl.constexpr,
+):
+    """Chunks add partials atomically into their run's row; the last to count down applies the update."""
+    num = tl.load(counts_ptr + 2)
+    c = tl.program_id(0).to(tl.int64)
+    step = tl.num_programs(0)
+    cols = tl.arange(0, BLOCK_D)
+    wdt = weights_ptr.dtype.element_ty
+    while c < num:
+        s, run, start, end, last = _run_of_chunk(c, long_ptr, chunk_base_ptr, num_chunks_ptr, chunk_slot_ptr,
+                                                 chunk_index_ptr, run_start_ptr, run_length_ptr, CHUNK)
+        lin, D, col0, w_row = _row_of_run(run, run_linear_ptr, run_start_ptr, sorted_bag_ptr,
+                                          weights_offsets_ptr, dims_ptr, col_offsets_ptr, hcs_ptr, weights_ptr, B)
+        keep = 1.0
+        if FAULT_SKIP_LAST:
+            keep = tl.where(last, 0.0, 1.0)
+        for d0 in range(0, D, BLOCK_D):
+            cm = (d0 + cols) < D
+            g = gather_grad(grad_ptr, grad_stride, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, B, col0,
+                            d0 + cols, cm, start, end, wdt, WEIGHTED, MEAN, GATHER, BLOCK_D, FAULT_ACC_W)
+            tl.atomic_add(ws_ptr + s * ws_stride + d0 + cols, g * keep, mask=cm, sem="relaxed", scope="gpu")
+        if BARRIER:
+            # every warp's adds are done before the release below is issued
+            tl.debug_barrier()
+        remaining = tl.atomic_add(countdown_ptr + s, -1, sem=SEM, scope="gpu")
+        if remaining == 1:
+            _apply_from_workspace(ws_ptr + s * ws_stride, 1, ws_stride, w_row, momentum_ptr, lin, D, lr, eps,
+                                  ADAGRAD, BLOCK_D, WIDE, True)
+        c += step

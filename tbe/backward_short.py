@@ -1,0 +1,130 @@
+"""Backward, short tier: runs with SL < long_run_threshold, one program per run.
+
+A persistent grid strides over the device-read count of short runs. Each program gathers
+its run's upstream-gradient rows ``GATHER`` at a time, accumulates the row gradient in
+fp32, applies the optimizer and writes the row back with plain stores (no other program
+touches the row). Rows wider than the bucket's BLOCK_D loop over columns; row-wise
+Adagrad then makes two passes (squared sum first, update second), recomputing the same
+gradient in the same order so both passes agree bit for bit.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from tbe.classify import Classified, persistent_grid
+from tbe.optimizers import adagrad_rate, update_columns
+
+
+# ----------------------------------------------------------------------------- launch
+def backward_short(
+    module, tr, cls: Classified, grad: torch.Tensor, block_d: int, wide: bool
+) -> None:
+    """Apply the update to every short run of one bucket."""
+    cfg = module.config
+    weighted = tr.sorted_psw is not None
+    lt = module.layout_tensors
+    grid = persistent_grid(cfg.short_grid_multiplier, tr.n, grad.device)
+    _short_kernel[(grid,)](
+        module.weights, module.momentum, grad, grad.stride(0),
+        cls.short_runs, cls.counts, tr.run_linear, tr.run_start, tr.run_length,
+        tr.sorted_bag, tr.sorted_psw if weighted else tr.run_start, tr.offsets,
+        lt["weights_offsets"], lt["dims"], lt["col_offsets"], lt["hash_size_cumsum"],
+        tr.batch_size, module.learning_rate, module.eps,
+        WEIGHTED=weighted, MEAN=module.pooling.value == "mean",
+        ADAGRAD=module.optimizer.value == "exact_rowwise_adagrad",
+        GATHER=cfg.bwd_short_gather_weighted if weighted else cfg.bwd_short_gather_unweighted,
+        BLOCK_D=block_d, WIDE=wide, FAULT_ACC_W=cfg.has_fault("accumulate_in_weight_dtype"),
+        num_warps=cfg.bwd_short_num_warps,
+    )
+
+
+# ----------------------------------------------------------------------------- kernels
+@triton.jit
+def gather_grad(
+    grad_ptr, grad_stride, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, B, col0, cols, cmask,
+    start, end, acc_dtype,
+    WEIGHTED: tl.constexpr, MEAN: tl.constexpr, GATHER: tl.constexpr, BLOCK_D: tl.constexpr,
+    FAULT_ACC_W: tl.constexpr,
+):
+    """Sum over sorted lookups [start, end) of coef * d_out[b, col0 + cols] in fp32, where
+    coef = per-sample weight (if weighted) / L(t, b) (if MEAN). With the accumulate fault
+    the running sum is rounded to ``acc_dtype`` (the weights' dtype) after every step."""
+    g = tl.arange(0, GATHER)
+    acc = tl.zeros([BLOCK_D], dtype=tl.float32)
+    for i in range(start, end, GATHER):
+        pos = i + g
+        m = pos < end
+        bag = tl.load(sorted_bag_ptr + pos, mask=m, other=0)
+        b = bag % B
+        rows = tl.load(
+            grad_ptr + b[:, None] * grad_stride + col0 + cols[None, :],
+            mask=m[:, None] & cmask[None, :], other=0.0,
+        ).to(tl.float32)
+        if WEIGHTED or MEAN:
+            coef = tl.full([GATHER], 1.0, tl.float32)
+            if WEIGHTED:
+                coef = tl.load(sorted_psw_ptr + pos, mask=m, other=0.0).to(tl.float32)
+            if MEAN:
+                lo = tl.load(offsets_ptr + bag, mask=m, other=0)
+                hi = tl.load(offsets_ptr + bag + 1, mask=m, other=1)
+                coef = tl.div_rn(coef, tl.maximum(hi - lo, 1).to(tl.float32))
+            rows = rows * coef[:, None]
+        if FAULT_ACC_W:
+            acc = (acc + tl.sum(rows, axis=0)).to(acc_dtype).to(tl.float32)
+        else:
+            acc += tl.sum(rows, axis=0)
+    return acc
+
+
+@triton.jit
+def _short_kernel(
+    weights_ptr, momentum_ptr, grad_ptr, grad_stride,
+    short_ptr, counts_ptr, run_linear_ptr, run_start_ptr, run_length_ptr,
+    sorted_bag_ptr, sorted_psw_ptr, offsets_ptr,
+    weights_offsets_ptr, dims_ptr, col_offsets_ptr, hcs_ptr,
+    B, lr, eps,
+    WEIGHTED: tl.constexpr, MEAN: tl.constexpr, ADAGRAD: tl.constexpr, GATHER: tl.constexpr,
+    BLOCK_D: tl.constexpr, WIDE: tl.constexpr, FAULT_ACC_W: tl.constexpr,
+):
+    num_short = tl.load(counts_ptr + 0)
+    r = tl.program_id(0).to(tl.int64)
+    step = tl.num_programs(0)
+    cols = tl.arange(0, BLOCK_D)
+    wdt = weights_ptr.dtype.element_ty
+    while r < num_short:
+        run = tl.load(short_ptr + r)
+        start = tl.load(run_start_ptr + run)
+        end = start + tl.load(run_length_ptr + run)
+        lin = tl.load(run_linear_ptr + run).to(tl.int64)
+        t = tl.load(sorted_bag_ptr + start) // B
+        D = tl.load(dims_ptr + t)
+        col0 = tl.load(col_offsets_ptr + t)
+        w_row = weights_ptr + tl.load(weights_offsets_ptr + t) + (lin - tl.load(hcs_ptr + t)) * D
+        if not WIDE:
+            cmask = cols < D
+            g = gather_grad(grad_ptr, grad_stride, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, B, col0,
+                            cols, cmask, start, end, wdt, WEIGHTED, MEAN, GATHER, BLOCK_D, FAULT_ACC_W)
+            rate = lr
+            if ADAGRAD:
+                rate = adagrad_rate(momentum_ptr, lin, tl.sum(g * g, axis=0), D, lr, eps)
+            update_columns(w_row, cols, cmask, g, rate)
+        else:
+            rate = lr
+            if ADAGRAD:
+                sq = 0.0
+                for d0 in range(0, D, BLOCK_D):
+                    c = d0 + cols
+                    g = gather_grad(grad_ptr, grad_stride, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, B,
+                                    col0, c, c < D, start, end, wdt, WEIGHTED, MEAN, GATHER, BLOCK_D,
+                                    FAULT_ACC_W)
+                    sq += tl.sum(g * g, axis=0)
+                rate = adagrad_rate(momentum_ptr, lin, sq, D, lr, eps)
+            for d0 in range(0, D, BLOCK_D):
+                c = d0 + cols
+                g = gather_grad(grad_ptr, grad_stride, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, B,
+                                col0, c, c < D, start, end, wdt, WEIGHTED, MEAN, GATHER, BLOCK_D, FAULT_ACC_W)
+                update_columns(w_row + d0, cols, (d0 + cols) < D, g, rate)
+        r += step

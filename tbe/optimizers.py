@@ -1,0 +1,46 @@
+"""In-kernel optimizers: exact SGD and exact row-wise Adagrad, as @triton.jit helpers.
+
+Both run once per distinct (table, row) on the row's finished fp32 gradient. SGD is
+``w -= lr * g``. Row-wise Adagrad keeps one fp32 momentum per row (indexed by the linear
+index): ``m += mean(g * g)`` over the row's D columns, then ``w -= lr * g / (sqrt(m) + eps)``.
+Division and square root use the correctly rounded ``div_rn``/``sqrt_rn`` so the error
+bounds in ``oracles/bounds_backward.py`` hold on the GPU (plain ``/`` and ``sqrt`` are
+approximate there). New weights are rounded to nearest (even) in the weights' dtype;
+bf16 rounding is done by hand because the Triton interpreter (3.9) truncates fp32 -> bf16
+even when asked for rtne (compiled Triton rounds to nearest; both agree with ``round_to``).
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def round_to(x, dtype: tl.constexpr):
+    """fp32 -> ``dtype`` rounded to nearest even (bf16 by bit arithmetic, NaN kept quiet)."""
+    if dtype == tl.bfloat16:
+        bits = x.to(tl.uint32, bitcast=True)
+        up = bits + 0x7FFF + ((bits >> 16) & 1)
+        up = tl.where(x != x, bits | 0x400000, up)
+        return (up >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)
+    else:
+        return x.to(dtype)
+
+
+@triton.jit
+def adagrad_rate(momentum_ptr, linear_idx, sq_sum, D, lr, eps):
+    """Row-wise Adagrad: add mean(g*g) (``sq_sum / D``) to the row's momentum, return lr / (sqrt(m) + eps)."""
+    m = tl.load(momentum_ptr + linear_idx)
+    m_new = m + tl.div_rn(sq_sum, D.to(tl.float32))
+    tl.store(momentum_ptr + linear_idx, m_new)
+    return tl.div_rn(lr, tl.sqrt_rn(m_new) + eps)
+
+
+@triton.jit
+def update_columns(w_row_ptr, cols, cmask, g, rate):
+    """w[cols] -= rate * g[cols] in fp32, stored rounded to nearest in the weights' dtype
+    (SGD passes rate = lr; Adagrad the rate from ``adagrad_rate``)."""
+    w = tl.load(w_row_ptr + cols, mask=cmask, other=0.0).to(tl.float32)
+    w_new = w - rate * g
+    tl.store(w_row_ptr + cols, round_to(w_new, w_row_ptr.dtype.element_ty), mask=cmask)
