@@ -32,6 +32,11 @@ class TBEFunction(torch.autograd.Function):
         ctx.batch_size = batch_size
         ctx.backward_done = False
         ctx.save_for_backward(indices, offsets, per_sample_weights)
+        ctx.transposed = None
+        if module.config.hoist_transpose:  # sort the batch now; the backward reuses it
+            from tbe.backward import transpose_for
+
+            ctx.transposed = transpose_for(module, indices, offsets, per_sample_weights, batch_size)
         return out
 
     @staticmethod
@@ -48,5 +53,7 @@ class TBEFunction(torch.autograd.Function):
         psw_grad = backward_and_update(
             ctx.module, indices, offsets, per_sample_weights, ctx.batch_size, grad_output,
             need_psw_grad=per_sample_weights is not None and ctx.needs_input_grad[1],
+            transposed=ctx.transposed,
         )
+        ctx.transposed = None
         return None, psw_grad, None, None, None, None, None
