@@ -18,6 +18,7 @@ import torch
 from tbe.modes import BoundsCheckMode, Optimizer, Pooling
 
 SUPPORTED_WEIGHTS = (torch.float32, torch.float16)
+SUPPORTED_NAMES = ("fp32", "fp16")
 
 
 @functools.lru_cache(maxsize=1)
@@ -35,11 +36,12 @@ def available() -> bool:
 
 
 def supports(weights_dtype: torch.dtype, output_dtype: torch.dtype, dims: Sequence[int] = ()) -> bool:
-    """FBGEMM's CPU TBE handles fp32/fp16 weights (bf16 is not implemented on the CPU) and
-    only embedding dims that are multiples of 4 (it asserts so when it builds its state)."""
+    """FBGEMM's CPU TBE handles fp32/fp16 weights and outputs (its CPU forward raises
+    NotImplementedError for bf16) and only embedding dims that are multiples of 4 (it
+    asserts so when it builds its state)."""
     return (
         weights_dtype in SUPPORTED_WEIGHTS
-        and output_dtype in (torch.float32, torch.float16, torch.bfloat16)
+        and output_dtype in SUPPORTED_WEIGHTS
         and all(d % 4 == 0 for d in dims)
     )
 

@@ -17,6 +17,7 @@ from tbe.bounds_check import ForwardCheck, check_id_tile, kernel_args
 from tbe.buckets import bucket_tensors
 from tbe.config import KernelConfig
 from tbe.modes import Pooling
+from tbe.rounding import to_storage
 
 
 # ----------------------------------------------------------------------------- launch
@@ -118,4 +119,4 @@ def _forward_kernel(
                         raw_len = tl.load(raw_offsets_ptr + t * B + b + 1) - tl.load(raw_offsets_ptr + t * B + b)
                         length = tl.maximum(raw_len.to(tl.int64), 1).to(tl.float32)
                     acc = acc / length
-                tl.store(out_ptr + b * out_stride + col0 + c, acc.to(out_ptr.dtype.element_ty), mask=cmask)
+                tl.store(out_ptr + b * out_stride + col0 + c, to_storage(acc, out_ptr.dtype.element_ty), mask=cmask)

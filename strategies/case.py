@@ -1,0 +1,198 @@
+"""CaseSpec (what Hypothesis draws) and its materialization into a batch (what kernels run).
+
+A spec names the tables, batch size, dtypes, modes, a bag-length profile, hot rows with
+exact segment lengths and a seed. ``materialize`` is deterministic in the spec, so a
+saved spec is a complete, replayable failing case.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from typing import Any, Optional
+
+import torch
+
+from tbe.layout import TableLayout, TableSpec
+from tbe.modes import parse_float_dtype
+
+LENGTH_PROFILES = ("fixed", "uniform", "log_uniform", "zipf", "empty")
+
+
+@dataclasses.dataclass(frozen=True)
+class HotRow:
+    """Row ``row`` of table ``table`` is read exactly ``count`` times in the batch (one run of SL=count)."""
+
+    table: int
+    row: int
+    count: int
+
+
+@dataclasses.dataclass(frozen=True)
+class CaseSpec:
+    tables: tuple[tuple[int, int], ...]
+    batch_size: int
+    pooling: str = "sum"
+    weights_dtype: str = "fp32"
+    output_dtype: str = "fp32"
+    index_dtype: str = "int64"
+    weighted: bool = False
+    optimizer: str = "exact_sgd"
+    learning_rate: float = 0.05
+    eps: float = 1e-4
+    bounds_check: str = "warning"
+    length_profile: str = "uniform"
+    max_length: int = 8
+    hot_rows: tuple[HotRow, ...] = ()
+    id_skew: float = 0.0  # 0 = uniform ids; > 0 = Zipf exponent over rows (more duplicates)
+    steps: int = 1
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tables", tuple(tuple(int(x) for x in t) for t in self.tables))
+        object.__setattr__(
+            self, "hot_rows", tuple(h if isinstance(h, HotRow) else HotRow(**h) for h in self.hot_rows)
+        )
+        if self.length_profile not in LENGTH_PROFILES:
+            raise ValueError(f"CaseSpec.length_profile must be one of {LENGTH_PROFILES}, got {self.length_profile!r}")
+        for h in self.hot_rows:
+            if not 0 <= h.table < len(self.tables) or not 0 <= h.row < self.tables[h.table][0] or h.count < 1:
+                raise ValueError(f"CaseSpec.hot_rows: {h} does not fit tables {self.tables}")
+
+    @property
+    def layout(self) -> TableLayout:
+        return TableLayout(tuple(TableSpec(e, d) for e, d in self.tables))
+
+    @property
+    def num_tables(self) -> int:
+        return len(self.tables)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["tables"] = [list(t) for t in self.tables]
+        d["hot_rows"] = [dataclasses.asdict(h) for h in self.hot_rows]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "CaseSpec":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(f"CaseSpec has no field {sorted(unknown)[0]!r}")
+        return cls(**d)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    def expected_lookups(self) -> int:
+        """Upper estimate of the batch's lookups, for budgeting before materializing."""
+        per_table = self.batch_size * (0 if self.length_profile == "empty" else self.max_length)
+        hot = sum(h.count for h in self.hot_rows)
+        return per_table * self.num_tables + hot
+
+
+@dataclasses.dataclass
+class Case:
+    """A materialized spec: the batch and the upstream gradients of every step, on CPU."""
+
+    spec: CaseSpec
+    indices: torch.Tensor
+    offsets: torch.Tensor
+    per_sample_weights: Optional[torch.Tensor]
+    grad_outputs: list[torch.Tensor]
+
+    @property
+    def num_lookups(self) -> int:
+        return self.indices.numel()
+
+    def segment_lengths(self) -> torch.Tensor:
+        """SL of every run (distinct (table, row)) in the batch."""
+        layout = self.spec.layout
+        B = self.spec.batch_size
+        off = self.offsets.to(torch.int64)
+        cs = torch.tensor(layout.hash_size_cumsum[:-1], dtype=torch.int64)
+        table_of = torch.repeat_interleave(
+            torch.arange(layout.num_tables), off[B:: B] - off[: -1: B], output_size=self.num_lookups
+        ) if B > 0 else torch.zeros(0, dtype=torch.int64)
+        lin = cs[table_of] + self.indices.to(torch.int64)
+        return torch.unique(lin, return_counts=True)[1]
+
+
+def _bag_lengths(spec: CaseSpec, g: torch.Generator) -> torch.Tensor:
+    """[T, B] bag lengths before hot rows are added, from the spec's profile."""
+    T, B, m = spec.num_tables, spec.batch_size, spec.max_length
+    if spec.length_profile == "empty" or m == 0:
+        return torch.zeros(T, B, dtype=torch.int64)
+    if spec.length_profile == "fixed":
+        return torch.full((T, B), m, dtype=torch.int64)
+    if spec.length_profile == "uniform":
+        return torch.randint(0, m + 1, (T, B), generator=g)
+    u = torch.rand(T, B, generator=g, dtype=torch.float64)
+    if spec.length_profile == "log_uniform":
+        return torch.floor(torch.exp(u * math.log(m + 1))).to(torch.int64) - 1 + (u > 0.5).to(torch.int64)
+    # zipf-like: most bags short, a tail of long ones
+    return torch.clamp(torch.floor(1.0 / (1.0 - u * 0.999) ** 1.2), 0, m).to(torch.int64)
+
+
+def _draw_ids(rows: int, n: int, skew: float, exclude: list[int], g: torch.Generator) -> torch.Tensor:
+    """``n`` ids in [0, rows), avoiding ``exclude`` (hot rows keep their exact counts)."""
+    if n == 0:
+        return torch.zeros(0, dtype=torch.int64)
+    allowed = rows - len(exclude)
+    if allowed <= 0:
+        raise ValueError(f"no rows left for ordinary ids: {rows} rows, all hot")
+    if skew > 0:
+        # Zipf over ranks on at most 2^20 candidates: rank r has weight r^-skew
+        k = min(allowed, 1 << 20)
+        weights = torch.arange(1, k + 1, dtype=torch.float64).pow(-skew)
+        ranks = torch.multinomial(weights, n, replacement=True, generator=g)
+        # spread ranks over the table with a seeded affine map so hot ids are not all near 0
+        stride = int(torch.randint(1, max(2, allowed), (1,), generator=g))
+        while math.gcd(stride, allowed) != 1:
+            stride += 1
+        ids = (ranks * stride) % allowed
+    else:
+        ids = torch.randint(0, allowed, (n,), generator=g)
+    for h in sorted(exclude):  # map [0, allowed) onto [0, rows) minus the excluded rows
+        ids = ids + (ids >= h).to(torch.int64)
+    return ids
+
+
+def materialize(spec: CaseSpec) -> Case:
+    """Build the batch for ``spec`` deterministically (CPU tensors)."""
+    g = torch.Generator().manual_seed(spec.seed)
+    T, B = spec.num_tables, spec.batch_size
+    lengths = _bag_lengths(spec, g)
+    per_table_ids = []
+    for t, (rows, _) in enumerate(spec.tables):
+        hot = [h for h in spec.hot_rows if h.table == t]
+        if B == 0:
+            per_table_ids.append([torch.zeros(0, dtype=torch.int64)])
+            continue
+        # hot occurrences land in bags chosen at random (so duplicates also fall within a bag)
+        hot_ids = torch.cat([torch.full((h.count,), h.row, dtype=torch.int64) for h in hot]) if hot else None
+        if hot_ids is not None:
+            bags = torch.randint(0, B, (hot_ids.numel(),), generator=g)
+            lengths[t] += torch.bincount(bags, minlength=B)
+        n = int(lengths[t].sum())
+        n_plain = n - (0 if hot_ids is None else hot_ids.numel())
+        plain = _draw_ids(rows, n_plain, spec.id_skew, sorted({h.row for h in hot}), g)
+        ids = plain if hot_ids is None else torch.cat([plain, hot_ids])
+        ids = ids[torch.randperm(n, generator=g)]
+        per_table_ids.append([ids])
+    idx_dtype = {"int32": torch.int32, "int64": torch.int64}[spec.index_dtype]
+    indices = torch.cat([x[0] for x in per_table_ids]).to(idx_dtype)
+    offsets = torch.zeros(T * B + 1, dtype=torch.int64)
+    offsets[1:] = torch.cumsum(lengths.reshape(-1), 0)
+    offsets = offsets.to(idx_dtype)
+    psw = None
+    if spec.weighted:
+        # distinct, sign-mixed weights so any mis-pairing of weights to lookups changes the result
+        psw = (torch.rand(indices.numel(), generator=g) * 1.5 + 0.25) * torch.where(
+            torch.rand(indices.numel(), generator=g) < 0.2, -1.0, 1.0
+        )
+    total_dim = sum(d for _, d in spec.tables)
+    out_dtype = parse_float_dtype("output_dtype", spec.output_dtype)
+    grads = [torch.randn(B, total_dim, generator=g).to(out_dtype) for _ in range(spec.steps)]
+    return Case(spec, indices.contiguous(), offsets.contiguous(), psw, grads)

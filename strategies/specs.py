@@ -1,0 +1,83 @@
+"""The general-purpose CaseSpec strategy: tables, batch shape, dtypes, modes, lengths, hot rows.
+
+Every draw respects ``max_lookups`` (the backend's measured budget) so an example never
+costs more than the interpreter can afford; dtype and mode sets can be narrowed by the
+caller (for example to what FBGEMM's CPU TBE supports).
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from hypothesis import strategies as st
+
+from strategies.case import LENGTH_PROFILES, CaseSpec, HotRow
+
+ALL_WEIGHT_DTYPES = ("fp32", "fp16", "bf16")
+ALL_OUTPUT_DTYPES = ("fp32", "fp16", "bf16")
+
+
+def dims(max_dim: int = 160, multiple_of: int = 1) -> st.SearchStrategy[int]:
+    """D >= 1, biased to edges (1, odd sizes, powers of two and their neighbours)."""
+    edges = sorted({d for p in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024) for d in (p - 1, p, p + 1)
+                    if 1 <= d <= max_dim and d % multiple_of == 0})
+    return st.one_of(st.sampled_from(edges), st.integers(1, max_dim).filter(lambda d: d % multiple_of == 0))
+
+
+def table_shapes(
+    max_tables: int = 4, max_rows: int = 1000, max_dim: int = 160, dim_multiple: int = 1
+) -> st.SearchStrategy[tuple[tuple[int, int], ...]]:
+    rows = st.one_of(st.sampled_from([1, 2, 3, 63, 64, 65]), st.integers(1, max_rows))
+    return st.lists(st.tuples(rows, dims(max_dim, dim_multiple)), min_size=1, max_size=max_tables).map(tuple)
+
+
+@st.composite
+def case_specs(
+    draw: st.DrawFn,
+    max_lookups: int = 2000,
+    max_tables: int = 4,
+    max_batch: int = 16,
+    max_rows: int = 1000,
+    max_dim: int = 160,
+    dim_multiple: int = 1,
+    weights_dtypes: Sequence[str] = ALL_WEIGHT_DTYPES,
+    output_dtypes: Sequence[str] = ALL_OUTPUT_DTYPES,
+    poolings: Sequence[str] = ("sum", "mean"),
+    optimizers: Sequence[str] = ("exact_sgd", "exact_rowwise_adagrad"),
+    weighted: Optional[bool] = None,
+    hot_row_counts: Optional[st.SearchStrategy[int]] = None,
+    steps: int = 1,
+) -> CaseSpec:
+    """A CaseSpec whose batch holds at most ``max_lookups`` ids."""
+    tables = draw(table_shapes(max_tables, max_rows, max_dim, dim_multiple))
+    T = len(tables)
+    batch_size = draw(st.integers(0, max_batch) | st.sampled_from([1, max_batch]))
+    profile = draw(st.sampled_from(LENGTH_PROFILES))
+    per_bag = max_lookups // max(1, 2 * T * max(1, batch_size))
+    max_length = draw(st.integers(0, max(0, min(64, per_bag))))
+    hot: list[HotRow] = []
+    if batch_size > 0 and hot_row_counts is not None:
+        budget = max_lookups // 2
+        for _ in range(draw(st.integers(0, 2))):
+            t = draw(st.integers(0, T - 1))
+            count = min(draw(hot_row_counts), budget)
+            if count < 1 or any(h.table == t for h in hot):
+                continue
+            budget -= count
+            hot.append(HotRow(t, draw(st.integers(0, tables[t][0] - 1)), count))
+    return CaseSpec(
+        tables=tables,
+        batch_size=batch_size,
+        pooling=draw(st.sampled_from(list(poolings))),
+        weights_dtype=draw(st.sampled_from(list(weights_dtypes))),
+        output_dtype=draw(st.sampled_from(list(output_dtypes))),
+        index_dtype=draw(st.sampled_from(["int32", "int64"])),
+        weighted=draw(st.booleans()) if weighted is None else weighted,
+        optimizer=draw(st.sampled_from(list(optimizers))),
+        length_profile=profile,
+        max_length=max_length,
+        hot_rows=tuple(hot),
+        id_skew=draw(st.sampled_from([0.0, 0.0, 1.1, 2.0])),
+        steps=steps,
+        seed=draw(st.integers(0, 2**31 - 1)),
+    )
