@@ -1,0 +1,291 @@
+"""Bounds check: Triton kernels vs FBGEMM's CPU op and the sequential reference; fused vs standalone.
+
+Differences from FBGEMM that are ours by design (id -1, offsets[0] > 0) are pinned by
+explicit tests below and left out of the direct FBGEMM comparison.
+"""
+
+import pytest
+import torch
+from hypothesis import HealthCheck, Phase, given, settings
+
+from fuzz.profiles import examples
+from oracles.checks import check_forward
+from oracles.fbgemm_bounds import fbgemm_bounds_check
+from oracles.reference_bounds import reference_bounds_check
+from strategies.bad_inputs import BadBatchSpec, BadId, bad_batch_specs, materialize_bad
+from tbe import BoundsCheckError, KernelConfig, TritonTBE
+from tbe.bounds_check import bounds_check
+from tbe.forward_dispatch import checked_forward
+from tbe.modes import BoundsCheckMode, Pooling
+
+REPAIR_MODES = (BoundsCheckMode.WARNING, BoundsCheckMode.IGNORE)
+SMALL_BLOCK = KernelConfig(bounds_check_block=4, dim_buckets=(8, 16, 32))  # several blocks per bag/offsets
+
+
+def run_kernel_check(batch, mode, config=SMALL_BLOCK):
+    """(indices, offsets, warnings, error) from the standalone Triton check, inputs verified untouched."""
+    idx0, off0 = batch.indices.clone(), batch.offsets.clone()
+    warn = torch.zeros(1, dtype=torch.int64)
+    err = None
+    try:
+        ri, ro = bounds_check(
+            batch.indices, batch.offsets, torch.tensor(batch.rows), batch.batch_size, mode, warn, config,
+        )
+    except BoundsCheckError as e:
+        ri, ro, err = None, None, e
+    assert torch.equal(batch.indices, idx0) and torch.equal(batch.offsets, off0), "caller's tensors modified"
+    return ri, ro, int(warn[0]), err
+
+
+def layout_weights(batch, dtype=torch.float32):
+    g = torch.Generator().manual_seed(batch.spec.seed ^ 0x5EED)
+    return (torch.rand(batch.layout.total_elements, generator=g, dtype=torch.float64) * 2 - 1).to(dtype)
+
+
+# ----------------------------------------------------------------------------- oracles agree
+@pytest.mark.fuzz
+@settings(max_examples=examples(150))
+@given(bad_batch_specs(max_length=6))
+def test_reference_reproduces_fbgemm(spec):
+    """The reference in FBGEMM-compat mode equals FBGEMM exactly: our reading of its rules is right."""
+    batch = materialize_bad(spec)
+    for mode in BoundsCheckMode:
+        ref = reference_bounds_check(batch.rows, batch.indices, batch.offsets, mode, fbgemm_compat=True)
+        fb = fbgemm_bounds_check(batch.rows, batch.indices, batch.offsets, mode, batch.per_sample_weights)
+        if mode == BoundsCheckMode.FATAL:
+            assert fb.fatal == ref.fatal, f"{mode}: fbgemm fatal={fb.fatal} ({fb.message}), reference {ref.fatal}\n{spec.to_json()}"
+            continue
+        assert fb.indices.tolist() == ref.indices.tolist(), f"{mode} indices\n{spec.to_json()}"
+        assert fb.offsets.tolist() == ref.offsets.tolist(), f"{mode} offsets\n{spec.to_json()}"
+        assert fb.warnings == ref.warnings, f"{mode} warnings fbgemm {fb.warnings} ref {ref.warnings}\n{spec.to_json()}"
+        if batch.per_sample_weights is not None:  # FBGEMM's v1 check never touches the weights
+            assert torch.equal(fb.per_sample_weights, batch.per_sample_weights)
+
+
+# ----------------------------------------------------------------------------- kernels vs oracles
+@pytest.mark.fuzz
+@settings(max_examples=examples(40))
+@given(bad_batch_specs(fbgemm_comparable=True))
+def test_kernel_matches_fbgemm(spec):
+    """Where the semantics coincide, the Triton check repairs, counts and rejects exactly as FBGEMM."""
+    batch = materialize_bad(spec)
+    for mode in (BoundsCheckMode.WARNING, BoundsCheckMode.IGNORE, BoundsCheckMode.FATAL):
+        ri, ro, warn, err = run_kernel_check(batch, mode)
+        fb = fbgemm_bounds_check(batch.rows, batch.indices, batch.offsets, mode, batch.per_sample_weights)
+        if mode == BoundsCheckMode.FATAL:
+            assert (err is not None) == fb.fatal, f"ours raised {err!r}, fbgemm fatal={fb.fatal}\n{spec.to_json()}"
+            continue
+        assert ri.dtype == batch.indices.dtype and ro.dtype == batch.offsets.dtype
+        assert ri.tolist() == fb.indices.tolist(), f"{mode} indices {ri.tolist()} vs {fb.indices.tolist()}\n{spec.to_json()}"
+        assert ro.tolist() == fb.offsets.tolist(), f"{mode} offsets {ro.tolist()} vs {fb.offsets.tolist()}\n{spec.to_json()}"
+        assert warn == fb.warnings, f"{mode} warnings {warn} vs fbgemm {fb.warnings}\n{spec.to_json()}"
+
+
+@pytest.mark.fuzz
+@settings(max_examples=examples(40))
+@given(bad_batch_specs())
+def test_kernel_matches_reference(spec):
+    """All bad inputs, divergent ones included: the kernels equal the sequential reference of our rules."""
+    batch = materialize_bad(spec)
+    for mode in (BoundsCheckMode.WARNING, BoundsCheckMode.IGNORE, BoundsCheckMode.FATAL):
+        ref = reference_bounds_check(batch.rows, batch.indices, batch.offsets, mode)
+        ri, ro, warn, err = run_kernel_check(batch, mode)
+        if mode == BoundsCheckMode.FATAL:
+            assert (err is not None) == ref.fatal, f"raised {err!r}, reference fatal={ref.fatal}\n{spec.to_json()}"
+            if err is not None:
+                assert (err.kind, err.position) == ref.first_bad, f"{err} vs {ref.first_bad}\n{spec.to_json()}"
+            else:  # a valid batch comes back as it is
+                assert ri is batch.indices and ro is batch.offsets
+            continue
+        assert ri.tolist() == ref.indices.tolist(), f"{mode} indices\n{spec.to_json()}"
+        assert ro.tolist() == ref.offsets.tolist(), f"{mode} offsets\n{spec.to_json()}"
+        assert warn == ref.warnings, f"{mode} warnings {warn} vs reference {ref.warnings}\n{spec.to_json()}"
+
+
+def fused_and_standalone(batch, mode, pooling, config=SMALL_BLOCK, weights=None):
+    """Run checked_forward both ways; return the two (out, indices, offsets, warnings, error) results."""
+    layout = batch.layout
+    weights = layout_weights(batch) if weights is None else weights
+    lt = layout.device_tensors(torch.device("cpu"))
+    results = []
+    for fused in (False, True):
+        cfg = config.replace(fused_bounds_check=fused)
+        idx0, off0 = batch.indices.clone(), batch.offsets.clone()
+        warn = torch.zeros(1, dtype=torch.int64)
+        try:
+            out, ri, ro = checked_forward(
+                weights, lt, layout.dims, layout.rows, batch.indices, batch.offsets, batch.per_sample_weights,
+                batch.batch_size, pooling, torch.float32, cfg, mode, warn,
+            )
+            results.append((out, ri, ro, int(warn[0]), None))
+        except BoundsCheckError as e:
+            results.append((None, None, None, int(warn[0]), e))
+        assert torch.equal(batch.indices, idx0) and torch.equal(batch.offsets, off0), "caller's tensors modified"
+    return weights, results
+
+
+@pytest.mark.fuzz
+@settings(max_examples=examples(30))
+@given(bad_batch_specs(), )
+def test_fused_equals_standalone(spec):
+    """Fused and standalone checks: identical repaired inputs, counts, errors and outputs (bit for bit)."""
+    batch = materialize_bad(spec)
+    for mode, pooling in ((BoundsCheckMode.WARNING, Pooling.SUM), (BoundsCheckMode.IGNORE, Pooling.MEAN),
+                          (BoundsCheckMode.FATAL, Pooling.SUM)):
+        weights, ((o1, i1, f1, w1, e1), (o2, i2, f2, w2, e2)) = fused_and_standalone(batch, mode, pooling)
+        where = f"{mode} {pooling}\n{spec.to_json()}"
+        assert (e1 is None) == (e2 is None), f"standalone raised {e1!r}, fused {e2!r}; {where}"
+        if e1 is not None:
+            assert (e1.kind, e1.position, e1.table, e1.bag) == (e2.kind, e2.position, e2.table, e2.bag), where
+            continue
+        assert torch.equal(i1, i2) and torch.equal(f1, f2), f"repaired inputs differ; {where}"
+        assert w1 == w2, f"warnings standalone {w1} fused {w2}; {where}"
+        assert torch.equal(o1, o2), f"outputs differ, max {float((o1 - o2).abs().max())}; {where}"
+        report = check_forward(batch.layout, weights, i1, f1, batch.per_sample_weights, batch.batch_size, pooling, o1)
+        assert report.ok, f"{report}; {where}"
+
+
+# ----------------------------------------------------------------------------- documented differences
+def test_divergence_minus_one_id():
+    """FBGEMM skips id -1 (a pruned row); we repair it to 0, count it, and FATAL rejects it."""
+    idx, off = torch.tensor([2, -1, 1]), torch.tensor([0, 2, 3])
+    fb = fbgemm_bounds_check([4], idx, off, BoundsCheckMode.WARNING)
+    assert fb.indices.tolist() == [2, -1, 1] and fb.warnings == 0
+    assert not fbgemm_bounds_check([4], idx, off, BoundsCheckMode.FATAL).fatal
+    batch = materialize_bad(BadBatchSpec(((4, 2),), 2))
+    batch.indices, batch.offsets = idx, off
+    ri, ro, warn, _ = run_kernel_check(batch, BoundsCheckMode.WARNING)
+    assert ri.tolist() == [2, 0, 1] and warn == 1
+    _, _, _, err = run_kernel_check(batch, BoundsCheckMode.FATAL)
+    assert err is not None and err.kind == "id" and err.position == 1 and err.value == -1
+
+
+def test_divergence_positive_first_offset():
+    """FBGEMM keeps offsets[0] > 0 (ids before it are in no bag, unchecked); we repair it to 0."""
+    idx, off = torch.tensor([9, 1, 2, 3]), torch.tensor([1, 3, 4])  # id 9 is out of range, before bag 0
+    fb = fbgemm_bounds_check([4], idx, off, BoundsCheckMode.WARNING)
+    assert fb.offsets.tolist() == [1, 3, 4] and fb.indices.tolist() == [9, 1, 2, 3] and fb.warnings == 0
+    assert not fbgemm_bounds_check([4], idx, off, BoundsCheckMode.FATAL).fatal
+    batch = materialize_bad(BadBatchSpec(((4, 2),), 2))
+    batch.indices, batch.offsets = idx, off
+    ri, ro, warn, _ = run_kernel_check(batch, BoundsCheckMode.WARNING)
+    assert ro.tolist() == [0, 3, 4] and ri.tolist() == [0, 1, 2, 3] and warn == 2  # bag 0 + id 9
+    _, _, _, err = run_kernel_check(batch, BoundsCheckMode.FATAL)
+    assert err is not None and err.kind == "offsets" and err.position == 0
+
+
+def test_fbgemm_counter_is_per_call():
+    """FBGEMM zeroes its counter every WARNING call; the module's counter accumulates."""
+    import fbgemm_gpu  # noqa: F401
+
+    warn = torch.tensor([5], dtype=torch.int64)
+    torch.ops.fbgemm.bounds_check_indices(torch.tensor([4]), torch.tensor([7]), torch.tensor([0, 1]), 1, warn, None)
+    assert int(warn[0]) == 1
+    m = TritonTBE([(4, 3)], bounds_check="warning", config=SMALL_BLOCK)
+    with torch.no_grad():
+        for _ in range(2):
+            m(torch.tensor([7, 1]), torch.tensor([0, 2]))
+    assert int(m.bounds_check_warnings[0]) == 2
+
+
+# ----------------------------------------------------------------------------- modes, messages, module
+def test_fatal_names_table_bag_and_id():
+    rows = torch.tensor([3, 5])
+    idx = torch.tensor([0, 1, 2, 4, 4, 5, 0])  # B = 2: bags (0,0)=[0,1] (0,1)=[2] (1,0)=[4,4,5] (1,1)=[0]
+    off = torch.tensor([0, 2, 3, 6, 7])
+    with pytest.raises(BoundsCheckError) as ei:
+        bounds_check(idx, off, rows, 2, BoundsCheckMode.FATAL)
+    e = ei.value
+    assert isinstance(e, ValueError)
+    assert (e.kind, e.position, e.value, e.table, e.sample, e.bag) == ("id", 5, 5, 1, 0, 2)
+    assert "indices[5] = 5" in str(e) and "table 1" in str(e) and "sample 0" in str(e)
+    with pytest.raises(BoundsCheckError, match=r"offsets\[2\] = 1") as ei:
+        bounds_check(idx, torch.tensor([0, 2, 1, 6, 7]), rows, 2, BoundsCheckMode.FATAL)
+    assert ei.value.kind == "offsets" and ei.value.table == 0 and ei.value.sample == 1
+    with pytest.raises(BoundsCheckError, match=r"offsets\[4\] = 6 must equal len\(indices\) = 7"):
+        bounds_check(idx, torch.tensor([0, 2, 3, 6, 6]), rows, 2, BoundsCheckMode.FATAL)
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_module_fatal_raises_and_valid_input_passes(fused):
+    m = TritonTBE([(4, 3), (6, 5)], bounds_check="fatal", config=SMALL_BLOCK.replace(fused_bounds_check=fused))
+    with torch.no_grad():
+        out = m(torch.tensor([0, 3, 5, 1], dtype=torch.int32), torch.tensor([0, 2, 2, 3, 4], dtype=torch.int32))
+        assert out.shape == (2, 8)
+        with pytest.raises(BoundsCheckError, match="table 1"):
+            m(torch.tensor([0, 3, 6, 1]), torch.tensor([0, 2, 2, 3, 4]))
+        with pytest.raises(BoundsCheckError, match="offsets"):
+            m(torch.tensor([0, 3, 5, 1]), torch.tensor([0, 2, 1, 3, 4]))
+    assert int(m.bounds_check_warnings[0]) == 0
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_module_warning_and_ignore(fused):
+    cfg = SMALL_BLOCK.replace(fused_bounds_check=fused)
+    idx, off = torch.tensor([0, 4, -3, 1]), torch.tensor([0, 2, 2, 3, 5])
+    outs = []
+    for mode in ("warning", "ignore"):
+        m = TritonTBE([(4, 3), (6, 5)], bounds_check=mode, config=cfg)
+        with torch.no_grad():
+            outs.append(m(idx, off))
+        # ids 4 (table 0) and -3 (table 1), and the last offset (5 != len 4)
+        assert int(m.bounds_check_warnings[0]) == (3 if mode == "warning" else 0)
+    assert torch.equal(outs[0], outs[1])
+    assert idx.tolist() == [0, 4, -3, 1] and off.tolist() == [0, 2, 2, 3, 5]
+
+
+def test_none_mode_checks_nothing():
+    idx, off = torch.tensor([0, 9]), torch.tensor([0, 1, 2])
+    warn = torch.zeros(1, dtype=torch.int64)
+    ri, ro = bounds_check(idx, off, torch.tensor([4]), 2, BoundsCheckMode.NONE, warn)
+    assert ri is idx and ro is off and int(warn[0]) == 0
+
+
+def test_bad_warning_counter_is_named():
+    with pytest.raises(ValueError, match="warning_count"):
+        bounds_check(torch.tensor([0]), torch.tensor([0, 1]), torch.tensor([4]), 1, BoundsCheckMode.WARNING,
+                     torch.zeros(1, dtype=torch.int32))
+
+
+def test_dtype_extremes_and_many_blocks():
+    """int32/int64 extremes in ids, offsets walked in several blocks, the repair is exact."""
+    for dtype in (torch.int32, torch.int64):
+        info = torch.iinfo(dtype)
+        idx = torch.tensor([info.max, 0, info.min, 3, 4, 2, 5, 1, 0, 3], dtype=dtype)
+        off = torch.tensor([0, 1, 3, 2, 12, 6, 7, 7, 9, 10], dtype=dtype)  # decreasing, past the end
+        batch = materialize_bad(BadBatchSpec(((4, 2), (6, 3), (5, 1)), 3))
+        batch.indices, batch.offsets = idx, off
+        ref = reference_bounds_check(batch.rows, idx, off, BoundsCheckMode.WARNING)
+        ri, ro, warn, _ = run_kernel_check(batch, BoundsCheckMode.WARNING, KernelConfig(bounds_check_block=2))
+        assert ri.tolist() == ref.indices.tolist() and ro.tolist() == ref.offsets.tolist() and warn == ref.warnings
+        fb = fbgemm_bounds_check(batch.rows, idx, off, BoundsCheckMode.WARNING)
+        assert ri.tolist() == fb.indices.tolist() and ro.tolist() == fb.offsets.tolist() and warn == fb.warnings
+
+
+# ----------------------------------------------------------------------------- planted fault
+def _mean_after_repair(spec, config):
+    batch = materialize_bad(spec)
+    weights, ((o1, i1, f1, *_), (o2, *_)) = fused_and_standalone(batch, BoundsCheckMode.WARNING, Pooling.MEAN, config)
+    for out in (o1, o2):
+        report = check_forward(batch.layout, weights, i1, f1, batch.per_sample_weights, batch.batch_size,
+                               Pooling.MEAN, out)
+        assert report.ok, f"{report}\n{spec.to_json()}"
+
+
+def test_fault_mean_wrong_length_is_caught():
+    """The planted fault (MEAN divides by the unrepaired bag length) fails the MEAN differential check."""
+    fault_cfg = SMALL_BLOCK.replace(faults=("fwd_mean_wrong_length",))
+
+    @settings(max_examples=60, phases=[Phase.generate], database=None, derandomize=True,
+              suppress_health_check=list(HealthCheck), deadline=None)
+    @given(bad_batch_specs(allow_empty_batch=False))
+    def run(spec):
+        _mean_after_repair(spec, fault_cfg)
+
+    with pytest.raises(AssertionError, match="forward vs fp64"):
+        run()
+    # and the same check passes without the fault on a batch the fault breaks
+    spec = BadBatchSpec(((5, 3),), 2, max_length=3, bad_offsets=("decreasing", "last_long"), seed=3)
+    _mean_after_repair(spec, SMALL_BLOCK)
+    with pytest.raises(AssertionError):
+        _mean_after_repair(spec, fault_cfg)
