@@ -1,0 +1,262 @@
+"""The backward against the FP64 step reference: optimizers, pooling, weights, tiers, faults."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from fuzz.profiles import examples
+from oracles.bounds_backward import check_step
+from oracles.reference_backward import reference_backward
+from tbe import KernelConfig
+from tbe.backward import backward_and_update
+from tests.backward_helpers import build, make_batch, train_step
+
+SMALL = KernelConfig(long_run_threshold=8, chunk_size=4)
+WDTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+OPTS = ["exact_sgd", "exact_rowwise_adagrad"]
+
+
+# ----------------------------------------------------------------------------- property tests
+@st.composite
+def step_cases(draw):
+    T = draw(st.integers(1, 3))
+    specs = [(draw(st.integers(1, 24)), draw(st.integers(1, 12))) for _ in range(T)]
+    B = draw(st.integers(1, 4))
+    lengths = [draw(st.integers(0, 12)) for _ in range(T * B)]
+    return dict(
+        specs=specs, B=B, lengths=lengths,
+        optimizer=draw(st.sampled_from(OPTS)), pooling=draw(st.sampled_from(["sum", "mean"])),
+        wdtype=draw(st.sampled_from(list(WDTYPES))), weighted=draw(st.booleans()),
+        psw_dtype=draw(st.sampled_from(list(WDTYPES))), idx=draw(st.sampled_from(["int32", "int64"])),
+        config=draw(st.sampled_from(["default", "small", "small_fused", "narrow"])),
+        hot=draw(st.booleans()), lr=draw(st.sampled_from([0.01, 0.3, 2.0])), steps=draw(st.integers(1, 2)),
+        seed=draw(st.integers(0, 2**16)),
+    )
+
+
+CONFIGS = {
+    "default": KernelConfig(),
+    "small": SMALL,
+    "small_fused": SMALL.replace(fused_long_tier=True),
+    # BLOCK_D 4 for every table: rows wider than 4 loop over columns (two-pass Adagrad)
+    "narrow": SMALL.replace(dim_buckets=(4,)),
+}
+
+
+def run_case(c, config=None) -> list:
+    specs = c["specs"]
+    idx, off, psw = make_batch(specs, c["B"], c["lengths"], getattr(torch, c["idx"]), c["seed"], c["weighted"],
+                               WDTYPES[c["psw_dtype"]], hot=[c["seed"] + t for t in range(len(specs))] if c["hot"] else None)
+    m = build(specs, c["optimizer"], c["pooling"], WDTYPES[c["wdtype"]], lr=c["lr"],
+              config=config or CONFIGS[c["config"]], seed=c["seed"])
+    found = []
+    for s in range(c["steps"]):
+        found += train_step(m, idx, off, psw, seed=c["seed"] + s)
+    return found
+
+
+@pytest.mark.fuzz
+@settings(max_examples=examples(40))
+@given(step_cases())
+def test_training_steps_match_fp64(c):
+    violations = run_case(c)
+    assert not violations, "\n".join(map(str, violations))
+
+
+# ----------------------------------------------------------------------------- explicit segment lengths
+SEGMENT_LENGTHS = [1, 2, 31, 32, 33, 255, 256, 257, 511, 512, 513]
+
+
+def one_hot_run(sl: int, weighted: bool, seed: int = 0):
+    """Two tables (D=4 and D=7), B=2: table 0 row 3 is read exactly ``sl`` times, plus a few other ids."""
+    specs = [(8, 4), (6, 7)]
+    B = 2
+    g = torch.Generator().manual_seed(seed)
+    bag0 = torch.full((sl,), 3)
+    bag1 = torch.tensor([1, 2, 0, 5, 5])
+    idx = torch.cat([bag0, bag1, torch.tensor([0, 4]), torch.tensor([4])])
+    off = torch.tensor([0, sl, sl + 5, sl + 7, sl + 8])
+    psw = (torch.rand(idx.numel(), generator=g) * 2 - 0.5) if weighted else None
+    return specs, idx, off, psw
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("optimizer", OPTS)
+@pytest.mark.parametrize("sl", SEGMENT_LENGTHS)
+def test_segment_length(sl, optimizer, weighted):
+    specs, idx, off, psw = one_hot_run(sl, weighted, seed=sl)
+    m = build(specs, optimizer, "mean" if sl % 2 else "sum", torch.float32, lr=0.1)
+    violations = train_step(m, idx, off, psw, seed=sl)
+    assert not violations, "\n".join(map(str, violations))
+
+
+@pytest.mark.parametrize("config", ["small", "small_fused", "narrow"])
+@pytest.mark.parametrize("sl", [7, 8, 9, 12, 13, 33])
+def test_split_runs_small_config(sl, config):
+    specs, idx, off, psw = one_hot_run(sl, weighted=True, seed=sl)
+    for opt in OPTS:
+        m = build(specs, opt, "sum", torch.float16, lr=0.5, config=CONFIGS[config])
+        violations = train_step(m, idx, off, psw, seed=sl) + train_step(m, idx, off, psw, seed=sl + 1)
+        assert not violations, "\n".join(map(str, violations))
+
+
+# ----------------------------------------------------------------------------- classification
+@pytest.mark.parametrize("fault", [False, True])
+def test_classification_tiers(fault):
+    """Runs of threshold-1, threshold, threshold+1 lookups: short, long, long (2 chunks at chunk=4+)."""
+    from tbe.backward import transpose_for
+    from tbe.classify import classify
+
+    cfg = SMALL.replace(faults=("long_threshold_off_by_one",) if fault else ())
+    specs = [(16, 4)]
+    m = build(specs, config=cfg)
+    idx = torch.tensor([1] * 7 + [2] * 8 + [3] * 9 + [4])
+    off = torch.tensor([0, 7, 15, 24, 25])
+    tr = transpose_for(m, idx, off, None, 4)
+    cls = classify(tr, torch.zeros(1, dtype=torch.int64), 0, cfg)
+    n_short, n_long, n_chunks = (int(x) for x in cls.counts)
+    short_len = sorted(int(tr.run_length[r]) for r in cls.short_runs[:n_short])
+    long_len = sorted(int(tr.run_length[r]) for r in cls.long_runs[:n_long])
+    if fault:
+        assert (short_len, long_len) == ([1, 7], [9])  # the run of exactly 8 is in neither list
+    else:
+        assert (short_len, long_len) == ([1, 7], [8, 9])
+        assert n_chunks == 2 + 3
+        slots = cls.chunk_slot[:n_chunks].tolist()
+        ks = cls.chunk_index[:n_chunks].tolist()
+        for s in range(n_long):
+            base, nch = int(cls.chunk_base[s]), int(cls.num_chunks[s])
+            assert slots[base:base + nch] == [s] * nch and ks[base:base + nch] == list(range(nch))
+            assert int(cls.countdown[s]) == nch
+
+
+# ----------------------------------------------------------------------------- determinism, hoisting
+@pytest.mark.parametrize("config", ["default", "small", "small_fused", "narrow"])
+def test_deterministic_and_hoist_identical(config):
+    specs = [(12, 5), (20, 9)]
+    lengths = [3, 9, 0, 14, 6, 1, 2, 11]
+    idx, off, psw = make_batch(specs, 4, lengths, weighted=True, hot=[2, 7])
+    results = []
+    for cfg in (CONFIGS[config], CONFIGS[config], CONFIGS[config].replace(hoist_transpose=True)):
+        m = build(specs, "exact_rowwise_adagrad", "mean", torch.bfloat16, lr=0.2, config=cfg)
+        p = psw.clone().requires_grad_(True)
+        m(idx, off, p).backward(torch.randn(4, 14, generator=torch.Generator().manual_seed(3)))
+        results.append((m.weights.clone(), m.momentum.clone(), p.grad.clone()))
+    for r in results[1:]:
+        for a, b in zip(results[0], r):
+            assert torch.equal(a.view(torch.int16) if a.dtype == torch.bfloat16 else a,
+                               b.view(torch.int16) if b.dtype == torch.bfloat16 else b)
+
+
+# ----------------------------------------------------------------------------- bad input
+def _module_and_batch():
+    specs = [(10, 3), (5, 2)]
+    m = build(specs)
+    idx, off, _ = make_batch(specs, 2, [1, 2, 0, 3])
+    return m, idx, off
+
+
+@pytest.mark.parametrize("shape", [(2, 4), (3, 5), (10,)])
+def test_grad_wrong_shape(shape):
+    m, idx, off = _module_and_batch()
+    with pytest.raises(ValueError, match="grad_output has shape"):
+        backward_and_update(m, idx, off, None, 2, torch.zeros(shape), False)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float16, torch.int32])
+def test_grad_wrong_dtype(dtype):
+    m, idx, off = _module_and_batch()
+    with pytest.raises(TypeError, match="grad_output has dtype"):
+        backward_and_update(m, idx, off, None, 2, torch.zeros((2, 5), dtype=dtype), False)
+
+
+def test_grad_not_a_tensor():
+    m, idx, off = _module_and_batch()
+    with pytest.raises(TypeError, match="grad_output must be a torch.Tensor"):
+        backward_and_update(m, idx, off, None, 2, [[0.0] * 5] * 2, False)
+
+
+def test_non_contiguous_grad_is_accepted():
+    m, idx, off = _module_and_batch()
+    w0 = m.weights.clone()
+    grad = torch.randn(5, 2).t()  # [2, 5], not contiguous
+    ref = reference_backward(m.layout, w0, m.momentum, idx, off, None, 2, m.pooling, m.optimizer,
+                             m.learning_rate, m.eps, grad)
+    backward_and_update(m, idx, off, None, 2, grad, False)
+    assert not check_step(ref, m.layout, w0, m.weights, m.momentum, None)
+
+
+def test_backward_twice_raises():
+    m, idx, off = _module_and_batch()
+    out = m(idx, off)
+    out.backward(torch.ones_like(out), retain_graph=True)
+    with pytest.raises(RuntimeError, match="backward called twice"):
+        out.backward(torch.ones_like(out))
+
+
+@pytest.mark.parametrize("field", ["learning_rate", "eps"])
+@pytest.mark.parametrize("value", [-0.1, float("nan"), float("inf")])
+def test_bad_hyperparameters(field, value):
+    with pytest.raises(ValueError, match=field):
+        build([(4, 4)], **{"lr" if field == "learning_rate" else "eps": value})
+
+
+def test_empty_batch():
+    m = build([(4, 3)], "exact_rowwise_adagrad")
+    w0 = m.weights.clone()
+    psw = torch.zeros(0, requires_grad=True)
+    out = m(torch.zeros(0, dtype=torch.int64), torch.zeros(3, dtype=torch.int64), psw)
+    out.backward(torch.ones_like(out))
+    assert torch.equal(m.weights, w0) and psw.grad is not None and psw.grad.numel() == 0
+
+
+# ----------------------------------------------------------------------------- planted faults are caught
+FAULT_CASES = {
+    # fault: (segment length of the hot run, weighted, weights dtype, lr, base config)
+    "unstable_weighted_pairing": (13, True, torch.float32, 0.3, SMALL),
+    "long_threshold_off_by_one": (8, False, torch.float32, 0.3, SMALL),  # exactly the threshold
+    "skip_last_chunk_update": (13, False, torch.float32, 0.3, SMALL),
+    # a long bf16 accumulation whose update dominates the row: rounding the running sum shows
+    "accumulate_in_weight_dtype": (200, False, torch.bfloat16, 2.0, KernelConfig()),
+}
+
+
+@pytest.mark.parametrize("fault", sorted(FAULT_CASES))
+@pytest.mark.parametrize("fused", [False, True])
+@pytest.mark.parametrize("optimizer", OPTS)
+def test_planted_fault_is_caught(fault, fused, optimizer):
+    sl, weighted, wdtype, lr, base = FAULT_CASES[fault]
+    specs, idx, off, psw = one_hot_run(sl, weighted, seed=5)
+    cfg = base.replace(fused_long_tier=fused)
+    clean = build(specs, optimizer, "sum", wdtype, lr=lr, config=cfg)
+    assert not train_step(clean, idx, off, psw, seed=5), "the clean kernel must pass this case"
+    faulty = build(specs, optimizer, "sum", wdtype, lr=lr, config=cfg.replace(faults=(fault,)))
+    assert train_step(faulty, idx, off, psw, seed=5), f"fault {fault} went unnoticed"
+
+
+# ----------------------------------------------------------------------------- GPU only
+@pytest.mark.gpu
+@pytest.mark.parametrize("fused", [False, True])
+def test_million_lookup_run(fused):
+    """One row read 1,048,576 times (4096 long chunks) plus a spread of short runs."""
+    dev = torch.device("cuda")
+    specs = [(1000, 128), (5000, 64)]
+    B = 1024
+    sl = 1 << 20
+    g = torch.Generator().manual_seed(0)
+    per_bag = sl // B
+    t0 = torch.full((sl,), 7)
+    t1 = torch.randint(0, 5000, (B * 16,), generator=g)
+    idx = torch.cat([t0, t1])
+    lengths = [per_bag] * B + [16] * B
+    off = torch.tensor([0] + torch.tensor(lengths).cumsum(0).tolist())
+    psw = torch.rand(idx.numel(), generator=g)
+    for opt in OPTS:
+        cfg = KernelConfig(fused_long_tier=fused)
+        m = build(specs, opt, "sum", torch.float32, lr=0.01, config=cfg).to(dev)
+        m.layout_tensors = {k: v.to(dev) for k, v in m.layout_tensors.items()}
+        violations = train_step(m, idx.to(dev), off.to(dev), psw.to(dev))
+        assert not violations, "\n".join(map(str, violations))
