@@ -1,0 +1,94 @@
+"""The backward's transpose: linearization, stable sort, sync-free run-length encoding."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fuzz.profiles import examples
+from tbe import KernelConfig
+from tbe.layout import TableLayout, TableSpec
+from tbe.transpose import linear_dtype_for, transpose
+from tests.backward_helpers import make_batch
+
+
+def _run(specs, B, lengths, weighted=False, config=KernelConfig(), seed=0, idx_dtype=torch.int64):
+    layout = TableLayout(tuple(TableSpec(e, d) for e, d in specs))
+    idx, off, psw = make_batch(specs, B, lengths, idx_dtype, seed, weighted, hot=[1] * len(specs))
+    hcs = torch.tensor(layout.hash_size_cumsum)
+    return layout, idx, off, psw, transpose(layout, hcs, idx, off, psw, B, config)
+
+
+@pytest.mark.fuzz
+@settings(max_examples=examples(60))
+@given(st.integers(1, 3), st.integers(1, 5), st.data())
+def test_runs_match_host_encoding(T, B, data):
+    specs = [(data.draw(st.integers(1, 9)), 2) for _ in range(T)]
+    lengths = [data.draw(st.integers(0, 7)) for _ in range(T * B)]
+    layout, idx, off, psw, tr = _run(specs, B, lengths, weighted=True, seed=data.draw(st.integers(0, 99)),
+                                     idx_dtype=data.draw(st.sampled_from([torch.int32, torch.int64])))
+    n = idx.numel()
+    bag = torch.repeat_interleave(torch.arange(T * B), torch.tensor(lengths))
+    lin = torch.tensor(layout.hash_size_cumsum)[bag // B] + idx.long()
+    assert torch.equal(tr.bag_of, bag) and torch.equal(tr.linear.long(), lin)
+    # stable: ties keep their original order
+    order = sorted(range(n), key=lambda i: (int(lin[i]), i))
+    assert tr.perm.tolist() == order
+    assert torch.equal(tr.sorted_bag, bag[order]) and torch.equal(tr.sorted_psw, psw[order])
+    keys, counts = torch.unique_consecutive(lin[order], return_counts=True)
+    r = int(tr.num_runs[0])
+    assert r == keys.numel()
+    assert torch.equal(tr.run_linear[:r].long(), keys) and torch.equal(tr.run_length[:r], counts)
+    assert torch.equal(tr.run_start[:r], torch.cumsum(counts, 0) - counts)
+
+
+def test_linear_dtype_choice():
+    small = TableLayout((TableSpec(10, 4), TableSpec(20, 8)))
+    assert linear_dtype_for(small, KernelConfig()) == torch.int32
+    assert linear_dtype_for(small, KernelConfig(index_dtype="int64")) == torch.int64
+    edge = TableLayout((TableSpec(2**31 - 1, 1), TableSpec(1, 1)))  # last linear index = 2^31 - 1
+    assert linear_dtype_for(edge, KernelConfig()) == torch.int32
+    big = TableLayout((TableSpec(2**31 - 1, 1), TableSpec(2, 1)))
+    assert linear_dtype_for(big, KernelConfig()) == torch.int64
+    with pytest.raises(ValueError, match="index_dtype='int32'"):
+        linear_dtype_for(big, KernelConfig(index_dtype="int32"))
+
+
+def _past_limit(config):
+    """A layout whose rows cross 2^31 (never materialized): ids near the end of table 1."""
+    layout = TableLayout((TableSpec(2**31 - 8, 1), TableSpec(2**31, 1)))
+    hcs = torch.tensor(layout.hash_size_cumsum)
+    idx = torch.tensor([5, 2**31 - 9, 2**31 - 1, 7, 2**31 - 1])
+    off = torch.tensor([0, 2, 5])
+    return layout, hcs, idx, off, transpose(layout, hcs, idx, off, None, 1, config)
+
+
+def test_linear_indices_past_int32_do_not_wrap():
+    layout, hcs, idx, off, tr = _past_limit(KernelConfig())
+    expect = torch.tensor([5, 2**31 - 9, hcs[1] + 2**31 - 1, hcs[1] + 7, hcs[1] + 2**31 - 1])
+    assert tr.linear_dtype == torch.int64 and torch.equal(tr.linear, expect)
+    assert int(tr.num_runs[0]) == 4 and tr.run_linear[:4].tolist() == sorted(set(expect.tolist()))
+
+
+def test_int32_fault_wraps_and_is_caught():
+    _, hcs, idx, off, tr = _past_limit(KernelConfig(faults=("int32_linearize_past_limit",)))
+    expect = hcs[tr.bag_of] + idx
+    assert tr.linear_dtype == torch.int32
+    assert not torch.equal(tr.linear.long(), expect), "the int32 fault must corrupt linear indices"
+
+
+def test_unstable_pairing_fault_mismatches_duplicates():
+    specs = [(3, 2)]
+    layout, idx, off, psw, good = _run(specs, 2, [6, 5], weighted=True)
+    bad = transpose(layout, torch.tensor(layout.hash_size_cumsum), idx, off, psw, 2,
+                    KernelConfig(faults=("unstable_weighted_pairing",)))
+    assert torch.equal(good.sorted_psw, psw[good.perm])
+    assert torch.equal(bad.sorted_linear, good.sorted_linear)
+    assert not torch.equal(bad.sorted_psw, psw[bad.perm]), "duplicates must get mismatched weights"
+
+
+def test_empty_batch():
+    layout, idx, off, psw, tr = _run([(4, 2)], 3, [0, 0, 0])
+    assert tr.n == 0 and int(tr.num_runs[0]) == 0
