@@ -114,3 +114,19 @@ def test_fbgemm_weighted_mean_finding_still_holds(output_dtype):
     got = fb.forward(torch.tensor([0, 0]), torch.tensor([0, 2]), torch.ones(2))
     expected_value = 2.0 if fbgemm_forward_difference(Pooling.MEAN, True, output_dtype) else 1.0
     assert torch.all(got.float() == expected_value), got
+
+
+@pytest.mark.gpu
+@settings(max_examples=examples(25))
+@given(
+    case_specs(max_lookups=6_000_000, max_batch=8192, max_tables=4, max_rows=2_000_000, max_dim=260),
+    st.sampled_from([1_000_000, 2_000_000, 5_000_000]),
+)
+def test_forward_large_batches_on_gpu(spec, min_lookups):
+    """Batches of 1M+ lookups, every dtype: long bags make the fp32 accumulation bound matter."""
+    per_bag = max(1, min_lookups // max(1, spec.num_tables * max(1, spec.batch_size)))
+    import dataclasses
+
+    spec = dataclasses.replace(spec, batch_size=max(1, spec.batch_size), length_profile="fixed", max_length=per_bag)
+    case, module, out = assert_matches_reference(spec)
+    assert case.num_lookups >= min_lookups * 0.9
