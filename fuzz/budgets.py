@@ -1,0 +1,44 @@
+"""Named campaign budgets: how long to search, how long to shrink, how big one example may be.
+
+``quick`` keeps ``make fuzz`` under two minutes on the CPU interpreter (start-up included);
+``ci`` and ``nightly`` search longer. Example size comes from ``fuzz.profiles.MAX_LOOKUPS``
+(the backend's measured budget), capped lower for the short budgets on a GPU.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from fuzz.profiles import MAX_LOOKUPS
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    name: str
+    seconds: float        # searching (generate + target phases)
+    shrink_seconds: float  # shrinking a failure, on top of ``seconds``
+    max_examples: int
+    max_lookups: int
+
+    def with_overrides(self, seconds: float | None = None, max_examples: int | None = None) -> "Budget":
+        return dataclasses.replace(
+            self,
+            seconds=self.seconds if seconds is None else float(seconds),
+            max_examples=self.max_examples if max_examples is None else int(max_examples),
+        )
+
+
+BUDGETS: dict[str, Budget] = {
+    "quick": Budget("quick", seconds=70.0, shrink_seconds=25.0, max_examples=5_000,
+                    max_lookups=min(MAX_LOOKUPS, 1_000_000)),
+    "ci": Budget("ci", seconds=300.0, shrink_seconds=120.0, max_examples=20_000,
+                 max_lookups=min(MAX_LOOKUPS, 4_000_000)),
+    "nightly": Budget("nightly", seconds=3_600.0, shrink_seconds=600.0, max_examples=1_000_000,
+                      max_lookups=MAX_LOOKUPS),
+}
+
+
+def get(name: str) -> Budget:
+    if name not in BUDGETS:
+        raise ValueError(f"--budget must be one of {sorted(BUDGETS)}, got {name!r}")
+    return BUDGETS[name]

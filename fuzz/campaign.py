@@ -1,0 +1,155 @@
+"""A Hypothesis-driven campaign: check generated cases under one config until a failure or the budget.
+
+Hypothesis runs programmatically (a ``@given`` function with a directory database under
+the artifacts dir, shrinking on) and climbs ``hypothesis.target`` on the normalized error
+(error / bound). The campaign stops at the first failure, after shrinking it, or when the
+time or example budget is spent; a failure is saved whole as an artifact directory.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from hypothesis import HealthCheck, Phase, given, settings, target
+from hypothesis import seed as hypothesis_seed
+from hypothesis.database import DirectoryBasedExampleDatabase
+from hypothesis.errors import HypothesisException
+
+from fuzz import artifacts
+from fuzz.budgets import Budget
+from fuzz.cases import CaseTensors, case_size, tensors
+from fuzz.check import CaseResult, run_case
+from fuzz.space import campaign_cases
+from tbe import KernelConfig
+
+
+class _OutOfTime(BaseException):
+    """Raised inside the property to end Hypothesis's run when the budget is spent (not a failure)."""
+
+
+class _CaseFailed(AssertionError):
+    def __init__(self, result: CaseResult) -> None:
+        super().__init__(result.text())
+        self.result = result
+
+
+@dataclasses.dataclass
+class CampaignResult:
+    config: KernelConfig
+    budget: Budget
+    seed: int
+    examples: int = 0                 # cases checked before the first failure (or all, on a pass)
+    shrink_examples: int = 0          # cases checked while shrinking
+    lookups: int = 0
+    seconds: float = 0.0
+    tiers: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    max_ratio: dict[str, float] = dataclasses.field(default_factory=dict)  # per check
+    failure: Optional[CaseResult] = None
+    first_failure_examples: Optional[int] = None
+    first_failure_seconds: Optional[float] = None
+    artifact: Optional[Path] = None
+    stopped_by: str = ""              # "failure", "time", "examples"
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
+
+    def record(self, result: CaseResult) -> None:
+        self.examples += 1
+        self.lookups += result.lookups
+        self.tiers.update(result.tiers)
+        for name, ratio in result.ratios_by_check().items():
+            self.max_ratio[name] = max(self.max_ratio.get(name, 0.0), ratio)
+
+
+def _database(root: Path, config: KernelConfig) -> DirectoryBasedExampleDatabase:
+    """One example database per config, so a fault's failures are not replayed against another config."""
+    import hashlib
+
+    key = hashlib.sha1(config.to_json().encode()).hexdigest()[:12]
+    return DirectoryBasedExampleDatabase(str(Path(root) / ".hypothesis" / key))
+
+
+def run_campaign(
+    config: KernelConfig,
+    budget: Budget,
+    seed: int = 0,
+    artifacts_dir: Optional[Path] = artifacts.DEFAULT_DIR,
+    strategy: Any = None,
+    shrink: bool = True,
+    meta: Optional[dict[str, Any]] = None,
+    progress: Any = None,
+) -> CampaignResult:
+    """Search for a case that fails under ``config``. ``artifacts_dir=None`` saves nothing and uses no
+    database; ``progress`` (a callable taking a line) receives occasional status lines."""
+    res = CampaignResult(config, budget, seed)
+    strategy = strategy if strategy is not None else campaign_cases(config, budget.max_lookups)
+    start = time.perf_counter()
+    search_end = start + budget.seconds
+    best: list[CaseResult] = []  # smallest failure seen, in case shrinking runs out of time
+
+    phases = [Phase.explicit, Phase.reuse, Phase.generate, Phase.target] + ([Phase.shrink] if shrink else [])
+    db = _database(artifacts_dir, config) if artifacts_dir is not None else None
+
+    @hypothesis_seed(seed)
+    @settings(
+        max_examples=budget.max_examples, database=db, phases=phases, deadline=None, derandomize=False,
+        suppress_health_check=list(HealthCheck), report_multiple_bugs=False, print_blob=False,
+    )
+    @given(strategy)
+    def prop(case):
+        now = time.perf_counter()
+        if res.failure is None and not best and now > search_end:
+            res.stopped_by = "time"
+            raise _OutOfTime()
+        if best and now > search_end + budget.shrink_seconds:
+            raise _OutOfTime()
+        result = run_case(case, config)
+        target(min(result.max_ratio, 1e12), label="error / bound")
+        if best:
+            res.shrink_examples += 1
+        else:
+            res.record(result)
+        if not result.ok:
+            if not best:
+                res.first_failure_examples = res.examples
+                res.first_failure_seconds = time.perf_counter() - start
+            if not best or case_size(result.case) <= case_size(best[0].case):
+                best[:] = [result]
+            raise _CaseFailed(result)
+        if progress is not None and res.examples % 10 == 0:
+            progress(f"  {res.examples} examples, {res.lookups} lookups, {time.perf_counter() - start:.0f}s")
+
+    try:
+        prop()
+        if not res.stopped_by:
+            res.stopped_by = "examples"
+    except _CaseFailed as e:
+        res.failure = e.result
+        res.stopped_by = "failure"
+    except _OutOfTime:
+        if best:
+            res.failure = best[0]
+            res.stopped_by = "failure"
+    except (HypothesisException, AssertionError):  # e.g. Flaky: a failure that did not reproduce
+        if not best:
+            raise
+        res.failure = best[0]
+        res.stopped_by = "failure"
+    res.seconds = time.perf_counter() - start
+    if res.failure is not None and artifacts_dir is not None:
+        res.artifact = save_result(artifacts_dir, res.failure, config, {
+            "source": "campaign", "budget": budget.name, "seed": seed,
+            "examples_before_failure": res.first_failure_examples, **(meta or {}),
+        })
+    return res
+
+
+def save_result(root: Path, result: CaseResult, config: KernelConfig, meta: dict[str, Any]) -> Path:
+    """Save a failing CaseResult as an artifact directory (tensors re-materialized from its case)."""
+    saved: CaseTensors = tensors(result.case, config)
+    return artifacts.save_failure(root, result.case, config, saved, result.text(), meta)

@@ -1,0 +1,108 @@
+"""What a campaign draws and replays: a CaseSpec, or a CaseSpec run on a bad-id batch.
+
+``strategies.case.CaseSpec`` materializes only valid batches, so bad ids and broken
+offsets come from ``strategies.bad_inputs.BadBatchSpec``; ``BadIdCase`` pairs the two
+(tables, modes and dtypes from the CaseSpec, tensors from the BadBatchSpec). Both kinds
+serialize to JSON, and ``tensors`` materializes either into the ``CaseTensors`` that an
+artifact saves and a replay feeds back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any, Optional, Union
+
+import torch
+
+from strategies.bad_inputs import BadBatchSpec, materialize_bad
+from strategies.case import CaseSpec, materialize
+from strategies.run import build_module
+from tbe import KernelConfig
+from tbe.modes import parse_float_dtype
+
+
+@dataclasses.dataclass(frozen=True)
+class BadIdCase:
+    """``spec``'s module (bounds_check mode, pooling, dtypes) run on ``bad``'s invalid batch."""
+
+    spec: CaseSpec
+    bad: BadBatchSpec
+
+    def __post_init__(self) -> None:
+        if tuple(self.spec.tables) != tuple(self.bad.tables) or self.spec.batch_size != self.bad.batch_size:
+            raise ValueError("BadIdCase: spec and bad batch must have the same tables and batch_size")
+        if self.spec.weighted != self.bad.weighted or self.spec.index_dtype != self.bad.index_dtype:
+            raise ValueError("BadIdCase: spec and bad batch must agree on weighted and index_dtype")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": "bad_ids", "spec": self.spec.to_dict(), "bad": json.loads(self.bad.to_json())}
+
+
+AnyCase = Union[CaseSpec, BadIdCase]
+
+
+def case_to_dict(case: AnyCase) -> dict[str, Any]:
+    return case.to_dict()
+
+
+def case_from_dict(data: dict[str, Any]) -> AnyCase:
+    """Inverse of ``case_to_dict``; a plain CaseSpec dict (no ``kind``) is accepted as is."""
+    if not isinstance(data, dict):
+        raise ValueError(f"case JSON must be an object, got {type(data).__name__}")
+    if data.get("kind") == "bad_ids":
+        return BadIdCase(CaseSpec.from_dict(data["spec"]), BadBatchSpec.from_json(json.dumps(data["bad"])))
+    return CaseSpec.from_dict({k: v for k, v in data.items() if k != "kind"})
+
+
+def base_spec(case: AnyCase) -> CaseSpec:
+    return case.spec if isinstance(case, BadIdCase) else case
+
+
+def case_size(case: AnyCase) -> tuple[int, int, int]:
+    """(tables, bags, expected lookups): how big a (shrunk) failing case is."""
+    spec = base_spec(case)
+    if isinstance(case, BadIdCase):
+        lookups = spec.num_tables * spec.batch_size * case.bad.max_length
+    else:
+        lookups = spec.expected_lookups()
+    return spec.num_tables, spec.num_tables * spec.batch_size, lookups
+
+
+@dataclasses.dataclass
+class CaseTensors:
+    """Everything a check consumes, on the CPU: the batch, each step's d_out, the initial weights."""
+
+    indices: torch.Tensor
+    offsets: torch.Tensor
+    per_sample_weights: Optional[torch.Tensor]
+    grad_outputs: list[torch.Tensor]
+    initial_weights: torch.Tensor
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "CaseTensors":
+        return cls(d["indices"], d["offsets"], d["per_sample_weights"], list(d["grad_outputs"]), d["initial_weights"])
+
+
+def initial_weights(spec: CaseSpec, config: Optional[KernelConfig]) -> torch.Tensor:
+    """The packed weights a fresh module for ``spec`` starts from (what ``check_batch`` uses)."""
+    return build_module(spec, config).weights.detach().cpu().clone()
+
+
+def tensors(case: AnyCase, config: Optional[KernelConfig] = None, steps: bool = True) -> CaseTensors:
+    """Materialize ``case`` (deterministic in the case)."""
+    spec = base_spec(case)
+    if isinstance(case, BadIdCase):
+        batch = materialize_bad(case.bad)
+        g = torch.Generator().manual_seed(case.bad.seed ^ 0x6EAD)
+        out_dtype = parse_float_dtype("output_dtype", spec.output_dtype)
+        total_dim = sum(d for _, d in spec.tables)
+        grads = [torch.randn(spec.batch_size, total_dim, generator=g).to(out_dtype) for _ in range(spec.steps)]
+        indices, offsets, psw = batch.indices, batch.offsets, batch.per_sample_weights
+    else:
+        m = materialize(spec)
+        indices, offsets, psw, grads = m.indices, m.offsets, m.per_sample_weights, m.grad_outputs
+    return CaseTensors(indices, offsets, psw, grads if steps else [], initial_weights(spec, config))

@@ -1,0 +1,127 @@
+"""Judge one case: run it through ``oracles.differential`` and record what it exercised.
+
+The verdict itself is ``oracles.differential.check_batch`` (forward + every training step
+against FP64); this module only adds what a campaign counts (lookups, tiers, the largest
+error/bound ratio per check) and turns a kernel crash into a failing result instead of an
+escaped exception.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import time
+import traceback
+from typing import Optional
+
+import torch
+
+from fuzz.cases import AnyCase, BadIdCase, CaseTensors, base_spec, tensors
+from oracles.compare import Report
+from oracles.differential import check_batch
+from tbe import KernelConfig
+from tbe.forward_dispatch import choose_path
+from tbe.modes import parse_float_dtype
+
+
+@dataclasses.dataclass
+class CaseResult:
+    case: AnyCase
+    reports: list[Report]
+    lookups: int
+    tiers: frozenset[str]
+    seconds: float
+    error: Optional[str] = None  # traceback of a kernel exception (a failure)
+    notes: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and all(r.ok for r in self.reports)
+
+    @property
+    def max_ratio(self) -> float:
+        if self.error is not None:
+            return float("inf")
+        return max((r.max_ratio for r in self.reports), default=0.0)
+
+    def ratios_by_check(self) -> dict[str, float]:
+        """Largest ratio per kind of check ('forward vs fp64', 'weights after update', ...)."""
+        out: dict[str, float] = {}
+        for r in self.reports:
+            key = check_name(r.what)
+            out[key] = max(out.get(key, 0.0), r.max_ratio)
+        return out
+
+    def text(self) -> str:
+        """Every Report's str (and the crash, if any): what report.txt holds."""
+        lines = [str(r) for r in self.reports]
+        if self.error is not None:
+            lines.append("kernel raised:\n" + self.error)
+        lines += [f"note: {n}" for n in self.notes]
+        return "\n".join(lines) if lines else "(no reports)"
+
+
+def check_name(what: str) -> str:
+    """Group a Report's label across steps and tables: 'step 1 table 3 weights ...' -> 'weights ...'."""
+    name = re.sub(r"^step \d+ ", "", what)
+    name = re.sub(r"^table \d+ ", "", name)
+    name = re.sub(r" at .*$", "", name)
+    name = re.sub(r" \(.*\)$", "", name)
+    return name
+
+
+def tiers_of(case: AnyCase, t: CaseTensors, config: KernelConfig) -> frozenset[str]:
+    """Kernel paths the case takes: forward path, backward tiers by segment length, bad ids."""
+    spec = base_spec(case)
+    layout = spec.layout
+    B = spec.batch_size
+    found = set()
+    if isinstance(case, BadIdCase):
+        found.add("bounds:" + ("fused" if config.fused_bounds_check else "standalone"))
+        return frozenset(found)
+    found.add("fwd:" + choose_path(
+        layout.dims, layout.rows, t.indices.numel(), B, parse_float_dtype("w", spec.weights_dtype),
+        parse_float_dtype("o", spec.output_dtype), spec.weighted, config,
+    ))
+    if not t.grad_outputs or t.indices.numel() == 0:
+        return frozenset(found)
+    off = t.offsets.to(torch.int64)
+    table_of = torch.repeat_interleave(torch.arange(layout.num_tables), off[B::B] - off[:-1:B])
+    lin = torch.tensor(layout.hash_size_cumsum[:-1], dtype=torch.int64)[table_of] + t.indices.to(torch.int64)
+    sl = torch.unique(lin, return_counts=True)[1]
+    if bool((sl < config.long_run_threshold).any()):
+        found.add("bwd:short")
+    if bool((sl >= config.long_run_threshold).any()):
+        found.add("bwd:long_fused" if config.fused_long_tier else "bwd:long")
+        if bool((sl > config.chunk_size).any()):
+            found.add("bwd:multi_chunk")
+    return frozenset(found)
+
+
+def run_case(
+    case: AnyCase, config: Optional[KernelConfig] = None, saved: Optional[CaseTensors] = None,
+    steps: bool = True,
+) -> CaseResult:
+    """Check ``case`` under ``config``; ``saved`` tensors (from an artifact) replace materialization."""
+    config = config or KernelConfig()
+    spec = base_spec(case)
+    t0 = time.perf_counter()
+    t = saved if saved is not None else tensors(case, config, steps)
+    notes = []
+    fresh_weights = None
+    if saved is not None:
+        from fuzz.cases import initial_weights
+
+        fresh_weights = initial_weights(spec, config)
+        if not torch.equal(fresh_weights, saved.initial_weights.to(fresh_weights.dtype)):
+            notes.append("the saved initial weights differ from the module's initialization for this spec; "
+                         "the check ran from the module's (check_batch builds its own module)")
+    grads = t.grad_outputs if steps else []
+    reports: list[Report] = []
+    error = None
+    try:
+        reports = check_batch(spec, config, t.indices, t.offsets, t.per_sample_weights, grads)
+    except Exception:  # a crash on a case is a finding, kept with its traceback
+        error = traceback.format_exc(limit=8)
+    tiers = tiers_of(case, t, config)
+    return CaseResult(case, reports, int(t.indices.numel()), tiers, time.perf_counter() - t0, error, tuple(notes))

@@ -1,0 +1,50 @@
+"""The campaign's search space: general CaseSpecs plus bad-id batches, aimed at the config's edges.
+
+Hot-row counts are drawn around the config's ``long_run_threshold`` and ``chunk_size`` (the
+segment lengths where the backward changes tier or splits a run), so a campaign under a
+moved threshold probes the moved edge. One draw in four is a bad-id batch for the bounds
+check (repair under WARNING/IGNORE, MEAN over the repaired length).
+"""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from fuzz.cases import BadIdCase
+from strategies.bad_inputs import bad_batch_specs
+from strategies.case import CaseSpec
+from strategies.specs import case_specs
+from tbe import KernelConfig
+
+
+def segment_edges(config: KernelConfig, limit: int) -> list[int]:
+    """Segment lengths at the backward's routing and chunking edges, each +-1, within ``limit``."""
+    th, ch = config.long_run_threshold, config.chunk_size
+    around = {th - 1, th, th + 1, ch - 1, ch, ch + 1, 2 * ch, 2 * ch + 1, 3 * ch - 1}
+    return sorted(x for x in around if 1 <= x <= limit)
+
+
+def hot_row_counts(config: KernelConfig, max_lookups: int) -> st.SearchStrategy[int]:
+    edges = segment_edges(config, max(1, max_lookups // 2))
+    small = st.integers(1, 40)
+    return st.one_of(small, st.sampled_from(edges)) if edges else small
+
+
+@st.composite
+def bad_id_cases(draw: st.DrawFn) -> BadIdCase:
+    """A bad-id batch with a module spec that matches it (pooling, mode, optimizer drawn)."""
+    bad = draw(bad_batch_specs(allow_empty_batch=False))
+    spec = CaseSpec(
+        tables=bad.tables, batch_size=bad.batch_size, pooling=draw(st.sampled_from(["mean", "sum"])),
+        index_dtype=bad.index_dtype, weighted=bad.weighted,
+        optimizer=draw(st.sampled_from(["exact_sgd", "exact_rowwise_adagrad"])),
+        bounds_check=draw(st.sampled_from(["warning", "ignore"])), max_length=bad.max_length,
+        seed=bad.seed,
+    )
+    return BadIdCase(spec, bad)
+
+
+def campaign_cases(config: KernelConfig, max_lookups: int) -> st.SearchStrategy:
+    """What a campaign draws: mostly general cases (shrinking prefers them), some bad-id batches."""
+    general = case_specs(max_lookups=max_lookups, hot_row_counts=hot_row_counts(config, max_lookups))
+    return st.one_of(general, general, general, bad_id_cases())
