@@ -32,15 +32,21 @@ def make_batch(specs, B, lengths, idx_dtype=torch.int64, seed=0, weighted=False,
     return indices, offsets, psw
 
 
+def on(module: TritonTBE, *tensors):
+    """``tensors`` moved to the module's device (None stays None)."""
+    return tuple(None if t is None else t.to(module.device) for t in tensors)
+
+
 def train_step(module: TritonTBE, indices, offsets, psw, seed=0, grad_scale=1.0, check=True):
     """One forward + backward on ``module``; returns the list of bound violations (empty = ok)."""
+    indices, offsets, psw = on(module, indices, offsets, psw)
     B = (offsets.numel() - 1) // module.layout.num_tables
     w_before = module.weights.detach().clone()
     m_before = module.momentum.detach().clone()
     psw_in = None if psw is None else psw.clone().requires_grad_(True)
     out = module(indices, offsets, psw_in)
     g = torch.Generator().manual_seed(seed + 1000)
-    grad = (torch.randn(out.shape, generator=g) * grad_scale).to(out.dtype)
+    grad = (torch.randn(out.shape, generator=g) * grad_scale).to(out.dtype).to(out.device)
     ref = reference_backward(module.layout, w_before, m_before, indices, offsets, psw, B, module.pooling,
                              module.optimizer, module.learning_rate, module.eps, grad)
     out.backward(grad)

@@ -12,7 +12,7 @@ from oracles.bounds_backward import check_step
 from oracles.reference_backward import reference_backward
 from tbe import KernelConfig
 from tbe.backward import backward_and_update
-from tests.backward_helpers import build, make_batch, train_step
+from tests.backward_helpers import build, make_batch, on, train_step
 
 SMALL = KernelConfig(long_run_threshold=8, chunk_size=4)
 WDTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -115,8 +115,9 @@ def test_classification_tiers(fault):
     m = build(specs, config=cfg)
     idx = torch.tensor([1] * 7 + [2] * 8 + [3] * 9 + [4])
     off = torch.tensor([0, 7, 15, 24, 25])
+    idx, off = on(m, idx, off)
     tr = transpose_for(m, idx, off, None, 4)
-    cls = classify(tr, torch.zeros(1, dtype=torch.int64), 0, cfg)
+    cls = classify(tr, torch.zeros(1, dtype=torch.int64, device=m.device), 0, cfg)
     n_short, n_long, n_chunks = (int(x) for x in cls.counts)
     short_len = sorted(int(tr.run_length[r]) for r in cls.short_runs[:n_short])
     long_len = sorted(int(tr.run_length[r]) for r in cls.long_runs[:n_long])
@@ -142,8 +143,9 @@ def test_deterministic_and_hoist_identical(config):
     results = []
     for cfg in (CONFIGS[config], CONFIGS[config], CONFIGS[config].replace(hoist_transpose=True)):
         m = build(specs, "exact_rowwise_adagrad", "mean", torch.bfloat16, lr=0.2, config=cfg)
-        p = psw.clone().requires_grad_(True)
-        m(idx, off, p).backward(torch.randn(4, 14, generator=torch.Generator().manual_seed(3)))
+        i, o, p = on(m, idx, off, psw.clone())
+        p.requires_grad_(True)
+        m(i, o, p).backward(torch.randn(4, 14, generator=torch.Generator().manual_seed(3)).to(m.device))
         results.append((m.weights.clone(), m.momentum.clone(), p.grad.clone()))
     for r in results[1:]:
         for a, b in zip(results[0], r):
@@ -156,21 +158,21 @@ def _module_and_batch():
     specs = [(10, 3), (5, 2)]
     m = build(specs)
     idx, off, _ = make_batch(specs, 2, [1, 2, 0, 3])
-    return m, idx, off
+    return (m, *on(m, idx, off))
 
 
 @pytest.mark.parametrize("shape", [(2, 4), (3, 5), (10,)])
 def test_grad_wrong_shape(shape):
     m, idx, off = _module_and_batch()
     with pytest.raises(ValueError, match="grad_output has shape"):
-        backward_and_update(m, idx, off, None, 2, torch.zeros(shape), False)
+        backward_and_update(m, idx, off, None, 2, torch.zeros(shape, device=m.device), False)
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float16, torch.int32])
 def test_grad_wrong_dtype(dtype):
     m, idx, off = _module_and_batch()
     with pytest.raises(TypeError, match="grad_output has dtype"):
-        backward_and_update(m, idx, off, None, 2, torch.zeros((2, 5), dtype=dtype), False)
+        backward_and_update(m, idx, off, None, 2, torch.zeros((2, 5), dtype=dtype, device=m.device), False)
 
 
 def test_grad_not_a_tensor():
@@ -182,7 +184,7 @@ def test_grad_not_a_tensor():
 def test_non_contiguous_grad_is_accepted():
     m, idx, off = _module_and_batch()
     w0 = m.weights.clone()
-    grad = torch.randn(5, 2).t()  # [2, 5], not contiguous
+    grad = torch.randn(5, 2, device=m.device).t()  # [2, 5], not contiguous
     ref = reference_backward(m.layout, w0, m.momentum, idx, off, None, 2, m.pooling, m.optimizer,
                              m.learning_rate, m.eps, grad)
     backward_and_update(m, idx, off, None, 2, grad, False)
@@ -207,8 +209,8 @@ def test_bad_hyperparameters(field, value):
 def test_empty_batch():
     m = build([(4, 3)], "exact_rowwise_adagrad")
     w0 = m.weights.clone()
-    psw = torch.zeros(0, requires_grad=True)
-    out = m(torch.zeros(0, dtype=torch.int64), torch.zeros(3, dtype=torch.int64), psw)
+    psw = torch.zeros(0, device=m.device, requires_grad=True)
+    out = m(torch.zeros(0, dtype=torch.int64, device=m.device), torch.zeros(3, dtype=torch.int64, device=m.device), psw)
     out.backward(torch.ones_like(out))
     assert torch.equal(m.weights, w0) and psw.grad is not None and psw.grad.numel() == 0
 
@@ -268,7 +270,7 @@ def test_against_fbgemm_cpu(optimizer, pooling, weighted, wdtype):
     idx, off, psw = make_batch(specs, B, [3, 5, 0, 9, 1, 2, 4, 4, 7], weighted=weighted, hot=[1, 2, 3], seed=11)
     m = build(specs, optimizer, pooling, wdtype, lr=0.3, eps=1e-3, seed=4)
     if optimizer == "exact_rowwise_adagrad":
-        m.momentum.copy_(torch.rand(m.momentum.numel(), generator=torch.Generator().manual_seed(2)))
+        m.momentum.copy_(torch.rand(m.momentum.numel(), generator=torch.Generator().manual_seed(2)).to(m.device))
     w0, m0 = m.weights.clone(), m.momentum.clone()
     fb = fbgemm_cpu.FbgemmTBE(specs, Optimizer(optimizer), 0.3, 1e-3, wdtype, torch.float32, Pooling(pooling))
     fb.load([w.clone() for w in m.split_embedding_weights()],
@@ -276,8 +278,10 @@ def test_against_fbgemm_cpu(optimizer, pooling, weighted, wdtype):
     grad = torch.randn(B, 24, generator=torch.Generator().manual_seed(5))
 
     ref = reference_backward(m.layout, w0, m0, idx, off, psw, B, m.pooling, m.optimizer, 0.3, 1e-3, grad)
-    p = None if psw is None else psw.clone().requires_grad_(True)
-    m(idx, off, p).backward(grad)
+    i, o, p = on(m, idx, off, None if psw is None else psw.clone())
+    if p is not None:
+        p.requires_grad_(True)
+    m(i, o, p).backward(grad.to(m.device))
     ours = check_step(ref, m.layout, w0, m.weights, m.momentum, None if p is None else p.grad)
     assert not ours, "\n".join(map(str, ours))
 
@@ -296,21 +300,15 @@ def test_against_fbgemm_cpu(optimizer, pooling, weighted, wdtype):
 @pytest.mark.parametrize("fused", [False, True])
 def test_million_lookup_run(fused):
     """One row read 1,048,576 times (4096 long chunks) plus a spread of short runs."""
-    dev = torch.device("cuda")
     specs = [(1000, 128), (5000, 64)]
     B = 1024
     sl = 1 << 20
     g = torch.Generator().manual_seed(0)
-    per_bag = sl // B
-    t0 = torch.full((sl,), 7)
-    t1 = torch.randint(0, 5000, (B * 16,), generator=g)
-    idx = torch.cat([t0, t1])
-    lengths = [per_bag] * B + [16] * B
+    idx = torch.cat([torch.full((sl,), 7), torch.randint(0, 5000, (B * 16,), generator=g)])
+    lengths = [sl // B] * B + [16] * B
     off = torch.tensor([0] + torch.tensor(lengths).cumsum(0).tolist())
     psw = torch.rand(idx.numel(), generator=g)
     for opt in OPTS:
-        cfg = KernelConfig(fused_long_tier=fused)
-        m = build(specs, opt, "sum", torch.float32, lr=0.01, config=cfg).to(dev)
-        m.layout_tensors = {k: v.to(dev) for k, v in m.layout_tensors.items()}
-        violations = train_step(m, idx.to(dev), off.to(dev), psw.to(dev))
+        m = build(specs, opt, "sum", torch.float32, lr=0.01, config=KernelConfig(fused_long_tier=fused))
+        violations = train_step(m, idx, off, psw)
         assert not violations, "\n".join(map(str, violations))
