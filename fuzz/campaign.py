@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from hypothesis import HealthCheck, Phase, given, settings, target
+from hypothesis import HealthCheck, Phase, given, reject, settings, target
 from hypothesis import seed as hypothesis_seed
 from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.errors import HypothesisException
@@ -53,6 +53,8 @@ class CampaignResult:
     first_failure_seconds: Optional[float] = None
     artifact: Optional[Path] = None
     stopped_by: str = ""              # "failure", "time", "examples"
+    unmaterializable: int = 0         # drawn specs materialize refused (a generator bug, not the kernel's)
+    unmaterializable_example: Optional[str] = None
 
     @property
     def ok(self) -> bool:
@@ -83,9 +85,11 @@ def run_campaign(
     shrink: bool = True,
     meta: Optional[dict[str, Any]] = None,
     progress: Any = None,
+    use_database: bool = True,
 ) -> CampaignResult:
-    """Search for a case that fails under ``config``. ``artifacts_dir=None`` saves nothing and uses no
-    database; ``progress`` (a callable taking a line) receives occasional status lines."""
+    """Search for a case that fails under ``config``. ``artifacts_dir=None`` saves nothing; the example
+    database lives under it unless ``use_database`` is off (then every run starts from the seed alone);
+    ``progress`` (a callable taking a line) receives occasional status lines."""
     res = CampaignResult(config, budget, seed)
     strategy = strategy if strategy is not None else campaign_cases(config, budget.max_lookups)
     start = time.perf_counter()
@@ -93,7 +97,7 @@ def run_campaign(
     best: list[CaseResult] = []  # smallest failure seen, in case shrinking runs out of time
 
     phases = [Phase.explicit, Phase.reuse, Phase.generate, Phase.target] + ([Phase.shrink] if shrink else [])
-    db = _database(artifacts_dir, config) if artifacts_dir is not None else None
+    db = _database(artifacts_dir, config) if artifacts_dir is not None and use_database else None
 
     @hypothesis_seed(seed)
     @settings(
@@ -108,7 +112,14 @@ def run_campaign(
             raise _OutOfTime()
         if best and now > search_end + budget.shrink_seconds:
             raise _OutOfTime()
-        result = run_case(case, config)
+        try:
+            saved = tensors(case, config)
+        except ValueError as e:
+            res.unmaterializable += 1
+            if res.unmaterializable_example is None:
+                res.unmaterializable_example = f"{e}: {case}"
+            reject()
+        result = run_case(case, config, saved)
         target(min(result.max_ratio, 1e12), label="error / bound")
         if best:
             res.shrink_examples += 1

@@ -3,10 +3,13 @@
 Hot-row counts are drawn around the config's ``long_run_threshold`` and ``chunk_size`` (the
 segment lengths where the backward changes tier or splits a run), so a campaign under a
 moved threshold probes the moved edge. One draw in four is a bad-id batch for the bounds
-check (repair under WARNING/IGNORE, MEAN over the repaired length).
+check (repair under WARNING/IGNORE, MEAN over the repaired length). Learning rates are drawn
+too, so the optimizer update can dominate a row and gradient errors become visible.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from hypothesis import strategies as st
 
@@ -44,7 +47,15 @@ def bad_id_cases(draw: st.DrawFn) -> BadIdCase:
     return BadIdCase(spec, bad)
 
 
+def learning_rates() -> st.SearchStrategy[float]:
+    """The default rate first (shrinking goes there); large rates make the update dominate the row,
+    so errors in the accumulated gradient show above the weights' own rounding."""
+    return st.sampled_from([0.05, 0.5, 2.0])
+
+
 def campaign_cases(config: KernelConfig, max_lookups: int) -> st.SearchStrategy:
     """What a campaign draws: mostly general cases (shrinking prefers them), some bad-id batches."""
-    general = case_specs(max_lookups=max_lookups, hot_row_counts=hot_row_counts(config, max_lookups))
+    general = st.tuples(
+        case_specs(max_lookups=max_lookups, hot_row_counts=hot_row_counts(config, max_lookups)), learning_rates(),
+    ).map(lambda s_lr: dataclasses.replace(s_lr[0], learning_rate=s_lr[1]))
     return st.one_of(general, general, general, bad_id_cases())

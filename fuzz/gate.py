@@ -1,0 +1,140 @@
+"""The config gate: does a candidate KernelConfig stay correct wherever the baseline is?
+
+Both configs run the same cases: targeted cases at the edges the changed fields move
+(``fuzz.edges``), then one derandomized list of campaign cases drawn once from a seed,
+until the budget is spent. The candidate fails the gate if it fails any case, or if its
+largest error/bound ratio for some check materially exceeds the baseline's on cases the
+baseline passes (more than ``factor`` times it and more than ``floor`` above it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import seed as hypothesis_seed
+
+from fuzz.budgets import Budget
+from fuzz.campaign import save_result
+from fuzz.cases import AnyCase, tensors
+from fuzz.check import CaseResult, run_case
+from fuzz.edges import edge_cases
+from fuzz.space import campaign_cases
+from tbe import KernelConfig
+
+RATIO_FACTOR = 2.0   # "materially": more than twice the baseline's ratio ...
+RATIO_FLOOR = 0.25   # ... and more than a quarter of the bound above it
+
+
+@dataclasses.dataclass
+class GateCase:
+    label: str
+    base: CaseResult
+    cand: CaseResult
+
+
+@dataclasses.dataclass
+class GateResult:
+    baseline: KernelConfig
+    candidate: KernelConfig
+    diff: dict[str, tuple[Any, Any]]
+    cases: list[GateCase] = dataclasses.field(default_factory=list)
+    targeted: int = 0
+    notes: list[str] = dataclasses.field(default_factory=list)
+    reasons: list[str] = dataclasses.field(default_factory=list)  # why it fails; empty = pass
+    base_ratio: dict[str, float] = dataclasses.field(default_factory=dict)
+    cand_ratio: dict[str, float] = dataclasses.field(default_factory=dict)
+    artifacts: list[Path] = dataclasses.field(default_factory=list)
+    seconds: float = 0.0
+    seed: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.reasons
+
+    @property
+    def lookups(self) -> int:
+        return sum(c.cand.lookups for c in self.cases)
+
+
+def shared_cases(config: KernelConfig, budget: Budget, seed: int, count: int) -> list[AnyCase]:
+    """``count`` campaign cases drawn once, deterministically from ``seed`` (no checking, no shrinking)."""
+    drawn: list[AnyCase] = []
+
+    @hypothesis_seed(seed)
+    @settings(max_examples=count, database=None, phases=[Phase.generate], deadline=None,
+              suppress_health_check=list(HealthCheck))
+    @given(campaign_cases(config, budget.max_lookups))
+    def collect(case):
+        drawn.append(case)
+
+    collect()
+    return drawn
+
+
+def _judge(res: GateResult, factor: float, floor: float) -> None:
+    for c in res.cases:
+        if not c.cand.ok:
+            also = " (the baseline fails it too)" if not c.base.ok else ""
+            res.reasons.append(f"candidate fails {c.label}{also}")
+        if c.base.ok and c.cand.ok:
+            for name, r in c.base.ratios_by_check().items():
+                res.base_ratio[name] = max(res.base_ratio.get(name, 0.0), r)
+            for name, r in c.cand.ratios_by_check().items():
+                res.cand_ratio[name] = max(res.cand_ratio.get(name, 0.0), r)
+    for name, cand in sorted(res.cand_ratio.items()):
+        base = res.base_ratio.get(name, 0.0)
+        if cand > factor * base and cand - base > floor:
+            res.reasons.append(
+                f"candidate's error/bound ratio for '{name}' is {cand:.3g}, baseline's {base:.3g} "
+                f"(more than {factor:g}x and {floor:g} above it)"
+            )
+
+
+def run_gate(
+    baseline: KernelConfig,
+    candidate: KernelConfig,
+    budget: Budget,
+    seed: int = 0,
+    artifacts_dir: Optional[Path] = None,
+    factor: float = RATIO_FACTOR,
+    floor: float = RATIO_FLOOR,
+    stop_on_failure: bool = True,
+    progress: Any = None,
+) -> GateResult:
+    """Run targeted then shared cases under both configs and judge the candidate."""
+    start = time.perf_counter()
+    res = GateResult(baseline, candidate, baseline.diff(candidate), seed=seed)
+    targeted, notes = edge_cases(baseline, candidate, 4 * budget.max_lookups)
+    res.notes += notes
+    res.targeted = len(targeted)
+    count = min(budget.max_examples, max(50, int(budget.seconds * 3)))
+    work = list(targeted) + [(f"shared case #{i}", c) for i, c in enumerate(shared_cases(baseline, budget, seed, count))]
+    for label, case in work:
+        if len(res.cases) >= res.targeted and (
+            time.perf_counter() - start > budget.seconds or len(res.cases) - res.targeted >= budget.max_examples
+        ):
+            break  # targeted cases always run; shared ones while the budget lasts
+        try:
+            saved = tensors(case, baseline)
+        except ValueError as e:  # a generator bug, not a kernel failure: say so and go on
+            res.notes.append(f"{label} could not be materialized ({e}); skipped")
+            continue
+        base = run_case(case, baseline, saved)
+        cand = run_case(case, candidate, saved)
+        res.cases.append(GateCase(label, base, cand))
+        if not cand.ok and artifacts_dir is not None:
+            res.artifacts.append(save_result(artifacts_dir, cand, candidate, {
+                "source": "gate", "label": label, "seed": seed, "budget": budget.name,
+                "baseline_ok": base.ok, "baseline_config": baseline.to_dict(),
+            }))
+        if progress is not None and len(res.cases) % 10 == 0:
+            progress(f"  {len(res.cases)} cases, {time.perf_counter() - start:.0f}s")
+        if not cand.ok and stop_on_failure:
+            break
+    _judge(res, factor, floor)
+    res.seconds = time.perf_counter() - start
+    return res

@@ -1,0 +1,86 @@
+"""Replay a saved case: from an artifact's saved tensors (default) or re-materialized from its spec.
+
+An artifact directory supplies case.json, config.json and tensors.pt; a bare case.json is
+re-materialized and runs under ``--config`` (or a config.json beside it, or the default).
+The verdict is the same ``run_case`` a campaign uses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Optional
+
+import torch
+
+from fuzz import artifacts
+from fuzz.cases import CaseTensors, tensors
+from fuzz.check import CaseResult, run_case
+from tbe import KernelConfig
+
+
+@dataclasses.dataclass
+class ReplayResult:
+    result: CaseResult
+    source: str        # "saved tensors" or "re-materialized spec"
+    case_path: Path
+    config_path: Optional[Path]
+    config: KernelConfig
+    notes: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return self.result.ok
+
+
+def _same(a: CaseTensors, b: CaseTensors) -> bool:
+    def eq(x, y):
+        return (x is None and y is None) or (x is not None and y is not None and torch.equal(x, y))
+
+    return (eq(a.indices, b.indices) and eq(a.offsets, b.offsets) and eq(a.per_sample_weights, b.per_sample_weights)
+            and len(a.grad_outputs) == len(b.grad_outputs)
+            and all(eq(x, y) for x, y in zip(a.grad_outputs, b.grad_outputs)))
+
+
+def resolve(target: Path, config_path: Optional[Path]) -> tuple[Path, Optional[Path], Optional[Path]]:
+    """(case.json, config.json or None, tensors.pt or None) for an artifact dir or a case.json."""
+    target = Path(target)
+    if target.is_dir():
+        case_path = target / "case.json"
+        if not case_path.is_file():
+            raise ValueError(f"replay: {target} is not an artifact directory (no case.json)")
+        saved = target / "tensors.pt"
+        cfg = config_path or (target / "config.json" if (target / "config.json").is_file() else None)
+        return case_path, cfg, saved if saved.is_file() else None
+    if not target.is_file():
+        raise ValueError(f"replay: {target} does not exist")
+    sibling = target.parent / "config.json"
+    return target, config_path or (sibling if sibling.is_file() else None), None
+
+
+def replay(target: Path, config_path: Optional[Path] = None, rematerialize: bool = False) -> ReplayResult:
+    case_path, cfg_path, saved_path = resolve(target, config_path)
+    try:
+        case = artifacts.load_case(case_path)
+    except (json.JSONDecodeError, TypeError, KeyError) as e:
+        raise ValueError(f"replay: {case_path} is not a valid case ({e})") from e
+    config = KernelConfig.load(cfg_path) if cfg_path is not None else KernelConfig()
+    notes = []
+    saved = None
+    if saved_path is not None and not rematerialize:
+        saved = artifacts.load_tensors(saved_path.parent)
+        try:
+            fresh = tensors(case, config)
+        except ValueError as e:
+            fresh = None
+            notes.append(f"the spec no longer materializes ({e}); replaying the saved tensors")
+        if fresh is not None and not _same(saved, fresh):
+            notes.append("the spec now materializes differently from the saved tensors "
+                         "(materialization code changed); replaying the saved tensors")
+        if fresh is not None and not torch.equal(fresh.initial_weights, saved.initial_weights):
+            notes.append("the saved initial weights differ from the module's initialization for this spec; "
+                         "the check ran from the module's (check_batch builds its own module)")
+    result = run_case(case, config, saved)
+    source = "saved tensors" if saved is not None else "re-materialized spec"
+    return ReplayResult(result, source, case_path, cfg_path, config, notes)
