@@ -70,11 +70,7 @@ def backward_and_update(
 
     dims = module.layout.dims
     buckets = sorted(bucket_tables(dims, cfg).items())
-    bucket_of = [0] * len(dims)
-    for k, (_, tables) in enumerate(buckets):
-        for t in tables:
-            bucket_of[t] = k
-    bucket_of_table = torch.tensor(bucket_of, dtype=torch.int64, device=grad.device)
+    bucket_of_table = lt["bucket_of_table"]  # built with the module: a copy here would sync
     fused = cfg.fused_long_tier and n >= cfg.fused_long_min_lookups
     for k, (block_d, tables) in enumerate(buckets):
         max_dim = max(dims[t] for t in tables)
