@@ -6,7 +6,14 @@ import pytest
 import torch
 
 from tbe import BoundsCheckError, KernelConfig, TritonTBE
+from tbe.backend import default_device
 from tbe.modes import BoundsCheckMode
+
+DEV = default_device()
+
+
+def t(values, dtype=torch.int64):
+    return torch.tensor(values, dtype=dtype, device=DEV)
 
 
 def make(**kw):
@@ -16,7 +23,7 @@ def make(**kw):
 
 def batch(dtype=torch.int64):
     # T=2, B=2
-    return torch.tensor([1, 2, 3, 0, 5], dtype=dtype), torch.tensor([0, 2, 3, 4, 5], dtype=dtype)
+    return t([1, 2, 3, 0, 5], dtype), t([0, 2, 3, 4, 5], dtype)
 
 
 @pytest.mark.parametrize(
@@ -74,20 +81,20 @@ def test_per_sample_weights_wrong_length():
     m = make()
     idx, off = batch()
     with pytest.raises(ValueError, match=r"per_sample_weights has 4 entries, expected one per index \(5\)"):
-        m(idx, off, torch.ones(4))
+        m(idx, off, torch.ones(4, device=DEV))
 
 
 def test_per_sample_weights_wrong_dtype():
     m = make()
     idx, off = batch()
     with pytest.raises(TypeError, match=r"per_sample_weights has dtype torch.float64"):
-        m(idx, off, torch.ones(5, dtype=torch.float64))
+        m(idx, off, torch.ones(5, dtype=torch.float64, device=DEV))
 
 
 def test_non_contiguous_rejected():
     m = make()
     idx, off = batch()
-    strided = torch.zeros(10, dtype=torch.int64)[::2]
+    strided = torch.zeros(10, dtype=torch.int64, device=DEV)[::2]
     strided.copy_(idx)
     with pytest.raises(ValueError, match=r"indices must be contiguous"):
         m(strided, off)
@@ -116,16 +123,16 @@ def test_wrong_device_rejected():
 
 def test_decreasing_offsets_raise_under_fatal():
     m = make(bounds_check="fatal")
-    idx = torch.tensor([1, 2, 3, 0, 5])
-    off = torch.tensor([0, 3, 2, 4, 5])
+    idx = t([1, 2, 3, 0, 5])
+    off = t([0, 3, 2, 4, 5])
     with pytest.raises(BoundsCheckError, match=r"offsets"):
         m(idx, off)
 
 
 def test_out_of_range_id_raises_under_fatal_naming_table_and_id():
     m = make(bounds_check="fatal")
-    idx = torch.tensor([1, 2, 3, 0, 6])  # table 1 has 6 rows; id 6 is in its last bag
-    off = torch.tensor([0, 2, 3, 4, 5])
+    idx = t([1, 2, 3, 0, 6])  # table 1 has 6 rows; id 6 is in its last bag
+    off = t([0, 2, 3, 4, 5])
     with pytest.raises(BoundsCheckError) as info:
         m(idx, off)
     msg = str(info.value)
@@ -134,8 +141,8 @@ def test_out_of_range_id_raises_under_fatal_naming_table_and_id():
 
 def test_inputs_are_never_modified():
     m = make(bounds_check="warning")
-    idx = torch.tensor([1, 99, 3, -1, 5])
-    off = torch.tensor([0, 2, 3, 4, 5])
+    idx = t([1, 99, 3, -1, 5])
+    off = t([0, 2, 3, 4, 5])
     idx0, off0 = idx.clone(), off.clone()
     m(idx, off)
     assert torch.equal(idx, idx0) and torch.equal(off, off0)
