@@ -24,13 +24,15 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
     rows = []
-    for faults in [(), ("no_barrier",), ("no_fence",), ("no_fence", "no_barrier")]:
-        for warps in (1, 4):
-            wrong, trials = wrong_rows(fused_config(*faults, num_warps=warps), args.trials, stop_at_first=False)
-            r = {"faults": list(faults), "num_warps": warps, "wrong_runs": wrong, "runs": trials * ROWS,
-                 "rate": wrong / (trials * ROWS)}
-            rows.append(r)
-            print(json.dumps(r), flush=True)
+    variants = [(f, g, w) for f in [(), ("no_barrier",), ("no_fence",), ("no_fence", "no_barrier")]
+                for g in (8, 4096) for w in (1, 4)]
+    for faults, grid, warps in variants:
+        cfg = fused_config(*faults, num_warps=warps, grid_multiplier=grid)
+        wrong, trials = wrong_rows(cfg, args.trials, stop_at_first=False)
+        r = {"faults": list(faults), "num_warps": warps, "grid_multiplier": grid, "wrong_runs": wrong,
+             "runs": trials * ROWS, "rate": wrong / (trials * ROWS)}
+        rows.append(r)
+        print(json.dumps(r), flush=True)
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "results": rows}, f, indent=2)

@@ -19,10 +19,14 @@ pytestmark = pytest.mark.gpu
 ROWS, CHUNKS, CHUNK, DIM, BATCH = 4096, 64, 256, 128, 65536
 
 
-def fused_config(*faults: str, num_warps: int = 4) -> KernelConfig:
+# one program per chunk (no persistent loop): the 64 chunks of a run finish close together
+GRID_MULTIPLIER = 4096
+
+
+def fused_config(*faults: str, num_warps: int = 4, grid_multiplier: int = GRID_MULTIPLIER) -> KernelConfig:
     return KernelConfig(
         fused_long_tier=True, fused_long_min_lookups=0, chunk_size=CHUNK, long_run_threshold=CHUNK,
-        bwd_long_num_warps=num_warps, faults=faults,
+        bwd_long_num_warps=num_warps, long_grid_multiplier=grid_multiplier, faults=faults,
     )
 
 
