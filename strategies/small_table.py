@@ -103,22 +103,35 @@ def materialize_small(spec: SmallTableSpec) -> SmallTableBatch:
     return SmallTableBatch(spec, weights, indices, offsets.to(idx_dtype), psw)
 
 
-def small_table_specs(max_batch: int = 18, edges_only: bool = True) -> st.SearchStrategy[SmallTableSpec]:
-    """Specs on both sides of every eligibility edge; mostly eligible so the path really runs.
+EDGES = ("rows", "dim", "length", "dtype", "weighted", "tables")
 
-    ``max_batch`` above 16 puts two programs' worth of bags in a batch (the second partial).
+
+def small_table_specs(max_batch: int = 18, edges_only: bool = True) -> st.SearchStrategy[SmallTableSpec]:
+    """Specs on both sides of every eligibility edge.
+
+    A draw is either an eligible spec whose parameters sit on the eligible side of each
+    edge (64 rows, D 64/128, L 64/256/257), or one with exactly one edge crossed (65 rows,
+    D 63/129, L 63, other dtypes, per-sample weights, a second table), so each edge is
+    exercised from both sides and about a third of the draws really take the path.
+    ``max_batch`` above 16 gives a second, partial program.
     """
-    rows = st.sampled_from(ROWS_EDGE) if edges_only else st.one_of(st.sampled_from(ROWS_EDGE), st.integers(1, 64))
-    eligible_dtypes = st.just(("fp16", "fp32", False))
-    other_dtypes = st.sampled_from((("fp32", "fp32", False), ("fp16", "fp16", False), ("fp16", "fp32", True)))
-    return st.builds(
-        lambda r, d, L, B, ragged, extra, pooling, dts, idx, dup, seed: SmallTableSpec(
-            r, d, L, B, ragged, extra, pooling, dts[0], dts[1], dts[2], idx, dup, seed,
-        ),
-        rows, st.sampled_from(DIM_EDGE), st.sampled_from(LENGTH_EDGE), st.integers(1, max_batch),
-        st.booleans(),
-        st.one_of(st.none(), st.none(), st.none(), st.tuples(st.integers(1, 8), st.integers(1, 8))),
-        st.sampled_from(("sum", "mean")),
-        st.one_of(eligible_dtypes, eligible_dtypes, other_dtypes),
-        st.sampled_from(("int32", "int64")), st.booleans(), st.integers(0, 2**31 - 1),
-    )
+    def build(crossed: Optional[str]) -> st.SearchStrategy[SmallTableSpec]:
+        small_rows = st.sampled_from((64,)) if edges_only else st.one_of(st.just(64), st.integers(1, 64))
+        dtypes = (st.sampled_from((("fp32", "fp32"), ("fp16", "fp16"), ("bf16", "fp32")))
+                  if crossed == "dtype" else st.just(("fp16", "fp32")))
+        return st.builds(
+            lambda r, d, L, B, ragged, extra, pooling, dts, idx, dup, seed: SmallTableSpec(
+                r, d, L, B, ragged, extra, pooling, dts[0], dts[1], crossed == "weighted", idx, dup, seed,
+            ),
+            st.just(65) if crossed == "rows" else small_rows,
+            st.sampled_from((63, 129) if crossed == "dim" else (64, 128)),
+            st.just(63) if crossed == "length" else st.sampled_from((64, 256, 257)),
+            st.integers(1, max_batch),
+            st.booleans(),
+            st.tuples(st.integers(1, 8), st.integers(1, 8)) if crossed == "tables" else st.none(),
+            st.sampled_from(("sum", "mean")),
+            dtypes,
+            st.sampled_from(("int32", "int64")), st.booleans(), st.integers(0, 2**31 - 1),
+        )
+
+    return st.sampled_from((None, None, None) + EDGES).flatmap(build)
