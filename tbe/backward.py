@@ -17,7 +17,7 @@ from tbe.backward_long import backward_long
 from tbe.backward_short import backward_short
 from tbe.buckets import bucket_tables
 from tbe.classify import classify
-from tbe.optimizers import round_to
+from tbe.rounding import to_storage
 from tbe.transpose import Transposed, transpose
 
 
@@ -78,7 +78,6 @@ def backward_and_update(
         cls = classify(tr, bucket_of_table, k, cfg)
         backward_short(module, tr, cls, grad, block_d, wide)
         backward_long(module, tr, cls, grad, block_d, wide, max_dim, fused)
-    del lt
     return psw_grad
 
 
@@ -126,4 +125,4 @@ def _psw_grad_kernel(
         lo = tl.load(offsets_ptr + bag, mask=m, other=0)
         hi = tl.load(offsets_ptr + bag + 1, mask=m, other=1)
         acc = tl.div_rn(acc, tl.maximum(hi - lo, 1).to(tl.float32))
-    tl.store(out_ptr + pos, round_to(acc, out_ptr.dtype.element_ty), mask=m)
+    tl.store(out_ptr + pos, to_storage(acc, out_ptr.dtype.element_ty), mask=m)

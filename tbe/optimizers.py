@@ -5,9 +5,8 @@ Both run once per distinct (table, row) on the row's finished fp32 gradient. SGD
 index): ``m += mean(g * g)`` over the row's D columns, then ``w -= lr * g / (sqrt(m) + eps)``.
 Division and square root use the correctly rounded ``div_rn``/``sqrt_rn`` so the error
 bounds in ``oracles/bounds_backward.py`` hold on the GPU (plain ``/`` and ``sqrt`` are
-approximate there). New weights are rounded to nearest (even) in the weights' dtype;
-bf16 rounding is done by hand because the Triton interpreter (3.9) truncates fp32 -> bf16
-even when asked for rtne (compiled Triton rounds to nearest; both agree with ``round_to``).
+approximate there). New weights are rounded to nearest (even) in the weights' dtype
+through ``tbe.rounding.to_storage`` (the interpreter would truncate to bf16).
 """
 
 from __future__ import annotations
@@ -15,17 +14,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-
-@triton.jit
-def round_to(x, dtype: tl.constexpr):
-    """fp32 -> ``dtype`` rounded to nearest even (bf16 by bit arithmetic, NaN kept quiet)."""
-    if dtype == tl.bfloat16:
-        bits = x.to(tl.uint32, bitcast=True)
-        up = bits + 0x7FFF + ((bits >> 16) & 1)
-        up = tl.where(x != x, bits | 0x400000, up)
-        return (up >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)
-    else:
-        return x.to(dtype)
+from tbe.rounding import to_storage
 
 
 @triton.jit
@@ -43,4 +32,4 @@ def update_columns(w_row_ptr, cols, cmask, g, rate):
     (SGD passes rate = lr; Adagrad the rate from ``adagrad_rate``)."""
     w = tl.load(w_row_ptr + cols, mask=cmask, other=0.0).to(tl.float32)
     w_new = w - rate * g
-    tl.store(w_row_ptr + cols, round_to(w_new, w_row_ptr.dtype.element_ty), mask=cmask)
+    tl.store(w_row_ptr + cols, to_storage(w_new, w_row_ptr.dtype.element_ty), mask=cmask)

@@ -137,6 +137,11 @@ def test_classification_tiers(fault):
 # ----------------------------------------------------------------------------- determinism, hoisting
 @pytest.mark.parametrize("config", ["default", "small", "small_fused", "narrow"])
 def test_deterministic_and_hoist_identical(config):
+    """Bit-identical weights, momentum and psw gradient twice, and with the transpose hoisted."""
+    from tbe.backend import INTERPRETED
+
+    if config == "small_fused" and not INTERPRETED:
+        pytest.skip("the fused tier's float atomics land in any order on a GPU: not bit-deterministic")
     specs = [(12, 5), (20, 9)]
     lengths = [3, 9, 0, 14, 6, 1, 2, 11]
     idx, off, psw = make_batch(specs, 4, lengths, weighted=True, hot=[2, 7])
