@@ -2,7 +2,7 @@
 
 Hypothesis runs programmatically (a ``@given`` function with a directory database under
 the artifacts dir, shrinking on) and climbs ``hypothesis.target`` on the normalized error
-(error / bound). The campaign stops at the first failure, after shrinking it, or when the
+(error / bound) and on the longest segment length. The campaign stops at the first failure, after shrinking it, or when the
 time or example budget is spent; a failure is saved whole as an artifact directory.
 """
 
@@ -121,6 +121,7 @@ def run_campaign(
             reject()
         result = run_case(case, config, saved)
         target(min(result.max_ratio, 1e12), label="error / bound")
+        target(float(result.max_segment), label="longest segment")
         if best:
             res.shrink_examples += 1
         else:

@@ -122,15 +122,17 @@ def edge_cases(baseline: KernelConfig, candidate: KernelConfig, cap: int) -> tup
     notes: list[str] = []
     if "faults" in changed:  # a planted bug can sit anywhere: probe every edge
         changed |= ALL_GROUPS
-    out: list[tuple[str, AnyCase]] = []
+    groups: list[list[tuple[str, AnyCase]]] = []
     if changed & SEGMENT_FIELDS:
-        out += segment_cases(configs, cap, notes)
+        groups.append(segment_cases(configs, cap, notes))
     if changed & DIM_FIELDS:
-        out += dim_cases(configs)
+        groups.append(dim_cases(configs))
     if changed & SMALL_TABLE_FIELDS:
-        out += small_table_cases(configs)
+        groups.append(small_table_cases(configs))
     if changed & BOUNDS_FIELDS:
-        out += bad_id_cases(configs)
+        groups.append(bad_id_cases(configs))
+    # interleaved, so a budget that stops early still probes every group
+    out = [g[i] for i in range(max((len(g) for g in groups), default=0)) for g in groups if i < len(g)]
     if "index_dtype" in changed:
         notes.append("index_dtype: the int32 linearization limit (sum of rows >= 2^31) needs tables the "
                      "module cannot allocate here; tests/test_transpose.py probes that limit at the transpose")

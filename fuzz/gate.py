@@ -42,7 +42,8 @@ class GateResult:
     candidate: KernelConfig
     diff: dict[str, tuple[Any, Any]]
     cases: list[GateCase] = dataclasses.field(default_factory=list)
-    targeted: int = 0
+    targeted: int = 0       # targeted cases built for the moved edges
+    targeted_run: int = 0   # of which ran within the budget
     notes: list[str] = dataclasses.field(default_factory=list)
     reasons: list[str] = dataclasses.field(default_factory=list)  # why it fails; empty = pass
     base_ratio: dict[str, float] = dataclasses.field(default_factory=dict)
@@ -105,19 +106,31 @@ def run_gate(
     stop_on_failure: bool = True,
     progress: Any = None,
 ) -> GateResult:
-    """Run targeted then shared cases under both configs and judge the candidate."""
+    """Run targeted then shared cases under both configs and judge the candidate (each phase gets
+    ``budget.seconds``, so a gate takes up to twice the campaign budget)."""
     start = time.perf_counter()
     res = GateResult(baseline, candidate, baseline.diff(candidate), seed=seed)
     targeted, notes = edge_cases(baseline, candidate, 4 * budget.max_lookups)
     res.notes += notes
     res.targeted = len(targeted)
     count = min(budget.max_examples, max(50, int(budget.seconds * 3)))
-    work = list(targeted) + [(f"shared case #{i}", c) for i, c in enumerate(shared_cases(baseline, budget, seed, count))]
-    for label, case in work:
-        if len(res.cases) >= res.targeted and (
-            time.perf_counter() - start > budget.seconds or len(res.cases) - res.targeted >= budget.max_examples
-        ):
-            break  # targeted cases always run; shared ones while the budget lasts
+    shared = shared_cases(baseline, budget, seed, count)
+    work = list(targeted) + [(f"shared case #{i}", c) for i, c in enumerate(shared)]
+    phase_start, shared_run, truncated = start, 0, False
+    for k, (label, case) in enumerate(work):
+        if k == res.targeted:
+            phase_start = time.perf_counter()
+        # each phase (targeted, shared) gets the budget's time; shared ones also its example cap
+        if time.perf_counter() - phase_start > budget.seconds:
+            if k < res.targeted:
+                if not truncated:
+                    res.notes.append(f"only {k} of {res.targeted} targeted cases ran within {budget.seconds:g}s "
+                                     f"(interleaved across the moved edges); raise --time to run them all")
+                truncated = True
+                continue
+            break
+        if k >= res.targeted and shared_run >= budget.max_examples:
+            break
         try:
             saved = tensors(case, baseline)
         except ValueError as e:  # a generator bug, not a kernel failure: say so and go on
@@ -125,6 +138,8 @@ def run_gate(
             continue
         base = run_case(case, baseline, saved)
         cand = run_case(case, candidate, saved)
+        shared_run += k >= res.targeted
+        res.targeted_run += k < res.targeted
         res.cases.append(GateCase(label, base, cand))
         if not cand.ok and artifacts_dir is not None:
             res.artifacts.append(save_result(artifacts_dir, cand, candidate, {

@@ -90,8 +90,8 @@ def gate_text(g: GateResult) -> str:
         lines += [f"    {k}: {a!r} -> {b!r}" for k, (a, b) in sorted(g.diff.items())]
     else:
         lines.append("  the two configs are identical")
-    shared = len(g.cases) - min(g.targeted, len(g.cases))
-    lines.append(f"  cases run under both: {min(g.targeted, len(g.cases))} targeted at moved edges, "
+    shared = len(g.cases) - g.targeted_run
+    lines.append(f"  cases run under both: {g.targeted_run} of {g.targeted} targeted at moved edges, "
                  f"{shared} shared campaign cases; {g.lookups} lookups each")
     lines.append("  max error/bound ratio per check, baseline -> candidate (cases both pass):")
     for name in sorted(set(g.base_ratio) | set(g.cand_ratio)):
@@ -112,7 +112,7 @@ def gate_text(g: GateResult) -> str:
 def gate_json(g: GateResult) -> dict[str, Any]:
     return {
         "kind": "gate", "ok": g.ok, "seed": g.seed, "seconds": round(g.seconds, 3),
-        "diff": {k: list(v) for k, v in g.diff.items()}, "targeted": g.targeted, "cases": len(g.cases),
+        "diff": {k: list(v) for k, v in g.diff.items()}, "targeted": g.targeted, "targeted_run": g.targeted_run, "cases": len(g.cases),
         "base_ratio": g.base_ratio, "cand_ratio": g.cand_ratio, "reasons": g.reasons, "notes": g.notes,
         "failing_cases": [{"label": c.label, "case": case_to_dict(c.cand.case), "baseline_ok": c.base.ok}
                           for c in g.cases if not c.cand.ok],

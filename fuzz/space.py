@@ -28,9 +28,14 @@ def segment_edges(config: KernelConfig, limit: int) -> list[int]:
 
 
 def hot_row_counts(config: KernelConfig, max_lookups: int) -> st.SearchStrategy[int]:
-    edges = segment_edges(config, max(1, max_lookups // 2))
+    """Short runs, the routing/chunking edges, and the exact threshold (the edge that matters most)."""
+    limit = max(1, max_lookups // 2)
+    edges = segment_edges(config, limit)
     small = st.integers(1, 40)
-    return st.one_of(small, st.sampled_from(edges)) if edges else small
+    if not edges:
+        return small
+    exact = [st.just(config.long_run_threshold)] if config.long_run_threshold <= limit else []
+    return st.one_of(small, st.sampled_from(edges), *exact)
 
 
 @st.composite

@@ -1,0 +1,272 @@
+"""The fuzz driver: campaigns, artifacts, replay, the config gate, selftest and the CLI.
+
+Campaign tests use tiny budgets (seconds, a handful of small examples) and are marked
+``fuzz``; they run in CI like the rest. The planted faults used here are allowed by
+tests/conftest.py.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from fuzz import artifacts
+from fuzz.budgets import Budget
+from fuzz.campaign import run_campaign
+from fuzz.cases import BadIdCase, case_from_dict, case_to_dict
+from fuzz.check import CaseResult, check_name, run_case
+from fuzz.cli import main
+from fuzz.edges import edge_cases
+from fuzz.gate import GateCase, GateResult, _judge
+from fuzz.selftest import run_selftest
+from oracles.compare import Mismatch, Report
+from strategies.bad_inputs import BadBatchSpec, BadId
+from strategies.case import CaseSpec, HotRow
+from tbe import KernelConfig
+
+REPO = Path(__file__).resolve().parent.parent
+TINY = Budget("tiny", seconds=10.0, shrink_seconds=15.0, max_examples=8, max_lookups=300)
+FAULT = "fwd_skip_last_id"  # found within a few examples: every bag of 2+ ids shows it
+
+
+def write_config(path: Path, config: KernelConfig) -> str:
+    config.save(path)
+    return str(path)
+
+
+# ----------------------------------------------------------------------------- campaigns
+@pytest.mark.fuzz
+def test_campaign_passes_on_default_config(tmp_path):
+    res = run_campaign(KernelConfig(), TINY, seed=1, artifacts_dir=tmp_path)
+    assert res.ok, res.failure and res.failure.text()
+    assert res.examples >= 1 and res.stopped_by in ("time", "examples")
+    assert res.tiers, "a campaign must record the paths its cases took"
+    assert all(0.0 <= r <= 1.0 for r in res.max_ratio.values()), res.max_ratio
+    assert res.artifact is None
+    assert not [p for p in tmp_path.iterdir() if not p.name.startswith(".")], "a passing campaign saves no failure"
+
+
+@pytest.fixture(scope="module")
+def fault_artifact(tmp_path_factory):
+    """A campaign with a planted forward fault: its shrunk failure saved as an artifact."""
+    root = tmp_path_factory.mktemp("artifacts")
+    res = run_campaign(KernelConfig(faults=(FAULT,)), TINY, seed=0, artifacts_dir=root)
+    return res
+
+
+@pytest.mark.fuzz
+def test_planted_fault_produces_a_complete_artifact(fault_artifact):
+    res = fault_artifact
+    assert not res.ok and res.stopped_by == "failure"
+    path = res.artifact
+    assert path is not None and path.is_dir()
+    assert sorted(p.name for p in path.iterdir()) == sorted(artifacts.FILES)
+    assert artifacts.load_case(path / "case.json") == res.failure.case
+    assert KernelConfig.load(path / "config.json").faults == (FAULT,)
+    saved = artifacts.load_tensors(path)
+    assert saved.indices.numel() == res.failure.lookups
+    assert saved.initial_weights.numel() > 0 and len(saved.grad_outputs) >= 1
+    assert "MISMATCH" in (path / "report.txt").read_text()
+    env = json.loads((path / "environment.json").read_text())
+    assert {"torch", "triton", "fbgemm_gpu", "device", "triton_interpreter"} <= set(env)
+    assert "replay" in (path / "replay.txt").read_text() and str(path) in (path / "replay.txt").read_text()
+    assert json.loads((path / "meta.json").read_text())["seed"] == 0
+
+
+@pytest.mark.fuzz
+def test_fault_shrinks_to_a_small_case(fault_artifact):
+    from fuzz.cases import case_size
+
+    tables, bags, _ = case_size(fault_artifact.failure.case)
+    assert tables <= 2 and bags <= 8, fault_artifact.failure.case
+
+
+@pytest.mark.fuzz
+def test_replay_fails_on_fault_and_passes_on_clean_config(fault_artifact, tmp_path, capsys):
+    path = fault_artifact.artifact
+    assert main(["replay", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL" in out and "saved tensors" in out and "MISMATCH" in out
+    clean = write_config(tmp_path / "clean.json", KernelConfig())
+    assert main(["replay", str(path), "--config", clean]) == 0
+    assert "PASS" in capsys.readouterr().out
+    # a bare case.json re-materializes from the spec, under the config beside it unless told otherwise
+    assert main(["replay", str(path / "case.json")]) == 1
+    assert "re-materialized" in capsys.readouterr().out
+    assert main(["replay", str(path / "case.json"), "--config", clean, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["ok"] is True
+
+
+@pytest.mark.fuzz
+def test_replay_uses_saved_tensors_not_the_spec(fault_artifact, tmp_path):
+    """Saved tensors win over re-materialization: emptying them changes the verdict to a pass."""
+    src = fault_artifact.artifact
+    dst = tmp_path / "edited"
+    dst.mkdir()
+    for name in artifacts.FILES:
+        (dst / name).write_bytes((src / name).read_bytes())
+    saved = artifacts.load_tensors(dst)
+    saved.indices = saved.indices[:0]
+    saved.offsets = torch.zeros_like(saved.offsets)
+    saved.per_sample_weights = None if saved.per_sample_weights is None else saved.per_sample_weights[:0]
+    torch.save(saved.to_dict(), dst / "tensors.pt")
+    assert main(["replay", str(dst)]) == 0  # an all-empty batch cannot show a dropped id
+    assert main(["replay", str(dst), "--rematerialize"]) == 1
+
+
+# ----------------------------------------------------------------------------- gate
+@pytest.mark.fuzz
+def test_gate_passes_identical_configs(tmp_path, capsys):
+    base = write_config(tmp_path / "base.json", KernelConfig())
+    rc = main(["gate", "--baseline", base, "--candidate", base, "--time", "4", "--max-examples", "3",
+               "--artifacts", str(tmp_path / "art")])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "verdict: PASS" in out and "identical" in out
+
+
+@pytest.mark.fuzz
+def test_gate_fails_a_faulty_candidate(tmp_path, capsys):
+    base = write_config(tmp_path / "base.json", KernelConfig())
+    cand = write_config(tmp_path / "cand.json", KernelConfig(faults=(FAULT,)))
+    rc = main(["gate", "--baseline", base, "--candidate", cand, "--time", "4", "--max-examples", "3",
+               "--artifacts", str(tmp_path / "art")])
+    out = capsys.readouterr().out
+    assert rc == 1, out
+    assert "verdict: FAIL" in out and "faults: [] -> ['fwd_skip_last_id']" in out
+    saved = list((tmp_path / "art").iterdir())
+    assert len([p for p in saved if not p.name.startswith(".")]) == 1
+
+
+def _result(what: str, ratio: float, ok: bool = True) -> CaseResult:
+    report = Report(what, ok, Mismatch(0, 0, 0, 1.0, 1.0 + ratio, 1.0), 0 if ok else 1, 1)
+    return CaseResult(CaseSpec(tables=((1, 1),), batch_size=1), [report], 1, frozenset(), 0.0)
+
+
+@pytest.mark.parametrize("base, cand, regressed", [(0.1, 0.15, False), (0.1, 0.5, True), (0.5, 0.9, False),
+                                                   (0.0, 0.2, False), (0.0, 0.3, True)])
+def test_gate_judges_material_ratio_growth(base, cand, regressed):
+    res = GateResult(KernelConfig(), KernelConfig(), {})
+    res.cases = [GateCase("c", _result("step 0 forward vs fp64", base), _result("step 0 forward vs fp64", cand))]
+    _judge(res, factor=2.0, floor=0.25)
+    assert res.ok != regressed, res.reasons
+
+
+def test_gate_fails_a_candidate_that_fails_a_case():
+    res = GateResult(KernelConfig(), KernelConfig(), {})
+    res.cases = [GateCase("c", _result("x", 0.1), _result("x", 5.0, ok=False))]
+    _judge(res, factor=2.0, floor=0.25)
+    assert not res.ok and "candidate fails c" in res.reasons[0]
+
+
+def test_gate_targets_the_moved_edges():
+    base = KernelConfig()
+    cases, _ = edge_cases(base, base.replace(long_run_threshold=128), cap=4000)
+    counts = {c.hot_rows[0].count for _, c in cases}
+    assert {127, 128, 129, 255, 256, 257} <= counts
+    cases, _ = edge_cases(base, base.replace(dim_buckets=(16, 32, 512)), cap=4000)
+    dims = {c.tables[0][1] for _, c in cases if isinstance(c, CaseSpec) and len(c.tables) == 1}
+    assert {7, 8, 9, 255, 256, 257, 511, 512, 513} <= dims
+    cases, _ = edge_cases(base, base.replace(fused_bounds_check=True), cap=4000)
+    assert cases and all(isinstance(c, BadIdCase) for _, c in cases)
+    assert edge_cases(base, base, cap=4000)[0] == []
+
+
+# ----------------------------------------------------------------------------- selftest
+@pytest.mark.fuzz
+def test_selftest_catches_a_fault_and_states_skips(capsys):
+    from fuzz.selftest import skip_reason
+
+    results = run_selftest(TINY, only=[FAULT, "no_fence"])
+    by_name = {r.fault: r for r in results}
+    assert by_name[FAULT].caught and by_name[FAULT].shrunk_size[0] >= 1
+    race_skip = skip_reason("no_fence")
+    assert by_name["no_fence"].skipped == race_skip and race_skip  # never run here: only a GPU shows races
+    assert main(["selftest", "--fault", FAULT, "--time", "10", "--max-examples", "8"]) == 0
+    assert f"{FAULT}" in capsys.readouterr().out
+
+
+# ----------------------------------------------------------------------------- cases and checks
+def test_case_json_round_trip():
+    spec = CaseSpec(tables=((5, 3), (7, 2)), batch_size=2, hot_rows=(HotRow(1, 6, 4),), seed=9)
+    bad = BadBatchSpec(((5, 3), (7, 2)), 2, bad_ids=(BadId("rows"),), bad_offsets=("last_long",), seed=9)
+    both = BadIdCase(CaseSpec(tables=((5, 3), (7, 2)), batch_size=2, pooling="mean"), bad)
+    for case in (spec, both):
+        assert case_from_dict(json.loads(json.dumps(case_to_dict(case)))) == case
+    with pytest.raises(ValueError, match="same tables"):
+        BadIdCase(CaseSpec(tables=((5, 3),), batch_size=2), bad)
+
+
+def test_bad_id_case_is_checked_against_the_repaired_reference():
+    bad = BadBatchSpec(((6, 4),), 2, max_length=3, bad_ids=(BadId("rows_plus_one", "first", "last", "last"),), seed=4)
+    case = BadIdCase(CaseSpec(tables=((6, 4),), batch_size=2, pooling="mean", max_length=3), bad)
+    res = run_case(case)
+    assert res.ok, res.text()
+    assert any("warnings" in r.what for r in res.reports) and "bounds:standalone" in res.tiers
+
+
+def test_check_names_group_steps_and_tables():
+    assert check_name("step 1 table 3 weights after update (sample = row)") == "weights after update"
+    assert check_name("step 0 forward vs fp64") == "forward vs fp64"
+    assert check_name("step 0 momentum at row 4") == "momentum"
+
+
+# ----------------------------------------------------------------------------- CLI input errors
+@pytest.mark.parametrize("argv, needle", [
+    (["run", "--budget", "huge"], "--budget"),
+    (["run", "--seed", "-1"], "--seed"),
+    (["run", "--seed", "x"], "'x'"),
+    (["run", "--max-examples", "0"], "--max-examples"),
+    (["run", "--time", "abc"], "'abc'"),
+    (["run", "--time", "-5"], "--time"),
+    (["run", "--config", "/no/such/cfg.json"], "/no/such/cfg.json"),
+    (["gate", "--baseline", "/no/such/base.json"], "--baseline"),
+    (["replay", "/no/such/artifact"], "/no/such/artifact"),
+    (["selftest", "--fault", "not_a_fault"], "not_a_fault"),
+    (["frobnicate"], "frobnicate"),
+    ([], "required"),
+])
+def test_cli_rejects_bad_input_cleanly(argv, needle, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("content, needle", [
+    ("{not json", "not valid JSON"),
+    ('{"chunk_size": 0}', "chunk_size"),
+    ('{"no_such_field": 1}', "no_such_field"),
+    ("[1, 2]", "must be an object"),
+])
+def test_cli_rejects_bad_config_files(tmp_path, content, needle, capsys):
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(content)
+    with pytest.raises(SystemExit) as exc:
+        main(["run", "--config", str(cfg)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "--config" in err and needle in err
+
+
+def test_cli_refuses_planted_faults_outside_the_selftest(tmp_path, monkeypatch, capsys):
+    cfg = tmp_path / "faulty.json"
+    cfg.write_text(json.dumps({"faults": [FAULT]}))
+    monkeypatch.delenv("TBE_FUZZ_ALLOW_FAULTS", raising=False)
+    with pytest.raises(SystemExit) as exc:
+        main(["run", "--config", str(cfg)])
+    assert exc.value.code == 2 and "TBE_FUZZ_ALLOW_FAULTS" in capsys.readouterr().err
+
+
+def test_python_dash_m_fuzz_is_the_cli():
+    ok = subprocess.run([sys.executable, "-m", "fuzz", "--help"], cwd=REPO, capture_output=True, text=True)
+    assert ok.returncode == 0 and all(c in ok.stdout for c in ("run", "replay", "gate", "selftest"))
+    bad = subprocess.run([sys.executable, "-m", "fuzz", "run", "--budget", "forever"], cwd=REPO,
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "--budget" in bad.stderr and "Traceback" not in bad.stderr
