@@ -161,9 +161,10 @@ def raise_if_fatal(
         else:
             why = (f"must lie in [offsets[{bad_entry - 1}] = {int(offsets[bad_entry - 1])}, "
                    f"len(indices) = {n}]")
+        where = "" if num_entries == 1 else f"; it bounds bag {bag} (table {t}, sample {b})"
         raise BoundsCheckError(
-            f"bounds check (FATAL): offsets[{bad_entry}] = {value} {why}; it bounds bag {bag} "
-            f"(table {t}, sample {b})", "offsets", bad_entry, value, t, b, bag,
+            f"bounds check (FATAL): offsets[{bad_entry}] = {value} {why}{where}",
+            "offsets", bad_entry, value, t, b, bag,
         )
     if bad_pos < n:
         value = int(indices[bad_pos])
