@@ -42,7 +42,8 @@ def _git_commit() -> Optional[str]:
     try:
         root = Path(__file__).resolve().parent.parent
         out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
-        return out.stdout.strip() or None
+        commit = out.stdout.strip()
+        return commit if out.returncode == 0 and len(commit) == 40 else None
     except (OSError, subprocess.SubprocessError):
         return None
 

@@ -35,7 +35,14 @@ def hot_row_counts(config: KernelConfig, max_lookups: int) -> st.SearchStrategy[
     if not edges:
         return small
     exact = [st.just(config.long_run_threshold)] if config.long_run_threshold <= limit else []
-    return st.one_of(small, st.sampled_from(edges), *exact)
+    # on a GPU budget, runs far past the chunk size too (thousands of chunks in one run)
+    huge = [st.integers(3 * config.chunk_size, limit)] if limit > 10 * config.chunk_size else []
+    return st.one_of(small, st.sampled_from(edges), *exact, *huge)
+
+
+def max_batch(max_lookups: int) -> int:
+    """Bags per table: 16 on the interpreter's budget, growing with the lookup budget on a GPU."""
+    return max(16, min(8192, max_lookups // 256))
 
 
 @st.composite
@@ -61,6 +68,8 @@ def learning_rates() -> st.SearchStrategy[float]:
 def campaign_cases(config: KernelConfig, max_lookups: int) -> st.SearchStrategy:
     """What a campaign draws: mostly general cases (shrinking prefers them), some bad-id batches."""
     general = st.tuples(
-        case_specs(max_lookups=max_lookups, hot_row_counts=hot_row_counts(config, max_lookups)), learning_rates(),
+        case_specs(max_lookups=max_lookups, max_batch=max_batch(max_lookups),
+                   hot_row_counts=hot_row_counts(config, max_lookups)),
+        learning_rates(),
     ).map(lambda s_lr: dataclasses.replace(s_lr[0], learning_rate=s_lr[1]))
     return st.one_of(general, general, general, bad_id_cases())
