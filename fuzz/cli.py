@@ -62,6 +62,13 @@ def _config_file(text: str):
         raise argparse.ArgumentTypeError(f"cannot read {text!r}: {e}") from None
 
 
+def _artifacts_dir(text: str) -> Path:
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} exists and is not a directory")
+    return path
+
+
 def _budget_options(p: argparse.ArgumentParser, default: str = "quick") -> None:
     p.add_argument("--budget", choices=BUDGET_NAMES, default=default,
                    help=f"search budget (default {default}; quick stays under 2 minutes on the CPU interpreter)")
@@ -79,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run a campaign under one config")
     _budget_options(run)
     run.add_argument("--config", type=_config_file, default=None, help="KernelConfig JSON (default: defaults)")
-    run.add_argument("--artifacts", type=Path, default=Path("fuzz-artifacts"), metavar="DIR",
+    run.add_argument("--artifacts", type=_artifacts_dir, default=Path("fuzz-artifacts"), metavar="DIR",
                      help="where failures and the example database go (default fuzz-artifacts)")
 
     rp = sub.add_parser("replay", help="re-run a saved failure (artifact dir or case.json)")
@@ -94,14 +101,14 @@ def build_parser() -> argparse.ArgumentParser:
     gate.add_argument("--baseline", type=_config_file, required=True, help="baseline KernelConfig JSON")
     gate.add_argument("--candidate", type=_config_file, required=True, help="candidate KernelConfig JSON")
     _budget_options(gate)
-    gate.add_argument("--artifacts", type=Path, default=Path("fuzz-artifacts"), metavar="DIR",
+    gate.add_argument("--artifacts", type=_artifacts_dir, default=Path("fuzz-artifacts"), metavar="DIR",
                       help="where the candidate's failures go (default fuzz-artifacts)")
 
     st = sub.add_parser("selftest", help="prove each planted fault is caught on this backend")
     _budget_options(st)
     st.add_argument("--fault", action="append", default=None, metavar="NAME",
                     help="only this fault (repeatable; default: every known fault)")
-    st.add_argument("--artifacts", type=Path, default=None, metavar="DIR",
+    st.add_argument("--artifacts", type=_artifacts_dir, default=None, metavar="DIR",
                     help="save each caught fault's shrunk case here (default: not saved)")
     return parser
 
@@ -186,6 +193,19 @@ def cmd_selftest(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    try:
+        return _dispatch(args, parser)
+    except KeyboardInterrupt:
+        print("tbe-fuzz: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # output piped into head and friends
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
+def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if args.command == "run":
         return cmd_run(args)
     if args.command == "replay":

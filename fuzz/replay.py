@@ -69,7 +69,11 @@ def replay(target: Path, config_path: Optional[Path] = None, rematerialize: bool
     notes = []
     saved = None
     if saved_path is not None and not rematerialize:
-        saved = artifacts.load_tensors(saved_path.parent)
+        try:
+            saved = artifacts.load_tensors(saved_path.parent)
+        except Exception as e:  # a truncated or foreign file: say which, suggest the spec
+            raise ValueError(f"{saved_path} cannot be read ({type(e).__name__}: {e}); "
+                             f"--rematerialize replays from case.json instead") from e
         try:
             fresh = tensors(case, config)
         except ValueError as e:
