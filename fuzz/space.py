@@ -2,9 +2,10 @@
 
 Hot-row counts are drawn around the config's ``long_run_threshold`` and ``chunk_size`` (the
 segment lengths where the backward changes tier or splits a run), so a campaign under a
-moved threshold probes the moved edge. One draw in four is a bad-id batch for the bounds
-check (repair under WARNING/IGNORE, MEAN over the repaired length). Learning rates are drawn
-too, so the optimizer update can dominate a row and gradient errors become visible.
+moved threshold probes the moved edge. One draw in five is a single fp16 table at the
+small-table path's edges, one a bad-id batch for the bounds check (repair under
+WARNING/IGNORE, MEAN over the repaired length). Learning rates are drawn too, so the
+optimizer update can dominate a row and gradient errors become visible.
 """
 
 from __future__ import annotations
@@ -59,6 +60,24 @@ def bad_id_cases(draw: st.DrawFn) -> BadIdCase:
     return BadIdCase(spec, bad)
 
 
+@st.composite
+def small_table_specs(draw: st.DrawFn, config: KernelConfig, max_lookups: int) -> CaseSpec:
+    """One fp16 table on either side of the small-table path's edges (rows, D, mean bag length)."""
+    c = config
+    rows = draw(st.sampled_from(sorted({1, 2, c.small_table_max_rows, c.small_table_max_rows + 1})))
+    dim = draw(st.sampled_from(sorted({c.small_table_min_dim - 1, c.small_table_min_dim, c.small_table_max_dim,
+                                       c.small_table_max_dim + 1} - {0})))
+    length = draw(st.sampled_from(sorted({c.small_table_min_pooling - 1, c.small_table_min_pooling,
+                                          c.small_table_histogram_ids, c.small_table_histogram_ids + 1} - {0})))
+    batch = draw(st.integers(1, max(1, min(2 * c.small_table_bags_per_program + 2, max_lookups // length))))
+    return CaseSpec(
+        tables=((rows, dim),), batch_size=batch, length_profile="fixed", max_length=length,
+        weights_dtype="fp16", output_dtype="fp32", pooling=draw(st.sampled_from(["sum", "mean"])),
+        optimizer=draw(st.sampled_from(["exact_sgd", "exact_rowwise_adagrad"])),
+        index_dtype=draw(st.sampled_from(["int64", "int32"])), seed=draw(st.integers(0, 2**31 - 1)),
+    )
+
+
 def learning_rates() -> st.SearchStrategy[float]:
     """The default rate first (shrinking goes there); large rates make the update dominate the row,
     so errors in the accumulated gradient show above the weights' own rounding."""
@@ -66,10 +85,13 @@ def learning_rates() -> st.SearchStrategy[float]:
 
 
 def campaign_cases(config: KernelConfig, max_lookups: int) -> st.SearchStrategy:
-    """What a campaign draws: mostly general cases (shrinking prefers them), some bad-id batches."""
+    """What a campaign draws: mostly general cases (shrinking prefers them), some bad-id batches
+    and some single fp16 tables at the small-table (histogram + tl.dot) path's edges."""
     general = st.tuples(
         case_specs(max_lookups=max_lookups, max_batch=max_batch(max_lookups),
                    hot_row_counts=hot_row_counts(config, max_lookups)),
         learning_rates(),
     ).map(lambda s_lr: dataclasses.replace(s_lr[0], learning_rate=s_lr[1]))
-    return st.one_of(general, general, general, bad_id_cases())
+    small = st.tuples(small_table_specs(config, max_lookups), learning_rates()).map(
+        lambda s_lr: dataclasses.replace(s_lr[0], learning_rate=s_lr[1]))
+    return st.one_of(general, general, general, bad_id_cases(), small)
