@@ -2,7 +2,8 @@
 
 ``python -m benchmarks.race_rates --trials 100 --out benchmarks/results/race_rates_h200.json``:
 counts rows that lost a partial sum over ``trials`` backward steps of 4096 runs x 64
-chunks (D=128), for each synchronisation variant and num_warps 1 and 4.
+chunks (D=128, one program per chunk), for each synchronisation variant and each
+(gather width, warps) stress variant of tests/test_races.py.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import torch
 
 os.environ.setdefault("TBE_FUZZ_ALLOW_FAULTS", "1")
 
-from tests.test_races import ROWS, fused_config, wrong_rows  # noqa: E402
+from tests.test_races import GRID_MULTIPLIER, ROWS, STRESS_VARIANTS, fused_config, wrong_rows  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -24,13 +25,12 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
     rows = []
-    variants = [(f, g, w) for f in [(), ("no_barrier",), ("no_fence",), ("no_fence", "no_barrier")]
-                for g in (8, 4096) for w in (1, 4)]
-    for faults, grid, warps in variants:
-        cfg = fused_config(*faults, num_warps=warps, grid_multiplier=grid)
+    variants = [(f, g, w) for f in [(), ("no_barrier",), ("no_fence",)] for g, w in STRESS_VARIANTS]
+    for faults, gather, warps in variants:
+        cfg = fused_config(*faults, num_warps=warps, gather=gather)
         wrong, trials = wrong_rows(cfg, args.trials, stop_at_first=False)
-        r = {"faults": list(faults), "num_warps": warps, "grid_multiplier": grid, "wrong_runs": wrong,
-             "runs": trials * ROWS, "rate": wrong / (trials * ROWS)}
+        r = {"faults": list(faults), "gather": gather, "num_warps": warps, "grid_multiplier": GRID_MULTIPLIER,
+             "wrong_runs": wrong, "runs": trials * ROWS, "rate": wrong / (trials * ROWS)}
         rows.append(r)
         print(json.dumps(r), flush=True)
     if args.out:

@@ -2,9 +2,12 @@
 
 Each trial applies one exact-SGD step to a batch whose sums are exact in fp32 (see
 strategies/race.py), so any row off by any amount lost a partial sum to a race. The
-fused tier must give zero wrong rows; with the planted faults ``no_fence`` (relaxed
-countdown) or ``no_barrier`` (no CTA barrier before the release) the check must see
-wrong rows. Rates seen on the H200 are recorded by benchmarks/race_rates.py.
+fused tier must give zero wrong rows under every stress variant; with the planted faults
+``no_fence`` (relaxed countdown) or ``no_barrier`` (no CTA barrier before the release)
+some variant must show wrong rows. Variants change the gather width and warps per chunk
+program: a cross-warp reduction in the gather makes the compiler put a CTA barrier of
+its own before the countdown, which can hide a missing one. Rates seen on the H200 are
+recorded by benchmarks/race_rates.py.
 """
 
 import pytest
@@ -17,16 +20,18 @@ from tbe.backward import backward_and_update, transpose_for
 pytestmark = pytest.mark.gpu
 
 ROWS, CHUNKS, CHUNK, DIM, BATCH = 4096, 64, 256, 128, 65536
-
-
 # one program per chunk (no persistent loop): the 64 chunks of a run finish close together
 GRID_MULTIPLIER = 4096
+# (gather width, warps) of the chunk programs
+STRESS_VARIANTS = [(8, 4), (1, 4), (1, 8), (2, 8)]
 
 
-def fused_config(*faults: str, num_warps: int = 4, grid_multiplier: int = GRID_MULTIPLIER) -> KernelConfig:
+def fused_config(*faults: str, num_warps: int = 4, gather: int = 8,
+                 grid_multiplier: int = GRID_MULTIPLIER) -> KernelConfig:
     return KernelConfig(
         fused_long_tier=True, fused_long_min_lookups=0, chunk_size=CHUNK, long_run_threshold=CHUNK,
-        bwd_long_num_warps=num_warps, long_grid_multiplier=grid_multiplier, faults=faults,
+        bwd_long_num_warps=num_warps, bwd_long_gather=gather, long_grid_multiplier=grid_multiplier,
+        faults=faults,
     )
 
 
@@ -48,9 +53,10 @@ def wrong_rows(config: KernelConfig, trials: int, stop_at_first: bool, seed: int
     return wrong, trials
 
 
-def test_fused_tier_with_fence_and_barrier_has_no_race():
-    wrong, trials = wrong_rows(fused_config(), trials=100, stop_at_first=False)
-    print(f"fused tier, fence + barrier: {wrong} wrong rows in {trials * ROWS} runs")
+@pytest.mark.parametrize("gather, warps", STRESS_VARIANTS)
+def test_fused_tier_with_fence_and_barrier_has_no_race(gather, warps):
+    wrong, trials = wrong_rows(fused_config(num_warps=warps, gather=gather), trials=50, stop_at_first=False)
+    print(f"fused tier, fence + barrier, gather {gather}, {warps} warps: {wrong} wrong rows in {trials * ROWS} runs")
     assert wrong == 0
 
 
@@ -62,6 +68,11 @@ def test_two_kernel_tier_has_no_race():
 
 @pytest.mark.parametrize("fault", ["no_fence", "no_barrier"])
 def test_race_check_catches_missing_synchronisation(fault):
-    wrong, trials = wrong_rows(fused_config(fault), trials=400, stop_at_first=True)
-    print(f"fault {fault}: first wrong row after {trials} trials ({trials * ROWS} runs)")
-    assert wrong > 0, f"{fault}: no wrong row in {trials * ROWS} runs; the race check has no power"
+    seen = []
+    for gather, warps in STRESS_VARIANTS:
+        wrong, trials = wrong_rows(fused_config(fault, num_warps=warps, gather=gather), trials=60, stop_at_first=True)
+        seen.append(f"gather {gather}, {warps} warps: {wrong} wrong after {trials} trials")
+        if wrong:
+            break
+    print(f"fault {fault}: " + "; ".join(seen))
+    assert wrong > 0, f"{fault}: no wrong row under any stress variant ({'; '.join(seen)})"
