@@ -4,6 +4,8 @@ Differences from FBGEMM that are ours by design (id -1, offsets[0] > 0) are pinn
 explicit tests below and left out of the direct FBGEMM comparison.
 """
 
+import dataclasses
+
 import pytest
 import torch
 from hypothesis import HealthCheck, Phase, given, settings
@@ -14,22 +16,35 @@ from oracles.fbgemm_bounds import fbgemm_bounds_check
 from oracles.reference_bounds import reference_bounds_check
 from strategies.bad_inputs import BadBatchSpec, BadId, bad_batch_specs, materialize_bad
 from tbe import BoundsCheckError, KernelConfig, TritonTBE
+from tbe.backend import default_device
 from tbe.bounds_check import bounds_check
 from tbe.forward_dispatch import checked_forward
 from tbe.modes import BoundsCheckMode, Pooling
 
 REPAIR_MODES = (BoundsCheckMode.WARNING, BoundsCheckMode.IGNORE)
 SMALL_BLOCK = KernelConfig(bounds_check_block=4, dim_buckets=(8, 16, 32))  # several blocks per bag/offsets
+DEV = default_device()
+
+
+def t(values, dtype=torch.int64):
+    return torch.tensor(values, dtype=dtype, device=DEV)
+
+
+def on_dev(batch):
+    """A copy of ``batch`` with its tensors on DEV, where the kernels run (oracles keep the CPU one)."""
+    psw = batch.per_sample_weights
+    return dataclasses.replace(batch, indices=batch.indices.to(DEV), offsets=batch.offsets.to(DEV),
+                               per_sample_weights=None if psw is None else psw.to(DEV))
 
 
 def run_kernel_check(batch, mode, config=SMALL_BLOCK):
-    """(indices, offsets, warnings, error) from the standalone Triton check, inputs verified untouched."""
+    """(indices, offsets, warnings, error) from the standalone check of ``batch`` (on DEV), inputs unmodified."""
     idx0, off0 = batch.indices.clone(), batch.offsets.clone()
-    warn = torch.zeros(1, dtype=torch.int64)
+    warn = torch.zeros(1, dtype=torch.int64, device=DEV)
     err = None
     try:
         ri, ro = bounds_check(
-            batch.indices, batch.offsets, torch.tensor(batch.rows), batch.batch_size, mode, warn, config,
+            batch.indices, batch.offsets, t(batch.rows), batch.batch_size, mode, warn, config,
         )
     except BoundsCheckError as e:
         ri, ro, err = None, None, e
@@ -70,7 +85,7 @@ def test_kernel_matches_fbgemm(spec):
     """Where the semantics coincide, the Triton check repairs, counts and rejects exactly as FBGEMM."""
     batch = materialize_bad(spec)
     for mode in (BoundsCheckMode.WARNING, BoundsCheckMode.IGNORE, BoundsCheckMode.FATAL):
-        ri, ro, warn, err = run_kernel_check(batch, mode)
+        ri, ro, warn, err = run_kernel_check(on_dev(batch), mode)
         fb = fbgemm_bounds_check(batch.rows, batch.indices, batch.offsets, mode, batch.per_sample_weights)
         if mode == BoundsCheckMode.FATAL:
             assert (err is not None) == fb.fatal, f"ours raised {err!r}, fbgemm fatal={fb.fatal}\n{spec.to_json()}"
@@ -87,15 +102,16 @@ def test_kernel_matches_fbgemm(spec):
 def test_kernel_matches_reference(spec):
     """All bad inputs, divergent ones included: the kernels equal the sequential reference of our rules."""
     batch = materialize_bad(spec)
+    dbatch = on_dev(batch)
     for mode in (BoundsCheckMode.WARNING, BoundsCheckMode.IGNORE, BoundsCheckMode.FATAL):
         ref = reference_bounds_check(batch.rows, batch.indices, batch.offsets, mode)
-        ri, ro, warn, err = run_kernel_check(batch, mode)
+        ri, ro, warn, err = run_kernel_check(dbatch, mode)
         if mode == BoundsCheckMode.FATAL:
             assert (err is not None) == ref.fatal, f"raised {err!r}, reference fatal={ref.fatal}\n{spec.to_json()}"
             if err is not None:
                 assert (err.kind, err.position) == ref.first_bad, f"{err} vs {ref.first_bad}\n{spec.to_json()}"
             else:  # a valid batch comes back as it is
-                assert ri is batch.indices and ro is batch.offsets
+                assert ri is dbatch.indices and ro is dbatch.offsets
             continue
         assert ri.tolist() == ref.indices.tolist(), f"{mode} indices\n{spec.to_json()}"
         assert ro.tolist() == ref.offsets.tolist(), f"{mode} offsets\n{spec.to_json()}"
@@ -103,24 +119,26 @@ def test_kernel_matches_reference(spec):
 
 
 def fused_and_standalone(batch, mode, pooling, config=SMALL_BLOCK, weights=None):
-    """Run checked_forward both ways; return the two (out, indices, offsets, warnings, error) results."""
+    """Run checked_forward both ways on DEV; return the CPU weights and the two (out, indices, offsets,
+    warnings, error) results, moved to the CPU."""
     layout = batch.layout
     weights = layout_weights(batch) if weights is None else weights
-    lt = layout.device_tensors(torch.device("cpu"))
+    lt = layout.device_tensors(DEV)
+    dbatch, dweights = on_dev(batch), weights.to(DEV)
     results = []
     for fused in (False, True):
         cfg = config.replace(fused_bounds_check=fused)
-        idx0, off0 = batch.indices.clone(), batch.offsets.clone()
-        warn = torch.zeros(1, dtype=torch.int64)
+        idx0, off0 = dbatch.indices.clone(), dbatch.offsets.clone()
+        warn = torch.zeros(1, dtype=torch.int64, device=DEV)
         try:
             out, ri, ro = checked_forward(
-                weights, lt, layout.dims, layout.rows, batch.indices, batch.offsets, batch.per_sample_weights,
+                dweights, lt, layout.dims, layout.rows, dbatch.indices, dbatch.offsets, dbatch.per_sample_weights,
                 batch.batch_size, pooling, torch.float32, cfg, mode, warn,
             )
-            results.append((out, ri, ro, int(warn[0]), None))
+            results.append((out.cpu(), ri.cpu(), ro.cpu(), int(warn[0]), None))
         except BoundsCheckError as e:
             results.append((None, None, None, int(warn[0]), e))
-        assert torch.equal(batch.indices, idx0) and torch.equal(batch.offsets, off0), "caller's tensors modified"
+        assert torch.equal(dbatch.indices, idx0) and torch.equal(dbatch.offsets, off0), "caller's tensors modified"
     return weights, results
 
 
@@ -153,7 +171,7 @@ def test_divergence_minus_one_id():
     assert fb.indices.tolist() == [2, -1, 1] and fb.warnings == 0
     assert not fbgemm_bounds_check([4], idx, off, BoundsCheckMode.FATAL).fatal
     batch = materialize_bad(BadBatchSpec(((4, 2),), 2))
-    batch.indices, batch.offsets = idx, off
+    batch.indices, batch.offsets = idx.to(DEV), off.to(DEV)
     ri, ro, warn, _ = run_kernel_check(batch, BoundsCheckMode.WARNING)
     assert ri.tolist() == [2, 0, 1] and warn == 1
     _, _, _, err = run_kernel_check(batch, BoundsCheckMode.FATAL)
@@ -167,7 +185,7 @@ def test_divergence_positive_first_offset():
     assert fb.offsets.tolist() == [1, 3, 4] and fb.indices.tolist() == [9, 1, 2, 3] and fb.warnings == 0
     assert not fbgemm_bounds_check([4], idx, off, BoundsCheckMode.FATAL).fatal
     batch = materialize_bad(BadBatchSpec(((4, 2),), 2))
-    batch.indices, batch.offsets = idx, off
+    batch.indices, batch.offsets = idx.to(DEV), off.to(DEV)
     ri, ro, warn, _ = run_kernel_check(batch, BoundsCheckMode.WARNING)
     assert ro.tolist() == [0, 3, 4] and ri.tolist() == [0, 1, 2, 3] and warn == 2  # bag 0 + id 9
     _, _, _, err = run_kernel_check(batch, BoundsCheckMode.FATAL)
@@ -184,15 +202,15 @@ def test_fbgemm_counter_is_per_call():
     m = TritonTBE([(4, 3)], bounds_check="warning", config=SMALL_BLOCK)
     with torch.no_grad():
         for _ in range(2):
-            m(torch.tensor([7, 1]), torch.tensor([0, 2]))
+            m(t([7, 1]), t([0, 2]))
     assert int(m.bounds_check_warnings[0]) == 2
 
 
 # ----------------------------------------------------------------------------- modes, messages, module
 def test_fatal_names_table_bag_and_id():
-    rows = torch.tensor([3, 5])
-    idx = torch.tensor([0, 1, 2, 4, 4, 5, 0])  # B = 2: bags (0,0)=[0,1] (0,1)=[2] (1,0)=[4,4,5] (1,1)=[0]
-    off = torch.tensor([0, 2, 3, 6, 7])
+    rows = t([3, 5])
+    idx = t([0, 1, 2, 4, 4, 5, 0])  # B = 2: bags (0,0)=[0,1] (0,1)=[2] (1,0)=[4,4,5] (1,1)=[0]
+    off = t([0, 2, 3, 6, 7])
     with pytest.raises(BoundsCheckError) as ei:
         bounds_check(idx, off, rows, 2, BoundsCheckMode.FATAL)
     e = ei.value
@@ -200,29 +218,29 @@ def test_fatal_names_table_bag_and_id():
     assert (e.kind, e.position, e.value, e.table, e.sample, e.bag) == ("id", 5, 5, 1, 0, 2)
     assert "indices[5] = 5" in str(e) and "table 1" in str(e) and "sample 0" in str(e)
     with pytest.raises(BoundsCheckError, match=r"offsets\[2\] = 1") as ei:
-        bounds_check(idx, torch.tensor([0, 2, 1, 6, 7]), rows, 2, BoundsCheckMode.FATAL)
+        bounds_check(idx, t([0, 2, 1, 6, 7]), rows, 2, BoundsCheckMode.FATAL)
     assert ei.value.kind == "offsets" and ei.value.table == 0 and ei.value.sample == 1
     with pytest.raises(BoundsCheckError, match=r"offsets\[4\] = 6 must equal len\(indices\) = 7"):
-        bounds_check(idx, torch.tensor([0, 2, 3, 6, 6]), rows, 2, BoundsCheckMode.FATAL)
+        bounds_check(idx, t([0, 2, 3, 6, 6]), rows, 2, BoundsCheckMode.FATAL)
 
 
 @pytest.mark.parametrize("fused", [False, True])
 def test_module_fatal_raises_and_valid_input_passes(fused):
     m = TritonTBE([(4, 3), (6, 5)], bounds_check="fatal", config=SMALL_BLOCK.replace(fused_bounds_check=fused))
     with torch.no_grad():
-        out = m(torch.tensor([0, 3, 5, 1], dtype=torch.int32), torch.tensor([0, 2, 2, 3, 4], dtype=torch.int32))
+        out = m(t([0, 3, 5, 1], torch.int32), t([0, 2, 2, 3, 4], torch.int32))
         assert out.shape == (2, 8)
         with pytest.raises(BoundsCheckError, match="table 1"):
-            m(torch.tensor([0, 3, 6, 1]), torch.tensor([0, 2, 2, 3, 4]))
+            m(t([0, 3, 6, 1]), t([0, 2, 2, 3, 4]))
         with pytest.raises(BoundsCheckError, match="offsets"):
-            m(torch.tensor([0, 3, 5, 1]), torch.tensor([0, 2, 1, 3, 4]))
+            m(t([0, 3, 5, 1]), t([0, 2, 1, 3, 4]))
     assert int(m.bounds_check_warnings[0]) == 0
 
 
 @pytest.mark.parametrize("fused", [False, True])
 def test_module_warning_and_ignore(fused):
     cfg = SMALL_BLOCK.replace(fused_bounds_check=fused)
-    idx, off = torch.tensor([0, 4, -3, 1]), torch.tensor([0, 2, 2, 3, 5])
+    idx, off = t([0, 4, -3, 1]), t([0, 2, 2, 3, 5])
     outs = []
     for mode in ("warning", "ignore"):
         m = TritonTBE([(4, 3), (6, 5)], bounds_check=mode, config=cfg)
@@ -235,16 +253,16 @@ def test_module_warning_and_ignore(fused):
 
 
 def test_none_mode_checks_nothing():
-    idx, off = torch.tensor([0, 9]), torch.tensor([0, 1, 2])
-    warn = torch.zeros(1, dtype=torch.int64)
-    ri, ro = bounds_check(idx, off, torch.tensor([4]), 2, BoundsCheckMode.NONE, warn)
+    idx, off = t([0, 9]), t([0, 1, 2])
+    warn = torch.zeros(1, dtype=torch.int64, device=DEV)
+    ri, ro = bounds_check(idx, off, t([4]), 2, BoundsCheckMode.NONE, warn)
     assert ri is idx and ro is off and int(warn[0]) == 0
 
 
 def test_bad_warning_counter_is_named():
     with pytest.raises(ValueError, match="warning_count"):
-        bounds_check(torch.tensor([0]), torch.tensor([0, 1]), torch.tensor([4]), 1, BoundsCheckMode.WARNING,
-                     torch.zeros(1, dtype=torch.int32))
+        bounds_check(t([0]), t([0, 1]), t([4]), 1, BoundsCheckMode.WARNING,
+                     torch.zeros(1, dtype=torch.int32, device=DEV))
 
 
 def test_dtype_extremes_and_many_blocks():
@@ -254,7 +272,7 @@ def test_dtype_extremes_and_many_blocks():
         idx = torch.tensor([info.max, 0, info.min, 3, 4, 2, 5, 1, 0, 3], dtype=dtype)
         off = torch.tensor([0, 1, 3, 2, 12, 6, 7, 7, 9, 10], dtype=dtype)  # decreasing, past the end
         batch = materialize_bad(BadBatchSpec(((4, 2), (6, 3), (5, 1)), 3))
-        batch.indices, batch.offsets = idx, off
+        batch.indices, batch.offsets = idx.to(DEV), off.to(DEV)
         ref = reference_bounds_check(batch.rows, idx, off, BoundsCheckMode.WARNING)
         ri, ro, warn, _ = run_kernel_check(batch, BoundsCheckMode.WARNING, KernelConfig(bounds_check_block=2))
         assert ri.tolist() == ref.indices.tolist() and ro.tolist() == ref.offsets.tolist() and warn == ref.warnings

@@ -12,22 +12,27 @@ from strategies.small_table import (
     SmallTableSpec, expected_small_table, materialize_small, small_table_specs,
 )
 from tbe import BoundsCheckError, KernelConfig, TritonTBE
+from tbe.backend import default_device
 from tbe.forward_small_table import eligible, ineligible_reason
 from tbe.modes import BoundsCheckMode, Pooling, parse_float_dtype
 
 CFG = KernelConfig()
+DEV = default_device()
 
 
 def run(batch, config=CFG, mode=BoundsCheckMode.WARNING, warn=None):
+    """The forward of ``batch`` (CPU tensors) on DEV: (out, indices, offsets) back on the CPU, and the path."""
     spec = batch.spec
     layout = spec.layout
-    lt = layout.device_tensors(torch.device("cpu"))
+    lt = layout.device_tensors(DEV)
+    psw = batch.per_sample_weights
     out, ri, ro = dispatch.checked_forward(
-        batch.weights, lt, layout.dims, layout.rows, batch.indices, batch.offsets, batch.per_sample_weights,
+        batch.weights.to(DEV), lt, layout.dims, layout.rows, batch.indices.to(DEV), batch.offsets.to(DEV),
+        None if psw is None else psw.to(DEV),
         spec.batch_size, Pooling(spec.pooling), parse_float_dtype("output_dtype", spec.output_dtype), config,
         mode, warn,
     )
-    return out, ri, ro, dispatch.last_forward_path
+    return out.cpu(), ri.cpu(), ro.cpu(), dispatch.last_forward_path
 
 
 # ----------------------------------------------------------------------------- eligibility
@@ -136,7 +141,7 @@ def test_fused_check_on_small_table_path(mode):
     batch.offsets[-1] = n + 3  # last offset past the end
     results = []
     for fused in (False, True):
-        warn = torch.zeros(1, dtype=torch.int64)
+        warn = torch.zeros(1, dtype=torch.int64, device=DEV)
         try:
             out, ri, ro, path = run(batch, CFG.replace(fused_bounds_check=fused), mode, warn)
             assert path == "small_table"
@@ -160,12 +165,12 @@ def test_module_takes_the_path_and_records_it():
     idx = torch.randint(0, 64, (2 * 64,), generator=g)
     off = torch.tensor([0, 64, 128])
     with torch.no_grad():
-        out = m(idx, off)
+        out = m(idx.to(DEV), off.to(DEV))
     assert dispatch.last_forward_path == "small_table"
-    report = check_forward(m.layout, m.weights, idx, off, None, 2, Pooling.SUM, out)
+    report = check_forward(m.layout, m.weights.cpu(), idx, off, None, 2, Pooling.SUM, out.cpu())
     assert report.ok, str(report)
     with torch.no_grad():
-        m(idx, off, torch.ones(128))  # weighted: generic
+        m(idx.to(DEV), off.to(DEV), torch.ones(128, device=DEV))  # weighted: generic
     assert dispatch.last_forward_path == "generic"
 
 
