@@ -39,3 +39,7 @@ def examples(ci_count: int) -> int:
 
 # Largest batch (looked-up ids) one example may draw: interpreter cost bounds CPU runs.
 MAX_LOOKUPS = 4_000 if INTERPRETED else 12_000_000
+
+# Distinct rows (runs) one example's background may touch: the interpreter's short backward
+# tier costs about 2 ms per run, so CPU examples keep most lookups in a few hot runs.
+MAX_RUNS = 300 if INTERPRETED else 4_000_000

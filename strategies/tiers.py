@@ -1,0 +1,65 @@
+"""Which backward tiers a batch exercises, computed from its segment lengths and a KernelConfig.
+
+Independent of the kernels (it restates the routing rule, it does not call tbe.classify),
+so a test can show the default strategies reach every tier and a campaign can count tiers.
+Tiers: ``short`` (SL < long_run_threshold), ``grad_accum`` (long runs, partial sums in a
+workspace then an apply kernel), ``fused`` (long runs, the last chunk applies the update).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from strategies.case import Case
+from tbe import KernelConfig
+
+TIERS = ("short", "grad_accum", "fused")
+# edges within the long tiers worth counting separately
+LONG_EDGES = ("exact_threshold", "single_chunk", "multi_chunk", "partial_last_chunk")
+
+
+@dataclasses.dataclass(frozen=True)
+class TierReport:
+    runs: int
+    short_runs: int
+    long_runs: int
+    chunks: int
+    max_segment: int
+    tiers: frozenset[str]
+    edges: frozenset[str]
+
+
+def tier_report(segment_lengths: torch.Tensor, num_lookups: int, config: KernelConfig) -> TierReport:
+    """Tiers and long-run edges of runs with SLs ``segment_lengths`` under ``config``."""
+    sl = segment_lengths.to(torch.int64).reshape(-1)
+    th, ch = config.long_run_threshold, config.chunk_size
+    long = sl >= th
+    lsl = sl[long]
+    tiers, edges = set(), set()
+    if bool((~long).any()):
+        tiers.add("short")
+    if lsl.numel():
+        fused = config.fused_long_tier and num_lookups >= config.fused_long_min_lookups
+        tiers.add("fused" if fused else "grad_accum")
+        if bool((lsl == th).any()):
+            edges.add("exact_threshold")
+        if bool((lsl <= ch).any()):
+            edges.add("single_chunk")
+        if bool((lsl > ch).any()):
+            edges.add("multi_chunk")
+        if bool((lsl % ch != 0).any()):
+            edges.add("partial_last_chunk")
+    return TierReport(
+        runs=int(sl.numel()), short_runs=int((~long).sum()), long_runs=int(long.sum()),
+        chunks=int(((lsl + ch - 1) // ch).sum()), max_segment=int(sl.max()) if sl.numel() else 0,
+        tiers=frozenset(tiers), edges=frozenset(edges),
+    )
+
+
+def case_tier_report(case: Case, config: KernelConfig) -> TierReport:
+    """The report for a materialized case; a case without a backward step exercises no tier."""
+    if case.spec.steps == 0 or case.spec.batch_size == 0 or case.num_lookups == 0:
+        return tier_report(torch.zeros(0, dtype=torch.int64), 0, config)
+    return tier_report(case.segment_lengths(), case.num_lookups, config)
