@@ -1,0 +1,111 @@
+"""The property checks the adversarial fuzz tests run, shared with the planted-fault and
+shrinking tests so those prove the power of exactly what CI runs.
+
+Each ``check_*`` raises AssertionError (with the spec's JSON) when the kernels disagree with
+the FP64 references; ``faults`` plants bugs on top of the case's config. Inside a Hypothesis
+test they also steer the search with ``hypothesis.target``: toward larger error / bound and
+toward longer runs.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from hypothesis import currently_in_test_context, target
+from hypothesis import strategies as st
+
+from fuzz.cases import BadIdCase, tensors
+from oracles.differential import check_batch, check_case, failures, max_ratio, summary
+from oracles.reference_transpose import reference_transpose
+from strategies.adversarial import FuzzCase
+from strategies.case import CaseSpec
+from strategies.configs import named_config
+from strategies.duplicates import bad_duplicate_specs
+from strategies.int32_edges import Int32EdgeSpec, materialize_int32
+from tbe import KernelConfig
+from tbe.transpose import transpose
+
+RATIO_CAP = 1e12  # hypothesis.target needs a finite score; inf (NaN out, bound 0) is capped
+
+
+def _steer(reports, spec: CaseSpec) -> None:
+    if not currently_in_test_context():
+        return
+    target(min(max_ratio(reports), RATIO_CAP), label="max error / bound")
+    longest = max((h.count for h in spec.hot_rows), default=spec.max_length)
+    target(math.log2(1 + longest), label="log2 longest hot run")
+
+
+def check_fuzz_case(fc: FuzzCase, faults: tuple[str, ...] = ()) -> None:
+    """Forward and every training step of ``fc`` against FP64."""
+    reports = check_case(fc.spec, fc.kernel_config(faults))
+    _steer(reports, fc.spec)
+    assert not failures(reports), f"config {fc.config!r}: {summary(reports, fc.spec)}"
+
+
+def check_spec(spec: CaseSpec, config_name: str, faults: tuple[str, ...] = ()) -> None:
+    check_fuzz_case(FuzzCase(spec, config_name), faults)
+
+
+# ----------------------------------------------------------------------------- bad input
+@st.composite
+def bad_duplicate_cases(draw: st.DrawFn) -> tuple[BadIdCase, str]:
+    """A weighted-duplicates batch with bad ids and/or offsets (strategies.bad_inputs), the module
+    settings it runs under (pooling, bounds-check mode, optimizer, dtype) and a config name."""
+    bad = draw(bad_duplicate_specs(max_length=6))
+    spec = CaseSpec(
+        tables=bad.tables, batch_size=bad.batch_size, pooling=draw(st.sampled_from(["mean", "sum"])),
+        index_dtype=bad.index_dtype, weighted=True,
+        weights_dtype=draw(st.sampled_from(["fp32", "fp16", "bf16"])),
+        optimizer=draw(st.sampled_from(["exact_sgd", "exact_rowwise_adagrad"])),
+        learning_rate=draw(st.sampled_from([0.5, 0.05])),
+        bounds_check=draw(st.sampled_from(["warning", "ignore", "fatal"])), max_length=bad.max_length,
+        seed=bad.seed,
+    )
+    return BadIdCase(spec, bad), draw(st.sampled_from(["small", "fused_bounds", "small_fused"]))
+
+
+def check_bad_case(case: BadIdCase, config_name: str, faults: tuple[str, ...] = ()) -> None:
+    """The module's bounds check, forward and step on a bad batch vs the repaired FP64 reference."""
+    config = named_config(config_name, faults)
+    t = tensors(case, config)
+    reports = check_batch(case.spec, config, t.indices, t.offsets, t.per_sample_weights, t.grad_outputs)
+    _steer(reports, case.spec)
+    assert not failures(reports), f"config {config_name!r}: {summary(reports)}\nbad batch: {case.bad.to_json()}\n" \
+                                  f"spec: {case.spec.to_json()}"
+
+
+# ----------------------------------------------------------------------------- int32 edges
+def int32_problems(spec: Int32EdgeSpec, config: KernelConfig, check_dtype: bool = False) -> list[str]:
+    """Differences between the transpose of ``spec``'s batch and the Python-integer reference;
+    with ``check_dtype`` also the int32/int64 choice (int32 iff every linear index fits)."""
+    b = materialize_int32(spec)
+    layout = spec.layout
+    B = spec.batch_size
+    ref = reference_transpose(layout, b.indices, b.offsets, b.per_sample_weights, B)
+    tr = transpose(layout, torch.tensor(layout.hash_size_cumsum), b.indices, b.offsets, b.per_sample_weights, B,
+                   config)
+    problems = []
+    if tr.linear.to(torch.int64).tolist() != ref.linear:
+        bad = next(i for i, (x, y) in enumerate(zip(tr.linear.tolist(), ref.linear)) if x != y)
+        problems.append(f"linear index of lookup {bad}: got {int(tr.linear[bad])}, expected {ref.linear[bad]}")
+    r = int(tr.num_runs[0])
+    if tr.perm.tolist() != ref.order:
+        problems.append("sorted order differs from the stable order")
+    if r != len(ref.run_linear) or tr.run_linear[:r].to(torch.int64).tolist() != ref.run_linear:
+        problems.append(f"runs: got {r} runs {tr.run_linear[:r].tolist()}, expected {ref.run_linear}")
+    elif tr.run_length[:r].tolist() != ref.run_length or tr.run_start[:r].tolist() != ref.run_start:
+        problems.append("run lengths or starts differ")
+    if ref.sorted_psw is not None and not torch.equal(tr.sorted_psw, ref.sorted_psw):
+        problems.append("per-sample weights paired with the wrong sorted lookups")
+    expected_dtype = torch.int32 if layout.fits_int32 else torch.int64
+    if check_dtype and config.index_dtype == "auto" and tr.linear_dtype != expected_dtype:
+        problems.append(f"linearized in {tr.linear_dtype} with {layout.total_rows} rows in all")
+    return problems
+
+
+def check_int32_case(spec: Int32EdgeSpec, faults: tuple[str, ...] = ()) -> None:
+    """Values only: a wrong int32/int64 label that computes right values is not this bug class."""
+    problems = int32_problems(spec, KernelConfig(faults=tuple(faults)))
+    assert not problems, "; ".join(problems) + f"\nspec: {spec.to_json()}"

@@ -1,0 +1,63 @@
+"""Each planted fault is caught on CPU by the fuzz property that CI runs for its bug class, and
+the failing example passes once the fault is switched off (so the catch is the fault's doing).
+
+Time to catch and examples tried are printed (``-s``) and kept in the pytest cache under
+``tbe-fuzz/planted_faults``; the measured table is tests/planted_faults_results.md. No
+timing is asserted: a search that does not find the fault within MAX_TRIES fails the test.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+
+from fuzz.profiles import MAX_LOOKUPS
+from strategies.adversarial import fuzz_cases
+from strategies.int32_edges import int32_edge_specs
+from tests.fuzz_properties import bad_duplicate_cases, check_bad_case, check_fuzz_case, check_int32_case
+from tests.test_adversarial import duplicate_case_strategy
+from tests.test_strategies import DEFAULT_CASES
+
+MAX_TRIES = 300
+
+# fault -> (the fuzz test's strategy, its check, a phrase the failure must contain)
+PROPERTIES = {
+    "unstable_weighted_pairing": (duplicate_case_strategy(), lambda x, f: check_fuzz_case(x, f), "weights after update"),
+    "int32_linearize_past_limit": (int32_edge_specs(), check_int32_case, "linear index"),
+    "long_threshold_off_by_one": (fuzz_cases(**DEFAULT_CASES), check_fuzz_case, "weights after update"),
+    "fwd_mean_wrong_length": (bad_duplicate_cases(), lambda x, f: check_bad_case(*x, f), "forward vs fp64"),
+    "skip_last_chunk_update": (fuzz_cases(**DEFAULT_CASES), check_fuzz_case, "weights after update"),
+    "accumulate_in_weight_dtype": (fuzz_cases(**DEFAULT_CASES), check_fuzz_case, "weights after update"),
+}
+SEARCH = settings(max_examples=MAX_TRIES, phases=[Phase.generate], database=None, derandomize=True,
+                  deadline=None, suppress_health_check=list(HealthCheck), print_blob=False)
+
+
+@pytest.mark.parametrize("fault", sorted(PROPERTIES))
+def test_planted_fault_is_caught(fault, request):
+    strategy, check, phrase = PROPERTIES[fault]
+    tried, failing = 0, []
+
+    @SEARCH
+    @given(strategy)
+    def search(x):
+        nonlocal tried
+        tried += 1
+        try:
+            check(x, (fault,))
+        except AssertionError:
+            failing.append(x)
+            raise
+
+    t0 = time.perf_counter()
+    with pytest.raises(AssertionError) as caught:
+        search()
+    seconds = time.perf_counter() - t0
+    assert phrase in str(caught.value), str(caught.value)
+    check(failing[-1], ())  # the same example passes without the fault
+    row = {"fault": fault, "seconds": round(seconds, 1), "examples": tried}
+    if getattr(request.config, "cache", None) is not None:
+        request.config.cache.set(f"tbe-fuzz/planted_faults/{fault}", row)
+    print(f"\nplanted fault {fault}: caught after {tried} examples in {seconds:.1f} s")
