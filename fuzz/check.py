@@ -1,6 +1,6 @@
-"""Judge one case: run it through ``oracles.differential`` and record what it exercised.
+"""Judge one case: run it through ``fuzz.differential`` and record what it exercised.
 
-The verdict itself is ``oracles.differential.check_batch`` (forward + every training step
+The verdict itself is ``fuzz.differential.check_batch`` (forward + every training step
 against FP64); this module only adds what a campaign counts (lookups, tiers, the largest
 error/bound ratio per check) and turns a kernel crash into a failing result instead of an
 escaped exception.
@@ -18,7 +18,7 @@ import torch
 
 from fuzz.cases import AnyCase, BadIdCase, CaseTensors, base_spec, tensors
 from oracles.compare import Report
-from oracles.differential import check_batch
+from fuzz.differential import check_batch
 from tbe import KernelConfig
 from tbe.forward_dispatch import choose_path
 from tbe.modes import parse_float_dtype

@@ -16,7 +16,7 @@ from hypothesis import currently_in_test_context, target
 from hypothesis import strategies as st
 
 from fuzz.cases import BadIdCase, tensors
-from oracles.differential import check_batch, check_case, failures, max_ratio, summary
+from fuzz.differential import check_batch, check_case, failures, max_ratio, summary
 from oracles.reference_transpose import reference_transpose
 from strategies.adversarial import FuzzCase
 from strategies.case import CaseSpec

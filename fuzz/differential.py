@@ -1,9 +1,8 @@
 """One differential check of one case: the Triton TBE against the FP64 references, every step.
 
 Tests, the fuzz campaign driver and replay all judge a case through ``check_case`` so a
-failure means the same thing everywhere. Unlike the rest of ``oracles/`` this module runs
-the kernels (through ``strategies.run.build_module``); the references it compares with
-never do.
+failure means the same thing everywhere. It lives in ``fuzz/`` because it runs the kernels
+(through ``strategies.run.build_module``); the ``oracles/`` it compares with never do.
 
 Contract of ``check_case(spec, config, steps=True) -> list[Report]``:
 
