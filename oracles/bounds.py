@@ -59,3 +59,9 @@ def pooled_bound(
     acc_err = gamma(n, u)[:, None] * abs_sum
     u_out = unit_roundoff(output_dtype) if output_dtype != accumulate_dtype else 0.0
     return acc_err + u_out * (expected.abs() + acc_err) + UNDERFLOW[output_dtype]
+
+
+def overflow_threshold(dtype: torch.dtype) -> float:
+    """Smallest magnitude that rounds to infinity in ``dtype`` (max plus half an ulp at max)."""
+    fi = torch.finfo(dtype)
+    return fi.max * (2 - fi.eps / 2) / (2 - fi.eps)

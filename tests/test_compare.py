@@ -1,0 +1,49 @@
+"""The comparison and its diff report: what counts as within bound, and what is named."""
+
+import torch
+
+from oracles.bounds import gamma, overflow_threshold
+from oracles.compare import compare
+from tbe.layout import TableLayout, TableSpec
+
+
+def test_overflow_threshold_is_where_rounding_reaches_infinity():
+    for dtype in (torch.float16, torch.bfloat16, torch.float32):
+        thr = overflow_threshold(dtype)
+        below = torch.tensor(thr, dtype=torch.float64) * (1 - 1e-6)
+        assert torch.isfinite(below.to(dtype)), dtype
+        assert torch.isinf(torch.tensor(thr, dtype=torch.float64).to(dtype)), dtype
+
+
+def test_overflow_to_infinity_of_the_right_sign_is_accepted():
+    exp = torch.tensor([65530.0, -70000.0], dtype=torch.float64)
+    got = exp.to(torch.float16)
+    assert torch.isinf(got).all()
+    assert compare("fp16 overflow", exp, got, torch.zeros(2, dtype=torch.float64)).ok
+
+
+def test_infinity_far_from_overflow_or_of_wrong_sign_is_a_mismatch():
+    exp = torch.tensor([60000.0, 65530.0], dtype=torch.float64)
+    got = torch.tensor([float("inf"), float("-inf")], dtype=torch.float16)
+    r = compare("bad inf", exp, got, torch.zeros(2, dtype=torch.float64))
+    assert not r.ok and r.num_bad == 2
+
+
+def test_nan_is_a_mismatch_and_report_names_table_sample_column():
+    layout = TableLayout((TableSpec(4, 2), TableSpec(3, 3)))
+    exp = torch.zeros(2, 5, dtype=torch.float64)
+    got = torch.zeros(2, 5)
+    got[1, 3] = float("nan")
+    r = compare("forward", exp, got, torch.full((2, 5), 1e-6, dtype=torch.float64), layout)
+    assert not r.ok
+    assert (r.worst.table, r.worst.sample, r.worst.column) == (1, 1, 1)
+    assert "table 1, sample 1, column 1" in str(r)
+
+
+def test_bound_is_inclusive_and_gamma_grows_with_length():
+    exp = torch.tensor([1.0], dtype=torch.float64)
+    got = torch.tensor([1.0 + 2**-20], dtype=torch.float64)
+    assert compare("edge", exp, got, torch.tensor([2**-20], dtype=torch.float64)).ok
+    assert not compare("edge", exp, got, torch.tensor([2**-21], dtype=torch.float64)).ok
+    assert gamma(10, 2**-24) < gamma(1000, 2**-24) < gamma(100000, 2**-24)
+    assert gamma(2**24, 2**-24) == float("inf")
