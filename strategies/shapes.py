@@ -42,7 +42,7 @@ def batch_shapes(
     ``max_total_dim`` caps sum D (the output row width; CPU cost grows with it). Shrinks
     toward one small table, one bag.
     """
-    T = draw(st.one_of(st.integers(1, min(3, max_tables)), st.integers(1, max_tables)))
+    T = draw(st.one_of(st.integers(1, min(3, max_tables)), st.just(max_tables), st.integers(1, max_tables)))
     b_cap = max(1, min(max_batch, max_bags // T))
     B = draw(st.one_of(st.integers(1, min(8, b_cap)), st.sampled_from([1, b_cap, 0]), st.integers(1, b_cap)))
     row_edges = [r for r in (1, 2, 3, 63, 64, 65) if min_rows <= r <= max_rows]

@@ -22,14 +22,15 @@ from tests.test_strategies import DEFAULT_CASES
 
 MAX_TRIES = 300
 
-# fault -> (the fuzz test's strategy, its check, a phrase the failure must contain)
+# fault -> (the fuzz test's strategy, its check, a phrase (or phrases, any of) the failure must contain)
 PROPERTIES = {
     "unstable_weighted_pairing": (duplicate_case_strategy(), lambda x, f: check_fuzz_case(x, f), "weights after update"),
     "int32_linearize_past_limit": (int32_edge_specs(), check_int32_case, "linear index"),
     "long_threshold_off_by_one": (fuzz_cases(**DEFAULT_CASES), check_fuzz_case, "weights after update"),
     "fwd_mean_wrong_length": (bad_duplicate_cases(), lambda x, f: check_bad_case(*x, f), "forward vs fp64"),
     "skip_last_chunk_update": (fuzz_cases(**DEFAULT_CASES), check_fuzz_case, "weights after update"),
-    "accumulate_in_weight_dtype": (fuzz_cases(**DEFAULT_CASES), check_fuzz_case, "weights after update"),
+    # the rounded gradient reaches both the momentum and the weights; either check may see it first
+    "accumulate_in_weight_dtype": (fuzz_cases(**DEFAULT_CASES), check_fuzz_case, ("weights after update", "momentum")),
 }
 SEARCH = settings(max_examples=MAX_TRIES, phases=[Phase.generate], database=None, derandomize=True,
                   deadline=None, suppress_health_check=list(HealthCheck), print_blob=False)
@@ -55,7 +56,8 @@ def test_planted_fault_is_caught(fault, request):
     with pytest.raises(AssertionError) as caught:
         search()
     seconds = time.perf_counter() - t0
-    assert phrase in str(caught.value), str(caught.value)
+    phrases = (phrase,) if isinstance(phrase, str) else phrase
+    assert any(p in str(caught.value) for p in phrases), str(caught.value)
     check(failing[-1], ())  # the same example passes without the fault
     row = {"fault": fault, "seconds": round(seconds, 1), "examples": tried}
     if getattr(request.config, "cache", None) is not None:
