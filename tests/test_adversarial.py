@@ -30,7 +30,7 @@ from tests.test_strategies import DEFAULT_CASES
 
 pytestmark = pytest.mark.fuzz
 
-CI_COUNTS = {"adversarial": 40, "duplicates": 20, "bad": 20, "int32": 60}
+CI_COUNTS = {"adversarial": 120, "duplicates": 60, "bad": 60, "int32": 60}
 
 
 @settings(max_examples=examples(CI_COUNTS["adversarial"]))

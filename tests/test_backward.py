@@ -59,7 +59,7 @@ def run_case(c, config=None) -> list:
 
 
 @pytest.mark.fuzz
-@settings(max_examples=examples(40))
+@settings(max_examples=examples(120))
 @given(step_cases())
 def test_training_steps_match_fp64(c):
     violations = run_case(c)
