@@ -17,7 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
-from tbe.backward_short import gather_grad
+from tbe.backward_short import gather_grad, row_of_run
 from tbe.classify import Classified, persistent_grid
 from tbe.optimizers import adagrad_rate, update_columns
 
@@ -84,17 +84,6 @@ def _run_of_chunk(
 
 
 @triton.jit
-def _row_of_run(run, run_linear_ptr, run_start_ptr, sorted_bag_ptr, weights_offsets_ptr, dims_ptr,
-                col_offsets_ptr, hcs_ptr, weights_ptr, B):
-    """(linear index, D, output column offset, weight-row pointer) of a run."""
-    lin = tl.load(run_linear_ptr + run).to(tl.int64)
-    t = tl.load(sorted_bag_ptr + tl.load(run_start_ptr + run)) // B
-    D = tl.load(dims_ptr + t)
-    w_row = weights_ptr + tl.load(weights_offsets_ptr + t) + (lin - tl.load(hcs_ptr + t)) * D
-    return lin, D, tl.load(col_offsets_ptr + t), w_row
-
-
-@triton.jit
 def _apply_from_workspace(
     ws_ptr, nparts, ws_stride, w_row, momentum_ptr, lin, D, lr, eps,
     ADAGRAD: tl.constexpr, BLOCK_D: tl.constexpr, WIDE: tl.constexpr, VOLATILE: tl.constexpr,
@@ -148,7 +137,7 @@ def _chunk_kernel(
     while c < num:
         s, run, start, end, last = _run_of_chunk(c, long_ptr, chunk_base_ptr, num_chunks_ptr, chunk_slot_ptr,
                                                  chunk_index_ptr, run_start_ptr, run_length_ptr, CHUNK)
-        lin, D, col0, w_row = _row_of_run(run, run_linear_ptr, run_start_ptr, sorted_bag_ptr,
+        lin, D, col0, w_row = row_of_run(run, run_linear_ptr, run_start_ptr, sorted_bag_ptr,
                                           weights_offsets_ptr, dims_ptr, col_offsets_ptr, hcs_ptr, weights_ptr, B)
         keep = 1.0
         if FAULT_SKIP_LAST:
@@ -177,7 +166,7 @@ def _apply_kernel(
     step = tl.num_programs(0)
     while s < num_long:
         run = tl.load(long_ptr + s)
-        lin, D, col0, w_row = _row_of_run(run, run_linear_ptr, run_start_ptr, sorted_bag_ptr,
+        lin, D, col0, w_row = row_of_run(run, run_linear_ptr, run_start_ptr, sorted_bag_ptr,
                                           weights_offsets_ptr, dims_ptr, col_offsets_ptr, hcs_ptr, weights_ptr, B)
         base = tl.load(chunk_base_ptr + s)
         nparts = tl.load(num_chunks_ptr + s)
@@ -206,7 +195,7 @@ def _fused_chunk_kernel(
     while c < num:
         s, run, start, end, last = _run_of_chunk(c, long_ptr, chunk_base_ptr, num_chunks_ptr, chunk_slot_ptr,
                                                  chunk_index_ptr, run_start_ptr, run_length_ptr, CHUNK)
-        lin, D, col0, w_row = _row_of_run(run, run_linear_ptr, run_start_ptr, sorted_bag_ptr,
+        lin, D, col0, w_row = row_of_run(run, run_linear_ptr, run_start_ptr, sorted_bag_ptr,
                                           weights_offsets_ptr, dims_ptr, col_offsets_ptr, hcs_ptr, weights_ptr, B)
         keep = 1.0
         if FAULT_SKIP_LAST:

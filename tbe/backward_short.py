@@ -98,11 +98,8 @@ def _short_kernel(
         run = tl.load(short_ptr + r)
         start = tl.load(run_start_ptr + run)
         end = start + tl.load(run_length_ptr + run)
-        lin = tl.load(run_linear_ptr + run).to(tl.int64)
-        t = tl.load(sorted_bag_ptr + start) // B
-        D = tl.load(dims_ptr + t)
-        col0 = tl.load(col_offsets_ptr + t)
-        w_row = weights_ptr + tl.load(weights_offsets_ptr + t) + (lin - tl.load(hcs_ptr + t)) * D
+        lin, D, col0, w_row = row_of_run(run, run_linear_ptr, run_start_ptr, sorted_bag_ptr,
+                                         weights_offsets_ptr, dims_ptr, col_offsets_ptr, hcs_ptr, weights_ptr, B)
         if not WIDE:
             cmask = cols < D
             g = gather_grad(grad_ptr, grad_stride, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, B, col0,
@@ -128,3 +125,14 @@ def _short_kernel(
                                 col0, c, c < D, start, end, wdt, WEIGHTED, MEAN, GATHER, BLOCK_D, FAULT_ACC_W)
                 update_columns(w_row + d0, cols, (d0 + cols) < D, g, rate)
         r += step
+
+
+@triton.jit
+def row_of_run(run, run_linear_ptr, run_start_ptr, sorted_bag_ptr, weights_offsets_ptr, dims_ptr,
+            col_offsets_ptr, hcs_ptr, weights_ptr, B):
+    """(linear index, D, output column offset, weight-row pointer) of a run."""
+    lin = tl.load(run_linear_ptr + run).to(tl.int64)
+    t = tl.load(sorted_bag_ptr + tl.load(run_start_ptr + run)) // B
+    D = tl.load(dims_ptr + t)
+    w_row = weights_ptr + tl.load(weights_offsets_ptr + t) + (lin - tl.load(hcs_ptr + t)) * D
+    return lin, D, tl.load(col_offsets_ptr + t), w_row
