@@ -30,11 +30,21 @@ def bucket_tables(dims: list[int], config: KernelConfig, tables: Optional[list[i
     return out
 
 
+_TENSORS: dict[tuple, list[tuple[int, torch.Tensor]]] = {}
+
+
 def bucket_tensors(
     dims: list[int], config: KernelConfig, device: torch.device, tables: Optional[list[int]] = None
 ) -> list[tuple[int, torch.Tensor]]:
-    """(BLOCK_D, table-id tensor on ``device``) per bucket, smallest block first."""
-    return [
-        (block, torch.tensor(ids, dtype=torch.int64, device=device))
-        for block, ids in sorted(bucket_tables(dims, config, tables).items())
-    ]
+    """(BLOCK_D, table-id tensor on ``device``) per bucket, smallest block first.
+
+    Built once per (dims, config, device, tables): a host-to-device copy on every forward
+    would cost a transfer and a synchronization on the hot path.
+    """
+    key = (tuple(dims), config, device, None if tables is None else tuple(tables))
+    if key not in _TENSORS:
+        _TENSORS[key] = [
+            (block, torch.tensor(ids, dtype=torch.int64, device=device))
+            for block, ids in sorted(bucket_tables(dims, config, tables).items())
+        ]
+    return _TENSORS[key]
