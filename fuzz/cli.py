@@ -174,7 +174,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
 
 def cmd_selftest(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from fuzz import report
-    from fuzz.selftest import all_caught, run_selftest
+    from fuzz.selftest import all_ok, run_selftest
     from tbe import faults
 
     for name in args.fault or ():
@@ -187,7 +187,7 @@ def cmd_selftest(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     results = run_selftest(budget, seed=args.seed, only=args.fault, artifacts_dir=args.artifacts,
                            progress=_progress)
     _emit(args, report.selftest_text(results), report.selftest_json(results))
-    return 0 if all_caught(results) else 1
+    return 0 if all_ok(results) else 1
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -10,7 +10,8 @@ from fuzz.cases import case_size, case_to_dict
 from fuzz.check import CaseResult
 from fuzz.gate import GateResult
 from fuzz.replay import ReplayResult
-from fuzz.selftest import FaultResult, all_caught
+from fuzz.detectors import CAUGHT, MISSED, Detection
+from fuzz.selftest import FaultResult, all_ok, counts
 
 
 def _ratios(ratios: dict[str, float]) -> list[str]:
@@ -121,34 +122,47 @@ def gate_json(g: GateResult) -> dict[str, Any]:
 
 
 def selftest_text(results: Sequence[FaultResult]) -> str:
-    ok = all_caught(results)
-    lines = [f"tbe-fuzz selftest: {'PASS' if ok else 'FAIL'}"]
+    n = counts(results)
+    lines = [f"tbe-fuzz selftest: {'PASS' if all_ok(results) else 'FAIL'}  ("
+             + ", ".join(f"{v} {k}" for k, v in n.items()) + ")"]
     for r in results:
-        if r.skipped is not None:
-            lines.append(f"  {r.fault:<28} skipped: {r.skipped}")
-            continue
-        c = r.campaign
-        if r.caught:
-            t, b, n = r.shrunk_size
-            lines.append(f"  {r.fault:<28} caught after {c.first_failure_examples} example(s), "
-                         f"{c.first_failure_seconds:.1f}s; shrunk to {t} table(s), {b} bag(s), {n} lookups"
-                         + (f"; artifact {c.artifact}" if c.artifact else ""))
-        else:
-            lines.append(f"  {r.fault:<28} MISSED in {c.examples} examples, {c.seconds:.1f}s ({r.description})")
+        flag = "  (asked for by name: a skip fails the self-test)" if r.named and r.status == "skipped" else ""
+        lines.append(f"  {r.fault:<28} {r.status.upper()}  ({r.description}){flag}")
+        for d in r.detections:
+            lines.append("    " + _detection_line(d))
     return "\n".join(lines)
+
+
+def _detection_line(d: Detection) -> str:
+    head = f"{d.detector:<22} {d.status}"
+    if d.status == CAUGHT:
+        parts = []
+        if d.examples is not None:
+            parts.append(f"after {d.examples} example(s)")
+        if d.seconds is not None:
+            parts.append(f"{d.seconds:.1f}s")
+        if d.shrunk is not None:
+            parts.append("shrunk to {} table(s), {} bag(s), {} lookups".format(*d.shrunk))
+        if d.detail:
+            parts.append(d.detail)
+        if d.artifact is not None:
+            parts.append(f"artifact {d.artifact}")
+        return head + " " + "; ".join(parts)
+    if d.status == MISSED:
+        return head + f": {d.detail}" + (f" ({d.seconds:.1f}s)" if d.seconds is not None else "")
+    return head + f": {d.detail}"
 
 
 def selftest_json(results: Sequence[FaultResult]) -> dict[str, Any]:
     out = []
     for r in results:
-        c = r.campaign
+        catch = r.first_catch
         out.append({
-            "fault": r.fault, "description": r.description, "skipped": r.skipped, "caught": r.caught,
-            "examples_to_catch": None if not r.caught else c.first_failure_examples,
-            "seconds_to_catch": None if not r.caught else c.first_failure_seconds,
-            "examples": None if c is None else c.examples,
-            "shrunk_size": None if not r.caught else dict(zip(("tables", "bags", "lookups"), r.shrunk_size)),
-            "case": None if not r.caught else case_to_dict(c.failure.case),
-            "artifact": None if c is None or c.artifact is None else str(c.artifact),
+            "fault": r.fault, "description": r.description, "status": r.status, "named": r.named,
+            "caught": r.caught,
+            "seconds_to_catch": None if catch is None else catch.seconds,
+            "examples_to_catch": None if catch is None else catch.examples,
+            "case": None if catch is None or catch.campaign is None else case_to_dict(catch.campaign.failure.case),
+            "detections": [d.to_dict() for d in r.detections],
         })
-    return {"kind": "selftest", "ok": all_caught(results), "faults": out}
+    return {"kind": "selftest", "ok": all_ok(results), "counts": counts(results), "faults": out}

@@ -1,9 +1,12 @@
-"""Self-test: prove the campaign catches every planted fault this backend can show.
+"""Self-test: prove the harness catches every planted fault this backend can show.
 
-For each fault in ``tbe.faults.KNOWN`` a short campaign runs with the fault switched on and
-must fail (examples and seconds to the first failure, and the shrunk case's size, are
-reported). Faults that cannot be observed on this backend are skipped with the reason.
-Planted faults are allowed only inside ``run_selftest`` (``tbe.faults.allow``).
+For each fault in ``tbe.faults.KNOWN`` every detector registered for it runs with the fault
+switched on (``fuzz.detectors``: a campaign always; other checks where a bug class needs
+them). A fault's verdict is ``caught`` when some detector caught it, ``masked`` when none
+did and a detector proved the compiled code cannot show it, ``missed`` when a detector
+ran and saw nothing, ``skipped`` when no detector can run on this backend. Masked and
+skipped faults are never counted as caught. Planted faults are allowed only inside
+``run_selftest`` (``tbe.faults.allow``).
 """
 
 from __future__ import annotations
@@ -13,55 +16,37 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from fuzz.budgets import Budget
-from fuzz.campaign import CampaignResult, run_campaign
-from fuzz.cases import case_size
-from tbe import KernelConfig, faults
-from tbe.backend import INTERPRETED
-
-_RACE = ("a race in the fused long tier: the Triton interpreter runs programs one after another, so a "
-         "missing {what} never loses a partial sum there (tests/test_races.py checks it on a GPU)")
-_INT32 = ("needs tables totalling >= 2^31 rows, whose weights the module allocates whole; "
-          "tests/test_transpose.py catches it at the transpose with the touched-rows reference")
-
-# fault -> why a campaign on this backend cannot observe it (absent = observable)
-UNOBSERVABLE_INTERPRETED = {
-    "no_fence": _RACE.format(what="device-scope fence"),
-    "no_barrier": _RACE.format(what="CTA barrier"),
-    "int32_linearize_past_limit": _INT32,
-}
-UNOBSERVABLE_GPU = {
-    # campaigns draw tables of at most a few thousand rows; the race and 2^31-row checks are their own tests
-    "no_fence": "needs the race stress batch (thousands of long runs), not a campaign example: "
-                "tests/test_races.py",
-    "no_barrier": "needs the race stress batch (thousands of long runs), not a campaign example: "
-                  "tests/test_races.py",
-    "int32_linearize_past_limit": _INT32,
-}
+from fuzz.detectors import CAUGHT, MASKED, MISSED, SKIPPED, Context, Detection, detectors_for
+from tbe import faults
 
 
 @dataclasses.dataclass
 class FaultResult:
     fault: str
     description: str
-    skipped: Optional[str] = None  # reason, when not run on this backend
-    campaign: Optional[CampaignResult] = None
+    detections: list[Detection] = dataclasses.field(default_factory=list)
+    named: bool = False  # asked for with --fault
+
+    @property
+    def status(self) -> str:
+        statuses = {d.status for d in self.detections}
+        for s in (CAUGHT, MASKED, MISSED):  # a proof of masking explains a dynamic miss
+            if s in statuses:
+                return s
+        return SKIPPED
 
     @property
     def caught(self) -> bool:
-        return self.campaign is not None and not self.campaign.ok
+        return self.status == CAUGHT
 
     @property
-    def shrunk_size(self) -> Optional[tuple[int, int, int]]:
-        """(tables, bags, lookups) of the shrunk failing case."""
-        if not self.caught:
-            return None
-        tables, bags, _ = case_size(self.campaign.failure.case)
-        return tables, bags, self.campaign.failure.lookups
+    def first_catch(self) -> Optional[Detection]:
+        return next((d for d in self.detections if d.status == CAUGHT), None)
 
-
-def skip_reason(fault: str) -> Optional[str]:
-    table = UNOBSERVABLE_INTERPRETED if INTERPRETED else UNOBSERVABLE_GPU
-    return table.get(fault)
+    @property
+    def ok(self) -> bool:
+        """Caught, or masked with evidence; a skipped fault is fine only when it was not asked for by name."""
+        return self.status in (CAUGHT, MASKED) or (self.status == SKIPPED and not self.named)
 
 
 def run_selftest(
@@ -71,24 +56,36 @@ def run_selftest(
     artifacts_dir: Optional[Path] = None,
     progress: Any = None,
 ) -> list[FaultResult]:
-    """One short campaign per observable fault (``only`` narrows the list)."""
+    """Every detector of every fault (``only`` narrows the list and marks those faults as named)."""
     names = list(only) if only else sorted(faults.KNOWN)
     for name in names:
         if name not in faults.KNOWN:
             raise ValueError(f"selftest: unknown fault {name!r} (known: {sorted(faults.KNOWN)})")
+    ctx = Context(budget, seed, artifacts_dir, progress)
     results = []
     with faults.allow():
         for name in names:
-            fr = FaultResult(name, faults.KNOWN[name], skip_reason(name))
-            if fr.skipped is None:
+            fr = FaultResult(name, faults.KNOWN[name], named=bool(only))
+            for det in detectors_for(name):
+                reason = det.skip_reason(name)
+                if reason is not None:
+                    fr.detections.append(Detection(det.name, SKIPPED, reason))
+                    continue
                 if progress is not None:
-                    progress(f"fault {name}: searching")
-                config = KernelConfig(faults=(name,))
-                fr.campaign = run_campaign(config, budget, seed=seed, artifacts_dir=artifacts_dir,
-                                           use_database=False, meta={"source": "selftest", "fault": name})
+                    progress(f"fault {name}: {det.name}")
+                fr.detections.append(det.run(name, ctx))
             results.append(fr)
     return results
 
 
-def all_caught(results: Sequence[FaultResult]) -> bool:
-    return all(r.caught for r in results if r.skipped is None)
+def counts(results: Sequence[FaultResult]) -> dict[str, int]:
+    """How many faults ended caught, masked, missed and skipped."""
+    out = {s: 0 for s in (CAUGHT, MASKED, MISSED, SKIPPED)}
+    for r in results:
+        out[r.status] += 1
+    return out
+
+
+def all_ok(results: Sequence[FaultResult]) -> bool:
+    """The exit status: no fault missed, and none asked for by name went unchecked."""
+    return all(r.ok for r in results)

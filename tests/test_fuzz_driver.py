@@ -180,15 +180,26 @@ def test_gate_targets_the_moved_edges():
 # ----------------------------------------------------------------------------- selftest
 @pytest.mark.fuzz
 def test_selftest_catches_a_fault_and_states_skips(capsys):
-    from fuzz.selftest import skip_reason
-
-    results = run_selftest(TINY, only=[FAULT, "no_fence"])
-    by_name = {r.fault: r for r in results}
-    assert by_name[FAULT].caught and by_name[FAULT].shrunk_size[0] >= 1
-    race_skip = skip_reason("no_fence")
-    assert by_name["no_fence"].skipped == race_skip and race_skip  # never run here: only a GPU shows races
+    results = run_selftest(TINY, only=[FAULT])
+    (fr,) = results
+    assert fr.caught and fr.first_catch.detector == "campaign" and fr.first_catch.shrunk[0] >= 1
     assert main(["selftest", "--fault", FAULT, "--time", "10", "--max-examples", "8"]) == 0
-    assert f"{FAULT}" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert FAULT in out and "1 caught" in out
+
+
+def test_selftest_fails_when_a_fault_asked_for_by_name_is_skipped(monkeypatch, capsys):
+    """A fault no detector can check here is 'skipped', never caught; naming it makes the exit non-zero."""
+    from fuzz import detectors
+
+    monkeypatch.setattr(detectors, "_EXTRA", {})
+    monkeypatch.setattr(detectors, "CAMPAIGN", detectors.Detector(
+        "campaign", lambda f, c: pytest.fail("a skipped detector must not run"), lambda f: "not here"))
+    results = run_selftest(TINY, only=[FAULT])
+    assert results[0].status == "skipped" and not results[0].caught and not results[0].ok
+    assert main(["selftest", "--fault", FAULT]) == 1
+    out = capsys.readouterr().out
+    assert "SKIPPED" in out and "not here" in out and "0 caught" in out and "1 skipped" in out
 
 
 # ----------------------------------------------------------------------------- cases and checks
