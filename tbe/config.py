@@ -46,6 +46,9 @@ class KernelConfig:
     bwd_short_gather_weighted: int = 16
     bwd_long_gather: int = 8
     bwd_short_num_warps: int = 1
+    # short runs per program of the narrow short tier (1: one run at a time, a gather of GATHER rows;
+    # more: that many runs side by side as one [runs, BLOCK_D] tile, one row of each per step)
+    bwd_short_runs_per_program: int = 1
     bwd_long_num_warps: int = 4
     classify_block: int = 1024
     short_grid_multiplier: int = 32
@@ -83,6 +86,7 @@ class KernelConfig:
             "bwd_short_gather_weighted", "bwd_long_gather", "classify_block",
             "fwd_num_warps", "bwd_short_num_warps", "bwd_long_num_warps",
             "small_table_bags_per_program", "small_table_histogram_ids", "bounds_check_block",
+            "bwd_short_runs_per_program",
         )
         for name in pow2:
             value = getattr(self, name)

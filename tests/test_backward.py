@@ -31,7 +31,7 @@ def step_cases(draw):
         optimizer=draw(st.sampled_from(OPTS)), pooling=draw(st.sampled_from(["sum", "mean"])),
         wdtype=draw(st.sampled_from(list(WDTYPES))), weighted=draw(st.booleans()),
         psw_dtype=draw(st.sampled_from(list(WDTYPES))), idx=draw(st.sampled_from(["int32", "int64"])),
-        config=draw(st.sampled_from(["default", "small", "small_fused", "narrow"])),
+        config=draw(st.sampled_from(["default", "small", "small_fused", "narrow", "short_rows"])),
         hot=draw(st.booleans()), lr=draw(st.sampled_from([0.01, 0.3, 2.0])), steps=draw(st.integers(1, 2)),
         seed=draw(st.integers(0, 2**16)),
     )
@@ -43,6 +43,8 @@ CONFIGS = {
     "small_fused": SMALL.replace(fused_long_tier=True),
     # BLOCK_D 4 for every table: rows wider than 4 loop over columns (two-pass Adagrad)
     "narrow": SMALL.replace(dim_buckets=(4,)),
+    # several short runs per program as one tile (dead lanes must touch nothing)
+    "short_rows": SMALL.replace(bwd_short_runs_per_program=4),
 }
 
 
