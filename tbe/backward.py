@@ -70,12 +70,11 @@ def backward_and_update(
 
     dims = module.layout.dims
     buckets = sorted(bucket_tables(dims, cfg).items())
-    bucket_of_table = lt["bucket_of_table"]  # built with the module: a copy here would sync
     fused = cfg.fused_long_tier and n >= cfg.fused_long_min_lookups
     for k, (block_d, tables) in enumerate(buckets):
         max_dim = max(dims[t] for t in tables)
         wide = max_dim > block_d
-        cls = classify(tr, bucket_of_table, k, cfg)
+        cls = classify(tr, lt, k, cfg)  # lt["bucket_of_table"] is built with the module: a copy would sync
         backward_short(module, tr, cls, grad, block_d, wide)
         backward_long(module, tr, cls, grad, block_d, wide, max_dim, fused)
     return psw_grad

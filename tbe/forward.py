@@ -2,7 +2,8 @@
 
 A program walks ``fwd_bags_per_program`` bags of one table; inside a bag it loads
 ``GATHER`` rows at once as one [GATHER, BLOCK_D] tile, so that many independent row
-loads are in flight, and accumulates in fp32. Launches are bucketed by next_pow2(D).
+loads are in flight, and accumulates in fp32. Launches are bucketed by next_pow2(D);
+``KernelConfig.forward_tile`` gives each bucket its gather width, bags and warps.
 """
 
 from __future__ import annotations
@@ -47,10 +48,9 @@ def forward_generic(
     if batch_size == 0:
         return out
     weighted = per_sample_weights is not None
-    gather = config.fwd_gather_weighted if weighted else config.fwd_gather_unweighted
-    bags = config.fwd_bags_per_program
     psw = per_sample_weights if weighted else indices  # placeholder pointer, never read
     for block_d, tables in bucket_tensors(dims, config, weights.device, table_subset):
+        gather, bags, warps = config.forward_tile(block_d, weighted)
         grid = (triton.cdiv(batch_size, bags), tables.numel())
         _forward_kernel[grid](
             weights, layout_tensors["weights_offsets"], layout_tensors["dims"], layout_tensors["col_offsets"],
@@ -59,7 +59,7 @@ def forward_generic(
             FAULT_SKIP_LAST=config.has_fault("fwd_skip_last_id"),
             FAULT_MEAN_RAW_LEN=config.has_fault("fwd_mean_wrong_length"),
             **kernel_args(check, indices, offsets),
-            num_warps=config.fwd_num_warps,
+            num_warps=warps,
         )
     return out
 

@@ -43,20 +43,3 @@ def apply_row(w_row_ptr, cols, cmask, g, momentum_ptr, linear_idx, D, lr, eps, A
         rate = adagrad_rate(momentum_ptr, linear_idx, tl.sum(g * g, axis=0), D, lr, eps)
     update_columns(w_row_ptr, cols, cmask, g, rate)
 
-
-@triton.jit
-def apply_rows(weights_ptr, w_rows, cols, rmask, cmask, g, momentum_ptr, linear_idx, D, lr, eps,
-               ADAGRAD: tl.constexpr):
-    """``apply_row`` for a tile of rows: ``g`` is [R, BLOCK_D], ``w_rows`` the R rows' element offsets,
-    ``rmask`` the live rows (dead lanes touch no memory), ``cmask`` [R, BLOCK_D] the live columns."""
-    w = tl.load(weights_ptr + w_rows[:, None] + cols[None, :], mask=cmask, other=0.0).to(tl.float32)
-    if ADAGRAD:
-        m = tl.load(momentum_ptr + linear_idx, mask=rmask, other=0.0)
-        m_new = m + tl.div_rn(tl.sum(g * g, axis=1), D.to(tl.float32))
-        tl.store(momentum_ptr + linear_idx, m_new, mask=rmask)
-        rate = tl.div_rn(lr + tl.zeros_like(m_new), tl.sqrt_rn(m_new) + eps)
-        w_new = w - rate[:, None] * g
-    else:
-        w_new = w - lr * g
-    tl.store(weights_ptr + w_rows[:, None] + cols[None, :], to_storage(w_new, weights_ptr.dtype.element_ty),
-             mask=cmask)
