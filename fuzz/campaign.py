@@ -57,6 +57,7 @@ class CampaignResult:
     unmaterializable: int = 0         # drawn specs materialize refused (a generator bug, not the kernel's)
     unmaterializable_example: Optional[str] = None
     compiles: CompileCounts = dataclasses.field(default_factory=CompileCounts)  # during the search
+    fbgemm: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # status -> examples
 
     @property
     def ok(self) -> bool:
@@ -66,6 +67,7 @@ class CampaignResult:
         self.examples += 1
         self.lookups += result.lookups
         self.tiers.update(result.tiers)
+        self.fbgemm[result.fbgemm or "not run"] += 1
         for name, ratio in result.ratios_by_check().items():
             self.max_ratio[name] = max(self.max_ratio.get(name, 0.0), ratio)
 

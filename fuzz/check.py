@@ -34,6 +34,7 @@ class CaseResult:
     error: Optional[str] = None  # traceback of a kernel exception (a failure)
     max_segment: int = 0         # longest run (lookups of one distinct row), for targeting SL extremes
     segment_hist: tuple = ()     # (segment length, runs) per distinct length, ascending
+    fbgemm: str = ""             # the FBGEMM CPU oracle's status for this case (fuzz.fbgemm_sample)
 
     @property
     def ok(self) -> bool:
@@ -117,6 +118,20 @@ def run_case(
         reports = check_batch(spec, config, t.indices, t.offsets, t.per_sample_weights, grads)
     except Exception:  # a crash on a case is a finding, kept with its traceback
         error = traceback.format_exc(limit=8)
+    fb_status = ""
+    if error is None and grads:
+        fb_status, fb_reports = _fbgemm(case, t, grads)
+        reports += fb_reports
     tiers, max_segment, hist = tiers_of(case, t, config)
     return CaseResult(case, reports, int(t.indices.numel()), tiers, time.perf_counter() - t0, error, max_segment,
-                      hist)
+                      hist, fb_status)
+
+
+def _fbgemm(case: AnyCase, t: CaseTensors, grads) -> tuple[str, list[Report]]:
+    """FBGEMM's CPU TBE on a sample of the cases (``fuzz.fbgemm_sample``); its crash is an oracle finding."""
+    from fuzz import fbgemm_sample
+
+    try:
+        return fbgemm_sample.check(case, dataclasses.replace(t, grad_outputs=list(grads)))
+    except Exception as e:  # noqa: BLE001
+        return fbgemm_sample.CHECKED, [Report(f"step 0 fbgemm raised ({type(e).__name__}: {e})", False, None, 1, 1)]
