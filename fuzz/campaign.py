@@ -109,11 +109,13 @@ def run_campaign(
     if database is not None and use_database:
         db = database
 
-    @hypothesis_seed(seed)
+    # settings outermost: @seed alone would switch the example database off (Hypothesis does so
+    # for seeded runs), and a campaign needs both its seed and its (shared) database
     @settings(
         max_examples=budget.max_examples, database=db, phases=phases, deadline=None, derandomize=False,
         suppress_health_check=list(HealthCheck), report_multiple_bugs=False, print_blob=False,
     )
+    @hypothesis_seed(seed)
     @given(strategy)
     def prop(case):
         now = time.perf_counter()
