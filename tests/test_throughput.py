@@ -189,3 +189,37 @@ def test_pictures_are_written(tmp_path):
     written, why = pictures.write(col, NAMED["small"], tmp_path)
     assert why is None and [p.name for p in written] == list(pictures.FILES)
     assert all(p.stat().st_size > 5000 and p.read_bytes()[:4] == b"\x89PNG" for p in written)
+
+
+# ----------------------------------------------------------------------------- GPU only
+@pytest.mark.gpu
+def test_gpu_reference_runs_on_the_device_and_matches_the_cpu():
+    """float64 on CUDA agrees with float64 on the CPU far below every bound (2^-45 slack)."""
+    from oracles.reference_backward import reference_backward
+    from strategies.case import materialize
+
+    spec = CaseSpec(tables=((50, 12), (9, 33)), batch_size=8, max_length=9, weighted=True, pooling="mean",
+                    optimizer="exact_rowwise_adagrad", seed=3)
+    case = materialize(spec)
+    m = build_module(spec)
+    args = (m.layout, m.weights.detach(), m.momentum.detach(), case.indices, case.offsets, case.per_sample_weights,
+            spec.batch_size, m.pooling, m.optimizer, 0.5, 1e-4, case.grad_outputs[0])
+    on_gpu = reference_backward(*[a.cuda() if isinstance(a, torch.Tensor) else a for a in args])
+    on_cpu = reference_backward(*[a.cpu() if isinstance(a, torch.Tensor) else a for a in args])
+    for g, c in zip(on_gpu.tables, on_cpu.tables):
+        assert g.w_new.device.type == "cuda"
+        assert torch.allclose(g.w_new.cpu(), c.w_new, rtol=2.0**-45, atol=2.0**-60)
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_gpu_search_compiles_nothing_after_warmup():
+    from fuzz.budgets import Budget
+    from fuzz.campaign import run_campaign
+    from fuzz.warmup import warmup
+
+    warm = warmup([KernelConfig()])
+    assert not warm.errors, warm.errors[:3]
+    res = run_campaign(KernelConfig(), Budget("g", 20.0, 0.0, 10**6, 10_000), seed=1, artifacts_dir=None)
+    assert res.ok and res.examples > 0
+    assert res.compiles.compiled == 0, res.compiles.text()
