@@ -1,11 +1,12 @@
 """Record the kernel launches a real run of the Triton TBE makes, as JSON-able ``Launch`` records.
 
-Under the interpreter every ``kernel[grid](...)`` goes through ``InterpretedFunction.run``;
-``recording()`` wraps it to note the kernel (module and name), each argument's type (a
-tensor's dtype and 16-byte alignment, an int's value class, a float, a constexpr's value) and
-``num_warps``, so ``fuzz.compile`` can rebuild the same specialization for sm_90 without a
-GPU. ``execute=False`` skips running the kernels: the launches of the backward depend only on
-host-known shapes and the config, so a probe needs no interpreter time.
+Every ``kernel[grid](...)`` goes through ``InterpretedFunction.run`` (interpreter) or
+``JITFunction.run`` (compiled); ``recording()`` wraps it to note the kernel (module and name),
+each argument's type (a tensor's dtype and 16-byte alignment, an int's value class, a float,
+a constexpr's value) and ``num_warps``, so ``fuzz.compile`` can rebuild the same
+specialization for sm_90 on any machine. ``execute=False`` skips running the kernels: the
+launches of the backward depend only on host-known shapes and the config, so a probe costs
+no kernel time.
 """
 
 from __future__ import annotations
@@ -121,9 +122,12 @@ def make_launch(fn: Any, args: tuple, kwargs: dict[str, Any]) -> Launch:
 @contextlib.contextmanager
 def recording(execute: bool = True) -> Iterator[list[Launch]]:
     """Collect every interpreted kernel launch made inside the block (distinct, in first-seen order)."""
-    from triton.runtime import interpreter
+    from tbe.backend import INTERPRETED
 
-    cls = interpreter.InterpretedFunction
+    if INTERPRETED:
+        from triton.runtime.interpreter import InterpretedFunction as cls
+    else:
+        from triton.runtime.jit import JITFunction as cls
     original = cls.run
     seen: dict[str, Launch] = {}
     out: list[Launch] = []
@@ -158,6 +162,7 @@ class Probe:
     index_dtype: str = "int64"
     lookups_per_bag: int = 2
     batch_size: int = 2
+    bounds_check: str = "none"
 
 
 def run_probe(probe: Probe, config, execute: bool = False, min_lookups: int = 0) -> list[Launch]:
@@ -166,18 +171,16 @@ def run_probe(probe: Probe, config, execute: bool = False, min_lookups: int = 0)
     ``min_lookups`` grows the bags so the batch reaches thresholds that gate a tier (the fused
     long tier needs ``fused_long_min_lookups``)."""
     from tbe import TritonTBE
-    from tbe.backend import INTERPRETED
 
-    if not INTERPRETED:
-        raise RuntimeError("launches are recorded through Triton's interpreter (TRITON_INTERPRET=1)")
     m = TritonTBE(list(probe.tables), optimizer=probe.optimizer, weights_dtype=probe.weights_dtype,
-                  output_dtype=probe.output_dtype, pooling=probe.pooling, bounds_check="none", config=config)
+                  output_dtype=probe.output_dtype, pooling=probe.pooling, bounds_check=probe.bounds_check, config=config)
     T, B = len(probe.tables), probe.batch_size
     per_bag = max(probe.lookups_per_bag, -(-min_lookups // (T * B)))
     itype = torch.int32 if probe.index_dtype == "int32" else torch.int64
-    ids = torch.cat([torch.arange(B * per_bag) % rows for rows, _ in probe.tables]).to(itype)
-    offsets = torch.arange(0, T * B + 1, dtype=itype) * per_bag
-    psw = torch.ones(ids.numel(), requires_grad=True) if probe.weighted else None
+    dev = m.device
+    ids = torch.cat([torch.arange(B * per_bag) % rows for rows, _ in probe.tables]).to(itype).to(dev)
+    offsets = (torch.arange(0, T * B + 1, dtype=itype) * per_bag).to(dev)
+    psw = torch.ones(ids.numel(), device=dev, requires_grad=True) if probe.weighted else None
     with recording(execute=execute) as launches:
         out = m(ids, offsets, psw)
         out.backward(torch.ones_like(out))

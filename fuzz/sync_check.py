@@ -8,9 +8,9 @@ report names the PTX lines it relied on. ``SYNC_KERNELS`` lists the kernels that
 between programs; ``discover`` re-derives that list from the PTX of every kernel a probe
 launches, so a new hand-off kernel cannot go unchecked.
 
-Levels: ``ci`` compiles every dimension bucket (with its WIDE form) for plain SGD and for one
-probe that flips every other setting at once (bf16 weights, fp16 output, weighted, MEAN,
-Adagrad); ``full`` compiles every bucket x weighted x pooling x optimizer x weight dtype, the
+Levels: ``ci`` compiles every dimension bucket (with its WIDE form) for plain SGD, and the
+narrowest and widest with every other setting flipped at once (bf16 weights, fp16 output,
+weighted, MEAN, Adagrad); ``full`` compiles every bucket x weighted x pooling x optimizer x weight dtype, the
 output dtypes and (under index_dtype auto) both index widths.
 """
 
@@ -49,8 +49,9 @@ def probes(config, level: str = "ci") -> list[tuple[Probe, Any]]:
                    optimizer="exact_rowwise_adagrad")
     out.append((Probe(**base), config))
     out.append((Probe(tables=_tables(config, wide=False)), config))
-    if level == "ci":
-        out.append((Probe(**base, **flipped), config))
+    if level == "ci":  # every other setting flipped at once, at the narrowest and the widest bucket
+        edges = (base["tables"][0], base["tables"][-1])
+        out.append((Probe(tables=edges, **flipped), config))
         return out
     for w, pool, opt, wdt in itertools.product((False, True), ("sum", "mean"), ("exact_sgd", "exact_rowwise_adagrad"),
                                                ("fp32", "fp16", "bf16")):
@@ -193,10 +194,23 @@ def check_config(config, level: str = "ci", target: tuple = SM90, jobs: Optional
     return report
 
 
+def discovery_probes(config) -> list[tuple[Probe, Any]]:
+    """Probes that together launch every kernel of the TBE: both long tiers, both bounds checks,
+    the per-sample-weight gradient and the small-table forward."""
+    edges = (_tables(config, wide=True)[0], _tables(config, wide=True)[-1])
+    checked = dict(tables=edges, weighted=True, bounds_check="warning")
+    return [
+        (Probe(**checked), config.replace(fused_long_tier=True)),
+        (Probe(**checked), config.replace(fused_long_tier=False, fused_bounds_check=True)),
+        (Probe(tables=((64, 64),), weights_dtype="fp16", lookups_per_bag=64), config.replace(small_table_path=True)),
+    ]
+
+
 def discover(config, target: tuple = SM90, jobs: Optional[int] = None) -> dict[str, bool]:
-    """Kernel -> whether its PTX hands data between programs, for every kernel one probe launches."""
-    launches = run_probe(Probe(tables=_tables(config, wide=True), weighted=True), config,
-                         min_lookups=config.fused_long_min_lookups)
+    """Kernel -> whether its PTX hands data between programs, for every kernel the probes launch."""
+    launches: list[Launch] = []
+    for probe, cfg in discovery_probes(config):
+        launches += run_probe(probe, cfg, min_lookups=cfg.fused_long_min_lookups)
     out: dict[str, bool] = {}
     for comp in compile_launches(launches, target=target, jobs=jobs):
         if not comp.ok:

@@ -11,8 +11,9 @@ releases them or a seeded delay has passed:
 - applied at once: an atomic whose result is used (the countdown), an atomic CAS, and any
   atomic that is not relaxed. A relaxed one does not publish the buffer; a ``release`` or
   ``acq_rel`` one first makes the program's whole buffer visible, in program order;
-- a program always sees its own writes: a load, or an atomic, that touches an address the
-  program has buffered first makes that program's buffer visible;
+- a program always sees its own writes: a load that touches an address the program has
+  buffered reads with the program's buffer applied (and withdrawn again after, invisible to
+  others); an atomic that touches one first makes the program's buffer visible;
 - delay: when a program ends, what it still buffers becomes visible only after ``d`` later
   programs have started, d drawn uniformly from 1..``max_delay`` (seeded), all of it at once
   and in program order; the end of the kernel makes everything visible.
@@ -51,17 +52,35 @@ class Stats:
     programs: int = 0
     buffered: int = 0            # writes held back
     released: int = 0            # buffers published by a release / acq_rel atomic
-    own_reads: int = 0           # buffers published because the program read its own write
+    own_reads: int = 0           # loads served with the program's own buffered writes applied
+    own_atomics: int = 0         # buffers published because an atomic touched the program's own write
     delayed_flushes: int = 0     # buffers published when their delay ran out
-    stale_at_flush: int = 0      # buffered writes published after at least one later program ran
 
 
 @dataclasses.dataclass
 class _Write:
-    program: int
     apply: object        # callable applying the write to memory
-    lo: np.ndarray       # byte addresses written (masked-off lanes excluded)
-    size: int
+    ptrs: np.ndarray     # element addresses, as the kernel gave them
+    mask: np.ndarray     # lanes written
+    np_dtype: object     # element type in memory
+
+    @property
+    def lo(self) -> np.ndarray:
+        return self.ptrs[self.mask].astype(np.uint64)
+
+    @property
+    def size(self) -> int:
+        return np.dtype(self.np_dtype).itemsize
+
+    def snapshot(self) -> np.ndarray:
+        from triton.runtime.interpreter import _interpreter
+
+        return _interpreter.load(self.ptrs, self.mask, np.zeros(self.ptrs.shape, self.np_dtype), self.np_dtype)
+
+    def restore(self, old: np.ndarray) -> None:
+        from triton.runtime.interpreter import _interpreter
+
+        _interpreter.store(self.ptrs, old, self.mask)
 
 
 @functools.lru_cache(maxsize=None)
@@ -93,6 +112,7 @@ class WeakMemory:
         self.program = -1
         self.pending: list[tuple[int, list[_Write]]] = []  # (visible from program, writes), per ended program
         self.current: list[_Write] = []
+        self._index: Optional[tuple[np.ndarray, int]] = None  # sorted byte addresses of ``current``, widest size
         self._saved: dict = {}
 
     # -------------------------------------------------------------- bookkeeping
@@ -112,11 +132,14 @@ class WeakMemory:
         for w in writes:
             w.apply()
 
+    def _take_current(self) -> list[_Write]:
+        writes, self.current, self._index = self.current, [], None
+        return writes
+
     def _flush_current(self, counter: str) -> None:
         if self.current:
             setattr(self.stats, counter, getattr(self.stats, counter) + 1)
-            writes, self.current = self.current, []
-            self._publish(writes)
+            self._publish(self._take_current())
 
     def _touches_own(self, ptrs: np.ndarray, mask: Optional[np.ndarray], size: int) -> bool:
         if not self.current:
@@ -124,20 +147,37 @@ class WeakMemory:
         a = ptrs.astype(np.uint64).ravel() if mask is None else ptrs[np.broadcast_to(mask, ptrs.shape)].astype(np.uint64)
         if a.size == 0:
             return False
-        lo = np.sort(np.concatenate([w.lo for w in self.current]))
-        wsize = max(w.size for w in self.current)
+        if self._index is None:
+            self._index = (np.sort(np.concatenate([w.lo for w in self.current])), max(w.size for w in self.current))
+        lo, wsize = self._index
+        if lo.size == 0 or a.max() + np.uint64(size) <= lo[0] or a.min() >= lo[-1] + np.uint64(wsize):
+            return False
         i = np.searchsorted(lo, a + np.uint64(size))
         return bool(np.any((i > 0) & (lo[np.maximum(i - 1, 0)] + np.uint64(wsize) > a)))
 
-    def _hold(self, apply, ptrs: np.ndarray, mask: np.ndarray, size: int) -> None:
-        m = np.broadcast_to(mask, ptrs.shape)
-        self.current.append(_Write(self.program, apply, ptrs[m].astype(np.uint64), size))
+    def _own_view(self, load):
+        """``load()`` as this program sees memory: its own buffered writes applied, then withdrawn
+        (programs run one at a time, so no other program can observe them meanwhile)."""
+        self.stats.own_reads += 1
+        saved = []
+        for w in self.current:
+            saved.append(w.snapshot())
+            w.apply()
+        try:
+            return load()
+        finally:
+            for w, old in zip(reversed(self.current), reversed(saved)):
+                w.restore(old)
+
+    def _hold(self, apply, ptrs: np.ndarray, mask: np.ndarray, np_dtype) -> None:
+        m = np.broadcast_to(mask, ptrs.shape).copy()
+        self.current.append(_Write(apply, ptrs.copy(), m, np_dtype))
+        self._index = None
         self.stats.buffered += 1
 
     def end_program(self) -> None:
         if self.current:
-            self.pending.append((self.program + 1 + self.rng.randint(1, self.max_delay), self.current))
-            self.current = []
+            self.pending.append((self.program + 1 + self.rng.randint(1, self.max_delay), self._take_current()))
 
     def start_program(self) -> None:
         self.end_program()
@@ -147,7 +187,6 @@ class WeakMemory:
         self.pending = [(v, w) for v, w in self.pending if v > self.program]
         for _, writes in due:
             self.stats.delayed_flushes += 1
-            self.stats.stale_at_flush += len(writes)
             self._publish(writes)
 
     def end_kernel(self, publish: bool = True) -> None:
@@ -175,30 +214,31 @@ class WeakMemory:
             mem.start_program()
 
         def create_atomic_rmw(rmwOp, ptr, val, mask, sem, scope):
-            size = np.dtype(itp._get_np_dtype(val.dtype.scalar)).itemsize
+            np_dtype = itp._get_np_dtype(val.dtype.scalar)
+            size = np.dtype(np_dtype).itemsize
             kind = str(sem).rsplit(".", 1)[-1]
             if kind in ("RELEASE", "ACQUIRE_RELEASE"):
                 mem._flush_current("released")
             elif kind == "RELAXED" and mem._result_unused():
                 held = (itp.TensorHandle(ptr.data.copy(), ptr.dtype), itp.TensorHandle(val.data.copy(), val.dtype),
                         itp.TensorHandle(mask.data.copy(), mask.dtype))
-                mem._hold(lambda: orig["create_atomic_rmw"](rmwOp, *held, sem, scope), ptr.data, mask.data, size)
+                mem._hold(lambda: orig["create_atomic_rmw"](rmwOp, *held, sem, scope), ptr.data, mask.data, np_dtype)
                 return itp.TensorHandle(np.zeros_like(val.data), val.dtype.scalar)
             elif mem._touches_own(ptr.data, mask.data, size):
-                mem._flush_current("own_reads")
+                mem._flush_current("own_atomics")
             return orig["create_atomic_rmw"](rmwOp, ptr, val, mask, sem, scope)
 
         def create_atomic_cas(ptr, cmp, val, sem, scope):
             if str(sem).rsplit(".", 1)[-1] in ("RELEASE", "ACQUIRE_RELEASE"):
                 mem._flush_current("released")
             elif mem._touches_own(ptr.data, None, np.dtype(itp._get_np_dtype(val.dtype.scalar)).itemsize):
-                mem._flush_current("own_reads")
+                mem._flush_current("own_atomics")
             return orig["create_atomic_cas"](ptr, cmp, val, sem, scope)
 
         def create_masked_load(ptrs, mask, *rest):
             size = np.dtype(itp._get_np_dtype(ptrs.get_element_ty())).itemsize
             if mem._touches_own(ptrs.data, mask.data, size):
-                mem._flush_current("own_reads")
+                return mem._own_view(lambda: orig["create_masked_load"](ptrs, mask, *rest))
             return orig["create_masked_load"](ptrs, mask, *rest)
 
         def create_masked_store(ptrs, value, mask, *rest):
@@ -206,8 +246,8 @@ class WeakMemory:
                 return orig["create_masked_store"](ptrs, value, mask, *rest)
             held = (itp.TensorHandle(ptrs.data.copy(), ptrs.dtype), itp.TensorHandle(value.data.copy(), value.dtype),
                     itp.TensorHandle(mask.data.copy(), mask.dtype))
-            size = np.dtype(itp._get_np_dtype(ptrs.get_element_ty())).itemsize
-            mem._hold(lambda: orig["create_masked_store"](*held, *rest), ptrs.data, mask.data, size)
+            mem._hold(lambda: orig["create_masked_store"](*held, *rest), ptrs.data, mask.data,
+                      itp._get_np_dtype(ptrs.get_element_ty()))
 
         call = itp.GridExecutor.__call__
 
