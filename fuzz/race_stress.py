@@ -96,14 +96,15 @@ def _sync(device: torch.device) -> None:
 def run_stress(
     variant: Variant, faults: Sequence[str] = (), trials: int = 1, stop_at_first: bool = False,
     rows: Optional[int] = None, seconds: Optional[float] = None, seed: int = 0, batch: int = BATCH,
-    device: Optional[torch.device] = None,
+    device: Optional[torch.device] = None, config: Optional[KernelConfig] = None,
 ) -> StressResult:
-    """Up to ``trials`` backward steps on fresh weights (or until ``seconds``, or the first lost sum)."""
+    """Up to ``trials`` backward steps on fresh weights (or until ``seconds``, or the first lost sum);
+    ``config`` replaces the variant's own (e.g. the two-kernel tier on the same batch)."""
     device = device or (torch.device("cpu") if INTERPRETED else torch.device("cuda"))
     rows = rows or variant.rows()
     rb = race_batch(rows, variant.chunks_per_run, variant.chunk_size, variant.dim, min(batch, rows), seed, device)
-    m = TritonTBE([(rows, variant.dim)], optimizer="exact_sgd", learning_rate=1.0, config=variant.config(*faults),
-                  bounds_check="none", device=device)
+    m = TritonTBE([(rows, variant.dim)], optimizer="exact_sgd", learning_rate=1.0,
+                  config=config or variant.config(*faults), bounds_check="none", device=device)
     tr = transpose_for(m, rb.indices, rb.offsets, None, rb.batch_size)
     res = StressResult(variant, tuple(faults), rows)
     _sync(device)
@@ -121,6 +122,20 @@ def run_stress(
         if seconds is not None and res.seconds >= seconds:
             break
     return res
+
+
+def barrier_gap(variant: Variant, fault: str = "no_barrier", rows: Optional[int] = None) -> tuple[bool, str]:
+    """Whether the sm_90 PTX of this variant's own fused-kernel launch lacks a barrier before the
+    countdown under ``fault`` (static check of exactly what the stress runs), and the report."""
+    from fuzz.launches import recording
+    from fuzz.sync_check import SYNC_KERNELS, check_launches
+
+    with recording(execute=False) as launches:
+        run_stress(variant, (fault,), trials=1, rows=rows)
+    report = check_launches([lc for lc in launches if lc.kernel in SYNC_KERNELS], variant.config(fault), "stress")
+    if not report.ran:
+        raise RuntimeError(report.text())
+    return any("no CTA barrier" in p for _, p in report.problems), report.text()
 
 
 def catch(fault: str, seconds: float, trials_per_variant: int = 20,
@@ -149,8 +164,16 @@ def _skip(fault: str) -> Optional[str]:
 def _run(fault: str, ctx):
     from fuzz.detectors import CAUGHT, MISSED, Detection
 
+    from fuzz.detectors import MASKED
+
     t0 = time.perf_counter()
-    results = catch(fault, seconds=min(ctx.budget.seconds, 120.0))
+    variants = VARIANTS
+    if fault == "no_barrier":  # only where the compiled code really lacks the barrier
+        variants = [v for v in VARIANTS if barrier_gap(v)[0]]
+        if not variants:
+            return Detection("race stress", MASKED, "the static check finds a barrier before the countdown in the "
+                             "compiled kernel of every stress variant", time.perf_counter() - t0, 0)
+    results = catch(fault, seconds=min(ctx.budget.seconds, 120.0), variants=variants)
     spent = time.perf_counter() - t0
     trials = sum(r.trials for r in results)
     runs = sum(r.runs for r in results)

@@ -261,3 +261,32 @@ def register_detectors() -> None:
 
 
 register_detectors()
+
+
+def main(argv=None) -> int:
+    """``python -m fuzz.sync_check [--config cfg.json] [--fault F] [--level ci|full] [--json out]``."""
+    import argparse
+    import json
+    import sys
+
+    from tbe import KernelConfig, faults
+
+    p = argparse.ArgumentParser(prog="python -m fuzz.sync_check", description=__doc__.splitlines()[0])
+    p.add_argument("--config", default=None, help="KernelConfig JSON (default: defaults with the fused long tier on)")
+    p.add_argument("--fault", action="append", default=[], choices=sorted(faults.KNOWN), help="plant a fault")
+    p.add_argument("--level", choices=LEVELS, default="ci")
+    p.add_argument("--json", default=None, metavar="FILE", help="also write the report as JSON")
+    args = p.parse_args(argv)
+    with faults.allow():
+        config = KernelConfig.load(args.config) if args.config else KernelConfig(fused_long_tier=True)
+        report = check_config(config.replace(faults=tuple(args.fault)) if args.fault else config, args.level)
+    print(report.text())
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report.to_dict(), f, indent=1)
+    sys.stdout.flush()
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -19,6 +19,7 @@ from fuzz.compile import compile_launches
 from fuzz.launches import Probe, int_class, run_probe
 from fuzz.sync_check import SYNC_KERNELS, check_config, discover
 from tbe import KernelConfig
+from tbe.backend import INTERPRETED
 
 pytestmark = pytest.mark.fuzz
 
@@ -108,3 +109,17 @@ def test_second_check_is_served_from_the_cache(reports):
     again = compile_launches(launches)
     assert all(c.cached for c in again) and time.perf_counter() - t0 < 5
     assert [c.ptx for c in again] == [c.compiled.ptx for c in reports["clean"].checked]
+
+
+def test_selftest_catches_no_fence_on_cpu_and_no_barrier_caught_or_masked(reports, capsys):
+    from fuzz.cli import main
+
+    assert main(["selftest", "--fault", "no_fence"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"no_fence\s+CAUGHT", out) and re.search(r"static sync check\s+caught.*PTX line \d+", out)
+    if INTERPRETED:
+        assert re.search(r"weak-memory stress\s+caught", out), out
+    assert main(["selftest", "--fault", "no_barrier"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"static sync check\s+(caught|masked).*PTX line \d+", out), out
+    assert not re.search(r"no_barrier\s+(MISSED|SKIPPED)", out)
