@@ -105,9 +105,8 @@ def test_every_kernel_that_hands_off_through_atomics_is_checked():
 
 def test_second_check_is_served_from_the_cache(reports):
     launches = [c.compiled.launch for c in reports["clean"].checked]
-    t0 = time.perf_counter()
     again = compile_launches(launches)
-    assert all(c.cached for c in again) and time.perf_counter() - t0 < 5
+    assert all(c.cached for c in again)
     assert [c.ptx for c in again] == [c.compiled.ptx for c in reports["clean"].checked]
 
 
