@@ -196,12 +196,13 @@ def check_config(config, level: str = "ci", target: tuple = SM90, jobs: Optional
 
 def discovery_probes(config) -> list[tuple[Probe, Any]]:
     """Probes that together launch every kernel of the TBE: both long tiers, both bounds checks,
-    the per-sample-weight gradient and the small-table forward."""
+    both short-tier kernels, the per-sample-weight gradient and the small-table forward."""
     edges = (_tables(config, wide=True)[0], _tables(config, wide=True)[-1])
     checked = dict(tables=edges, weighted=True, bounds_check="warning")
     return [
-        (Probe(**checked), config.replace(fused_long_tier=True)),
-        (Probe(**checked), config.replace(fused_long_tier=False, fused_bounds_check=True)),
+        (Probe(**checked), config.replace(fused_long_tier=True, bwd_short_runs_per_program=1)),
+        (Probe(**checked), config.replace(fused_long_tier=False, fused_bounds_check=True,
+                                          bwd_short_runs_per_program=4)),
         (Probe(tables=((64, 64),), weights_dtype="fp16", lookups_per_bag=64), config.replace(small_table_path=True)),
     ]
 
