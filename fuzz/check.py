@@ -19,6 +19,8 @@ import torch
 from fuzz.cases import AnyCase, BadIdCase, CaseTensors, base_spec, tensors
 from oracles.compare import Report
 from fuzz.differential import check_batch
+from fuzz.teeth import Teeth
+from oracles.error_model import ErrorModel
 from tbe import KernelConfig
 from tbe.forward_dispatch import choose_path
 from tbe.modes import parse_float_dtype
@@ -33,6 +35,7 @@ class CaseResult:
     seconds: float
     error: Optional[str] = None  # traceback of a kernel exception (a failure)
     max_segment: int = 0         # longest run (lookups of one distinct row), for targeting SL extremes
+    teeth: Optional[Teeth] = None  # each weight bound relative to its update, per SL band
 
     @property
     def ok(self) -> bool:
@@ -100,10 +103,11 @@ def tiers_of(case: AnyCase, t: CaseTensors, config: KernelConfig) -> tuple[froze
 
 def run_case(
     case: AnyCase, config: Optional[KernelConfig] = None, saved: Optional[CaseTensors] = None,
-    steps: bool = True,
+    steps: bool = True, model: Optional[ErrorModel] = None,
 ) -> CaseResult:
     """Check ``case`` under ``config``; ``saved`` tensors (already materialized, or from an artifact)
-    replace materialization. A spec that cannot be materialized raises ValueError (a generator bug)."""
+    replace materialization. A spec that cannot be materialized raises ValueError (a generator bug).
+    ``model`` picks the accumulation bound (default: ``$TBE_FUZZ_BOUND``, else worst case)."""
     config = config or KernelConfig()
     spec = base_spec(case)
     t0 = time.perf_counter()
@@ -111,9 +115,11 @@ def run_case(
     grads = t.grad_outputs if steps else []
     reports: list[Report] = []
     error = None
+    teeth = Teeth()
     try:
-        reports = check_batch(spec, config, t.indices, t.offsets, t.per_sample_weights, grads)
+        reports = check_batch(spec, config, t.indices, t.offsets, t.per_sample_weights, grads, model, teeth)
     except Exception:  # a crash on a case is a finding, kept with its traceback
         error = traceback.format_exc(limit=8)
     tiers, max_segment = tiers_of(case, t, config)
-    return CaseResult(case, reports, int(t.indices.numel()), tiers, time.perf_counter() - t0, error, max_segment)
+    return CaseResult(case, reports, int(t.indices.numel()), tiers, time.perf_counter() - t0, error, max_segment,
+                      teeth)

@@ -78,6 +78,18 @@ def _budget_options(p: argparse.ArgumentParser, default: str = "quick") -> None:
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
+def _bound_option(p: argparse.ArgumentParser, default: str = "$TBE_FUZZ_BOUND, else worst") -> None:
+    p.add_argument("--bound", choices=("worst", "probabilistic"), default=None,
+                   help="accumulation error bound: worst case (valid for any input) or probabilistic "
+                        f"(Higham-Mary lambda sqrt(n) u, false alarm <= 1e-6 per check; see README) (default: {default})")
+
+
+def _model(args: argparse.Namespace):
+    from oracles.error_model import ErrorModel
+
+    return None if args.bound is None else ErrorModel(args.bound)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tbe-fuzz", description="Differential fuzzing of the Triton TBE.")
     sub = parser.add_subparsers(dest="command", metavar="{run,replay,gate,selftest}")
@@ -88,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--config", type=_config_file, default=None, help="KernelConfig JSON (default: defaults)")
     run.add_argument("--artifacts", type=_artifacts_dir, default=Path("fuzz-artifacts"), metavar="DIR",
                      help="where failures and the example database go (default fuzz-artifacts)")
+    _bound_option(run)
 
     rp = sub.add_parser("replay", help="re-run a saved failure (artifact dir or case.json)")
     rp.add_argument("target", type=Path, help="an artifact directory or a case.json")
@@ -96,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--rematerialize", action="store_true",
                     help="rebuild tensors from the spec instead of the saved tensors.pt")
     rp.add_argument("--json", action="store_true", help="print the result as JSON")
+    _bound_option(rp, "the artifact's meta.json, else $TBE_FUZZ_BOUND, else worst")
 
     gate = sub.add_parser("gate", help="check a candidate KernelConfig against a baseline")
     gate.add_argument("--baseline", type=_config_file, required=True, help="baseline KernelConfig JSON")
@@ -143,7 +157,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     _progress(f"tbe-fuzz run: budget {budget.name} ({budget.seconds:g}s search, up to {budget.max_examples} "
               f"examples of <= {budget.max_lookups} lookups), seed {args.seed}, {_backend_line()}")
     res = run_campaign(config, budget, seed=args.seed, artifacts_dir=args.artifacts, progress=_progress,
-                       meta={"config_file": str(args.config[0]) if args.config else None})
+                       meta={"config_file": str(args.config[0]) if args.config else None}, model=_model(args))
     _emit(args, report.campaign_text(res), report.campaign_json(res))
     return 0 if res.ok else 1
 
@@ -153,7 +167,7 @@ def cmd_replay(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     from fuzz.replay import replay
 
     try:
-        res = replay(args.target, args.config[0] if args.config else None, args.rematerialize)
+        res = replay(args.target, args.config[0] if args.config else None, args.rematerialize, _model(args))
     except (ValueError, TypeError, OSError) as e:
         parser.error(f"argument target: cannot replay {str(args.target)!r}: {e}")
     _emit(args, report.replay_text(res), report.replay_json(res))
