@@ -133,3 +133,12 @@ def test_one_lost_lookup_of_a_2M_run(values):
         assert bool(s.exact.all()) and right == [] and lost and "SL 2000000" in str(lost[0]), (right, lost)
     else:
         assert not bool(s.exact[int(torch.argmax(s.seg_len))].any()) and lost == [], lost
+
+
+def test_values_kind_is_saved_with_the_spec():
+    spec = CaseSpec(tables=((4, 2),), batch_size=1, values="dyadic")
+    assert CaseSpec.from_dict(spec.to_dict()) == spec
+    old = {k: v for k, v in spec.to_dict().items() if k != "values"}  # an artifact from before the field
+    assert CaseSpec.from_dict(old).values == "random"
+    with pytest.raises(ValueError, match="CaseSpec.values"):
+        CaseSpec(tables=((4, 2),), batch_size=1, values="integer")

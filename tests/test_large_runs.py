@@ -53,3 +53,30 @@ def test_gpu_selftest_detector_at_a_million():
             d = next(x for x in detectors_for(fault) if x.name == "large_run").run(fault, ctx)
             print(f"\n{fault}: {d.status} in {d.seconds:.1f}s ({d.detail})")
             assert d.status == "caught" and "two-kernel tier: caught" in d.detail and "fused tier: caught" in d.detail
+
+
+def test_a_gpu_sized_campaign_reaches_past_4096_chunks():
+    """The quick GPU budget (1.2M lookups) can draw a run of 4,097 chunks of the shipped size with
+    exact-value data; drawing specs only, no kernels."""
+    from hypothesis import HealthCheck, Phase, given, settings
+
+    from fuzz.space import campaign_cases
+    from strategies.case import CaseSpec
+
+    limit = FAULT_CHUNK_LIMIT * KernelConfig().chunk_size
+    found, drawn = [], [0]
+
+    @settings(max_examples=5000, phases=[Phase.generate], database=None, derandomize=True, deadline=None,
+              suppress_health_check=list(HealthCheck))
+    @given(campaign_cases(KernelConfig(), 1_200_000))
+    def draw(case):
+        drawn[0] += 1
+        if isinstance(case, CaseSpec) and case.values == "dyadic" and any(h.count > limit for h in case.hot_rows):
+            assert case.expected_lookups() <= 1_200_000
+            found.append(case)
+            raise StopIteration
+
+    with pytest.raises(StopIteration):
+        draw()
+    assert max(h.count for h in found[0].hot_rows) == limit + 1
+    print(f"\na run of {limit + 1:,} lookups with exact-value data after {drawn[0]} drawn cases")
