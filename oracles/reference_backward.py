@@ -19,6 +19,7 @@ from tbe.layout import TableLayout
 from tbe.modes import Optimizer, Pooling
 
 F64 = torch.float64
+_CHUNK = 1 << 20  # lookups per pass of the exactness test
 
 
 @dataclasses.dataclass
@@ -106,7 +107,9 @@ def reference_backward(
         grad_abs = torch.zeros(U, D, dtype=F64).index_add_(0, inv, terms.abs())
         seg = torch.bincount(inv, minlength=U)
         sums = ExactSums(U, D)
-        sums.add(kcoef[sel, None] * d, inv, kcoef_ok[sel])
+        for c0 in range(0, sel.numel(), _CHUNK):  # in passes: the test's scratch is several [n, D] tensors
+            part = sel[c0: c0 + _CHUNK]
+            sums.add(kcoef[part, None] * d[c0: c0 + _CHUNK], inv[c0: c0 + _CHUNK], kcoef_ok[part])
         if psw_grad is not None:
             scale = 1.0 / bag_len[sel] if pooling == Pooling.MEAN else torch.ones(sel.numel(), dtype=F64)
             prod = d * w_old[inv]

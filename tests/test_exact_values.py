@@ -71,7 +71,7 @@ def _reference(spec: CaseSpec, weights=None):
     return case, w, ref
 
 
-@settings(max_examples=examples(60))
+@settings(max_examples=examples(30))
 @given(case_specs(max_lookups=3000, values=("dyadic",), hot_row_counts=st.integers(1, 1500)))
 def test_dyadic_cases_are_exact_by_construction(spec):
     """Every row gradient is exact (except unweighted MEAN with a non-power-of-two bag), and every
