@@ -25,6 +25,8 @@ from fuzz.cases import CaseTensors, case_size, tensors
 from fuzz.check import CaseResult, run_case
 from fuzz.compile_watch import CompileCounts, watch
 from fuzz.space import campaign_cases
+from fuzz.teeth import Teeth
+from oracles.error_model import WORST, ErrorModel, from_env
 from tbe import KernelConfig
 
 
@@ -58,6 +60,8 @@ class CampaignResult:
     unmaterializable_example: Optional[str] = None
     compiles: CompileCounts = dataclasses.field(default_factory=CompileCounts)  # during the search
     fbgemm: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # status -> examples
+    model: ErrorModel = WORST         # the accumulation bound the checks used
+    teeth: Teeth = dataclasses.field(default_factory=Teeth)  # bound / |update| per SL band, passing cases
 
     @property
     def ok(self) -> bool:
@@ -70,6 +74,7 @@ class CampaignResult:
         self.fbgemm[result.fbgemm or "not run"] += 1
         for name, ratio in result.ratios_by_check().items():
             self.max_ratio[name] = max(self.max_ratio.get(name, 0.0), ratio)
+        self.teeth.merge(result.teeth)
 
 
 def _database(root: Path, config: KernelConfig) -> DirectoryBasedExampleDatabase:
@@ -92,13 +97,16 @@ def run_campaign(
     use_database: bool = True,
     database: Any = None,
     observe: Any = None,
+    model: Optional[ErrorModel] = None,
 ) -> CampaignResult:
     """Search for a case that fails under ``config``. ``artifacts_dir=None`` saves nothing; the example
     database lives under it unless ``use_database`` is off (then every run starts from the seed alone);
     ``progress`` (a callable taking a line) receives occasional status lines; ``database`` (a Hypothesis
     ExampleDatabase, e.g. Redis-backed) replaces the directory database; ``observe(res, result)`` sees
-    every checked example (live progress, report pictures)."""
-    res = CampaignResult(config, budget, seed)
+    every checked example (live progress, report pictures); ``model`` picks the accumulation bound
+    (default ``$TBE_FUZZ_BOUND``, else worst case)."""
+    model = model or from_env()
+    res = CampaignResult(config, budget, seed, model=model)
     strategy = strategy if strategy is not None else campaign_cases(config, budget.max_lookups)
     start = time.perf_counter()
     search_end = start + budget.seconds
@@ -131,7 +139,7 @@ def run_campaign(
             if res.unmaterializable_example is None:
                 res.unmaterializable_example = f"{e}: {case}"
             reject()
-        result = run_case(case, config, saved)
+        result = run_case(case, config, saved, model=model)
         target(min(result.max_ratio, 1e12), label="error / bound")
         target(float(result.max_segment), label="longest segment")
         if best:
@@ -171,7 +179,7 @@ def run_campaign(
     if res.failure is not None and artifacts_dir is not None:
         res.artifact = save_result(artifacts_dir, res.failure, config, {
             "source": "campaign", "budget": budget.name, "seed": seed,
-            "examples_before_failure": res.first_failure_examples, **(meta or {}),
+            "examples_before_failure": res.first_failure_examples, "bound": model.kind, **(meta or {}),
         })
     return res
 

@@ -17,6 +17,7 @@ import torch
 
 from strategies.bad_inputs import BadBatchSpec, materialize_bad
 from strategies.case import CaseSpec, materialize
+from strategies.dyadic import dyadic_grads
 from strategies.run import build_module
 from tbe import KernelConfig
 from tbe.modes import parse_float_dtype
@@ -100,7 +101,8 @@ def tensors(case: AnyCase, config: Optional[KernelConfig] = None, steps: bool = 
         g = torch.Generator().manual_seed(case.bad.seed ^ 0x6EAD)
         out_dtype = parse_float_dtype("output_dtype", spec.output_dtype)
         total_dim = sum(d for _, d in spec.tables)
-        grads = [torch.randn(spec.batch_size, total_dim, generator=g).to(out_dtype) for _ in range(spec.steps)]
+        grads = dyadic_grads(spec, g, out_dtype) if spec.values == "dyadic" else \
+            [torch.randn(spec.batch_size, total_dim, generator=g).to(out_dtype) for _ in range(spec.steps)]
         indices, offsets, psw = batch.indices, batch.offsets, batch.per_sample_weights
     else:
         m = materialize(spec)

@@ -19,6 +19,8 @@ import torch
 from fuzz.cases import AnyCase, BadIdCase, CaseTensors, base_spec, tensors
 from oracles.compare import Report
 from fuzz.differential import check_batch
+from fuzz.teeth import Teeth
+from oracles.error_model import ErrorModel
 from tbe import KernelConfig
 from tbe.forward_dispatch import choose_path
 from tbe.modes import parse_float_dtype
@@ -35,6 +37,7 @@ class CaseResult:
     max_segment: int = 0         # longest run (lookups of one distinct row), for targeting SL extremes
     segment_hist: tuple = ()     # (segment length, runs) per distinct length, ascending
     fbgemm: str = ""             # the FBGEMM CPU oracle's status for this case (fuzz.fbgemm_sample)
+    teeth: Optional[Teeth] = None  # each weight bound relative to its update, per SL band
 
     @property
     def ok(self) -> bool:
@@ -103,10 +106,11 @@ def tiers_of(case: AnyCase, t: CaseTensors, config: KernelConfig) -> tuple[froze
 
 def run_case(
     case: AnyCase, config: Optional[KernelConfig] = None, saved: Optional[CaseTensors] = None,
-    steps: bool = True,
+    steps: bool = True, model: Optional[ErrorModel] = None,
 ) -> CaseResult:
     """Check ``case`` under ``config``; ``saved`` tensors (already materialized, or from an artifact)
-    replace materialization. A spec that cannot be materialized raises ValueError (a generator bug)."""
+    replace materialization. A spec that cannot be materialized raises ValueError (a generator bug).
+    ``model`` picks the accumulation bound (default: ``$TBE_FUZZ_BOUND``, else worst case)."""
     config = config or KernelConfig()
     spec = base_spec(case)
     t0 = time.perf_counter()
@@ -114,8 +118,9 @@ def run_case(
     grads = t.grad_outputs if steps else []
     reports: list[Report] = []
     error = None
+    teeth = Teeth()
     try:
-        reports = check_batch(spec, config, t.indices, t.offsets, t.per_sample_weights, grads)
+        reports = check_batch(spec, config, t.indices, t.offsets, t.per_sample_weights, grads, model, teeth)
     except Exception:  # a crash on a case is a finding, kept with its traceback
         error = traceback.format_exc(limit=8)
     fb_status = ""
@@ -124,7 +129,7 @@ def run_case(
         reports += fb_reports
     tiers, max_segment, hist = tiers_of(case, t, config)
     return CaseResult(case, reports, int(t.indices.numel()), tiers, time.perf_counter() - t0, error, max_segment,
-                      hist, fb_status)
+                      hist, fb_status, teeth)
 
 
 def _fbgemm(case: AnyCase, t: CaseTensors, grads) -> tuple[str, list[Report]]:

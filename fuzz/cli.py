@@ -78,6 +78,18 @@ def _budget_options(p: argparse.ArgumentParser, default: str = "quick") -> None:
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
+def _bound_option(p: argparse.ArgumentParser, default: str = "$TBE_FUZZ_BOUND, else worst") -> None:
+    p.add_argument("--bound", choices=("worst", "probabilistic"), default=None,
+                   help="accumulation error bound: worst case (valid for any input) or probabilistic "
+                        f"(Higham-Mary lambda sqrt(n) u, false alarm <= 1e-6 per check; see README) (default: {default})")
+
+
+def _model(args: argparse.Namespace):
+    from oracles.error_model import ErrorModel
+
+    return None if args.bound is None else ErrorModel(args.bound)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tbe-fuzz", description="Differential fuzzing of the Triton TBE.")
     from fuzz.run_cmd import add_run_options, add_warmup_parser
@@ -92,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="where failures and the example database go (default fuzz-artifacts)")
     add_run_options(run)
     add_warmup_parser(sub, _config_file)
+    _bound_option(run)
 
     rp = sub.add_parser("replay", help="re-run a saved failure (artifact dir or case.json)")
     rp.add_argument("target", type=Path, help="an artifact directory or a case.json")
@@ -100,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--rematerialize", action="store_true",
                     help="rebuild tensors from the spec instead of the saved tensors.pt")
     rp.add_argument("--json", action="store_true", help="print the result as JSON")
+    _bound_option(rp, "the artifact's meta.json, else $TBE_FUZZ_BOUND, else worst")
 
     gate = sub.add_parser("gate", help="check a candidate KernelConfig against a baseline")
     gate.add_argument("--baseline", type=_config_file, required=True, help="baseline KernelConfig JSON")
@@ -148,7 +162,7 @@ def cmd_replay(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     from fuzz.replay import replay
 
     try:
-        res = replay(args.target, args.config[0] if args.config else None, args.rematerialize)
+        res = replay(args.target, args.config[0] if args.config else None, args.rematerialize, _model(args))
     except (ValueError, TypeError, OSError) as e:
         parser.error(f"argument target: cannot replay {str(args.target)!r}: {e}")
     _emit(args, report.replay_text(res), report.replay_json(res))

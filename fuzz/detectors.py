@@ -16,6 +16,7 @@ from typing import Any, Callable, Optional
 from fuzz.budgets import Budget
 from fuzz.campaign import CampaignResult, run_campaign
 from fuzz.cases import case_size
+from fuzz.profiles import MAX_LOOKUPS
 from tbe import KernelConfig
 from tbe.backend import INTERPRETED
 
@@ -74,11 +75,16 @@ _RACE = ("a race in the fused long tier: the Triton interpreter runs programs on
 _INT32 = ("needs tables totalling >= 2^31 rows, whose weights the module allocates whole; a campaign "
           "example cannot hold them")
 
+_LARGE = ("needs one run of more than 4,096 chunks (over 2^20 lookups at the shipped chunk size); the "
+          "interpreter's campaign examples hold at most {} lookups")
+
 # fault -> why a campaign on this backend cannot observe it (absent = observable)
 CAMPAIGN_BLIND_INTERPRETED = {
     "no_fence": _RACE.format(what="device-scope fence"),
     "no_barrier": _RACE.format(what="CTA barrier"),
     "int32_linearize_past_limit": _INT32,
+    "drop_chunk_past_4096": _LARGE.format(MAX_LOOKUPS),
+    "zero_update_past_2p20": _LARGE.format(MAX_LOOKUPS),
 }
 CAMPAIGN_BLIND_GPU = {
     "no_fence": "needs the race stress batch (thousands of long runs), not a campaign example",

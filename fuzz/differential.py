@@ -16,6 +16,9 @@ Contract of ``check_case(spec, config, steps=True) -> list[Report]``:
   ``worst.sample`` is the row id); one failing Report per other ``check_step`` violation
   (momentum, untouched rows changed, per-sample-weight gradient); under WARNING, a Report
   of the warning count; under FATAL with invalid input, a Report of whether it raised.
+- ``model`` (``oracles.error_model``; default ``$TBE_FUZZ_BOUND`` or worst case) picks the
+  accumulation bound; ``teeth`` (a ``fuzz.teeth.Teeth``), when given, collects each
+  weight bound relative to its update, per segment-length band.
 - The case passes iff every Report is ``ok``; ``max(r.max_ratio)`` is the normalized error
   (error / bound) for ``hypothesis.target``. Kernel exceptions other than the bounds
   check's propagate: a crash is a failure the caller sees as such.
@@ -30,10 +33,12 @@ import torch
 from oracles.bounds_backward import check_step, table_bounds
 from oracles.checks import check_forward
 from oracles.compare import Mismatch, Report, compare
+from oracles.error_model import ErrorModel, from_env
 from oracles.reference_backward import reference_backward
 from oracles.reference_bounds import reference_bounds_check
 from strategies.case import CaseSpec, materialize
 from strategies.run import build_module
+from fuzz.teeth import Teeth
 from tbe import KernelConfig
 from tbe.bounds_check import BoundsCheckError
 from tbe.modes import BoundsCheckMode
@@ -44,17 +49,20 @@ def _scalar_report(what: str, expected: float, got: float) -> Report:
     return Report(what, ok, Mismatch(-1, -1, -1, float(expected), float(got), 0.0), 0 if ok else 1, 1)
 
 
-def _step_reports(k: int, ref, layout, w_before: torch.Tensor, module, psw_grad, psw_dtype) -> list[Report]:
+def _step_reports(k: int, ref, layout, w_before: torch.Tensor, module, psw_grad, psw_dtype,
+                  model: ErrorModel, teeth: Optional[Teeth]) -> list[Report]:
     """Backward Reports of step ``k``: weights per table with ratios, then the other violations."""
     after = module.weights.detach()  # stays on the kernels' device, where the reference ran
     reports = []
-    for s, tb in zip(ref.tables, table_bounds(ref, after.dtype)):
+    for s, tb in zip(ref.tables, table_bounds(ref, after.dtype, model)):
+        if teeth is not None:
+            teeth.add(s.seg_len, tb.w_bound, s.w_new - s.w_old, tb.exact)
         flat = layout.weights_offsets[s.table] + s.rows[:, None] * s.dim + torch.arange(s.dim, device=s.rows.device)
         r = compare(f"step {k} table {s.table} weights after update (sample = row)", s.w_new, after[flat], tb.w_bound)
         if r.worst is not None:
             r.worst.table, r.worst.sample = s.table, int(s.rows[r.worst.sample])
         reports.append(r)
-    violations = check_step(ref, layout, w_before, module.weights, module.momentum, psw_grad, psw_dtype)
+    violations = check_step(ref, layout, w_before, module.weights, module.momentum, psw_grad, psw_dtype, model)
     weights_failed = any(not r.ok for r in reports)
     for v in violations:
         if v.what == "weight" and weights_failed:
@@ -71,10 +79,13 @@ def check_batch(
     offsets: torch.Tensor,
     per_sample_weights: Optional[torch.Tensor],
     grad_outputs: Sequence[torch.Tensor],
+    model: Optional[ErrorModel] = None,
+    teeth: Optional[Teeth] = None,
 ) -> list[Report]:
     """``check_case`` on explicit (possibly invalid) tensors; ``spec`` supplies tables, modes and
     dtypes. One step per entry of ``grad_outputs``; none = one forward only. CPU tensors in; the
     FP64 references run on the kernels' device, beside the outputs they judge."""
+    model = model or from_env()
     module = build_module(spec, config)
     device, layout, B = module.device, module.layout, spec.batch_size
     mode = module.bounds_check_mode
@@ -109,7 +120,7 @@ def check_batch(
             reports.append(_scalar_report(f"step {k} bounds-check warnings", expected_warn,
                                           int(module.bounds_check_warnings[0]) - warn0))
         reports.append(check_forward(layout, w_before, ref_idx, ref_off, ref_psw, B, module.pooling,
-                                     out.detach(), what=f"step {k} forward vs fp64"))
+                                     out.detach(), what=f"step {k} forward vs fp64", model=model))
         if not backward:
             break
         grad = grad_outputs[k].to(device)
@@ -118,15 +129,16 @@ def check_batch(
         out.backward(grad)
         psw_grad = None if psw_in is None else psw_in.grad
         reports += _step_reports(k, ref, layout, w_before, module, psw_grad,
-                                 None if per_sample_weights is None else per_sample_weights.dtype)
+                                 None if per_sample_weights is None else per_sample_weights.dtype, model, teeth)
     return reports
 
 
-def check_case(spec: CaseSpec, config: Optional[KernelConfig] = None, steps: bool = True) -> list[Report]:
+def check_case(spec: CaseSpec, config: Optional[KernelConfig] = None, steps: bool = True,
+               model: Optional[ErrorModel] = None, teeth: Optional[Teeth] = None) -> list[Report]:
     """Run ``spec`` through the kernels and judge every output against FP64 (see module docstring)."""
     case = materialize(spec)
     grads = case.grad_outputs if steps else []
-    return check_batch(spec, config, case.indices, case.offsets, case.per_sample_weights, grads)
+    return check_batch(spec, config, case.indices, case.offsets, case.per_sample_weights, grads, model, teeth)
 
 
 def failures(reports: Sequence[Report]) -> list[Report]:

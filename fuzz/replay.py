@@ -17,6 +17,7 @@ import torch
 from fuzz import artifacts
 from fuzz.cases import CaseTensors, tensors
 from fuzz.check import CaseResult, run_case
+from oracles.error_model import ErrorModel, from_env
 from tbe import KernelConfig
 
 
@@ -59,8 +60,21 @@ def resolve(target: Path, config_path: Optional[Path]) -> tuple[Path, Optional[P
     return target, config_path or (sibling if sibling.is_file() else None), None
 
 
-def replay(target: Path, config_path: Optional[Path] = None, rematerialize: bool = False) -> ReplayResult:
+def _saved_model(case_path: Path) -> Optional[ErrorModel]:
+    """The bound model a campaign recorded in the artifact's meta.json, if any."""
+    meta = case_path.parent / "meta.json"
+    try:
+        kind = json.loads(meta.read_text()).get("bound") if meta.is_file() else None
+    except (OSError, json.JSONDecodeError, AttributeError):
+        return None
+    return ErrorModel(kind) if kind in ("worst", "probabilistic") else None
+
+
+def replay(target: Path, config_path: Optional[Path] = None, rematerialize: bool = False,
+           model: Optional[ErrorModel] = None) -> ReplayResult:
+    """Re-run a saved case; ``model`` defaults to the bound the artifact was judged under."""
     case_path, cfg_path, saved_path = resolve(target, config_path)
+    model = model or _saved_model(case_path) or from_env()
     try:
         case = artifacts.load_case(case_path)
     except (json.JSONDecodeError, TypeError, KeyError) as e:
@@ -85,6 +99,8 @@ def replay(target: Path, config_path: Optional[Path] = None, rematerialize: bool
         if fresh is not None and not torch.equal(fresh.initial_weights, saved.initial_weights):
             notes.append("the saved initial weights differ from the module's initialization for this spec; "
                          "the check ran from the module's (check_batch builds its own module)")
-    result = run_case(case, config, saved)
+    result = run_case(case, config, saved, model=model)
+    if model.kind != "worst":
+        notes.append(f"judged under the {model.describe()} bound")
     source = "saved tensors" if saved is not None else "re-materialized spec"
     return ReplayResult(result, source, case_path, cfg_path, config, notes)

@@ -34,10 +34,12 @@ def campaign_text(r: CampaignResult) -> str:
         f"  examples {r.examples}, lookups {r.lookups}, {r.seconds:.1f}s"
         + (f", shrink steps {r.shrink_examples}" if not r.ok else ""),
         "  tiers exercised: " + (", ".join(f"{t} x{n}" for t, n in sorted(r.tiers.items())) or "none"),
+        f"  bound: {r.model.describe()}",
         "  max error/bound ratio per check (1.0 = at the bound):",
         *_ratios(r.max_ratio),
         f"  kernel compilations during the search: {r.compiles.text()}",
         _fbgemm_line(r),
+        *r.teeth.lines(),
     ]
     if r.unmaterializable:
         lines.append(f"  note: {r.unmaterializable} drawn case(s) could not be materialized and were skipped "
@@ -66,6 +68,8 @@ def campaign_json(r: CampaignResult) -> dict[str, Any]:
         "kind": "campaign", "ok": r.ok, "budget": r.budget.name, "seed": r.seed, "stopped_by": r.stopped_by,
         "examples": r.examples, "shrink_examples": r.shrink_examples, "lookups": r.lookups,
         "seconds": round(r.seconds, 3), "tiers": dict(r.tiers), "max_ratio": r.max_ratio,
+        "bound": r.model.kind, "false_alarm": r.model.false_alarm if r.model.kind != "worst" else None,
+        "teeth": r.teeth.to_json(),
         "config": r.config.to_dict(), "unmaterializable": r.unmaterializable, "compiles": r.compiles.to_dict(),
         "fbgemm": dict(r.fbgemm),
         "failure": None if r.failure is None else {

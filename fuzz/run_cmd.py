@@ -82,6 +82,7 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str) -> int:
     from fuzz.progress import LiveProgress, chain
     from fuzz.warmup import warmup
     from fuzz.workers import default_workers, merged_text, run_workers
+    from oracles.error_model import ErrorModel
     from tbe import KernelConfig
 
     config = args.config[1] if args.config else KernelConfig()
@@ -109,7 +110,8 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str) -> int:
     try:
         res = run_campaign(config, budget, seed=args.seed, artifacts_dir=args.artifacts, database=database,
                            progress=None if live.enabled else _progress, observe=chain(live, collector),
-                           meta={"config_file": str(args.config[0]) if args.config else None})
+                           meta={"config_file": str(args.config[0]) if args.config else None},
+                           model=None if args.bound is None else ErrorModel(args.bound))
     finally:
         live.close()
     report_dir = args.report_dir or Path(args.artifacts) / "report"

@@ -1,11 +1,13 @@
 """The campaign's search space: general CaseSpecs plus bad-id batches, aimed at the config's edges.
 
 Hot-row counts are drawn around the config's ``long_run_threshold`` and ``chunk_size`` (the
-segment lengths where the backward changes tier or splits a run), so a campaign under a
-moved threshold probes the moved edge. One draw in five is a single fp16 table at the
-small-table path's edges, one a bad-id batch for the bounds check (repair under
-WARNING/IGNORE, MEAN over the repaired length). Learning rates are drawn too, so the
-optimizer update can dominate a row and gradient errors become visible.
+segment lengths where the backward changes tier or splits a run) and at power-of-two
+chunk counts, so a campaign under a moved threshold probes the moved edge. General cases
+draw random-magnitude or exact-value data (``strategies.dyadic``) at every SL. One draw
+in five is a single fp16 table at the small-table path's edges, one a bad-id batch for
+the bounds check (repair under WARNING/IGNORE, MEAN over the repaired length). Learning
+rates are drawn too, so the optimizer update can dominate a row and gradient errors
+become visible.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from hypothesis import strategies as st
 from fuzz.cases import BadIdCase
 from strategies.bad_inputs import bad_batch_specs
 from strategies.case import CaseSpec
+from strategies.dyadic import VALUE_KINDS
 from strategies.specs import case_specs
 from tbe import KernelConfig
 
@@ -28,8 +31,17 @@ def segment_edges(config: KernelConfig, limit: int) -> list[int]:
     return sorted(x for x in around if 1 <= x <= limit)
 
 
+def chunk_count_edges(config: KernelConfig, limit: int) -> list[int]:
+    """Runs of a power-of-two number of chunks, exactly full and one lookup into the next chunk
+    (1, 2, 4, ..., 4096 chunks, then 4,097: a counter or limit in chunks breaks at such a count)."""
+    ch = config.chunk_size
+    out = {c * ch + d for j in range(13) for c in (2 ** j,) for d in (0, 1)}
+    return sorted(x for x in out if 1 <= x <= limit)
+
+
 def hot_row_counts(config: KernelConfig, max_lookups: int) -> st.SearchStrategy[int]:
-    """Short runs, the routing/chunking edges, and the exact threshold (the edge that matters most)."""
+    """Short runs, the routing/chunking edges, the exact threshold (the edge that matters most) and
+    power-of-two chunk counts (up to one past 4,096 chunks where the budget reaches)."""
     limit = max(1, max_lookups // 2)
     edges = segment_edges(config, limit)
     small = st.integers(1, 40)
@@ -38,7 +50,11 @@ def hot_row_counts(config: KernelConfig, max_lookups: int) -> st.SearchStrategy[
     exact = [st.just(config.long_run_threshold)] if config.long_run_threshold <= limit else []
     # on a GPU budget, runs far past the chunk size too (thousands of chunks in one run)
     huge = [st.integers(3 * config.chunk_size, limit)] if limit > 10 * config.chunk_size else []
-    return st.one_of(small, st.sampled_from(edges), *exact, *huge)
+    counts = chunk_count_edges(config, max_lookups - 64)  # leave a few lookups for the background
+    # the two largest chunk counts the budget reaches get a branch of their own (4,096 and 4,097
+    # chunks on a GPU's quick budget), so a short campaign meets them
+    by_count = [st.sampled_from(counts), st.sampled_from(counts[-2:])] if counts else []
+    return st.one_of(small, st.sampled_from(edges), *exact, *huge, *by_count)
 
 
 def max_batch(max_lookups: int) -> int:
@@ -89,7 +105,7 @@ def campaign_cases(config: KernelConfig, max_lookups: int) -> st.SearchStrategy:
     and some single fp16 tables at the small-table (histogram + tl.dot) path's edges."""
     general = st.tuples(
         case_specs(max_lookups=max_lookups, max_batch=max_batch(max_lookups),
-                   hot_row_counts=hot_row_counts(config, max_lookups)),
+                   hot_row_counts=hot_row_counts(config, max_lookups), values=VALUE_KINDS),
         learning_rates(),
     ).map(lambda s_lr: dataclasses.replace(s_lr[0], learning_rate=s_lr[1]))
     small = st.tuples(small_table_specs(config, max_lookups), learning_rates()).map(

@@ -55,6 +55,8 @@ def worker_argv(args: Any, index: int, report_dir: Optional[Path]) -> list[str]:
         argv += ["--config", str(args.config[0])]
     if args.database:
         argv += ["--database", args.database]
+    if getattr(args, "bound", None):
+        argv += ["--bound", args.bound]
     if report_dir is not None:
         argv += ["--report-dir", str(report_dir / f"worker-{index}")]
     return argv

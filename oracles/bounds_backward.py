@@ -8,12 +8,15 @@ on an output is its largest distance from the exact value. Terms (u32 = 2^-24, e
 - row gradient, column j, run of SL lookups: each term is d_out * (psw / L), at most two
   roundings, and SL - 1 additions in any order (tile sums, chunk partials, workspace
   atomics), so |g~_j - g_j| <= E_j = gamma(SL + 2) * sum_i |psw_i * d_out_ij / L| +
-  (SL + 2) * eta32, gamma(n) = n u32 / (1 - n u32).
+  (SL + 2) * eta32, gamma(n) = n u32 / (1 - n u32). E_j = 0 where the reference found the
+  fp32 accumulation exact (``TableStep.exact``, from the terms themselves); the
+  probabilistic model (``oracles.error_model``) may replace gamma(SL + 2).
 - lr and eps reach the kernel as fp32 scalars: their intervals span the exact value and
   its fp32 rounding.
 - every later fp32 operation (product, sum, div_rn, sqrt_rn, subtraction) widens the
   interval by one rounding, u32 * |x| + eta32 (an FMA-contracted ``w - r * g`` rounds
-  once and stays inside).
+  once and stays inside); an interval that is a single value exactly representable in
+  the result's dtype is not widened (rounding an exact result changes nothing).
 - row-wise Adagrad: sum_j g~_j^2 over D columns is a sum of D non-negative products:
   relative error gamma(D + 1); then the mean (/D), m_old + mean, sqrt, + eps, lr / den each
   round once; the step rate * g~ and w_old - step round once each.
@@ -32,6 +35,8 @@ from typing import Optional
 
 import torch
 
+from oracles.error_model import WORST, ErrorModel
+from oracles.exactness import fits
 from oracles.reference_backward import BackwardReference
 from tbe.modes import Optimizer
 
@@ -47,9 +52,11 @@ def gamma(n: torch.Tensor | int, u: float = U32):
     return n * u / (1 - n * u)
 
 
-def _widen(lo, hi, u=U32, eta=ETA32):
-    """Interval after one rounding with unit roundoff u and underflow step eta."""
-    return lo - u * lo.abs() - eta, hi + u * hi.abs() + eta
+def _widen(lo, hi, u=U32, eta=ETA32, dtype=torch.float32):
+    """Interval after one rounding to ``dtype`` (unit roundoff u, underflow step eta); a point
+    interval whose value ``dtype`` holds exactly stays as it is."""
+    keep = (lo == hi) & fits(lo, dtype)
+    return torch.where(keep, lo, lo - u * lo.abs() - eta), torch.where(keep, hi, hi + u * hi.abs() + eta)
 
 
 def _mul(alo, ahi, blo, bhi):
@@ -69,13 +76,19 @@ class TableBounds:
     w_hi: torch.Tensor
     w_bound: torch.Tensor             # [U, D] max distance from the exact new weights
     m_bound: Optional[torch.Tensor]   # [U]
+    exact: Optional[torch.Tensor] = None  # [U, D] the row gradient's accumulation is exact
 
 
-def table_bounds(ref: BackwardReference, weights_dtype: torch.dtype) -> list[TableBounds]:
+def table_bounds(ref: BackwardReference, weights_dtype: torch.dtype,
+                 model: Optional[ErrorModel] = None) -> list[TableBounds]:
     out = []
+    model = model or WORST
     u_w, eta_w = UNIT[weights_dtype]
     for s in ref.tables:
-        E = gamma(s.seg_len.to(F64) + 2)[:, None] * s.grad_abs + (s.seg_len.to(F64) + 2)[:, None] * ETA32
+        n = s.seg_len.to(F64) + 2
+        E = model.gamma(n, U32, s.grad.numel())[:, None] * s.grad_abs + n[:, None] * ETA32
+        if s.exact is not None:
+            E = torch.where(s.exact, torch.zeros_like(E), E)
         g_lo, g_hi = s.grad - E, s.grad + E
         lr_lo, lr_hi = _scalar_iv(ref.lr, s.grad[:, :1])
         m_bound = None
@@ -100,10 +113,10 @@ def table_bounds(ref: BackwardReference, weights_dtype: torch.dtype) -> list[Tab
             st_lo, st_hi = _widen(*_mul(rate_lo[:, None], rate_hi[:, None], g_lo, g_hi))
         w_lo, w_hi = _widen(s.w_old - st_hi, s.w_old - st_lo)
         if weights_dtype != torch.float32:
-            w_lo, w_hi = _widen(w_lo, w_hi, u_w, eta_w)
+            w_lo, w_hi = _widen(w_lo, w_hi, u_w, eta_w, weights_dtype)
         slack = FP64_SLACK * (s.w_old.abs() + st_hi.abs().nan_to_num(0) + st_lo.abs().nan_to_num(0))
         w_bound = torch.maximum(w_hi - s.w_new, s.w_new - w_lo) + slack
-        out.append(TableBounds(s.table, w_lo, w_hi, w_bound, m_bound))
+        out.append(TableBounds(s.table, w_lo, w_hi, w_bound, m_bound, s.exact))
     return out
 
 
@@ -136,6 +149,7 @@ def check_step(
     momentum_after: Optional[torch.Tensor],
     psw_grad: Optional[torch.Tensor],
     psw_dtype: Optional[torch.dtype] = None,
+    model: Optional[ErrorModel] = None,
 ) -> list[Violation]:
     """Compare one step's kernel results with the reference; empty list = within bounds.
     Also requires rows no lookup touched to be bit-unchanged."""
@@ -145,7 +159,7 @@ def check_step(
     before = weights_before.detach().to(dev)
     bad: list[Violation] = []
     touched = torch.zeros(after.numel(), dtype=torch.bool, device=dev)
-    for s, tb in zip(ref.tables, table_bounds(ref, wdt)):
+    for s, tb in zip(ref.tables, table_bounds(ref, wdt, model)):
         D = s.dim
         flat = layout.weights_offsets[s.table] + s.rows[:, None] * D + torch.arange(D, device=dev)
         touched[flat.flatten()] = True

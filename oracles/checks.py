@@ -8,6 +8,8 @@ import torch
 
 from oracles.bounds import pooled_bound
 from oracles.compare import Report, compare
+from oracles.error_model import ErrorModel
+from oracles.exactness import forward_exact
 from oracles.reference import bag_lengths, reference_forward
 from tbe.layout import TableLayout
 from tbe.modes import Pooling
@@ -22,17 +24,21 @@ def forward_expectation(
     batch_size: int,
     pooling: Pooling,
     output_dtype: torch.dtype,
+    model: Optional[ErrorModel] = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(expected float64 [B, sum D], elementwise error bound) for a valid batch."""
+    """(expected float64 [B, sum D], elementwise error bound) for a valid batch; entries whose
+    fp32 sum is exact (``oracles.exactness``) get no accumulation term."""
     args = (layout, weights, indices, offsets, per_sample_weights, batch_size, pooling)
     expected = reference_forward(*args)
     magnitude = reference_forward(*args, abs_sum=True)
+    exact = forward_exact(layout, weights, indices, offsets, per_sample_weights, batch_size)
     lengths = bag_lengths(offsets).view(layout.num_tables, batch_size)
     bound = torch.empty_like(expected)
     for t, (c0, spec) in enumerate(zip(layout.col_offsets, layout.specs)):
         cols = slice(c0, c0 + spec.dim)
         bound[:, cols] = pooled_bound(
             expected[:, cols], magnitude[:, cols], lengths[t], pooling == Pooling.MEAN, output_dtype,
+            exact=exact[:, cols].to(expected.device), model=model, entries=expected.numel(),
         )
     return expected, bound
 
@@ -48,6 +54,7 @@ def check_forward(
     got: torch.Tensor,
     what: str = "forward vs fp64",
     bound_scale: float = 1.0,
+    model: Optional[ErrorModel] = None,
 ) -> Report:
     """Compare a pooled output with the FP64 reference.
 
@@ -55,6 +62,6 @@ def check_forward(
     the bound of the exact value, so they are within twice of each other); 1 otherwise.
     """
     expected, bound = forward_expectation(
-        layout, weights, indices, offsets, per_sample_weights, batch_size, pooling, got.dtype,
+        layout, weights, indices, offsets, per_sample_weights, batch_size, pooling, got.dtype, model,
     )
     return compare(what, expected, got, bound * bound_scale, layout)

@@ -2,7 +2,8 @@
 
 Works on touched rows only: each table's distinct ids are gathered to float64, so a table
 of 2^31 rows costs nothing. Returns the exact new rows, momentum and per-sample-weight
-gradient, plus what an error bound needs (segment lengths, sums of |terms|).
+gradient, plus what an error bound needs (segment lengths, sums of |terms|, and which row
+gradients the fp32 kernels accumulate exactly: ``oracles.exactness``).
 The indices/offsets must already be bounds-checked (ids in range, offsets monotone).
 It computes on the device of ``weights`` (float64 torch ops on a GPU share nothing with the
 Triton kernels), so a GPU campaign never copies a batch to the host to check it.
@@ -15,10 +16,12 @@ from typing import Optional
 
 import torch
 
+from oracles.exactness import ExactSums, kernel_coef
 from tbe.layout import TableLayout
 from tbe.modes import Optimizer, Pooling
 
 F64 = torch.float64
+_CHUNK = 1 << 20  # lookups per pass of the exactness test
 
 
 @dataclasses.dataclass
@@ -36,6 +39,7 @@ class TableStep:
     w_new: torch.Tensor      # [U, D] fp64 exact new weights
     m_old: Optional[torch.Tensor]  # [U] fp64 momentum before (row-wise Adagrad only)
     m_new: Optional[torch.Tensor]  # [U] fp64 exact new momentum
+    exact: Optional[torch.Tensor] = None  # [U, D] bool: the kernel's fp32 row gradient is exact
 
 
 @dataclasses.dataclass
@@ -82,6 +86,9 @@ def reference_backward(
         coef = per_sample_weights.detach().to(dev, F64).clone()
     if pooling == Pooling.MEAN:
         coef = coef / bag_len
+    # the coefficient as the kernels compute it in fp32, and whether it is the exact one
+    kcoef, kcoef_ok = kernel_coef(per_sample_weights.detach().to(dev) if per_sample_weights is not None else None,
+                                  lengths[bag], pooling == Pooling.MEAN)
     psw_grad = torch.zeros(n, dtype=F64, device=dev) if per_sample_weights is not None else None
     psw_abs = torch.zeros(n, dtype=F64, device=dev) if per_sample_weights is not None else None
     dims = torch.tensor(layout.dims, dtype=torch.int64, device=dev)
@@ -102,6 +109,10 @@ def reference_backward(
         grad = torch.zeros(U, D, dtype=F64, device=dev).index_add_(0, inv, terms)
         grad_abs = torch.zeros(U, D, dtype=F64, device=dev).index_add_(0, inv, terms.abs())
         seg = torch.bincount(inv, minlength=U)
+        sums = ExactSums(U, D, dev)
+        for c0 in range(0, sel.numel(), _CHUNK):  # in passes: the test's scratch is several [n, D] tensors
+            part = sel[c0: c0 + _CHUNK]
+            sums.add(kcoef[part, None] * d[c0: c0 + _CHUNK], inv[c0: c0 + _CHUNK], kcoef_ok[part])
         if psw_grad is not None:
             scale = 1.0 / bag_len[sel] if pooling == Pooling.MEAN else torch.ones(sel.numel(), dtype=F64, device=dev)
             prod = d * w_old[inv]
@@ -115,5 +126,5 @@ def reference_backward(
             m_old = momentum.detach().to(dev)[linear].to(F64)
             m_new = m_old + (grad * grad).mean(1)
             w_new = w_old - (lr / (m_new.sqrt() + eps))[:, None] * grad
-        steps.append(TableStep(t, D, rows, linear, seg, w_old, grad, grad_abs, w_new, m_old, m_new))
+        steps.append(TableStep(t, D, rows, linear, seg, w_old, grad, grad_abs, w_new, m_old, m_new, sums.exact()))
     return BackwardReference(steps, psw_grad, psw_abs, psw_dim, optimizer, float(lr), float(eps))

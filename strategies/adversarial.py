@@ -6,7 +6,8 @@ Bug classes: everything the parts target, in combination: tier routing and chunk
 exact SLs and in million-lookup runs, odd and wide D, empty and single bags, many tables,
 hot rows at E - 1 and 0, every dtype mix, weighted and not, several training steps, large
 learning rates (so an error in the accumulated gradient is not hidden by the weights' own
-rounding).
+rounding), random-magnitude or exact-value data (``strategies.dyadic``: one lost lookup of
+a run of millions is a mismatch).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 
 from strategies.case import CaseSpec, HotRow
 from strategies.configs import NAMED, config_names, named_config
+from strategies.dyadic import VALUE_KINDS
 from strategies.segments import segment_lengths
 from strategies.shapes import batch_shapes
 from tbe import KernelConfig
@@ -105,5 +107,6 @@ def fuzz_cases(
         id_skew=draw(st.sampled_from([0.0, 1.1, 2.0])),
         steps=steps,
         seed=draw(st.integers(0, 2**31 - 1)),
+        values=draw(st.sampled_from(list(VALUE_KINDS))),
     )
     return FuzzCase(spec, name)

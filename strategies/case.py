@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 import torch
 
+from strategies.dyadic import VALUE_KINDS, dyadic_grads, dyadic_psw
 from tbe.layout import TableLayout, TableSpec
 from tbe.modes import parse_float_dtype
 
@@ -48,6 +49,7 @@ class CaseSpec:
     id_skew: float = 0.0  # 0 = uniform ids; > 0 = Zipf exponent over rows (more duplicates)
     steps: int = 1
     seed: int = 0
+    values: str = "random"  # "dyadic": exact-value data (strategies.dyadic), "random": random magnitudes
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tables", tuple(tuple(int(x) for x in t) for t in self.tables))
@@ -56,6 +58,8 @@ class CaseSpec:
         )
         if self.length_profile not in LENGTH_PROFILES:
             raise ValueError(f"CaseSpec.length_profile must be one of {LENGTH_PROFILES}, got {self.length_profile!r}")
+        if self.values not in VALUE_KINDS:
+            raise ValueError(f"CaseSpec.values must be one of {VALUE_KINDS}, got {self.values!r}")
         for h in self.hot_rows:
             if not 0 <= h.table < len(self.tables) or not 0 <= h.row < self.tables[h.table][0] or h.count < 1:
                 raise ValueError(f"CaseSpec.hot_rows: {h} does not fit tables {self.tables}")
@@ -186,6 +190,10 @@ def materialize(spec: CaseSpec) -> Case:
     offsets = torch.zeros(T * B + 1, dtype=torch.int64)
     offsets[1:] = torch.cumsum(lengths.reshape(-1), 0)
     offsets = offsets.to(idx_dtype)
+    out_dtype = parse_float_dtype("output_dtype", spec.output_dtype)
+    if spec.values == "dyadic":
+        psw = dyadic_psw(spec, offsets, g, spec.pooling == "mean") if spec.weighted else None
+        return Case(spec, indices.contiguous(), offsets.contiguous(), psw, dyadic_grads(spec, g, out_dtype))
     psw = None
     if spec.weighted:
         # distinct, sign-mixed weights so any mis-pairing of weights to lookups changes the result
@@ -193,6 +201,5 @@ def materialize(spec: CaseSpec) -> Case:
             torch.rand(indices.numel(), generator=g) < 0.2, -1.0, 1.0
         )
     total_dim = sum(d for _, d in spec.tables)
-    out_dtype = parse_float_dtype("output_dtype", spec.output_dtype)
     grads = [torch.randn(B, total_dim, generator=g).to(out_dtype) for _ in range(spec.steps)]
     return Case(spec, indices.contiguous(), offsets.contiguous(), psw, grads)

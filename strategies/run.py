@@ -1,4 +1,8 @@
-"""Build a TritonTBE for a CaseSpec, so tests, campaigns and replays construct it identically."""
+"""Build a TritonTBE for a CaseSpec, so tests, campaigns and replays construct it identically.
+
+A ``values="dyadic"`` spec starts from dyadic weights (``strategies.dyadic``) instead of the
+module's own ``reset_weights(seed)``, so its every accumulation is exact in fp32.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +11,13 @@ from typing import Optional
 import torch
 
 from strategies.case import Case, CaseSpec
+from strategies.dyadic import dyadic_weights
 from tbe import KernelConfig, TritonTBE
 from tbe.backend import default_device
 
 
 def build_module(spec: CaseSpec, config: Optional[KernelConfig] = None) -> TritonTBE:
-    return TritonTBE(
+    module = TritonTBE(
         [tuple(t) for t in spec.tables],
         optimizer=spec.optimizer,
         learning_rate=spec.learning_rate,
@@ -24,6 +29,10 @@ def build_module(spec: CaseSpec, config: Optional[KernelConfig] = None) -> Trito
         config=config or KernelConfig(),
         seed=spec.seed,
     )
+    if spec.values == "dyadic":
+        with torch.no_grad():
+            module.weights.copy_(dyadic_weights(spec, spec.seed).to(module.weights_dtype))
+    return module
 
 
 def device_batch(case: Case, device: Optional[torch.device] = None):

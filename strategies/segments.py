@@ -22,7 +22,8 @@ _DRAWN = ("edges", "edges", "log_uniform", "zipf", "hot", "none")  # edges twice
 
 
 def segment_edges(config: KernelConfig, limit: int | None = None) -> tuple[int, ...]:
-    """Exact SL edges: fixed ones, gather widths +-1, threshold +-1, chunk multiples +-1."""
+    """Exact SL edges: fixed ones, gather widths +-1, threshold +-1, chunk multiples +-1, and
+    power-of-two chunk counts (2^j chunks, exactly full and one lookup more, up to 4,097 chunks)."""
     th, ch = config.long_run_threshold, config.chunk_size
     values = set(FIXED_EDGES)
     for x in (th, config.bwd_short_gather_unweighted, config.bwd_short_gather_weighted, config.bwd_long_gather):
@@ -30,6 +31,7 @@ def segment_edges(config: KernelConfig, limit: int | None = None) -> tuple[int, 
     first_long_chunks = max(1, math.ceil(th / ch))  # chunk count of the shortest long run
     for k in {1, 2, 3, first_long_chunks, first_long_chunks + 1}:
         values |= {k * ch - 1, k * ch, k * ch + 1}
+    values |= {2 ** j * ch + d for j in range(13) for d in (0, 1)}
     return tuple(sorted(v for v in values if v >= 1 and (limit is None or v <= limit)))
 
 

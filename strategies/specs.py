@@ -47,8 +47,11 @@ def case_specs(
     weighted: Optional[bool] = None,
     hot_row_counts: Optional[st.SearchStrategy[int]] = None,
     steps: int = 1,
+    values: Sequence[str] = ("random",),
 ) -> CaseSpec:
-    """A CaseSpec whose batch holds at most ``max_lookups`` ids."""
+    """A CaseSpec whose batch holds at most ``max_lookups`` ids: ordinary lookups take at most
+    half, hot rows what the ordinary ones leave. ``values`` are the value kinds drawn from
+    (``strategies.dyadic.VALUE_KINDS``)."""
     tables = draw(table_shapes(max_tables, max_rows, max_dim, dim_multiple))
     T = len(tables)
     batch_size = draw(st.integers(0, max_batch) | st.sampled_from([1, max_batch]))
@@ -57,7 +60,7 @@ def case_specs(
     max_length = draw(st.integers(0, max(0, min(64, per_bag))))
     hot: list[HotRow] = []
     if batch_size > 0 and hot_row_counts is not None:
-        budget = max_lookups // 2
+        budget = max_lookups - T * batch_size * (0 if profile == "empty" else max_length)
         # a hot row keeps an exact count only if its table has another row for ordinary ids
         roomy = [t for t, (rows, _) in enumerate(tables) if rows >= 2]
         for _ in range(draw(st.integers(0, 2)) if roomy else 0):
@@ -82,4 +85,5 @@ def case_specs(
         id_skew=draw(st.sampled_from([0.0, 0.0, 1.1, 2.0])),
         steps=steps,
         seed=draw(st.integers(0, 2**31 - 1)),
+        values=draw(st.sampled_from(list(values))),
     )

@@ -11,6 +11,10 @@ Faults: ``skip_last_chunk_update`` drops the last chunk of every split run; ``no
 makes the countdown relaxed; ``no_barrier`` skips the CTA barrier and counts down from one
 lane of a block-wide atomic, so the compiler has no shared-memory broadcast of a scalar
 atomic's result to guard with a barrier of its own (which hides a missing one).
+Two faults live only in very long runs: ``drop_chunk_past_4096`` drops chunk 4,096 (the
+4,097th) of a run split into more than 4,096 chunks; ``zero_update_past_2p20`` zeroes the
+gradient of runs longer than 4,096 x chunk_size lookups (2^20 at the default chunk size
+256), like a 12-bit chunk counter or a 2^20 length limit gone wrong.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ import triton.language as tl
 from tbe.backward_short import gather_grad, row_of_run
 from tbe.classify import Classified, persistent_grid
 from tbe.optimizers import adagrad_rate, apply_row, update_columns
+
+FAULT_CHUNK_LIMIT = 4096  # chunks per run past which the large-run faults act
 
 
 # ----------------------------------------------------------------------------- launch
@@ -40,6 +46,9 @@ def backward_long(
         GATHER=cfg.bwd_long_gather, BLOCK_D=block_d, WIDE=wide,
         FAULT_ACC_W=cfg.has_fault("accumulate_in_weight_dtype"),
         FAULT_SKIP_LAST=cfg.has_fault("skip_last_chunk_update"),
+        FAULT_DROP_CHUNK=cfg.has_fault("drop_chunk_past_4096"),
+        FAULT_ZERO_LONG=cfg.has_fault("zero_update_past_2p20"),
+        FAULT_CHUNK_LIMIT=FAULT_CHUNK_LIMIT,
         num_warps=cfg.bwd_long_num_warps,
     )
     run_args = (
@@ -72,17 +81,27 @@ def backward_long(
 def _run_of_chunk(
     c, long_ptr, chunk_base_ptr, num_chunks_ptr, chunk_slot_ptr, chunk_index_ptr,
     run_start_ptr, run_length_ptr, CHUNK,
+    FAULT_SKIP_LAST: tl.constexpr, FAULT_DROP_CHUNK: tl.constexpr, FAULT_ZERO_LONG: tl.constexpr,
+    FAULT_CHUNK_LIMIT: tl.constexpr,
 ):
-    """(long slot, lookup range [start, end), is-last-chunk-of-a-split-run) of chunk ``c``."""
+    """(long slot, run, lookup range [start, end), factor on the chunk's partial) of chunk ``c``;
+    the factor is 1 except where a planted fault drops the chunk."""
     s = tl.load(chunk_slot_ptr + c)
     k = tl.load(chunk_index_ptr + c)
     run = tl.load(long_ptr + s)
     run_start = tl.load(run_start_ptr + run)
-    run_end = run_start + tl.load(run_length_ptr + run)
+    run_len = tl.load(run_length_ptr + run)
     start = run_start + k * CHUNK
-    end = tl.minimum(start + CHUNK, run_end)
+    end = tl.minimum(start + CHUNK, run_start + run_len)
     nch = tl.load(num_chunks_ptr + s)
-    return s, run, start, end, (k == nch - 1) & (nch > 1)
+    keep = 1.0
+    if FAULT_SKIP_LAST:
+        keep = tl.where((k == nch - 1) & (nch > 1), 0.0, keep)
+    if FAULT_DROP_CHUNK:
+        keep = tl.where((nch > FAULT_CHUNK_LIMIT) & (k == FAULT_CHUNK_LIMIT), 0.0, keep)
+    if FAULT_ZERO_LONG:
+        keep = tl.where((run_len - 1) // FAULT_CHUNK_LIMIT >= CHUNK, 0.0, keep)  # run_len > limit * CHUNK
+    return s, run, start, end, keep
 
 
 @triton.jit
@@ -126,6 +145,7 @@ def _chunk_kernel(
     B, lr, eps, CHUNK, ws_stride, ws_ptr,
     WEIGHTED: tl.constexpr, MEAN: tl.constexpr, ADAGRAD: tl.constexpr, GATHER: tl.constexpr,
     BLOCK_D: tl.constexpr, WIDE: tl.constexpr, FAULT_ACC_W: tl.constexpr, FAULT_SKIP_LAST: tl.constexpr,
+    FAULT_DROP_CHUNK: tl.constexpr, FAULT_ZERO_LONG: tl.constexpr, FAULT_CHUNK_LIMIT: tl.constexpr,
 ):
     """Each chunk writes its fp32 partial into workspace row ``c`` (no atomics, no order effects)."""
     num = tl.load(counts_ptr + 2)
@@ -134,13 +154,11 @@ def _chunk_kernel(
     cols = tl.arange(0, BLOCK_D)
     wdt = weights_ptr.dtype.element_ty
     while c < num:
-        s, run, start, end, last = _run_of_chunk(c, long_ptr, chunk_base_ptr, num_chunks_ptr, chunk_slot_ptr,
-                                                 chunk_index_ptr, run_start_ptr, run_length_ptr, CHUNK)
+        s, run, start, end, keep = _run_of_chunk(c, long_ptr, chunk_base_ptr, num_chunks_ptr, chunk_slot_ptr,
+                                                 chunk_index_ptr, run_start_ptr, run_length_ptr, CHUNK,
+                                                 FAULT_SKIP_LAST, FAULT_DROP_CHUNK, FAULT_ZERO_LONG, FAULT_CHUNK_LIMIT)
         lin, D, col0, w_row = row_of_run(run, run_linear_ptr, run_start_ptr, sorted_bag_ptr,
                                           weights_offsets_ptr, dims_ptr, col_offsets_ptr, hcs_ptr, weights_ptr, B)
-        keep = 1.0
-        if FAULT_SKIP_LAST:
-            keep = tl.where(last, 0.0, 1.0)
         for d0 in range(0, D, BLOCK_D):
             cm = (d0 + cols) < D
             g = gather_grad(grad_ptr, grad_stride, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, B, col0,
@@ -158,6 +176,7 @@ def _apply_kernel(
     B, lr, eps, CHUNK, ws_stride, ws_ptr,
     WEIGHTED: tl.constexpr, MEAN: tl.constexpr, ADAGRAD: tl.constexpr, GATHER: tl.constexpr,
     BLOCK_D: tl.constexpr, WIDE: tl.constexpr, FAULT_ACC_W: tl.constexpr, FAULT_SKIP_LAST: tl.constexpr,
+    FAULT_DROP_CHUNK: tl.constexpr, FAULT_ZERO_LONG: tl.constexpr, FAULT_CHUNK_LIMIT: tl.constexpr,
 ):
     """One program per long run (grid-stride): sum its chunk partials in chunk order, update once."""
     num_long = tl.load(counts_ptr + 1)
@@ -183,6 +202,7 @@ def _fused_chunk_kernel(
     B, lr, eps, CHUNK, ws_stride, ws_ptr, countdown_ptr,
     WEIGHTED: tl.constexpr, MEAN: tl.constexpr, ADAGRAD: tl.constexpr, GATHER: tl.constexpr,
     BLOCK_D: tl.constexpr, WIDE: tl.constexpr, FAULT_ACC_W: tl.constexpr, FAULT_SKIP_LAST: tl.constexpr,
+    FAULT_DROP_CHUNK: tl.constexpr, FAULT_ZERO_LONG: tl.constexpr, FAULT_CHUNK_LIMIT: tl.constexpr,
     SEM: tl.constexpr, BARRIER: tl.constexpr,
 ):
     """Chunks add partials atomically into their run's row; the last to count down applies the update."""
@@ -192,13 +212,11 @@ def _fused_chunk_kernel(
     cols = tl.arange(0, BLOCK_D)
     wdt = weights_ptr.dtype.element_ty
     while c < num:
-        s, run, start, end, last = _run_of_chunk(c, long_ptr, chunk_base_ptr, num_chunks_ptr, chunk_slot_ptr,
-                                                 chunk_index_ptr, run_start_ptr, run_length_ptr, CHUNK)
+        s, run, start, end, keep = _run_of_chunk(c, long_ptr, chunk_base_ptr, num_chunks_ptr, chunk_slot_ptr,
+                                                 chunk_index_ptr, run_start_ptr, run_length_ptr, CHUNK,
+                                                 FAULT_SKIP_LAST, FAULT_DROP_CHUNK, FAULT_ZERO_LONG, FAULT_CHUNK_LIMIT)
         lin, D, col0, w_row = row_of_run(run, run_linear_ptr, run_start_ptr, sorted_bag_ptr,
                                           weights_offsets_ptr, dims_ptr, col_offsets_ptr, hcs_ptr, weights_ptr, B)
-        keep = 1.0
-        if FAULT_SKIP_LAST:
-            keep = tl.where(last, 0.0, 1.0)
         for d0 in range(0, D, BLOCK_D):
             cm = (d0 + cols) < D
             g = gather_grad(grad_ptr, grad_stride, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, B, col0,

@@ -30,6 +30,9 @@ register("skip_last_chunk_update", "the optimizer update is skipped for the last
 register("accumulate_in_weight_dtype", "gradients accumulate in the weights' dtype instead of fp32")
 register("no_fence", "the fused long tier counts down without a device-scope fence")
 register("no_barrier", "the fused long tier counts down from one lane without a CTA barrier before the release")
+register("drop_chunk_past_4096", "a run split into more than 4,096 chunks loses the partial sum of chunk 4,096")
+register("zero_update_past_2p20", "runs longer than 4,096 x chunk_size lookups (2^20 at the default chunk size 256) "
+                                  "get a zero gradient, so their row is not updated")
 
 
 def allowed() -> bool:

@@ -11,20 +11,18 @@ from __future__ import annotations
 
 import math
 
-import torch
 from hypothesis import currently_in_test_context, target
 from hypothesis import strategies as st
 
 from fuzz.cases import BadIdCase, tensors
 from fuzz.differential import check_batch, check_case, failures, max_ratio, summary
-from oracles.reference_transpose import reference_transpose
+from fuzz.int32_check import int32_problems
 from strategies.adversarial import FuzzCase
 from strategies.case import CaseSpec
 from strategies.configs import named_config
 from strategies.duplicates import bad_duplicate_specs
-from strategies.int32_edges import Int32EdgeSpec, materialize_int32
+from strategies.int32_edges import Int32EdgeSpec
 from tbe import KernelConfig
-from tbe.transpose import transpose
 
 RATIO_CAP = 1e12  # hypothesis.target needs a finite score; inf (NaN out, bound 0) is capped
 
@@ -77,34 +75,6 @@ def check_bad_case(case: BadIdCase, config_name: str, faults: tuple[str, ...] = 
 
 
 # ----------------------------------------------------------------------------- int32 edges
-def int32_problems(spec: Int32EdgeSpec, config: KernelConfig, check_dtype: bool = False) -> list[str]:
-    """Differences between the transpose of ``spec``'s batch and the Python-integer reference;
-    with ``check_dtype`` also the int32/int64 choice (int32 iff every linear index fits)."""
-    b = materialize_int32(spec)
-    layout = spec.layout
-    B = spec.batch_size
-    ref = reference_transpose(layout, b.indices, b.offsets, b.per_sample_weights, B)
-    tr = transpose(layout, torch.tensor(layout.hash_size_cumsum), b.indices, b.offsets, b.per_sample_weights, B,
-                   config)
-    problems = []
-    if tr.linear.to(torch.int64).tolist() != ref.linear:
-        bad = next(i for i, (x, y) in enumerate(zip(tr.linear.tolist(), ref.linear)) if x != y)
-        problems.append(f"linear index of lookup {bad}: got {int(tr.linear[bad])}, expected {ref.linear[bad]}")
-    r = int(tr.num_runs[0])
-    if tr.perm.tolist() != ref.order:
-        problems.append("sorted order differs from the stable order")
-    if r != len(ref.run_linear) or tr.run_linear[:r].to(torch.int64).tolist() != ref.run_linear:
-        problems.append(f"runs: got {r} runs {tr.run_linear[:r].tolist()}, expected {ref.run_linear}")
-    elif tr.run_length[:r].tolist() != ref.run_length or tr.run_start[:r].tolist() != ref.run_start:
-        problems.append("run lengths or starts differ")
-    if ref.sorted_psw is not None and not torch.equal(tr.sorted_psw, ref.sorted_psw):
-        problems.append("per-sample weights paired with the wrong sorted lookups")
-    expected_dtype = torch.int32 if layout.fits_int32 else torch.int64
-    if check_dtype and config.index_dtype == "auto" and tr.linear_dtype != expected_dtype:
-        problems.append(f"linearized in {tr.linear_dtype} with {layout.total_rows} rows in all")
-    return problems
-
-
 def check_int32_case(spec: Int32EdgeSpec, faults: tuple[str, ...] = ()) -> None:
     """Values only: a wrong int32/int64 label that computes right values is not this bug class."""
     problems = int32_problems(spec, KernelConfig(faults=tuple(faults)))

@@ -1,0 +1,144 @@
+"""Exact-value data (strategies.dyadic) and the bounds' per-entry exactness test (oracles.exactness).
+
+Pure oracle tests, no kernels: the dyadic strategies make every accumulation exact by
+construction (checked with the oracle's own detector), the detector refuses sums that
+are not exact, and with exact data one dropped lookup of a 2M-lookup run is a mismatch
+while the worst-case bound on random data cannot see it.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fuzz.profiles import examples
+from oracles.bounds_backward import check_step, table_bounds
+from oracles.checks import forward_expectation
+from oracles.exactness import ExactSums, fits, kernel_coef, low_exponent
+from oracles.reference_backward import reference_backward
+from strategies.case import CaseSpec, HotRow, materialize
+from strategies.dyadic import D_GRID, EXACT_UNITS, W_GRID, dyadic_weights, longest_accumulation, magnitudes
+from strategies.specs import case_specs
+from tbe.layout import TableLayout, TableSpec
+from tbe.modes import Optimizer, Pooling, parse_float_dtype
+
+F64 = torch.float64
+
+
+def _sums(terms, groups):
+    s = ExactSums(int(max(groups)) + 1, 1)
+    s.add(torch.tensor(terms, dtype=F64)[:, None], torch.tensor(groups))
+    return s.exact()[:, 0].tolist()
+
+
+def test_low_exponent_and_fits():
+    x = torch.tensor([1.0, 3.0, 0.75, -6.0, 2.0 ** -149, 2.0 ** 100, 0.0], dtype=F64)
+    assert low_exponent(x)[:6].tolist() == [0, 0, -2, 1, -149, 100]
+    assert fits(x).all() and not bool(fits(torch.tensor([1 / 3, 2.0 ** 24 + 1], dtype=F64)).any())
+    assert not bool(fits(torch.tensor([1e-45 * 0.3, float("inf")], dtype=F64)).any())
+
+
+def test_exact_sums_stop_at_2_to_24_grid_units():
+    assert _sums([2.0 ** 23, 2.0 ** 23 - 1], [0, 0]) == [True]        # 2^24 - 1 units of 1
+    assert _sums([2.0 ** 23, 2.0 ** 23], [0, 0]) == [True]            # 2 units of 2^23
+    assert _sums([2.0 ** 23 + 1, 2.0 ** 23, 1.0], [0, 0, 0]) == [False]  # 2^24 + 2 units: 2^24 + 1 rounds
+    assert _sums([2.0 ** 23, 0.5], [0, 0]) == [False]                 # 2^24 + 1 units of 1/2
+    assert _sums([0.25, -0.75, 3.0, 0.0], [0, 0, 0, 1]) == [True, True]  # a zero-only entry is exact
+    assert _sums([1.0, 1 / 3], [0, 0]) == [False]                     # a term fp32 cannot hold
+
+
+def test_kernel_coefficient_is_exact_only_where_psw_over_L_is():
+    psw = torch.tensor([1.0, 1.0, 6.0, 0.5, -12.0])
+    L = torch.tensor([4, 3, 3, 3, 8])
+    c, ok = kernel_coef(psw, L, mean=True)
+    assert ok.tolist() == [True, False, True, False, True]
+    assert c[ok].tolist() == [0.25, 2.0, -1.5]
+    c, ok = kernel_coef(None, torch.tensor([2, 5]), mean=True)
+    assert ok.tolist() == [True, False]
+    assert kernel_coef(psw, L, mean=False)[1].all()
+
+
+def _reference(spec: CaseSpec, weights=None):
+    case = materialize(spec)
+    layout = spec.layout
+    w = dyadic_weights(spec, spec.seed).float() if weights is None else weights
+    m = torch.zeros(layout.total_rows)
+    ref = reference_backward(layout, w, m, case.indices, case.offsets, case.per_sample_weights, spec.batch_size,
+                             Pooling(spec.pooling), Optimizer(spec.optimizer), spec.learning_rate, spec.eps,
+                             case.grad_outputs[0])
+    return case, w, ref
+
+
+@settings(max_examples=examples(30))
+@given(case_specs(max_lookups=3000, values=("dyadic",), hot_row_counts=st.integers(1, 1500)))
+def test_dyadic_cases_are_exact_by_construction(spec):
+    """Every row gradient is exact (except unweighted MEAN with a non-power-of-two bag), and every
+    SUM-pooled forward entry too; the values lie on their grids and stay nonzero."""
+    case, w, ref = _reference(spec)
+    kd, kp, kw = magnitudes(spec)
+    assert longest_accumulation(spec) * kd * kp < EXACT_UNITS and longest_accumulation(spec) * kp * kw < EXACT_UNITS
+    for g in case.grad_outputs if spec.batch_size else ():
+        units = g.double() / D_GRID
+        assert torch.equal(units, units.round()) and bool((units != 0).all()) and units.abs().max() <= kd
+    assert bool((w != 0).all()) and torch.equal((w.double() / W_GRID).round(), w.double() / W_GRID)
+    if spec.weighted or spec.pooling == "sum":
+        assert all(bool(s.exact.all()) for s in ref.tables), spec.to_json()
+    if spec.batch_size and spec.steps:
+        _, bound = forward_expectation(spec.layout, w, case.indices, case.offsets, case.per_sample_weights,
+                                         spec.batch_size, Pooling(spec.pooling), parse_float_dtype("o", spec.output_dtype))
+        if spec.pooling == "sum" and spec.output_dtype == "fp32":
+            assert bool((bound <= 2.0 ** -150).all()), "an exact SUM in fp32 leaves only the underflow term"
+
+
+def test_unweighted_mean_falls_back_per_entry():
+    """Bags of lengths 1 and 2 divide exactly; a row also read from a bag of 3 does not."""
+    layout = TableLayout((TableSpec(4, 2),))
+    idx = torch.tensor([0, 1, 1, 2, 2, 2])    # bags [0], [1, 1], [2, 2, 2]... row 2 only in the bag of 3
+    off = torch.tensor([0, 1, 3, 6])
+    g = torch.full((3, 2), 0.5)
+    ref = reference_backward(layout, torch.ones(8), None, idx, off, None, 3, Pooling.MEAN, Optimizer.EXACT_SGD,
+                             0.5, 0.0, g)
+    assert ref.tables[0].exact.all(1).tolist() == [True, True, False]
+
+
+def _one_lost_lookup(spec: CaseSpec):
+    """check_step's violations for the fp32 result of a kernel that is right, and of one that lost
+    one lookup of the hot row (both emulated: with exact data the right fp32 result is exact)."""
+    layout = spec.layout
+    before = torch.zeros(layout.total_elements)
+    case, _, ref = _reference(spec, weights=before)
+    s = ref.tables[0]
+    hot = int(torch.argmax(s.seg_len))
+    first = int(torch.nonzero(case.indices == s.rows[hot]).flatten()[0])
+    bag = int(torch.searchsorted(case.offsets, torch.tensor(first), right=True)) - 1
+    lost = case.grad_outputs[0][bag].double()
+    flat = s.rows[:, None] * s.dim + torch.arange(s.dim)
+    good, bad = before.clone(), before.clone()
+    good[flat] = (s.w_old - spec.learning_rate * s.grad).float()
+    bad[flat] = good[flat]
+    bad[flat[hot]] = (s.w_old[hot] - spec.learning_rate * (s.grad[hot] - lost)).float()
+    return s, check_step(ref, layout, before, good, None, None), check_step(ref, layout, before, bad, None, None)
+
+
+@pytest.mark.parametrize("values", ["dyadic", "random"])
+def test_one_lost_lookup_of_a_2M_run(values):
+    """Exact-value data: one lost lookup of a run of 2M is a mismatch and the right answer passes;
+    random data: the worst-case bound cannot see the lost lookup (why exact data exists)."""
+    spec = CaseSpec(tables=((8, 4),), batch_size=64, max_length=1, length_profile="fixed",
+                    hot_rows=(HotRow(0, 3, 2_000_000),), learning_rate=0.5, values=values, seed=4)
+    s, right, lost = _one_lost_lookup(spec)
+    if values == "dyadic":
+        assert bool(s.exact.all()) and right == [] and lost and "SL 2000000" in str(lost[0]), (right, lost)
+    else:
+        assert not bool(s.exact[int(torch.argmax(s.seg_len))].any()) and lost == [], lost
+
+
+def test_values_kind_is_saved_with_the_spec():
+    spec = CaseSpec(tables=((4, 2),), batch_size=1, values="dyadic")
+    assert CaseSpec.from_dict(spec.to_dict()) == spec
+    old = {k: v for k, v in spec.to_dict().items() if k != "values"}  # an artifact from before the field
+    assert CaseSpec.from_dict(old).values == "random"
+    with pytest.raises(ValueError, match="CaseSpec.values"):
+        CaseSpec(tables=((4, 2),), batch_size=1, values="integer")

@@ -1,0 +1,28 @@
+"""Self-test detectors beyond the campaign: every fault in the catalog has a check that can run here."""
+
+from __future__ import annotations
+
+import pytest
+
+from fuzz.budgets import Budget
+from fuzz.selftest import run_selftest
+from fuzz.detectors import detectors_for
+from tbe import faults
+from tbe.backend import INTERPRETED
+
+# Races need the GPU's concurrency: the interpreter runs programs one after another.
+NO_DETECTOR_HERE = {"no_fence", "no_barrier"} if INTERPRETED else set()
+
+
+def test_every_fault_has_a_detector_that_runs_on_this_backend():
+    for fault in sorted(set(faults.KNOWN) - NO_DETECTOR_HERE):
+        runnable = [d.name for d in detectors_for(fault) if d.skip_reason(fault) is None]
+        assert runnable, f"{fault}: every detector skips on this backend"
+
+
+@pytest.mark.fuzz
+def test_int32_fault_is_caught_at_the_transpose():
+    (fr,) = run_selftest(Budget("t", 5.0, 5.0, 4, 300), only=["int32_linearize_past_limit"])
+    assert fr.caught and fr.first_catch.detector == "int32_transpose", fr.detections
+    assert "passes without the fault" in fr.first_catch.detail and "linear index" in fr.first_catch.detail
+    assert fr.first_catch.shrunk[2] <= 4, "the shrunk layout reads a few ids"
