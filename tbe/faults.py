@@ -30,6 +30,7 @@ register("skip_last_chunk_update", "the optimizer update is skipped for the last
 register("accumulate_in_weight_dtype", "gradients accumulate in the weights' dtype instead of fp32")
 register("no_fence", "the fused long tier counts down without a device-scope fence")
 register("no_barrier", "the fused long tier counts down without a CTA barrier before the release")
+register("bounds_check_off_by_one", "the id check lets an id equal to its table's row count through")
 
 
 def allowed() -> bool:
