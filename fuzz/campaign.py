@@ -3,7 +3,9 @@
 Hypothesis runs programmatically (a ``@given`` function with a directory database under
 the artifacts dir, shrinking on) and climbs ``hypothesis.target`` on the normalized error
 (error / bound) and on the longest segment length. The campaign stops at the first failure, after shrinking it, or when the
-time or example budget is spent; a failure is saved whole as an artifact directory.
+time or example budget is spent; a failure is saved whole as an artifact directory. Every case runs in a
+supervised worker (``fuzz.supervisor``): a crash, a CUDA error or a hang is a failure like a mismatch,
+shrunk the same way (each candidate after a failure runs in a fresh worker).
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ from hypothesis.errors import HypothesisException
 from fuzz import artifacts
 from fuzz.budgets import Budget
 from fuzz.cases import CaseTensors, case_size, tensors
-from fuzz.check import CaseResult, run_case
+from fuzz.check import CaseResult
 from fuzz.space import campaign_cases
+from fuzz.supervisor import Supervisor, Unmaterializable, leftover_pending, shared
 from tbe import KernelConfig
 
 
@@ -51,10 +54,12 @@ class CampaignResult:
     failure: Optional[CaseResult] = None
     first_failure_examples: Optional[int] = None
     first_failure_seconds: Optional[float] = None
+    first_failure_kind: Optional[str] = None  # before shrinking: a crash may shrink to a mismatch or back
     artifact: Optional[Path] = None
     stopped_by: str = ""              # "failure", "time", "examples"
     unmaterializable: int = 0         # drawn specs materialize refused (a generator bug, not the kernel's)
     unmaterializable_example: Optional[str] = None
+    leftover: list[Path] = dataclasses.field(default_factory=list)  # pending cases of drivers that died
 
     @property
     def ok(self) -> bool:
@@ -86,11 +91,16 @@ def run_campaign(
     meta: Optional[dict[str, Any]] = None,
     progress: Any = None,
     use_database: bool = True,
+    supervisor: Optional[Supervisor] = None,
 ) -> CampaignResult:
     """Search for a case that fails under ``config``. ``artifacts_dir=None`` saves nothing; the example
     database lives under it unless ``use_database`` is off (then every run starts from the seed alone);
-    ``progress`` (a callable taking a line) receives occasional status lines."""
+    ``progress`` (a callable taking a line) receives occasional status lines; ``supervisor`` runs the
+    cases (default: this process's shared one)."""
     res = CampaignResult(config, budget, seed)
+    sup = supervisor or shared()
+    pending = None if artifacts_dir is None else Path(artifacts_dir) / ".pending"
+    res.leftover = leftover_pending(pending) if pending is not None else []
     strategy = strategy if strategy is not None else campaign_cases(config, budget.max_lookups)
     start = time.perf_counter()
     search_end = start + budget.seconds
@@ -113,13 +123,12 @@ def run_campaign(
         if best and now > search_end + budget.shrink_seconds:
             raise _OutOfTime()
         try:
-            saved = tensors(case, config)
-        except ValueError as e:
+            result = sup.run(case, config, pending=pending)
+        except Unmaterializable as e:
             res.unmaterializable += 1
             if res.unmaterializable_example is None:
                 res.unmaterializable_example = f"{e}: {case}"
             reject()
-        result = run_case(case, config, saved)
         target(min(result.max_ratio, 1e12), label="error / bound")
         target(float(result.max_segment), label="longest segment")
         if best:
@@ -130,6 +139,7 @@ def run_campaign(
             if not best:
                 res.first_failure_examples = res.examples
                 res.first_failure_seconds = time.perf_counter() - start
+                res.first_failure_kind = result.kind
             if not best or case_size(result.case) <= case_size(best[0].case):
                 best[:] = [result]
             raise _CaseFailed(result)
@@ -157,11 +167,14 @@ def run_campaign(
         res.artifact = save_result(artifacts_dir, res.failure, config, {
             "source": "campaign", "budget": budget.name, "seed": seed,
             "examples_before_failure": res.first_failure_examples, **(meta or {}),
-        })
+        }, sup.environment)
     return res
 
 
-def save_result(root: Path, result: CaseResult, config: KernelConfig, meta: dict[str, Any]) -> Path:
-    """Save a failing CaseResult as an artifact directory (tensors re-materialized from its case)."""
+def save_result(root: Path, result: CaseResult, config: KernelConfig, meta: dict[str, Any],
+                environment: Optional[dict[str, Any]] = None) -> Path:
+    """Save a failing CaseResult as an artifact directory (tensors re-materialized from its case on the
+    CPU); ``environment`` is the worker's, where the kernels ran."""
     saved: CaseTensors = tensors(result.case, config)
-    return artifacts.save_failure(root, result.case, config, saved, result.text(), meta)
+    meta = {"failure_kind": result.kind, **meta}
+    return artifacts.save_failure(root, result.case, config, saved, result.text(), meta, environment)

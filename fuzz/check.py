@@ -2,8 +2,10 @@
 
 The verdict itself is ``fuzz.differential.check_batch`` (forward + every training step
 against FP64); this module only adds what a campaign counts (lookups, tiers, the largest
-error/bound ratio per check) and turns a kernel crash into a failing result instead of an
-escaped exception.
+error/bound ratio per check) and turns a kernel exception into a failing result instead of an
+escaped exception. A failure has a kind: a mismatch (some Report failed), an exception, a
+sanitizer finding (``fuzz.sanitizer``), a CUDA error, or, seen by ``fuzz.supervisor`` from
+outside the process, a crash (a signal or an exit) or a hang.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from typing import Optional
 import torch
 
 from fuzz.cases import AnyCase, BadIdCase, CaseTensors, base_spec, tensors
-from oracles.compare import Report
 from fuzz.differential import check_batch
+from fuzz.sanitizer import MemoryViolation
+from oracles.compare import Report
 from tbe import KernelConfig
 from tbe.forward_dispatch import choose_path
 from tbe.modes import parse_float_dtype
@@ -31,12 +34,21 @@ class CaseResult:
     lookups: int
     tiers: frozenset[str]
     seconds: float
-    error: Optional[str] = None  # traceback of a kernel exception (a failure)
+    error: Optional[str] = None  # what went wrong besides a Report: a traceback, a finding, the crash
     max_segment: int = 0         # longest run (lookups of one distinct row), for targeting SL extremes
+    error_kind: Optional[str] = None  # with ``error``: one of ERROR_KINDS
+    notes: list[str] = dataclasses.field(default_factory=list)  # e.g. how a crash behaved in a fresh worker
 
     @property
     def ok(self) -> bool:
         return self.error is None and all(r.ok for r in self.reports)
+
+    @property
+    def kind(self) -> str:
+        """"ok", "mismatch", or how it failed otherwise (one of ERROR_KINDS)."""
+        if self.error is not None:
+            return self.error_kind or EXCEPTION
+        return "ok" if self.ok else "mismatch"
 
     @property
     def max_ratio(self) -> float:
@@ -56,8 +68,36 @@ class CaseResult:
         """Every Report's str (and the crash, if any): what report.txt holds."""
         lines = [str(r) for r in self.reports]
         if self.error is not None:
-            lines.append("kernel raised:\n" + self.error)
+            lines.append(ERROR_KINDS[self.kind] + ":\n" + self.error)
+        lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines) if lines else "(no reports)"
+
+
+EXCEPTION, SANITIZER, CUDA_ERROR, CRASH, HANG = "exception", "sanitizer", "cuda_error", "crash", "hang"
+# kind -> the heading report.txt and replay print above the details
+ERROR_KINDS = {
+    EXCEPTION: "kernel raised",
+    SANITIZER: "sanitizer finding (out-of-range access; the launch was stopped before it)",
+    CUDA_ERROR: "CUDA error (the worker's context is unusable after it; the worker was replaced)",
+    CRASH: "worker crashed",
+    HANG: "worker hung",
+}
+_CUDA_MARKS = ("CUDA error", "Triton Error [CUDA]", "cudaError", "illegal memory access", "AcceleratorError")
+
+
+def classify(exc: BaseException) -> tuple[str, str]:
+    """(kind, text) of an exception a check raised: a sanitizer finding anywhere in its chain, a CUDA
+    error (the process's context is then poisoned), or a plain exception with its traceback."""
+    seen, e = set(), exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, MemoryViolation):
+            return SANITIZER, str(e.finding)
+        e = e.__cause__ or e.__context__
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=8))
+    if any(mark in text for mark in _CUDA_MARKS):
+        return CUDA_ERROR, text
+    return EXCEPTION, text
 
 
 def check_name(what: str) -> str:
@@ -100,20 +140,28 @@ def tiers_of(case: AnyCase, t: CaseTensors, config: KernelConfig) -> tuple[froze
 
 def run_case(
     case: AnyCase, config: Optional[KernelConfig] = None, saved: Optional[CaseTensors] = None,
-    steps: bool = True,
+    steps: bool = True, **check_options,
 ) -> CaseResult:
-    """Check ``case`` under ``config``; ``saved`` tensors (already materialized, or from an artifact)
-    replace materialization. A spec that cannot be materialized raises ValueError (a generator bug)."""
+    """Check ``case`` under ``config`` in this process; ``saved`` tensors (already materialized, or from
+    an artifact) replace materialization; ``check_options`` go to ``check_batch``. A spec that cannot
+    be materialized raises ValueError (a generator bug). Drivers call it through ``fuzz.supervisor``."""
     config = config or KernelConfig()
     spec = base_spec(case)
     t0 = time.perf_counter()
-    t = saved if saved is not None else tensors(case, config, steps)
+    t = saved if saved is not None else tensors(case, config, steps, weights=False)
     grads = t.grad_outputs if steps else []
     reports: list[Report] = []
-    error = None
+    error = kind = None
     try:
-        reports = check_batch(spec, config, t.indices, t.offsets, t.per_sample_weights, grads)
-    except Exception:  # a crash on a case is a finding, kept with its traceback
-        error = traceback.format_exc(limit=8)
+        reports = check_batch(spec, config, t.indices, t.offsets, t.per_sample_weights, grads, **check_options)
+    except Exception as e:  # a failure on a case is a finding, kept with its traceback
+        kind, error = classify(e)
+    return case_result(case, t, config, time.perf_counter() - t0, kind, error, reports)
+
+
+def case_result(case: AnyCase, t: CaseTensors, config: KernelConfig, seconds: float, kind: Optional[str],
+                error: Optional[str], reports: Optional[list[Report]] = None) -> CaseResult:
+    """The CaseResult of ``case`` (materialized as ``t``) with ``error`` of ``kind`` (None: judged by reports)."""
     tiers, max_segment = tiers_of(case, t, config)
-    return CaseResult(case, reports, int(t.indices.numel()), tiers, time.perf_counter() - t0, error, max_segment)
+    return CaseResult(case, reports or [], int(t.indices.numel()), tiers, seconds, error, max_segment,
+                      None if error is None else kind)

@@ -76,6 +76,13 @@ def _budget_options(p: argparse.ArgumentParser, default: str = "quick") -> None:
     p.add_argument("--max-examples", type=_positive_int, default=None, help="cap on examples")
     p.add_argument("--time", type=_positive_float, default=None, metavar="S", help="search time in seconds")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    _sanitize_option(p)
+
+
+def _sanitize_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--sanitize", action="store_true",
+                   help="check every load, store and atomic of the interpreted kernels (TBE_FUZZ_SANITIZE=1; "
+                        "CPU interpreter only)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -96,6 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--rematerialize", action="store_true",
                     help="rebuild tensors from the spec instead of the saved tensors.pt")
     rp.add_argument("--json", action="store_true", help="print the result as JSON")
+    _sanitize_option(rp)
 
     gate = sub.add_parser("gate", help="check a candidate KernelConfig against a baseline")
     gate.add_argument("--baseline", type=_config_file, required=True, help="baseline KernelConfig JSON")
@@ -206,6 +214,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    if getattr(args, "sanitize", False):
+        from tbe.backend import INTERPRETED
+
+        if not INTERPRETED:
+            parser.error("argument --sanitize: the sanitizer checks the Triton interpreter's accesses and kernels "
+                         "here are compiled; run the replay under compute-sanitizer instead")
+        import os
+
+        os.environ["TBE_FUZZ_SANITIZE"] = "1"  # read by every worker the supervisor starts
     if args.command == "run":
         return cmd_run(args)
     if args.command == "replay":

@@ -1,8 +1,9 @@
 """Replay a saved case: from an artifact's saved tensors (default) or re-materialized from its spec.
 
-An artifact directory supplies case.json, config.json and tensors.pt; a bare case.json is
-re-materialized and runs under ``--config`` (or a config.json beside it, or the default).
-The verdict is the same ``run_case`` a campaign uses.
+An artifact directory supplies case.json, config.json and tensors.pt; a bare case.json (or a
+pending directory a dead driver left) is re-materialized and runs under ``--config`` (or a
+config.json beside it, or the default). The verdict is the same ``run_case`` a campaign uses, in a
+supervised worker, so a crash, a CUDA error or a hang is reported as the campaign reported it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import torch
 
 from fuzz import artifacts
 from fuzz.cases import CaseTensors, tensors
-from fuzz.check import CaseResult, run_case
+from fuzz.check import CaseResult
+from fuzz.supervisor import Supervisor, shared
 from tbe import KernelConfig
 
 
@@ -59,7 +61,8 @@ def resolve(target: Path, config_path: Optional[Path]) -> tuple[Path, Optional[P
     return target, config_path or (sibling if sibling.is_file() else None), None
 
 
-def replay(target: Path, config_path: Optional[Path] = None, rematerialize: bool = False) -> ReplayResult:
+def replay(target: Path, config_path: Optional[Path] = None, rematerialize: bool = False,
+           supervisor: Optional[Supervisor] = None) -> ReplayResult:
     case_path, cfg_path, saved_path = resolve(target, config_path)
     try:
         case = artifacts.load_case(case_path)
@@ -85,6 +88,9 @@ def replay(target: Path, config_path: Optional[Path] = None, rematerialize: bool
         if fresh is not None and not torch.equal(fresh.initial_weights, saved.initial_weights):
             notes.append("the saved initial weights differ from the module's initialization for this spec; "
                          "the check ran from the module's (check_batch builds its own module)")
-    result = run_case(case, config, saved)
+    try:
+        result = (supervisor or shared()).run(case, config, saved_path.parent if saved is not None else None)
+    except ValueError as e:
+        raise ValueError(f"{case_path}: the spec cannot be materialized ({e})") from e
     source = "saved tensors" if saved is not None else "re-materialized spec"
     return ReplayResult(result, source, case_path, cfg_path, config, notes)

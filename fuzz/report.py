@@ -21,7 +21,7 @@ def _ratios(ratios: dict[str, float]) -> list[str]:
 def _failure_lines(f: CaseResult) -> list[str]:
     tables, bags, _ = case_size(f.case)
     return [
-        f"  failing case: {tables} table(s), {bags} bag(s), {f.lookups} lookups",
+        f"  failing case: {tables} table(s), {bags} bag(s), {f.lookups} lookups; failure kind: {f.kind}",
         f"  case: {json.dumps(case_to_dict(f.case), sort_keys=True)}",
         *["  " + line for line in f.text().splitlines() if "MISMATCH" in line or not line.startswith("step")],
     ]
@@ -37,18 +37,32 @@ def campaign_text(r: CampaignResult) -> str:
         "  max error/bound ratio per check (1.0 = at the bound):",
         *_ratios(r.max_ratio),
     ]
+    for p in r.leftover:
+        lines.append(f"  note: an earlier driver died while running the case in {p} (tbe-fuzz replay {p})")
     if r.unmaterializable:
         lines.append(f"  note: {r.unmaterializable} drawn case(s) could not be materialized and were skipped "
                      f"(a strategies bug, not a kernel failure); first: {r.unmaterializable_example}")
     if r.config.diff(type(r.config)()):
         lines.append(f"  config differs from default: {r.config.diff(type(r.config)())}")
     if r.failure is not None:
-        lines.append(f"  first failure after {r.first_failure_examples} example(s), {r.first_failure_seconds:.1f}s")
+        lines.append(f"  first failure after {r.first_failure_examples} example(s), {r.first_failure_seconds:.1f}s "
+                     f"({r.first_failure_kind})")
         lines += _failure_lines(r.failure)
     if r.artifact is not None:
         lines.append(f"  artifact: {r.artifact}")
         lines.append(f"  replay:   {(r.artifact / 'replay.txt').read_text().strip()}")
+        lines += _sanitizer_hint(r.failure, r.artifact)
     return "\n".join(lines)
+
+
+def _sanitizer_hint(f: CaseResult, path: Any) -> list[str]:
+    """On the interpreter without the sanitizer, say how to have it name any out-of-range access."""
+    from fuzz import sanitizer
+    from tbe.backend import INTERPRETED
+
+    if not INTERPRETED or sanitizer.requested() or f.kind not in ("mismatch", "crash", "exception"):
+        return []
+    return [f"  hint:     TBE_FUZZ_SANITIZE=1 tbe-fuzz replay {path}   names any out-of-range load or store"]
 
 
 def campaign_json(r: CampaignResult) -> dict[str, Any]:
@@ -58,9 +72,9 @@ def campaign_json(r: CampaignResult) -> dict[str, Any]:
         "seconds": round(r.seconds, 3), "tiers": dict(r.tiers), "max_ratio": r.max_ratio,
         "config": r.config.to_dict(), "unmaterializable": r.unmaterializable,
         "failure": None if r.failure is None else {
-            "case": case_to_dict(r.failure.case), "reports": r.failure.text().splitlines(),
+            "kind": r.failure.kind, "case": case_to_dict(r.failure.case), "reports": r.failure.text().splitlines(),
             "examples_to_first_failure": r.first_failure_examples,
-            "seconds_to_first_failure": r.first_failure_seconds,
+            "seconds_to_first_failure": r.first_failure_seconds, "first_failure_kind": r.first_failure_kind,
         },
         "artifact": None if r.artifact is None else str(r.artifact),
     }
@@ -71,15 +85,18 @@ def replay_text(r: ReplayResult) -> str:
     lines = [
         f"tbe-fuzz replay: {'PASS' if res.ok else 'FAIL'}  ({r.source}; case {r.case_path}; "
         f"config {r.config_path or 'default KernelConfig()'})",
+        *([] if res.ok else [f"  failure kind: {res.kind}"]),
         f"  {res.lookups} lookups, tiers {sorted(res.tiers)}, {res.seconds:.1f}s",
         *["  " + line for line in res.text().splitlines()],
         *[f"  note: {n}" for n in r.notes],
+        *([] if res.ok else _sanitizer_hint(res, r.case_path.parent)),
     ]
     return "\n".join(lines)
 
 
 def replay_json(r: ReplayResult) -> dict[str, Any]:
-    return {"kind": "replay", "ok": r.ok, "source": r.source, "case": str(r.case_path),
+    return {"kind": "replay", "ok": r.ok, "failure_kind": None if r.ok else r.result.kind, "source": r.source,
+            "case": str(r.case_path),
             "config": None if r.config_path is None else str(r.config_path),
             "reports": r.result.text().splitlines(), "notes": r.notes}
 
