@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from fuzz.budgets import Budget
+from fuzz import oob_detectors  # noqa: F401  (registers the out-of-range detectors)
 from fuzz.detectors import CAUGHT, MASKED, MISSED, SKIPPED, Context, Detection, detectors_for
 from tbe import faults
 
