@@ -1,7 +1,8 @@
 """The ``tbe-fuzz`` command line: run, replay, gate, selftest.
 
 Exit codes: 0 pass, 1 a case failed (or a planted fault went unnoticed), 2 bad usage
-(an error naming the option and the value; never a traceback).
+(an error naming the option and the value; never a traceback) or a kernel worker that
+could not start (nothing was judged).
 """
 
 from __future__ import annotations
@@ -214,6 +215,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from fuzz import forced_crash, sanitizer
+    from fuzz.supervisor import WorkerError
+
+    try:
+        forced_crash.from_env()
+        sanitizer.requested()
+    except ValueError as e:
+        parser.error(str(e))
+    try:
+        return _command(args, parser)
+    except WorkerError as e:  # the harness could not run the kernels: not a verdict on them
+        print(f"tbe-fuzz: not run: {e}", file=sys.stderr)
+        return 2
+
+
+def _command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if getattr(args, "sanitize", False):
         from tbe.backend import INTERPRETED
 

@@ -229,10 +229,16 @@ class Supervisor:
                   saved: Optional[Path]) -> tuple[CaseResult, int]:
         """(result, how many cases the worker had run before this one)."""
         w = self._current()
+        if w.proc.poll() is not None:  # it died idle (e.g. killed from outside): not this case's doing
+            self._retire(kill=True)
+            w = self._current()
         since, earlier = os.path.getsize(w.log_path), w.cases
         t0 = time.perf_counter()
         timeout = timeout_for(case, req["steps"], self.timeout_scale)
-        w.requests.send(req)
+        try:
+            w.requests.send(req)
+        except OSError:  # it died between the check and the request; its exit is reported below
+            pass
         try:
             msg = w._wait(timeout)
         except TimeoutError:

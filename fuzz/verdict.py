@@ -1,7 +1,8 @@
 """The verdict of one case inside a test: run it supervised, steer Hypothesis, save the final failure.
 
 ``assert_passes`` runs the case in this process's shared supervised worker, so a kernel that
-crashes fails the test instead of killing the pytest(-xdist) process. Inside a Hypothesis test it
+crashes fails the test instead of killing the pytest(-xdist) process (the case is written under
+``$TBE_FUZZ_ARTIFACTS/.pending`` while it runs). Inside a Hypothesis test it
 targets the normalized error (and whatever else the caller adds). A failure of the final example
 (Hypothesis's shrunk one, or any failure outside Hypothesis) is saved whole under
 ``$TBE_FUZZ_ARTIFACTS`` (default ./fuzz-artifacts) and the AssertionError names the directory, so CI
@@ -42,7 +43,7 @@ def failing_text(result: CaseResult) -> str:
 def assert_passes(case: AnyCase, config: KernelConfig, label: str = "", test: Optional[str] = None) -> CaseResult:
     """The case's CaseResult when it passes; else AssertionError with its failure, the case JSON and the
     saved artifact (final examples only: shrink candidates are not saved)."""
-    result = shared().run(case, config)
+    result = shared().run(case, config, pending=artifacts_dir() / ".pending")
     in_hypothesis = currently_in_test_context()
     if in_hypothesis:
         target(min(result.max_ratio, RATIO_CAP), label="max error / bound")

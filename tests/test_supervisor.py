@@ -82,6 +82,18 @@ def test_hang_is_killed_after_its_timeout(monkeypatch):
         s.close()
 
 
+@pytest.mark.parametrize("var, value, allow", [("TBE_FUZZ_SANITIZE", "maybe", "1"),
+                                               (forced_crash.ENV, "segv:lookups=3", "1"),
+                                               (forced_crash.ENV, "segv:lookups>=3", "0")])
+def test_cli_refuses_bad_environment_cleanly(monkeypatch, capsys, var, value, allow):
+    monkeypatch.setenv(var, value)
+    monkeypatch.setenv("TBE_FUZZ_ALLOW_FAULTS", allow)
+    with pytest.raises(SystemExit) as exc:
+        main(["replay", "/no/such/artifact"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and var in err and "Traceback" not in err
+
+
 def test_timeout_grows_with_the_case():
     small, big = CaseSpec(tables=((5, 4),), batch_size=2), CaseSpec(tables=((5, 4),) * 8, batch_size=64, max_length=50)
     assert timeout_for(big) > timeout_for(small) >= 60.0
