@@ -54,7 +54,7 @@ class CampaignResult:
     failure: Optional[CaseResult] = None
     first_failure_examples: Optional[int] = None
     first_failure_seconds: Optional[float] = None
-    first_failure_kind: Optional[str] = None  # before shrinking: a crash may shrink to a mismatch or back
+    first_failure_headline: Optional[str] = None  # how it failed before shrinking (a crash may shrink to a mismatch)
     artifact: Optional[Path] = None
     stopped_by: str = ""              # "failure", "time", "examples"
     unmaterializable: int = 0         # drawn specs materialize refused (a generator bug, not the kernel's)
@@ -139,7 +139,7 @@ def run_campaign(
             if not best:
                 res.first_failure_examples = res.examples
                 res.first_failure_seconds = time.perf_counter() - start
-                res.first_failure_kind = result.kind
+                res.first_failure_headline = result.headline
             if not best or case_size(result.case) <= case_size(best[0].case):
                 best[:] = [result]
             raise _CaseFailed(result)

@@ -56,6 +56,16 @@ class CaseResult:
             return float("inf")
         return max((r.max_ratio for r in self.reports), default=0.0)
 
+    @property
+    def headline(self) -> str:
+        """One line saying how it failed: the kind and the error's last line or the first failing check."""
+        if self.error is not None:
+            lines = [line for line in self.error.strip().splitlines() if line.strip()]
+            last = lines[-1] if self.kind == EXCEPTION else lines[0]
+            return f"{self.kind}: {last.strip()}"
+        bad = [r.what for r in self.reports if not r.ok]
+        return f"mismatch: {bad[0]}" if bad else "ok"
+
     def ratios_by_check(self) -> dict[str, float]:
         """Largest ratio per kind of check ('forward vs fp64', 'weights after update', ...)."""
         out: dict[str, float] = {}

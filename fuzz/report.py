@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
+from fuzz.artifacts import replay_command
 from fuzz.campaign import CampaignResult
 from fuzz.cases import case_size, case_to_dict
 from fuzz.check import CaseResult
@@ -46,23 +47,23 @@ def campaign_text(r: CampaignResult) -> str:
         lines.append(f"  config differs from default: {r.config.diff(type(r.config)())}")
     if r.failure is not None:
         lines.append(f"  first failure after {r.first_failure_examples} example(s), {r.first_failure_seconds:.1f}s "
-                     f"({r.first_failure_kind})")
+                     f"({r.first_failure_headline})")
         lines += _failure_lines(r.failure)
     if r.artifact is not None:
         lines.append(f"  artifact: {r.artifact}")
         lines.append(f"  replay:   {(r.artifact / 'replay.txt').read_text().strip()}")
-        lines += _sanitizer_hint(r.failure, r.artifact)
+        lines += _sanitizer_hint(r.failure, (r.artifact / "replay.txt").read_text())
     return "\n".join(lines)
 
 
-def _sanitizer_hint(f: CaseResult, path: Any) -> list[str]:
+def _sanitizer_hint(f: CaseResult, replay: str) -> list[str]:
     """On the interpreter without the sanitizer, say how to have it name any out-of-range access."""
     from fuzz import sanitizer
     from tbe.backend import INTERPRETED
 
     if not INTERPRETED or sanitizer.requested() or f.kind not in ("mismatch", "crash", "exception"):
         return []
-    return [f"  hint:     TBE_FUZZ_SANITIZE=1 tbe-fuzz replay {path}   names any out-of-range load or store"]
+    return [f"  hint:     TBE_FUZZ_SANITIZE=1 {replay.split('   (or:')[0].strip()}   names any out-of-range access"]
 
 
 def campaign_json(r: CampaignResult) -> dict[str, Any]:
@@ -74,7 +75,7 @@ def campaign_json(r: CampaignResult) -> dict[str, Any]:
         "failure": None if r.failure is None else {
             "kind": r.failure.kind, "case": case_to_dict(r.failure.case), "reports": r.failure.text().splitlines(),
             "examples_to_first_failure": r.first_failure_examples,
-            "seconds_to_first_failure": r.first_failure_seconds, "first_failure_kind": r.first_failure_kind,
+            "seconds_to_first_failure": r.first_failure_seconds, "first_failure_headline": r.first_failure_headline,
         },
         "artifact": None if r.artifact is None else str(r.artifact),
     }
@@ -89,7 +90,7 @@ def replay_text(r: ReplayResult) -> str:
         f"  {res.lookups} lookups, tiers {sorted(res.tiers)}, {res.seconds:.1f}s",
         *["  " + line for line in res.text().splitlines()],
         *[f"  note: {n}" for n in r.notes],
-        *([] if res.ok else _sanitizer_hint(res, r.case_path.parent)),
+        *([] if res.ok else _sanitizer_hint(res, replay_command(r.case_path.parent, r.config))),
     ]
     return "\n".join(lines)
 
