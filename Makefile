@@ -20,7 +20,7 @@ fuzz: $(STAMP)
 	$(PY) -m fuzz run --budget quick
 
 test: $(STAMP)
-	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-ci} $(PY) -m pytest -n 2 -q
+	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-ci} TBE_FUZZ_SANITIZE=$${TBE_FUZZ_SANITIZE:-1} $(PY) -m pytest -n 2 -q
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -65,15 +65,18 @@ def environment() -> dict[str, Any]:
 
 
 def replay_command(path: Path, config: KernelConfig) -> str:
-    prefix = "TBE_FUZZ_ALLOW_FAULTS=1 " if config.faults else ""
+    forced = os.environ.get("TBE_FUZZ_FORCE_CRASH")  # a test's forced failure is part of how the case ran
+    prefix = "TBE_FUZZ_ALLOW_FAULTS=1 " if config.faults or forced else ""
+    prefix += f"TBE_FUZZ_FORCE_CRASH={shlex.quote(forced)} " if forced else ""
     return f"{prefix}tbe-fuzz replay {shlex.quote(str(path))}   (or: {prefix}python -m fuzz replay {shlex.quote(str(path))})"
 
 
 def save_failure(
     root: Path, case: AnyCase, config: KernelConfig, saved: CaseTensors, report_text: str,
-    meta: Optional[dict[str, Any]] = None,
+    meta: Optional[dict[str, Any]] = None, env: Optional[dict[str, Any]] = None,
 ) -> Path:
-    """Write one failure's directory under ``root``; returns its path."""
+    """Write one failure's directory under ``root``; returns its path. ``env`` is the environment the
+    kernels ran in (a worker's), default this process's."""
     case_json = json.dumps(case_to_dict(case), indent=2, sort_keys=True) + "\n"
     digest = hashlib.sha1((case_json + config.to_json()).encode()).hexdigest()[:10]
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
@@ -83,7 +86,7 @@ def save_failure(
     config.save(path / "config.json")
     torch.save(saved.to_dict(), path / "tensors.pt")
     (path / "report.txt").write_text(report_text.rstrip() + "\n")
-    (path / "environment.json").write_text(json.dumps(environment(), indent=2, sort_keys=True) + "\n")
+    (path / "environment.json").write_text(json.dumps(env or environment(), indent=2, sort_keys=True) + "\n")
     meta = dict(meta or {})
     meta.setdefault("argv", sys.argv)
     meta.setdefault("cwd", os.getcwd())

@@ -3,7 +3,9 @@
 Hypothesis runs programmatically (a ``@given`` function with a directory database under
 the artifacts dir, shrinking on) and climbs ``hypothesis.target`` on the normalized error
 (error / bound) and on the longest segment length. The campaign stops at the first failure, after shrinking it, or when the
-time or example budget is spent; a failure is saved whole as an artifact directory.
+time or example budget is spent; a failure is saved whole as an artifact directory. Every case runs in a
+supervised worker (``fuzz.supervisor``): a crash, a CUDA error or a hang is a failure like a mismatch,
+shrunk the same way (each candidate after a failure runs in a fresh worker).
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ from hypothesis.errors import HypothesisException
 from fuzz import artifacts
 from fuzz.budgets import Budget
 from fuzz.cases import CaseTensors, case_size, tensors
-from fuzz.check import CaseResult, run_case
-from fuzz.compile_watch import CompileCounts, watch
+from fuzz.check import CaseResult
+from fuzz.compile_watch import CompileCounts
 from fuzz.space import campaign_cases
+from fuzz.supervisor import Supervisor, Unmaterializable, leftover_pending, shared
 from fuzz.teeth import Teeth
 from oracles.error_model import WORST, ErrorModel, from_env
 from tbe import KernelConfig
@@ -54,6 +57,7 @@ class CampaignResult:
     failure: Optional[CaseResult] = None
     first_failure_examples: Optional[int] = None
     first_failure_seconds: Optional[float] = None
+    first_failure_headline: Optional[str] = None  # how it failed before shrinking (a crash may shrink to a mismatch)
     artifact: Optional[Path] = None
     stopped_by: str = ""              # "failure", "time", "examples"
     unmaterializable: int = 0         # drawn specs materialize refused (a generator bug, not the kernel's)
@@ -62,6 +66,7 @@ class CampaignResult:
     fbgemm: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # status -> examples
     model: ErrorModel = WORST         # the accumulation bound the checks used
     teeth: Teeth = dataclasses.field(default_factory=Teeth)  # bound / |update| per SL band, passing cases
+    leftover: list[Path] = dataclasses.field(default_factory=list)  # pending cases of drivers that died
 
     @property
     def ok(self) -> bool:
@@ -75,6 +80,8 @@ class CampaignResult:
         for name, ratio in result.ratios_by_check().items():
             self.max_ratio[name] = max(self.max_ratio.get(name, 0.0), ratio)
         self.teeth.merge(result.teeth)
+        if result.compiles is not None:
+            self.compiles.add(result.compiles)
 
 
 def _database(root: Path, config: KernelConfig) -> DirectoryBasedExampleDatabase:
@@ -98,15 +105,20 @@ def run_campaign(
     database: Any = None,
     observe: Any = None,
     model: Optional[ErrorModel] = None,
+    supervisor: Optional[Supervisor] = None,
 ) -> CampaignResult:
     """Search for a case that fails under ``config``. ``artifacts_dir=None`` saves nothing; the example
     database lives under it unless ``use_database`` is off (then every run starts from the seed alone);
     ``progress`` (a callable taking a line) receives occasional status lines; ``database`` (a Hypothesis
     ExampleDatabase, e.g. Redis-backed) replaces the directory database; ``observe(res, result)`` sees
     every checked example (live progress, report pictures); ``model`` picks the accumulation bound
-    (default ``$TBE_FUZZ_BOUND``, else worst case)."""
+    (default ``$TBE_FUZZ_BOUND``, else worst case); ``supervisor`` runs the cases (default: this
+    process's shared one)."""
     model = model or from_env()
     res = CampaignResult(config, budget, seed, model=model)
+    sup = supervisor or shared()
+    pending = None if artifacts_dir is None else Path(artifacts_dir) / ".pending"
+    res.leftover = leftover_pending(pending) if pending is not None else []
     strategy = strategy if strategy is not None else campaign_cases(config, budget.max_lookups)
     start = time.perf_counter()
     search_end = start + budget.seconds
@@ -133,13 +145,12 @@ def run_campaign(
         if best and now > search_end + budget.shrink_seconds:
             raise _OutOfTime()
         try:
-            saved = tensors(case, config)
-        except ValueError as e:
+            result = sup.run(case, config, pending=pending, model=model)
+        except Unmaterializable as e:
             res.unmaterializable += 1
             if res.unmaterializable_example is None:
                 res.unmaterializable_example = f"{e}: {case}"
             reject()
-        result = run_case(case, config, saved, model=model)
         target(min(result.max_ratio, 1e12), label="error / bound")
         target(float(result.max_segment), label="longest segment")
         if best:
@@ -152,6 +163,7 @@ def run_campaign(
             if not best:
                 res.first_failure_examples = res.examples
                 res.first_failure_seconds = time.perf_counter() - start
+                res.first_failure_headline = result.headline
             if not best or case_size(result.case) <= case_size(best[0].case):
                 best[:] = [result]
             raise _CaseFailed(result)
@@ -159,8 +171,7 @@ def run_campaign(
             progress(f"  {res.examples} examples, {res.lookups} lookups, {time.perf_counter() - start:.0f}s")
 
     try:
-        with watch(res.compiles):
-            prop()
+        prop()
         if not res.stopped_by:
             res.stopped_by = "examples"
     except _CaseFailed as e:
@@ -180,11 +191,14 @@ def run_campaign(
         res.artifact = save_result(artifacts_dir, res.failure, config, {
             "source": "campaign", "budget": budget.name, "seed": seed,
             "examples_before_failure": res.first_failure_examples, "bound": model.kind, **(meta or {}),
-        })
+        }, sup.environment)
     return res
 
 
-def save_result(root: Path, result: CaseResult, config: KernelConfig, meta: dict[str, Any]) -> Path:
-    """Save a failing CaseResult as an artifact directory (tensors re-materialized from its case)."""
+def save_result(root: Path, result: CaseResult, config: KernelConfig, meta: dict[str, Any],
+                environment: Optional[dict[str, Any]] = None) -> Path:
+    """Save a failing CaseResult as an artifact directory (tensors re-materialized from its case on the
+    CPU); ``environment`` is the worker's, where the kernels ran."""
     saved: CaseTensors = tensors(result.case, config)
-    return artifacts.save_failure(root, result.case, config, saved, result.text(), meta)
+    meta = {"failure_kind": result.kind, **meta}
+    return artifacts.save_failure(root, result.case, config, saved, result.text(), meta, environment)

@@ -18,9 +18,9 @@ import torch
 from strategies.bad_inputs import BadBatchSpec, materialize_bad
 from strategies.case import CaseSpec, materialize
 from strategies.dyadic import dyadic_grads
-from strategies.run import build_module
 from tbe import KernelConfig
 from tbe.modes import parse_float_dtype
+from tbe.module import initial_weights as module_initial_weights
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,7 +78,7 @@ class CaseTensors:
     offsets: torch.Tensor
     per_sample_weights: Optional[torch.Tensor]
     grad_outputs: list[torch.Tensor]
-    initial_weights: torch.Tensor
+    initial_weights: Optional[torch.Tensor]  # None when materialized only to run (artifacts need them)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -88,13 +88,15 @@ class CaseTensors:
         return cls(d["indices"], d["offsets"], d["per_sample_weights"], list(d["grad_outputs"]), d["initial_weights"])
 
 
-def initial_weights(spec: CaseSpec, config: Optional[KernelConfig]) -> torch.Tensor:
-    """The packed weights a fresh module for ``spec`` starts from (what ``check_batch`` uses)."""
-    return build_module(spec, config).weights.detach().cpu().clone()
+def initial_weights(spec: CaseSpec, config: Optional[KernelConfig] = None) -> torch.Tensor:
+    """The packed weights a fresh module for ``spec`` starts from (what ``check_batch`` uses), computed
+    on the CPU without building a module, so a driver never needs the device."""
+    return module_initial_weights(spec.layout, parse_float_dtype("weights_dtype", spec.weights_dtype), spec.seed)
 
 
-def tensors(case: AnyCase, config: Optional[KernelConfig] = None, steps: bool = True) -> CaseTensors:
-    """Materialize ``case`` (deterministic in the case)."""
+def tensors(case: AnyCase, config: Optional[KernelConfig] = None, steps: bool = True,
+            weights: bool = True) -> CaseTensors:
+    """Materialize ``case`` (deterministic in the case); ``weights=False`` skips the initial weights."""
     spec = base_spec(case)
     if isinstance(case, BadIdCase):
         batch = materialize_bad(case.bad)
@@ -107,4 +109,4 @@ def tensors(case: AnyCase, config: Optional[KernelConfig] = None, steps: bool = 
     else:
         m = materialize(spec)
         indices, offsets, psw, grads = m.indices, m.offsets, m.per_sample_weights, m.grad_outputs
-    return CaseTensors(indices, offsets, psw, grads if steps else [], initial_weights(spec, config))
+    return CaseTensors(indices, offsets, psw, grads if steps else [], initial_weights(spec) if weights else None)

@@ -2,8 +2,10 @@
 
 The verdict itself is ``fuzz.differential.check_batch`` (forward + every training step
 against FP64); this module only adds what a campaign counts (lookups, tiers, the largest
-error/bound ratio per check) and turns a kernel crash into a failing result instead of an
-escaped exception.
+error/bound ratio per check) and turns a kernel exception into a failing result instead of an
+escaped exception. A failure has a kind: a mismatch (some Report failed), an exception, a
+sanitizer finding (``fuzz.sanitizer``), a CUDA error, or, seen by ``fuzz.supervisor`` from
+outside the process, a crash (a signal or an exit) or a hang.
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ from typing import Optional
 import torch
 
 from fuzz.cases import AnyCase, BadIdCase, CaseTensors, base_spec, tensors
-from oracles.compare import Report
 from fuzz.differential import check_batch
+from fuzz.compile_watch import CompileCounts
+from fuzz.sanitizer import MemoryViolation
 from fuzz.teeth import Teeth
+from oracles.compare import Report
 from oracles.error_model import ErrorModel
 from tbe import KernelConfig
 from tbe.forward_dispatch import choose_path
@@ -33,21 +37,41 @@ class CaseResult:
     lookups: int
     tiers: frozenset[str]
     seconds: float
-    error: Optional[str] = None  # traceback of a kernel exception (a failure)
+    error: Optional[str] = None  # what went wrong besides a Report: a traceback, a finding, the crash
     max_segment: int = 0         # longest run (lookups of one distinct row), for targeting SL extremes
     segment_hist: tuple = ()     # (segment length, runs) per distinct length, ascending
     fbgemm: str = ""             # the FBGEMM CPU oracle's status for this case (fuzz.fbgemm_sample)
     teeth: Optional[Teeth] = None  # each weight bound relative to its update, per SL band
+    error_kind: Optional[str] = None  # with ``error``: one of ERROR_KINDS
+    notes: list[str] = dataclasses.field(default_factory=list)  # e.g. how a crash behaved in a fresh worker
+    compiles: Optional[CompileCounts] = None  # Triton compilations the case caused (set by fuzz.worker)
 
     @property
     def ok(self) -> bool:
         return self.error is None and all(r.ok for r in self.reports)
 
     @property
+    def kind(self) -> str:
+        """"ok", "mismatch", or how it failed otherwise (one of ERROR_KINDS)."""
+        if self.error is not None:
+            return self.error_kind or EXCEPTION
+        return "ok" if self.ok else "mismatch"
+
+    @property
     def max_ratio(self) -> float:
         if self.error is not None:
             return float("inf")
         return max((r.max_ratio for r in self.reports), default=0.0)
+
+    @property
+    def headline(self) -> str:
+        """One line saying how it failed: the kind and the error's last line or the first failing check."""
+        if self.error is not None:
+            lines = [line for line in self.error.strip().splitlines() if line.strip()]
+            last = lines[-1] if self.kind == EXCEPTION else lines[0]
+            return f"{self.kind}: {last.strip()}"
+        bad = [r.what for r in self.reports if not r.ok]
+        return f"mismatch: {bad[0]}" if bad else "ok"
 
     def ratios_by_check(self) -> dict[str, float]:
         """Largest ratio per kind of check ('forward vs fp64', 'weights after update', ...)."""
@@ -61,8 +85,36 @@ class CaseResult:
         """Every Report's str (and the crash, if any): what report.txt holds."""
         lines = [str(r) for r in self.reports]
         if self.error is not None:
-            lines.append("kernel raised:\n" + self.error)
+            lines.append(ERROR_KINDS[self.kind] + ":\n" + self.error)
+        lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines) if lines else "(no reports)"
+
+
+EXCEPTION, SANITIZER, CUDA_ERROR, CRASH, HANG = "exception", "sanitizer", "cuda_error", "crash", "hang"
+# kind -> the heading report.txt and replay print above the details
+ERROR_KINDS = {
+    EXCEPTION: "kernel raised",
+    SANITIZER: "sanitizer finding (out-of-range access; the launch was stopped before it)",
+    CUDA_ERROR: "CUDA error (the worker's context is unusable after it; the worker was replaced)",
+    CRASH: "worker crashed",
+    HANG: "worker hung",
+}
+_CUDA_MARKS = ("CUDA error", "Triton Error [CUDA]", "cudaError", "illegal memory access", "AcceleratorError")
+
+
+def classify(exc: BaseException) -> tuple[str, str]:
+    """(kind, text) of an exception a check raised: a sanitizer finding anywhere in its chain, a CUDA
+    error (the process's context is then poisoned), or a plain exception with its traceback."""
+    seen, e = set(), exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, MemoryViolation):
+            return SANITIZER, str(e.finding)
+        e = e.__cause__ or e.__context__
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=8))
+    if any(mark in text for mark in _CUDA_MARKS):
+        return CUDA_ERROR, text
+    return EXCEPTION, text
 
 
 def check_name(what: str) -> str:
@@ -108,28 +160,37 @@ def run_case(
     case: AnyCase, config: Optional[KernelConfig] = None, saved: Optional[CaseTensors] = None,
     steps: bool = True, model: Optional[ErrorModel] = None,
 ) -> CaseResult:
-    """Check ``case`` under ``config``; ``saved`` tensors (already materialized, or from an artifact)
-    replace materialization. A spec that cannot be materialized raises ValueError (a generator bug).
-    ``model`` picks the accumulation bound (default: ``$TBE_FUZZ_BOUND``, else worst case)."""
+    """Check ``case`` under ``config`` in this process; ``saved`` tensors (already materialized, or from
+    an artifact) replace materialization. A spec that cannot be materialized raises ValueError (a
+    generator bug). ``model`` picks the accumulation bound (default: ``$TBE_FUZZ_BOUND``, else worst
+    case). Drivers call it through ``fuzz.supervisor``."""
     config = config or KernelConfig()
     spec = base_spec(case)
     t0 = time.perf_counter()
-    t = saved if saved is not None else tensors(case, config, steps)
+    t = saved if saved is not None else tensors(case, config, steps, weights=False)
     grads = t.grad_outputs if steps else []
     reports: list[Report] = []
-    error = None
+    error = kind = None
     teeth = Teeth()
     try:
         reports = check_batch(spec, config, t.indices, t.offsets, t.per_sample_weights, grads, model, teeth)
-    except Exception:  # a crash on a case is a finding, kept with its traceback
-        error = traceback.format_exc(limit=8)
+    except Exception as e:  # a failure on a case is a finding, kept with its traceback
+        kind, error = classify(e)
     fb_status = ""
     if error is None and grads:
         fb_status, fb_reports = _fbgemm(case, t, grads)
         reports += fb_reports
+    result = case_result(case, t, config, time.perf_counter() - t0, kind, error, reports)
+    result.fbgemm, result.teeth = fb_status, teeth
+    return result
+
+
+def case_result(case: AnyCase, t: CaseTensors, config: KernelConfig, seconds: float, kind: Optional[str],
+                error: Optional[str], reports: Optional[list[Report]] = None) -> CaseResult:
+    """The CaseResult of ``case`` (materialized as ``t``) with ``error`` of ``kind`` (None: judged by reports)."""
     tiers, max_segment, hist = tiers_of(case, t, config)
-    return CaseResult(case, reports, int(t.indices.numel()), tiers, time.perf_counter() - t0, error, max_segment,
-                      hist, fb_status, teeth)
+    return CaseResult(case, reports or [], int(t.indices.numel()), tiers, seconds, error, max_segment,
+                      hist, error_kind=None if error is None else kind)
 
 
 def _fbgemm(case: AnyCase, t: CaseTensors, grads) -> tuple[str, list[Report]]:

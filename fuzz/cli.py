@@ -1,7 +1,8 @@
 """The ``tbe-fuzz`` command line: run, warmup, replay, gate, selftest.
 
 Exit codes: 0 pass, 1 a case failed (or a planted fault went unnoticed), 2 bad usage
-(an error naming the option and the value; never a traceback).
+(an error naming the option and the value; never a traceback) or a kernel worker that
+could not start (nothing was judged).
 """
 
 from __future__ import annotations
@@ -76,6 +77,13 @@ def _budget_options(p: argparse.ArgumentParser, default: str = "quick") -> None:
     p.add_argument("--max-examples", type=_positive_int, default=None, help="cap on examples")
     p.add_argument("--time", type=_positive_float, default=None, metavar="S", help="search time in seconds")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    _sanitize_option(p)
+
+
+def _sanitize_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--sanitize", action="store_true",
+                   help="check every load, store and atomic of the interpreted kernels (TBE_FUZZ_SANITIZE=1; "
+                        "CPU interpreter only)")
 
 
 def _bound_option(p: argparse.ArgumentParser, default: str = "$TBE_FUZZ_BOUND, else worst") -> None:
@@ -114,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="rebuild tensors from the spec instead of the saved tensors.pt")
     rp.add_argument("--json", action="store_true", help="print the result as JSON")
     _bound_option(rp, "the artifact's meta.json, else $TBE_FUZZ_BOUND, else worst")
+    _sanitize_option(rp)
 
     gate = sub.add_parser("gate", help="check a candidate KernelConfig against a baseline")
     gate.add_argument("--baseline", type=_config_file, required=True, help="baseline KernelConfig JSON")
@@ -221,6 +230,31 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from fuzz import forced_crash, sanitizer
+    from fuzz.supervisor import WorkerError
+
+    try:
+        forced_crash.from_env()
+        sanitizer.requested()
+    except ValueError as e:
+        parser.error(str(e))
+    try:
+        return _command(args, parser)
+    except WorkerError as e:  # the harness could not run the kernels: not a verdict on them
+        print(f"tbe-fuzz: not run: {e}", file=sys.stderr)
+        return 2
+
+
+def _command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    if getattr(args, "sanitize", False):
+        from tbe.backend import INTERPRETED
+
+        if not INTERPRETED:
+            parser.error("argument --sanitize: the sanitizer checks the Triton interpreter's accesses and kernels "
+                         "here are compiled; run the replay under compute-sanitizer instead")
+        import os
+
+        os.environ["TBE_FUZZ_SANITIZE"] = "1"  # read by every worker the supervisor starts
     if args.command == "run":
         return cmd_run(args)
     if args.command == "warmup":

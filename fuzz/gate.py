@@ -19,10 +19,12 @@ from hypothesis import seed as hypothesis_seed
 
 from fuzz.budgets import Budget
 from fuzz.campaign import save_result
-from fuzz.cases import AnyCase, tensors
-from fuzz.check import CaseResult, run_case
+from fuzz.cases import AnyCase
+from fuzz.check import CaseResult
 from fuzz.edges import edge_cases
 from fuzz.space import campaign_cases
+from fuzz import supervisor as supervision
+from fuzz.supervisor import Supervisor, Unmaterializable
 from tbe import KernelConfig
 
 RATIO_FACTOR = 2.0   # "materially": more than twice the baseline's ratio ...
@@ -105,10 +107,13 @@ def run_gate(
     floor: float = RATIO_FLOOR,
     stop_on_failure: bool = True,
     progress: Any = None,
+    supervisor: Optional[Supervisor] = None,
 ) -> GateResult:
-    """Run targeted then shared cases under both configs and judge the candidate (each phase gets
-    ``budget.seconds``, so a gate takes up to twice the campaign budget)."""
+    """Run targeted then shared cases under both configs, each in a supervised worker, and judge the
+    candidate (each phase gets ``budget.seconds``, so a gate takes up to twice the campaign budget)."""
     start = time.perf_counter()
+    sup = supervisor or supervision.shared()
+    pending = None if artifacts_dir is None else Path(artifacts_dir) / ".pending"
     res = GateResult(baseline, candidate, baseline.diff(candidate), seed=seed)
     targeted, notes = edge_cases(baseline, candidate, 4 * budget.max_lookups)
     res.notes += notes
@@ -132,12 +137,11 @@ def run_gate(
         if k >= res.targeted and shared_run >= budget.max_examples:
             break
         try:
-            saved = tensors(case, baseline)
-        except ValueError as e:  # a generator bug, not a kernel failure: say so and go on
+            base = sup.run(case, baseline, pending=pending)
+        except Unmaterializable as e:  # a generator bug, not a kernel failure: say so and go on
             res.notes.append(f"{label} could not be materialized ({e}); skipped")
             continue
-        base = run_case(case, baseline, saved)
-        cand = run_case(case, candidate, saved)
+        cand = sup.run(case, candidate, pending=pending)
         shared_run += k >= res.targeted
         res.targeted_run += k < res.targeted
         res.cases.append(GateCase(label, base, cand))
@@ -145,7 +149,7 @@ def run_gate(
             res.artifacts.append(save_result(artifacts_dir, cand, candidate, {
                 "source": "gate", "label": label, "seed": seed, "budget": budget.name,
                 "baseline_ok": base.ok, "baseline_config": baseline.to_dict(),
-            }))
+            }, sup.environment))
         if progress is not None and len(res.cases) % 10 == 0:
             progress(f"  {len(res.cases)} cases, {time.perf_counter() - start:.0f}s")
         if not cand.ok and stop_on_failure:

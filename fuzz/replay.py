@@ -1,8 +1,9 @@
 """Replay a saved case: from an artifact's saved tensors (default) or re-materialized from its spec.
 
-An artifact directory supplies case.json, config.json and tensors.pt; a bare case.json is
-re-materialized and runs under ``--config`` (or a config.json beside it, or the default).
-The verdict is the same ``run_case`` a campaign uses.
+An artifact directory supplies case.json, config.json and tensors.pt; a bare case.json (or a
+pending directory a dead driver left) is re-materialized and runs under ``--config`` (or a
+config.json beside it, or the default). The verdict is the same ``run_case`` a campaign uses, in a
+supervised worker, so a crash, a CUDA error or a hang is reported as the campaign reported it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import torch
 
 from fuzz import artifacts
 from fuzz.cases import CaseTensors, tensors
-from fuzz.check import CaseResult, run_case
+from fuzz.check import CaseResult
+from fuzz.supervisor import Supervisor, shared
 from oracles.error_model import ErrorModel, from_env
 from tbe import KernelConfig
 
@@ -71,7 +73,7 @@ def _saved_model(case_path: Path) -> Optional[ErrorModel]:
 
 
 def replay(target: Path, config_path: Optional[Path] = None, rematerialize: bool = False,
-           model: Optional[ErrorModel] = None) -> ReplayResult:
+           model: Optional[ErrorModel] = None, supervisor: Optional[Supervisor] = None) -> ReplayResult:
     """Re-run a saved case; ``model`` defaults to the bound the artifact was judged under."""
     case_path, cfg_path, saved_path = resolve(target, config_path)
     model = model or _saved_model(case_path) or from_env()
@@ -99,7 +101,11 @@ def replay(target: Path, config_path: Optional[Path] = None, rematerialize: bool
         if fresh is not None and not torch.equal(fresh.initial_weights, saved.initial_weights):
             notes.append("the saved initial weights differ from the module's initialization for this spec; "
                          "the check ran from the module's (check_batch builds its own module)")
-    result = run_case(case, config, saved, model=model)
+    try:
+        result = (supervisor or shared()).run(case, config, saved_path.parent if saved is not None else None,
+                                              model=model)
+    except ValueError as e:
+        raise ValueError(f"{case_path}: the spec cannot be materialized ({e})") from e
     if model.kind != "worst":
         notes.append(f"judged under the {model.describe()} bound")
     source = "saved tensors" if saved is not None else "re-materialized spec"

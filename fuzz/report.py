@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
+from fuzz.artifacts import replay_command
 from fuzz.campaign import CampaignResult
 from fuzz.cases import case_size, case_to_dict
 from fuzz.check import CaseResult
@@ -21,7 +22,7 @@ def _ratios(ratios: dict[str, float]) -> list[str]:
 def _failure_lines(f: CaseResult) -> list[str]:
     tables, bags, _ = case_size(f.case)
     return [
-        f"  failing case: {tables} table(s), {bags} bag(s), {f.lookups} lookups",
+        f"  failing case: {tables} table(s), {bags} bag(s), {f.lookups} lookups; failure kind: {f.kind}",
         f"  case: {json.dumps(case_to_dict(f.case), sort_keys=True)}",
         *["  " + line for line in f.text().splitlines() if "MISMATCH" in line or not line.startswith("step")],
     ]
@@ -41,17 +42,21 @@ def campaign_text(r: CampaignResult) -> str:
         _fbgemm_line(r),
         *r.teeth.lines(),
     ]
+    for p in r.leftover:
+        lines.append(f"  note: an earlier driver died while running the case in {p} (tbe-fuzz replay {p})")
     if r.unmaterializable:
         lines.append(f"  note: {r.unmaterializable} drawn case(s) could not be materialized and were skipped "
                      f"(a strategies bug, not a kernel failure); first: {r.unmaterializable_example}")
     if r.config.diff(type(r.config)()):
         lines.append(f"  config differs from default: {r.config.diff(type(r.config)())}")
     if r.failure is not None:
-        lines.append(f"  first failure after {r.first_failure_examples} example(s), {r.first_failure_seconds:.1f}s")
+        lines.append(f"  first failure after {r.first_failure_examples} example(s), {r.first_failure_seconds:.1f}s "
+                     f"({r.first_failure_headline})")
         lines += _failure_lines(r.failure)
     if r.artifact is not None:
         lines.append(f"  artifact: {r.artifact}")
         lines.append(f"  replay:   {(r.artifact / 'replay.txt').read_text().strip()}")
+        lines += _sanitizer_hint(r.failure, (r.artifact / "replay.txt").read_text())
     return "\n".join(lines)
 
 
@@ -61,6 +66,16 @@ def _fbgemm_line(r: CampaignResult) -> str:
     others = ", ".join(f"{n} {k}" for k, n in sorted(r.fbgemm.items()) if k != CHECKED)
     return (f"  FBGEMM CPU oracle: checked {r.fbgemm.get(CHECKED, 0)} of {r.examples} examples ({RULE})"
             + (f"; {others}" if others else ""))
+
+
+def _sanitizer_hint(f: CaseResult, replay: str) -> list[str]:
+    """On the interpreter without the sanitizer, say how to have it name any out-of-range access."""
+    from fuzz import sanitizer
+    from tbe.backend import INTERPRETED
+
+    if not INTERPRETED or sanitizer.requested() or f.kind not in ("mismatch", "crash", "exception"):
+        return []
+    return [f"  hint:     TBE_FUZZ_SANITIZE=1 {replay.split('   (or:')[0].strip()}   names any out-of-range access"]
 
 
 def campaign_json(r: CampaignResult) -> dict[str, Any]:
@@ -73,9 +88,9 @@ def campaign_json(r: CampaignResult) -> dict[str, Any]:
         "config": r.config.to_dict(), "unmaterializable": r.unmaterializable, "compiles": r.compiles.to_dict(),
         "fbgemm": dict(r.fbgemm),
         "failure": None if r.failure is None else {
-            "case": case_to_dict(r.failure.case), "reports": r.failure.text().splitlines(),
+            "kind": r.failure.kind, "case": case_to_dict(r.failure.case), "reports": r.failure.text().splitlines(),
             "examples_to_first_failure": r.first_failure_examples,
-            "seconds_to_first_failure": r.first_failure_seconds,
+            "seconds_to_first_failure": r.first_failure_seconds, "first_failure_headline": r.first_failure_headline,
         },
         "artifact": None if r.artifact is None else str(r.artifact),
     }
@@ -86,15 +101,18 @@ def replay_text(r: ReplayResult) -> str:
     lines = [
         f"tbe-fuzz replay: {'PASS' if res.ok else 'FAIL'}  ({r.source}; case {r.case_path}; "
         f"config {r.config_path or 'default KernelConfig()'})",
+        *([] if res.ok else [f"  failure kind: {res.kind}"]),
         f"  {res.lookups} lookups, tiers {sorted(res.tiers)}, {res.seconds:.1f}s",
         *["  " + line for line in res.text().splitlines()],
         *[f"  note: {n}" for n in r.notes],
+        *([] if res.ok else _sanitizer_hint(res, replay_command(r.case_path.parent, r.config))),
     ]
     return "\n".join(lines)
 
 
 def replay_json(r: ReplayResult) -> dict[str, Any]:
-    return {"kind": "replay", "ok": r.ok, "source": r.source, "case": str(r.case_path),
+    return {"kind": "replay", "ok": r.ok, "failure_kind": None if r.ok else r.result.kind, "source": r.source,
+            "case": str(r.case_path),
             "config": None if r.config_path is None else str(r.config_path),
             "reports": r.result.text().splitlines(), "notes": r.notes}
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from fuzz.budgets import Budget
-from fuzz import int32_check, large_runs  # noqa: F401  (register their detectors)
+from fuzz import int32_check, large_runs, oob_detectors  # noqa: F401  (register their detectors)
 from fuzz.detectors import CAUGHT, MASKED, MISSED, SKIPPED, Context, Detection, detectors_for
 from tbe import faults
 

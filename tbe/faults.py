@@ -33,6 +33,7 @@ register("no_barrier", "the fused long tier counts down from one lane without a 
 register("drop_chunk_past_4096", "a run split into more than 4,096 chunks loses the partial sum of chunk 4,096")
 register("zero_update_past_2p20", "runs longer than 4,096 x chunk_size lookups (2^20 at the default chunk size 256) "
                                   "get a zero gradient, so their row is not updated")
+register("bounds_check_off_by_one", "the id check lets an id equal to its table's row count through")
 
 
 def allowed() -> bool:

@@ -73,7 +73,7 @@ def _forward_kernel(
     BLOCK_D: tl.constexpr, FAULT_SKIP_LAST: tl.constexpr,
     rows_ptr, ids_out_ptr, warn_ptr, record_ptr, raw_offsets_ptr, num_indices,
     CHECK: tl.constexpr, CHECK_WRITE: tl.constexpr, CHECK_COUNT: tl.constexpr, CHECK_RECORD: tl.constexpr,
-    FAULT_MEAN_RAW_LEN: tl.constexpr,
+    FAULT_MEAN_RAW_LEN: tl.constexpr, CHECK_OFF_BY_ONE: tl.constexpr,
 ):
     t = tl.load(table_ids_ptr + tl.program_id(1))
     D = tl.load(dims_ptr + t)
@@ -103,7 +103,7 @@ def _forward_kernel(
                     if CHECK:  # fused bounds check: side effects on the first column block only
                         ids = check_id_tile(
                             ids, pos, m & (d0 == 0), num_rows, ids_out_ptr, warn_ptr, record_ptr,
-                            num_indices, CHECK_WRITE, CHECK_COUNT, CHECK_RECORD,
+                            num_indices, CHECK_WRITE, CHECK_COUNT, CHECK_RECORD, CHECK_OFF_BY_ONE,
                         )
                     rows = tl.load(
                         weights_ptr + w_base + ids[:, None] * D + c[None, :],

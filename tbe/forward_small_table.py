@@ -107,6 +107,7 @@ def _small_table_kernel(
     ROWS: tl.constexpr, BLOCK_D: tl.constexpr, GATHER: tl.constexpr, FAULT_MEAN_RAW_LEN: tl.constexpr,
     rows_ptr, ids_out_ptr, warn_ptr, record_ptr, raw_offsets_ptr, num_indices,
     CHECK: tl.constexpr, CHECK_WRITE: tl.constexpr, CHECK_COUNT: tl.constexpr, CHECK_RECORD: tl.constexpr,
+    CHECK_OFF_BY_ONE: tl.constexpr,
 ):
     """Bags pid*BAGS .. +BAGS: counts [M, ROWS] @ table [ROWS, BLOCK_D], then the scalar tail."""
     pid = tl.program_id(0).to(tl.int64)
@@ -125,7 +126,7 @@ def _small_table_kernel(
     ids = tl.load(indices_ptr + pos, mask=m, other=0).to(tl.int64)
     if CHECK:
         ids = check_id_tile(ids, pos, m, E, ids_out_ptr, warn_ptr, record_ptr, num_indices,
-                            CHECK_WRITE, CHECK_COUNT, CHECK_RECORD)
+                            CHECK_WRITE, CHECK_COUNT, CHECK_RECORD, CHECK_OFF_BY_ONE)
     ids = tl.where(m, ids, 0)
     binned = (r[:, None] * ROWS + ids).to(tl.int32)
     counts = tl.reshape(tl.histogram(tl.reshape(binned, (M * H,)), M * ROWS), (M, ROWS))
@@ -155,7 +156,7 @@ def _small_table_kernel(
                 tid = tl.load(indices_ptr + p, mask=pm, other=0).to(tl.int64)
                 if CHECK:
                     tid = check_id_tile(tid, p, pm, E, ids_out_ptr, warn_ptr, record_ptr, num_indices,
-                                        CHECK_WRITE, CHECK_COUNT, CHECK_RECORD)
+                                        CHECK_WRITE, CHECK_COUNT, CHECK_RECORD, CHECK_OFF_BY_ONE)
                 w = tl.load(weights_ptr + tid[:, None] * D + cols[None, :],
                             mask=pm[:, None] & cmask[None, :], other=0.0)
                 part += tl.sum(w.to(tl.float32), axis=0)

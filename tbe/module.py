@@ -32,6 +32,17 @@ def _check_hyper(name: str, value: object) -> float:
     return value
 
 
+def initial_weights(layout: TableLayout, dtype: torch.dtype, seed: int = 0) -> torch.Tensor:
+    """The packed weights a module starts from, on the CPU: Uniform(-1/sqrt(E), 1/sqrt(E)) per table,
+    drawn in float64 from ``seed`` and rounded to ``dtype`` (a harness can compute them without a device)."""
+    g = torch.Generator().manual_seed(seed)
+    parts = []
+    for s in layout.specs:
+        bound = 1.0 / math.sqrt(s.rows)
+        parts.append((torch.rand(s.rows * s.dim, generator=g, dtype=torch.float64) * 2 - 1) * bound)
+    return torch.cat(parts).to(dtype)
+
+
 class TritonTBE(nn.Module):
     def __init__(
         self,
@@ -88,14 +99,9 @@ class TritonTBE(nn.Module):
 
     # ------------------------------------------------------------------ weights and state
     def reset_weights(self, seed: int = 0) -> None:
-        """Uniform(-1/sqrt(E), 1/sqrt(E)) per table, drawn on the CPU from ``seed``, and zero state."""
-        g = torch.Generator().manual_seed(seed)
-        parts = []
-        for s in self.layout.specs:
-            bound = 1.0 / math.sqrt(s.rows)
-            parts.append((torch.rand(s.rows * s.dim, generator=g, dtype=torch.float64) * 2 - 1) * bound)
+        """``initial_weights(layout, dtype, seed)`` into the packed weights, and zero state."""
         with torch.no_grad():
-            self.weights.copy_(torch.cat(parts).to(self.weights_dtype))
+            self.weights.copy_(initial_weights(self.layout, self.weights_dtype, seed))
             self.momentum.zero_()
 
     def split_embedding_weights(self) -> list[torch.Tensor]:

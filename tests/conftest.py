@@ -1,4 +1,6 @@
-"""Suite-wide set-up: xdist workers pinned to GPUs, planted faults allowed, Hypothesis profile loaded, GPU tests skipped on CPU."""
+"""Suite-wide set-up: xdist workers pinned to GPUs, planted faults allowed, Hypothesis profile loaded,
+GPU tests skipped on CPU, and, with TBE_FUZZ_SANITIZE=1 (what ``make test`` sets), the interpreter
+sanitizer on for every ``fuzz`` test (in process here; supervised workers read the variable themselves)."""
 
 import os
 
@@ -12,6 +14,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 import fuzz.profiles  # noqa: E402,F401  (registers and loads the Hypothesis profile)
+from fuzz import sanitizer  # noqa: E402
 from tbe.backend import INTERPRETED  # noqa: E402
 
 
@@ -42,3 +45,22 @@ def weak_memory():
         return
     with wm.weak_memory(seed=0) as mem:
         yield mem
+
+
+@pytest.fixture
+def sanitized():
+    """The interpreter sanitizer on for this test (in this process)."""
+    if not INTERPRETED:
+        pytest.skip("the sanitizer checks the Triton interpreter; kernels here are compiled")
+    with sanitizer.sanitized():
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _sanitize_fuzz_tests(request):
+    mode = sanitizer.requested()
+    if mode is None or not INTERPRETED or "fuzz" not in request.keywords:
+        yield
+        return
+    with sanitizer.sanitized(tables=mode == "all"):
+        yield

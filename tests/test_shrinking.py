@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, Phase, find, settings
 from strategies.adversarial import FuzzCase, fuzz_cases
 from strategies.int32_edges import Int32EdgeSpec
 from tests.fuzz_properties import check_fuzz_case
-from tests.test_planted_faults import PROPERTIES
+from tests.test_planted_faults import PROPERTIES, _artifacts_in_tmp  # noqa: F401 (autouse fixture)
 
 MAX_TABLES, MAX_BAGS = 2, 8
 # fault -> (tables, bags) it may shrink to, and why more than 2 tables / 8 bags

@@ -1,0 +1,289 @@
+"""A memory sanitizer for the Triton interpreter: every load, store and atomic a kernel issues is
+checked before it touches memory, and a violation stops the launch with a precise finding.
+
+On (``TBE_FUZZ_SANITIZE=1``, read by ``enable_from_env``: the supervisor's workers call it at start-up,
+the test suite's fixture too; ``=memory`` keeps only the first check) it wraps, in Triton's interpreter,
+``GridExecutor`` (the launch: kernel name and the tensors it received) and the interpreter builder's
+``set_grid_idx`` (program id), ``create_masked_load``/``create_masked_store`` (plain and atomic loads
+and stores go through them), ``create_atomic_rmw`` and ``create_atomic_cas``. No kernel here uses
+tensor descriptors or block pointers, so their loads are not wrapped.
+
+Two checks, masked-off lanes exempt:
+
+1. Address: each active lane's ``[address, address + element size)`` lies inside the storage of a
+   tensor the launch received. The finding names the kernel, the operation, the program id, the
+   nearest argument, the offset in elements of that argument and how far outside its storage it is.
+2. Table bounds inside packed buffers. An access to row E_t of table t stays inside the weights buffer
+   (it is row 0 of table t + 1), so check 1 cannot see it. The sanitizer reads the table layout from
+   the launch's own arguments, by name: ``weights_ptr`` is split into tables by ``weights_offsets_ptr``
+   (and ``dims_ptr`` gives rows), ``momentum_ptr`` by ``hcs_ptr``. A program that loads
+   ``weights_offsets_ptr[t]`` means table t: until it loads another entry, its accesses through
+   ``weights_ptr`` must stay inside table t (lane by lane where the offsets were loaded as a vector and
+   the access tile has it as leading shape). Accesses it cannot align to such a load get check 1 only.
+   Chosen over a KernelConfig debug flag that makes each gather validate its ids: that flag would add a
+   test-only branch to every kernel that reads rows, would see only the ids its author thought of, and
+   would itself be code under test; reading addresses checks every access the kernels make, the
+   backward's linear-index arithmetic included, without touching ``tbe/``. The price is a naming
+   convention (kernels opt in by those argument names) and the load-then-access assumption above.
+
+Limits: extents are storages, not views (reading past a view into the rest of its storage passes); an
+address inside another argument's storage passes check 1; compiled kernels are not checked (on a
+GPU, run the replay under ``compute-sanitizer``). Hand-made because no library checks the Triton
+interpreter's accesses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import os
+from contextlib import contextmanager
+from typing import Any, Iterator, Optional
+
+import numpy as np
+import torch
+
+ENV = "TBE_FUZZ_SANITIZE"
+# packed buffer argument -> the argument holding each table's start in it
+PACKED = {"weights_ptr": "weights_offsets_ptr", "momentum_ptr": "hcs_ptr"}
+FINDINGS: list["Finding"] = []  # every finding of this process, oldest first
+
+
+@dataclasses.dataclass
+class Finding:
+    kernel: str
+    op: str                    # load, store, atomic
+    program: tuple[int, int, int]
+    argument: str              # the argument whose storage the access ran out of (or misused)
+    first: int                 # the bad lanes' offsets, in elements from the argument's pointer
+    last: int
+    detail: str                # how far out of range, in words
+    lanes: int                 # active lanes out of range
+    active: int                # active lanes of the access
+
+    def __str__(self) -> str:
+        return (f"{self.kernel}, program {self.program}: {self.op} of {self.argument}[{_span(self.first, self.last)}] "
+                f"{self.detail}; "
+                f"{self.lanes} of {self.active} active lane(s) out of range")
+
+
+def _span(lo: int, hi: int) -> str:
+    return f"{lo}" if lo == hi else f"{lo}..{hi}"
+
+
+class MemoryViolation(RuntimeError):
+    """Raised inside the interpreted kernel, before the access, with the ``Finding``."""
+
+    def __init__(self, finding: Finding) -> None:
+        super().__init__("sanitizer: " + str(finding))
+        self.finding = finding
+
+
+@dataclasses.dataclass
+class _Arg:
+    name: str
+    ptr: int          # what the kernel received (data_ptr)
+    start: int        # its storage, in bytes
+    end: int
+    esize: int
+    tensor: Any
+
+
+class _Launch:
+    def __init__(self, kernel: str, named: dict[str, Any], tables: bool) -> None:
+        self.kernel, self.program = kernel, (0, 0, 0)
+        self.args = {}
+        for name, value in named.items():
+            t = getattr(value, "base", value)  # TensorWrapper -> its tensor
+            if hasattr(t, "untyped_storage"):
+                st = t.untyped_storage()
+                self.args[name] = _Arg(name, t.data_ptr(), st.data_ptr(), st.data_ptr() + st.nbytes(),
+                                       t.element_size(), t)
+        spans: dict[int, int] = {}
+        for a in self.args.values():
+            spans[a.start] = max(spans.get(a.start, a.start), a.end)
+        self.starts = np.array(sorted(spans), dtype=np.int64)
+        self.ends = np.array([spans[s] for s in sorted(spans)], dtype=np.int64)
+        # (buffer, offsets, table starts in elements, table ends, dims or None) of the packed rules that apply
+        self.packed = []
+        for buf, off in PACKED.items() if tables else ():
+            if buf in self.args and off in self.args:
+                b, o = self.args[buf], self.args[off]
+                starts = o.tensor.detach().cpu().to(torch.int64).tolist()
+                size = (b.end - b.ptr) // b.esize
+                ends = starts[1:] + [size]
+                dims = self.args["dims_ptr"].tensor.tolist() if "dims_ptr" in self.args and buf == "weights_ptr" else None
+                self.packed.append((b, o, np.array(starts), np.array(ends), dims))
+        self.intended: dict[str, np.ndarray] = {}
+
+    def nearest(self, addr: int) -> _Arg:
+        return min(self.args.values(), key=lambda a: 0 if a.start <= addr < a.end else min(abs(addr - a.start),
+                                                                                           abs(addr - a.end)))
+
+
+_state: dict[str, Any] = {"launch": None, "orig": None, "tables": True}
+
+
+def _check(ptrs, mask, op: str) -> None:
+    launch: Optional[_Launch] = _state["launch"]
+    if launch is None:
+        return
+    addr = np.asarray(ptrs.data).astype(np.int64)
+    on = np.broadcast_to(np.asarray(mask.data, dtype=bool), addr.shape) if mask is not None else \
+        np.ones(addr.shape, dtype=bool)
+    active = addr[on]
+    if active.size == 0:
+        return
+    esize = max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
+    i = np.searchsorted(launch.starts, active, side="right") - 1
+    ok = (i >= 0) & (active + esize <= launch.ends[np.maximum(i, 0)])
+    if not ok.all():
+        a = launch.nearest(int(active[~ok][0]))
+        bad = (active[~ok] - a.ptr) // esize
+        lo, hi = int(bad.min()), int(bad.max())
+        first, last = (a.start - a.ptr) // esize, (a.end - a.ptr) // esize - 1
+        if lo < first:
+            how = f"is before the start of its storage by {_span(first - hi, first - lo)} element(s)"
+        else:
+            how = f"runs past the end of its storage by {_span(lo - last, hi - last)} element(s)"
+        _raise(launch, op, a, lo, hi, f"{how} (storage: {a.name}[{first}..{last}], {esize}-byte elements)",
+               int((~ok).sum()), active.size)
+    for b, o, starts, ends, dims in launch.packed:
+        if o.start <= int(active[0]) < o.end and op == "load":  # the program picks its table(s)
+            launch.intended[b.name] = np.where(on, (addr - o.ptr) // o.esize, -1)
+            continue
+        want = launch.intended.get(b.name)
+        if want is None or not (b.start <= int(active[0]) < b.end):
+            continue
+        if want.size == 1:
+            want = np.full(addr.shape, int(want.reshape(-1)[0]))
+        elif want.shape == addr.shape[:want.ndim]:
+            want = np.broadcast_to(want.reshape(want.shape + (1,) * (addr.ndim - want.ndim)), addr.shape)
+        else:
+            continue
+        lanes = on & (want >= 0) & (want < len(starts))
+        elem = (addr - b.ptr) // b.esize
+        t = np.where(lanes, want, 0)
+        wrong = lanes & ((elem < starts[t]) | (elem >= ends[t]))
+        if wrong.any():
+            tt = int(t[tuple(np.argwhere(wrong)[0])])
+            hit = elem[wrong & (t == tt)]
+            lo, hi = int(hit.min()), int(hit.max())
+            other = int(np.searchsorted(starts, lo, side="right") - 1)
+            unit = dims[tt] if dims else 1
+            row, rows = (lo - int(starts[tt])) // unit, (int(ends[tt]) - int(starts[tt])) // unit
+            where = f"table {other}" if 0 <= other < len(starts) and lo < ends[other] else "no table"
+            _raise(launch, op, b, lo, hi,
+                   f"lies in {where}, but the program took table {tt}'s start from {o.name}[{tt}]: as table "
+                   f"{tt}'s row that is row {row}, and table {tt} has {rows} row(s) (0..{rows - 1})",
+                   int(wrong.sum()), int(lanes.sum()))
+
+
+def _raise(launch: _Launch, op: str, a: _Arg, lo: int, hi: int, detail: str, lanes: int, active: int) -> None:
+    finding = Finding(launch.kernel, op, launch.program, a.name, lo, hi, detail, lanes, active)
+    FINDINGS.append(finding)
+    raise MemoryViolation(finding)
+
+
+def enabled() -> bool:
+    return _state["orig"] is not None
+
+
+def enable(tables: bool = True) -> None:
+    """Install the hooks (idempotent); ``tables`` adds the packed-buffer table check."""
+    _state["tables"] = tables
+    if enabled():
+        return
+    try:
+        from triton.runtime import interpreter as ti
+    except ImportError as e:  # pragma: no cover - triton without an interpreter
+        raise RuntimeError(f"{ENV}: the sanitizer needs Triton's interpreter ({e})") from e
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        raise RuntimeError(f"{ENV}=1 needs the Triton interpreter (TRITON_INTERPRET=1): compiled kernels are not "
+                           f"checked; on a GPU run the replay under compute-sanitizer instead")
+    b, ge = ti.interpreter_builder, ti.GridExecutor
+    orig = {name: getattr(b, name) for name in ("set_grid_idx", "create_masked_load", "create_masked_store",
+                                                  "create_atomic_rmw", "create_atomic_cas")}
+    orig["_init_args_hst"], orig["__call__"] = ge._init_args_hst, ge.__call__
+
+    def init_args(self, args_dev, kwargs):
+        args_hst, kwargs_hst = orig["_init_args_hst"](self, args_dev, kwargs)
+        named = inspect.getcallargs(self.fn, *args_hst, **kwargs_hst)
+        _state["launch"] = _Launch(getattr(self.fn, "__name__", str(self.fn)), named, _state["tables"])
+        return args_hst, kwargs_hst
+
+    def call(self, *args, **kwargs):
+        try:
+            return orig["__call__"](self, *args, **kwargs)
+        finally:
+            _state["launch"] = None
+
+    def set_grid_idx(x, y, z):
+        orig["set_grid_idx"](x, y, z)
+        if _state["launch"] is not None:
+            _state["launch"].program, _state["launch"].intended = (x, y, z), {}
+
+    def load(ptrs, mask, other, cache_policy, is_volatile):
+        _check(ptrs, mask, "load")
+        return orig["create_masked_load"](ptrs, mask, other, cache_policy, is_volatile)
+
+    def store(ptrs, value, mask, cache_policy):
+        _check(ptrs, mask, "store")
+        return orig["create_masked_store"](ptrs, value, mask, cache_policy)
+
+    def rmw(op, ptr, val, mask, sem, scope):
+        _check(ptr, mask, "atomic")
+        return orig["create_atomic_rmw"](op, ptr, val, mask, sem, scope)
+
+    def cas(ptr, cmp, val, sem, scope):
+        _check(ptr, None, "atomic")
+        return orig["create_atomic_cas"](ptr, cmp, val, sem, scope)
+
+    for name, fn in (("set_grid_idx", set_grid_idx), ("create_masked_load", load), ("create_masked_store", store),
+                     ("create_atomic_rmw", rmw), ("create_atomic_cas", cas)):
+        setattr(b, name, fn)
+    ge._init_args_hst, ge.__call__ = init_args, call
+    _state["orig"] = orig
+
+
+def disable() -> None:
+    orig = _state["orig"]
+    if orig is None:
+        return
+    from triton.runtime import interpreter as ti
+
+    for name in ("set_grid_idx", "create_masked_load", "create_masked_store", "create_atomic_rmw", "create_atomic_cas"):
+        delattr(ti.interpreter_builder, name)  # the class's method shows through again
+    ti.GridExecutor._init_args_hst, ti.GridExecutor.__call__ = orig["_init_args_hst"], orig["__call__"]
+    _state["orig"] = _state["launch"] = None
+
+
+def requested() -> Optional[str]:
+    """The env var's mode: None (off), "memory" (address check only) or "all"."""
+    value = os.environ.get(ENV, "").strip().lower()
+    if value in ("", "0", "off", "no"):
+        return None
+    if value in ("1", "on", "all", "yes"):
+        return "all"
+    if value == "memory":
+        return "memory"
+    raise ValueError(f"{ENV} must be 0, 1 or memory, got {os.environ.get(ENV)!r}")
+
+
+def enable_from_env() -> bool:
+    """Switch the sanitizer on when the env var asks for it; returns whether it is on."""
+    mode = requested()
+    if mode is not None:
+        enable(tables=mode == "all")
+    return enabled()
+
+
+@contextmanager
+def sanitized(tables: bool = True) -> Iterator[None]:
+    was = enabled()
+    enable(tables)
+    try:
+        yield
+    finally:
+        if not was:
+            disable()

@@ -1,0 +1,203 @@
+"""Supervised execution: a worker that crashes, hangs or hits a CUDA error gives a failing result with
+its artifact, in a campaign, a replay and a pytest fuzz test; the normal path reuses one worker.
+
+Failures are forced with ``fuzz.forced_crash`` (TBE_FUZZ_FORCE_CRASH), which fails the worker for cases
+past a size, so shrinking has a threshold to find.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from fuzz import artifacts, forced_crash
+from fuzz.campaign import run_campaign
+from fuzz.check import classify
+from fuzz.cli import main
+from fuzz.supervisor import Supervisor, leftover_pending, timeout_for
+from strategies.case import CaseSpec
+from tbe import KernelConfig
+from tests.test_fuzz_driver import REPO, TINY
+
+SPEC = CaseSpec(tables=((5, 4), (7, 3)), batch_size=3, seed=3)  # 2 tables, 6 bags
+
+
+@pytest.fixture(scope="module")
+def sup():
+    s = Supervisor(sanitize=False)
+    yield s
+    s.close()
+
+
+def test_normal_path_keeps_one_worker():
+    s = Supervisor()
+    try:
+        results = [s.run(SPEC, KernelConfig()) for _ in range(3)]
+        assert all(r.ok for r in results) and s.started == 1
+        assert s.environment["python"] and "triton" in s.environment
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize("how, expect", [("segv", "killed by SIGSEGV"), ("abort", "killed by SIGABRT"),
+                                         ("exit", "exited with status 3")])
+def test_crash_becomes_a_failing_result(sup, monkeypatch, how, expect):
+    monkeypatch.setenv(forced_crash.ENV, f"{how}:tables>=2")
+    r = sup.run(SPEC, KernelConfig())
+    assert not r.ok and r.kind == "crash" and expect in r.error, r.text()
+    assert r.lookups > 0 and r.tiers, "a crashed case still reports what it was"
+    if how != "exit":  # faulthandler's stack names the line that was running
+        assert "forced_crash.py" in r.error
+    monkeypatch.delenv(forced_crash.ENV)
+    assert sup.run(SPEC, KernelConfig()).ok  # a fresh worker took over
+
+
+def test_cuda_error_is_its_own_kind_and_retires_the_worker(sup, monkeypatch):
+    started = sup.started
+    monkeypatch.setenv(forced_crash.ENV, "cuda:tables>=1")
+    r = sup.run(SPEC, KernelConfig())
+    assert r.kind == "cuda_error" and "illegal memory access" in r.error and "replaced" in r.text()
+    monkeypatch.delenv(forced_crash.ENV)
+    assert sup.run(SPEC, KernelConfig()).ok and sup.started > started
+    assert classify(RuntimeError("Triton Error [CUDA]: an illegal memory access was encountered"))[0] == "cuda_error"
+    assert classify(ValueError("bad"))[0] == "exception"
+
+
+def test_hang_is_killed_after_its_timeout(monkeypatch):
+    s = Supervisor(timeout_scale=0.03)
+    monkeypatch.setenv(forced_crash.ENV, "hang:lookups>=1")
+    try:
+        t0 = time.perf_counter()
+        r = s.run(SPEC, KernelConfig())
+        assert r.kind == "hang" and "no answer after" in r.error
+        assert "forced_crash.py" in r.error, "the stacks dumped before the kill show where it hung"
+        assert time.perf_counter() - t0 < timeout_for(SPEC, scale=0.03) + 30
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize("var, value, allow", [("TBE_FUZZ_SANITIZE", "maybe", "1"),
+                                               (forced_crash.ENV, "segv:lookups=3", "1"),
+                                               (forced_crash.ENV, "segv:lookups>=3", "0")])
+def test_cli_refuses_bad_environment_cleanly(monkeypatch, capsys, var, value, allow):
+    monkeypatch.setenv(var, value)
+    monkeypatch.setenv("TBE_FUZZ_ALLOW_FAULTS", allow)
+    with pytest.raises(SystemExit) as exc:
+        main(["replay", "/no/such/artifact"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and var in err and "Traceback" not in err
+
+
+def test_timeout_grows_with_the_case():
+    small, big = CaseSpec(tables=((5, 4),), batch_size=2), CaseSpec(tables=((5, 4),) * 8, batch_size=64, max_length=50)
+    assert timeout_for(big) > timeout_for(small) >= 60.0
+
+
+def test_interpreter_wild_store_crashes_or_is_named(monkeypatch):
+    """The 'ima' kernel stores 1 TiB past its tensor: SIGSEGV unsanitized, a finding under the sanitizer."""
+    monkeypatch.setenv(forced_crash.ENV, "ima:lookups>=1")
+    for sanitize, kind, words in ((False, "crash", "SIGSEGV"), (True, "sanitizer", "_wild_store")):
+        s = Supervisor(sanitize=sanitize)
+        try:
+            r = s.run(SPEC, KernelConfig())
+            assert r.kind == kind and words in r.error, r.text()
+        finally:
+            s.close()
+    assert "x_ptr[274877906944]" in r.error and "past the end of its storage" in r.error
+
+
+def test_the_case_is_on_disk_while_it_runs(tmp_path, monkeypatch):
+    s = Supervisor()
+    seen = []
+    real = s._run_once
+
+    def spy(case, config, req, saved):
+        (d,) = list((tmp_path / "pending").iterdir())
+        seen.append((json.loads((d / "case.json").read_text()), json.loads((d / "config.json").read_text())))
+        return real(case, config, req, saved)
+
+    monkeypatch.setattr(s, "_run_once", spy)
+    try:
+        assert s.run(SPEC, KernelConfig(chunk_size=4), pending=tmp_path / "pending").ok
+    finally:
+        s.close()
+    assert seen == [(SPEC.to_dict(), KernelConfig(chunk_size=4).to_dict())]
+    assert not list((tmp_path / "pending").iterdir()), "removed once the driver holds the result"
+
+
+def test_leftover_pending_names_cases_of_dead_drivers(tmp_path):
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = tmp_path / f"{int(gone.stdout)}-0"
+    dead.mkdir()
+    (tmp_path / f"{os.getpid()}-1").mkdir()
+    assert leftover_pending(tmp_path) == [dead]
+
+
+@pytest.mark.fuzz
+def test_campaign_survives_a_crash_saves_shrinks_and_replays_it(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(forced_crash.ENV, "segv:lookups>=30")
+    res = run_campaign(KernelConfig(), TINY.with_overrides(max_examples=20), seed=2, artifacts_dir=tmp_path)
+    assert not res.ok and res.failure.kind == "crash" and "SIGSEGV" in res.failure.error
+    assert res.failure.lookups >= 30 and res.shrink_examples >= 1
+    path = res.artifact
+    assert sorted(p.name for p in path.iterdir()) == sorted(artifacts.FILES)
+    assert "killed by SIGSEGV" in (path / "report.txt").read_text()
+    assert json.loads((path / "meta.json").read_text())["failure_kind"] == "crash"
+    assert "TBE_FUZZ_FORCE_CRASH=" in (path / "replay.txt").read_text()
+    assert artifacts.load_tensors(path).indices.numel() == res.failure.lookups
+    assert main(["replay", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "failure kind: crash" in out and "killed by SIGSEGV" in out
+    monkeypatch.delenv(forced_crash.ENV)
+    assert main(["replay", str(path)]) == 0  # without the forced crash the case passes
+
+
+PYTEST_FILE = '''
+from hypothesis import given, settings, strategies as st
+from strategies.adversarial import FuzzCase
+from strategies.case import CaseSpec
+from tests.fuzz_properties import check_fuzz_case
+
+@settings(max_examples=6, database=None, derandomize=True, deadline=None)
+@given(st.integers(1, 4).map(lambda b: FuzzCase(CaseSpec(tables=((5, 4),), batch_size=b, seed=1))))
+def test_kernel_crash(fc):
+    check_fuzz_case(fc)
+'''
+
+
+@pytest.mark.fuzz
+def test_pytest_reports_a_crash_as_a_test_failure_naming_its_artifact(tmp_path):
+    (tmp_path / "test_crash_demo.py").write_text(textwrap.dedent(PYTEST_FILE))
+    env = dict(os.environ, PYTHONPATH=str(REPO), TBE_FUZZ_ALLOW_FAULTS="1", TBE_FUZZ_ARTIFACTS=str(tmp_path / "art"),
+               **{forced_crash.ENV: "abort:bags>=2"})
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "1", "-p", "no:cacheprovider",
+                          str(tmp_path / "test_crash_demo.py")], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, timeout=600)
+    text = out.stdout + out.stderr
+    print(text)
+    assert out.returncode == 1 and "1 failed" in text, text
+    assert "crashed" not in text.replace("worker crashed", ""), "the xdist worker must survive"
+    assert "worker crashed" in text and "killed by SIGABRT" in text
+    (saved,) = list((tmp_path / "art").iterdir())
+    assert f"artifact: {saved}" in text and f"tbe-fuzz replay {saved}" in text
+    assert json.loads((saved / "case.json").read_text())["batch_size"] == 2, "the shrunk example was saved"
+
+
+# ----------------------------------------------------------------------------- GPU only
+@pytest.mark.gpu
+def test_gpu_illegal_memory_access_is_survived(monkeypatch):
+    s = Supervisor()
+    try:
+        monkeypatch.setenv(forced_crash.ENV, "ima:lookups>=1")
+        r = s.run(SPEC, KernelConfig())
+        assert r.kind == "cuda_error" and "illegal memory access" in r.error, r.text()
+        monkeypatch.delenv(forced_crash.ENV)
+        assert s.run(SPEC, KernelConfig()).ok and s.started == 2
+    finally:
+        s.close()
