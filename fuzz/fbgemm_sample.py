@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from fuzz.cases import BadIdCase, CaseTensors
+from fuzz.cases import BadIdCase, CaseTensors, initial_weights
 from oracles import fbgemm_cpu
 from oracles.bounds_backward import check_step
 from oracles.checks import check_forward
@@ -62,7 +62,7 @@ def check(case: Any, t: CaseTensors) -> tuple[str, list[Report]]:
     wdt, odt = parse_float_dtype("w", spec.weights_dtype), parse_float_dtype("o", spec.output_dtype)
     pooling, opt = Pooling(spec.pooling), Optimizer(spec.optimizer)
     fb = fbgemm_cpu.FbgemmTBE(spec.tables, opt, spec.learning_rate, spec.eps, wdt, odt, pooling)
-    w0 = t.initial_weights
+    w0 = t.initial_weights if t.initial_weights is not None else initial_weights(spec)
     fb.load([w0[o: o + e * d].view(e, d) for o, (e, d) in zip(layout.weights_offsets, spec.tables)])
     idx, off, psw = t.indices, t.offsets, t.per_sample_weights
     reports: list[Report] = []

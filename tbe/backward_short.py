@@ -36,7 +36,7 @@ def backward_short(
         module.weights, module.momentum, grad, grad.stride(0), cls.counts,
         cls.short_start, cls.short_length, cls.short_linear, cls.short_wrow, cls.short_table,
         tr.sorted_bag, tr.sorted_psw if weighted else tr.run_start, tr.offsets, lt["dims"], lt["col_offsets"],
-        tr.batch_size, module.learning_rate, module.eps,
+        lt["weights_offsets"], lt["hash_size_cumsum"], tr.batch_size, module.learning_rate, module.eps,
     )
     flags = dict(
         WEIGHTED=weighted, MEAN=module.pooling.value == "mean",
@@ -99,6 +99,7 @@ def _short_kernel(
     weights_ptr, momentum_ptr, grad_ptr, grad_stride, counts_ptr,
     start_ptr, length_ptr, linear_ptr, wrow_ptr, table_ptr,
     sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, dims_ptr, col_offsets_ptr,
+    weights_offsets_ptr, hcs_ptr,  # unread: the table layout, named for the interpreter's sanitizer
     B, lr, eps,
     WEIGHTED: tl.constexpr, MEAN: tl.constexpr, ADAGRAD: tl.constexpr, GATHER: tl.constexpr,
     BLOCK_D: tl.constexpr, WIDE: tl.constexpr, FAULT_ACC_W: tl.constexpr,
@@ -146,6 +147,7 @@ def _short_rows_kernel(
     weights_ptr, momentum_ptr, grad_ptr, grad_stride, counts_ptr,
     start_ptr, length_ptr, linear_ptr, wrow_ptr, table_ptr,
     sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, dims_ptr, col_offsets_ptr,
+    weights_offsets_ptr, hcs_ptr,  # unread: the table layout, named for the interpreter's sanitizer
     B, lr, eps,
     WEIGHTED: tl.constexpr, MEAN: tl.constexpr, ADAGRAD: tl.constexpr, RUNS: tl.constexpr,
     BLOCK_D: tl.constexpr, FAULT_ACC_W: tl.constexpr,

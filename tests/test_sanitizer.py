@@ -71,9 +71,10 @@ def test_atomics_and_stores_are_checked(sanitized, store):
     assert counter.tolist() == [0, 0, 0, 1]
 
 
-def _off_by_one_module(last_table: bool, fused: bool, optimizer: str = "exact_sgd"):
+def _off_by_one_module(last_table: bool, fused: bool, optimizer: str = "exact_sgd", runs: int = 1):
     """Two tables of 5 and 7 rows; one id equals its table's row count, which the planted fault lets through."""
-    config = KernelConfig(faults=("bounds_check_off_by_one",), fused_bounds_check=fused)
+    config = KernelConfig(faults=("bounds_check_off_by_one",), fused_bounds_check=fused,
+                          bwd_short_runs_per_program=runs)
     m = TritonTBE([(5, 4), (7, 4)], config=config, optimizer=optimizer)
     ids = torch.tensor([0, 1, 2, 3, 4, 0])
     ids[5 if last_table else 1] = 7 if last_table else 5
@@ -92,13 +93,14 @@ def test_off_by_one_forward_is_named(sanitized, fused):
     assert (f.argument, f.program, f.first) == ("weights_ptr", (0, 1, 0), 48) and "past the end" in str(f)
 
 
-def test_off_by_one_backward_is_named_in_weights_and_momentum():
-    m, ids, off = _off_by_one_module(False, False, "exact_rowwise_adagrad")
+@pytest.mark.parametrize("runs,kernel", [(1, "_short_kernel"), (4, "_short_rows_kernel")])
+def test_off_by_one_backward_is_named_in_weights_and_momentum(runs, kernel):
+    m, ids, off = _off_by_one_module(False, False, "exact_rowwise_adagrad", runs)
     out = m(ids, off)  # unsanitized forward: reads table 1's row 0 silently
     with sanitizer.sanitized():
         f = _finding(lambda: out.sum().backward())
-    assert f.kernel == "_short_kernel" and f.argument in ("weights_ptr", "momentum_ptr")
-    assert "took table 0's start" in str(f) and "row 5" in str(f)
+    assert f.kernel == kernel and f.argument in ("weights_ptr", "momentum_ptr")
+    assert "took table 0 from table_ptr" in str(f) and "row 5" in str(f)
 
 
 def test_only_the_address_check_with_tables_off():

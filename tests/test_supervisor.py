@@ -184,7 +184,8 @@ def test_pytest_reports_a_crash_as_a_test_failure_naming_its_artifact(tmp_path):
     assert out.returncode == 1 and "1 failed" in text, text
     assert "crashed" not in text.replace("worker crashed", ""), "the xdist worker must survive"
     assert "worker crashed" in text and "killed by SIGABRT" in text
-    (saved,) = list((tmp_path / "art").iterdir())
+    (saved,) = [p for p in (tmp_path / "art").iterdir() if not p.name.startswith(".")]  # .pending: in-flight cases
+    assert not any((tmp_path / "art" / ".pending").glob("*")), "no case is left pending after the run"
     assert f"artifact: {saved}" in text and f"tbe-fuzz replay {saved}" in text
     assert json.loads((saved / "case.json").read_text())["batch_size"] == 2, "the shrunk example was saved"
 
