@@ -17,9 +17,9 @@ import torch
 
 from strategies.bad_inputs import BadBatchSpec, materialize_bad
 from strategies.case import CaseSpec, materialize
-from strategies.run import build_module
 from tbe import KernelConfig
 from tbe.modes import parse_float_dtype
+from tbe.module import seeded_weights
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,9 +87,10 @@ class CaseTensors:
         return cls(d["indices"], d["offsets"], d["per_sample_weights"], list(d["grad_outputs"]), d["initial_weights"])
 
 
-def initial_weights(spec: CaseSpec, config: Optional[KernelConfig]) -> torch.Tensor:
-    """The packed weights a fresh module for ``spec`` starts from (what ``check_batch`` uses)."""
-    return build_module(spec, config).weights.detach().cpu().clone()
+def initial_weights(spec: CaseSpec, config: Optional[KernelConfig] = None) -> torch.Tensor:
+    """The packed weights every SUT starts ``spec`` from (``tbe.module.seeded_weights``, what a fresh
+    TritonTBE holds); ``config`` is unused and kept for callers that pass it."""
+    return seeded_weights(spec.layout, parse_float_dtype("weights_dtype", spec.weights_dtype), spec.seed)
 
 
 def tensors(case: AnyCase, config: Optional[KernelConfig] = None, steps: bool = True) -> CaseTensors:

@@ -32,6 +32,17 @@ def _check_hyper(name: str, value: object) -> float:
     return value
 
 
+def seeded_weights(layout: TableLayout, weights_dtype: torch.dtype, seed: int = 0) -> torch.Tensor:
+    """Packed initial weights: Uniform(-1/sqrt(E), 1/sqrt(E)) per table, drawn on the CPU from ``seed``
+    in float64 and rounded to ``weights_dtype`` (what a fresh module holds)."""
+    g = torch.Generator().manual_seed(seed)
+    parts = [torch.zeros(0, dtype=torch.float64)]
+    for s in layout.specs:
+        bound = 1.0 / math.sqrt(s.rows)
+        parts.append((torch.rand(s.rows * s.dim, generator=g, dtype=torch.float64) * 2 - 1) * bound)
+    return torch.cat(parts).to(weights_dtype)
+
+
 class TritonTBE(nn.Module):
     def __init__(
         self,
@@ -88,14 +99,9 @@ class TritonTBE(nn.Module):
 
     # ------------------------------------------------------------------ weights and state
     def reset_weights(self, seed: int = 0) -> None:
-        """Uniform(-1/sqrt(E), 1/sqrt(E)) per table, drawn on the CPU from ``seed``, and zero state."""
-        g = torch.Generator().manual_seed(seed)
-        parts = []
-        for s in self.layout.specs:
-            bound = 1.0 / math.sqrt(s.rows)
-            parts.append((torch.rand(s.rows * s.dim, generator=g, dtype=torch.float64) * 2 - 1) * bound)
+        """``seeded_weights(layout, weights_dtype, seed)`` and zero optimizer state."""
         with torch.no_grad():
-            self.weights.copy_(torch.cat(parts).to(self.weights_dtype))
+            self.weights.copy_(seeded_weights(self.layout, self.weights_dtype, seed))
             self.momentum.zero_()
 
     def split_embedding_weights(self) -> list[torch.Tensor]:
