@@ -19,6 +19,8 @@ import torch
 from fuzz.cases import AnyCase, BadIdCase, CaseTensors, base_spec, tensors
 from oracles.compare import Report
 from fuzz.differential import check_batch
+from fuzz.sut import DEFAULT as DEFAULT_SUT
+from fuzz.sut import get as get_sut
 from tbe import KernelConfig
 from tbe.forward_dispatch import choose_path
 from tbe.modes import parse_float_dtype
@@ -100,10 +102,12 @@ def tiers_of(case: AnyCase, t: CaseTensors, config: KernelConfig) -> tuple[froze
 
 def run_case(
     case: AnyCase, config: Optional[KernelConfig] = None, saved: Optional[CaseTensors] = None,
-    steps: bool = True,
+    steps: bool = True, sut: str = DEFAULT_SUT,
 ) -> CaseResult:
     """Check ``case`` under ``config``; ``saved`` tensors (already materialized, or from an artifact)
-    replace materialization. A spec that cannot be materialized raises ValueError (a generator bug)."""
+    replace materialization, initial weights included. ``sut`` is the registry name of the system
+    under test (``fuzz.sut``; a string, so a worker process can resolve it again). A spec that
+    cannot be materialized raises ValueError (a generator bug)."""
     config = config or KernelConfig()
     spec = base_spec(case)
     t0 = time.perf_counter()
@@ -112,8 +116,11 @@ def run_case(
     reports: list[Report] = []
     error = None
     try:
-        reports = check_batch(spec, config, t.indices, t.offsets, t.per_sample_weights, grads)
+        reports = check_batch(spec, config, t.indices, t.offsets, t.per_sample_weights, grads,
+                              sut=sut, initial_weights=t.initial_weights)
     except Exception:  # a crash on a case is a finding, kept with its traceback
         error = traceback.format_exc(limit=8)
     tiers, max_segment = tiers_of(case, t, config)
+    if sut != DEFAULT_SUT and not get_sut(sut).capabilities.kernel_config:  # --sut: no Triton paths
+        tiers = frozenset(x for x in tiers if x.startswith("bwd:"))
     return CaseResult(case, reports, int(t.indices.numel()), tiers, time.perf_counter() - t0, error, max_segment)
