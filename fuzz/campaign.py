@@ -12,7 +12,7 @@ import collections
 import dataclasses
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from hypothesis import HealthCheck, Phase, given, reject, settings, target
 from hypothesis import seed as hypothesis_seed
@@ -24,6 +24,9 @@ from fuzz.budgets import Budget
 from fuzz.cases import CaseTensors, case_size, tensors
 from fuzz.check import CaseResult, run_case
 from fuzz.space import campaign_cases
+from fuzz.sut import DEFAULT as DEFAULT_SUT
+from fuzz.sut import get as get_sut
+from fuzz.sut_fit import fit_strategy
 from tbe import KernelConfig
 
 
@@ -55,24 +58,27 @@ class CampaignResult:
     stopped_by: str = ""              # "failure", "time", "examples"
     unmaterializable: int = 0         # drawn specs materialize refused (a generator bug, not the kernel's)
     unmaterializable_example: Optional[str] = None
+    sut: str = DEFAULT_SUT            # the system under test (fuzz.sut registry name)
+    expected_failures: int = 0        # cases failing only with known findings already recorded
+    known: list[Any] = dataclasses.field(default_factory=list)  # fuzz.triage.KnownRecord, one per finding
 
     @property
     def ok(self) -> bool:
         return self.failure is None
 
-    def record(self, result: CaseResult) -> None:
+    def record(self, result: CaseResult, ratios: bool = True) -> None:
         self.examples += 1
         self.lookups += result.lookups
         self.tiers.update(result.tiers)
-        for name, ratio in result.ratios_by_check().items():
+        for name, ratio in (result.ratios_by_check() if ratios else {}).items():
             self.max_ratio[name] = max(self.max_ratio.get(name, 0.0), ratio)
 
 
-def _database(root: Path, config: KernelConfig) -> DirectoryBasedExampleDatabase:
-    """One example database per config, so a fault's failures are not replayed against another config."""
+def _database(root: Path, config: KernelConfig, sut: str = DEFAULT_SUT) -> DirectoryBasedExampleDatabase:
+    """One example database per config (and SUT), so a fault's failures are not replayed against another."""
     import hashlib
 
-    key = hashlib.sha1(config.to_json().encode()).hexdigest()[:12]
+    key = hashlib.sha1((config.to_json() + ("" if sut == DEFAULT_SUT else sut)).encode()).hexdigest()[:12]
     return DirectoryBasedExampleDatabase(str(Path(root) / ".hypothesis" / key))
 
 
@@ -86,18 +92,23 @@ def run_campaign(
     meta: Optional[dict[str, Any]] = None,
     progress: Any = None,
     use_database: bool = True,
+    sut: str = DEFAULT_SUT,
+    expected: Optional[Callable[[CaseResult], Any]] = None,
 ) -> CampaignResult:
     """Search for a case that fails under ``config``. ``artifacts_dir=None`` saves nothing; the example
     database lives under it unless ``use_database`` is off (then every run starts from the seed alone);
-    ``progress`` (a callable taking a line) receives occasional status lines."""
-    res = CampaignResult(config, budget, seed)
-    strategy = strategy if strategy is not None else campaign_cases(config, budget.max_lookups)
+    ``progress`` (a callable taking a line) receives occasional status lines. ``sut`` names the system
+    under test (cases are drawn within its capabilities); a failing case for which ``expected(result)``
+    is truthy (already triaged) counts as a pass (``fuzz.triage`` drives that)."""
+    res = CampaignResult(config, budget, seed, sut=sut)
+    if strategy is None:
+        strategy = fit_strategy(campaign_cases(config, budget.max_lookups), get_sut(sut).capabilities)
     start = time.perf_counter()
     search_end = start + budget.seconds
     best: list[CaseResult] = []  # smallest failure seen, in case shrinking runs out of time
 
     phases = [Phase.explicit, Phase.reuse, Phase.generate, Phase.target] + ([Phase.shrink] if shrink else [])
-    db = _database(artifacts_dir, config) if artifacts_dir is not None and use_database else None
+    db = _database(artifacts_dir, config, sut) if artifacts_dir is not None and use_database else None
 
     @hypothesis_seed(seed)
     @settings(
@@ -119,14 +130,16 @@ def run_campaign(
             if res.unmaterializable_example is None:
                 res.unmaterializable_example = f"{e}: {case}"
             reject()
-        result = run_case(case, config, saved)
-        target(min(result.max_ratio, 1e12), label="error / bound")
+        result = run_case(case, config, saved, sut=sut)
+        known = not result.ok and expected is not None and bool(expected(result))
+        target(0.0 if known else min(result.max_ratio, 1e12), label="error / bound")
         target(float(result.max_segment), label="longest segment")
         if best:
             res.shrink_examples += 1
         else:
-            res.record(result)
-        if not result.ok:
+            res.record(result, ratios=expected is None or result.ok)  # triaged runs: ratios of passes only
+            res.expected_failures += known
+        if not result.ok and not known:
             if not best:
                 res.first_failure_examples = res.examples
                 res.first_failure_seconds = time.perf_counter() - start
@@ -155,7 +168,7 @@ def run_campaign(
     res.seconds = time.perf_counter() - start
     if res.failure is not None and artifacts_dir is not None:
         res.artifact = save_result(artifacts_dir, res.failure, config, {
-            "source": "campaign", "budget": budget.name, "seed": seed,
+            "source": "campaign", "budget": budget.name, "seed": seed, "sut": sut,
             "examples_before_failure": res.first_failure_examples, **(meta or {}),
         })
     return res

@@ -2,7 +2,9 @@
 
 An artifact directory supplies case.json, config.json and tensors.pt; a bare case.json is
 re-materialized and runs under ``--config`` (or a config.json beside it, or the default).
-The verdict is the same ``run_case`` a campaign uses.
+The verdict is the same ``run_case`` a campaign uses, against the SUT the artifact records
+(meta.json) unless ``--sut`` names another; failures triaged for that SUT (``fuzz.known``)
+are reported as known and do not fail the replay.
 """
 
 from __future__ import annotations
@@ -17,6 +19,11 @@ import torch
 from fuzz import artifacts
 from fuzz.cases import CaseTensors, tensors
 from fuzz.check import CaseResult, run_case
+from fuzz.known import explain
+from fuzz.sut import DEFAULT as DEFAULT_SUT
+from fuzz.sut import get as get_sut
+from fuzz.sut import require
+from fuzz.sut_fit import refusal
 from tbe import KernelConfig
 
 
@@ -28,10 +35,13 @@ class ReplayResult:
     config_path: Optional[Path]
     config: KernelConfig
     notes: list[str]
+    sut: str = "triton"
+    known: Optional[tuple] = None  # the known findings (fuzz.known) that explain every failure, if any
 
     @property
     def ok(self) -> bool:
-        return self.result.ok
+        """Passes, or fails only with findings triaged for its SUT."""
+        return self.result.ok or self.known is not None
 
 
 def _same(a: CaseTensors, b: CaseTensors) -> bool:
@@ -59,8 +69,21 @@ def resolve(target: Path, config_path: Optional[Path]) -> tuple[Path, Optional[P
     return target, config_path or (sibling if sibling.is_file() else None), None
 
 
-def replay(target: Path, config_path: Optional[Path] = None, rematerialize: bool = False) -> ReplayResult:
+def recorded_sut(case_path: Path) -> str:
+    """The SUT an artifact was found on (its meta.json), or the default for older artifacts and bare cases."""
+    meta = Path(case_path).parent / "meta.json"
+    try:
+        return str(json.loads(meta.read_text()).get("sut") or DEFAULT_SUT) if meta.is_file() else DEFAULT_SUT
+    except (json.JSONDecodeError, AttributeError, OSError):
+        return DEFAULT_SUT
+
+
+def replay(target: Path, config_path: Optional[Path] = None, rematerialize: bool = False,
+           sut: Optional[str] = None) -> ReplayResult:
+    """Re-run a saved case against ``sut`` (default: the SUT the artifact records)."""
     case_path, cfg_path, saved_path = resolve(target, config_path)
+    sut = sut or recorded_sut(case_path)
+    require(sut, kernel_config=cfg_path is not None and config_path is not None)
     try:
         case = artifacts.load_case(case_path)
     except (json.JSONDecodeError, TypeError, KeyError) as e:
@@ -83,8 +106,11 @@ def replay(target: Path, config_path: Optional[Path] = None, rematerialize: bool
             notes.append("the spec now materializes differently from the saved tensors "
                          "(materialization code changed); replaying the saved tensors")
         if fresh is not None and not torch.equal(fresh.initial_weights, saved.initial_weights):
-            notes.append("the saved initial weights differ from the module's initialization for this spec; "
-                         "the check ran from the module's (check_batch builds its own module)")
-    result = run_case(case, config, saved)
+            notes.append("the saved initial weights differ from the spec's seeded weights; "
+                         "the check started from the saved ones")
+    why = refusal(case, get_sut(sut).capabilities)
+    if why is not None:
+        raise ValueError(f"SUT {sut!r} cannot run this case: {why}")
+    result = run_case(case, config, saved, sut=sut)
     source = "saved tensors" if saved is not None else "re-materialized spec"
-    return ReplayResult(result, source, case_path, cfg_path, config, notes)
+    return ReplayResult(result, source, case_path, cfg_path, config, notes, sut, explain(sut, result))
