@@ -40,7 +40,7 @@ from oracles.reference_backward import reference_backward
 from oracles.reference_bounds import reference_bounds_check
 from strategies.case import CaseSpec, materialize
 from tbe import KernelConfig
-from tbe.modes import BoundsCheckMode, parse_float_dtype
+from tbe.modes import BoundsCheckMode, Optimizer, parse_float_dtype
 from tbe.module import seeded_weights
 
 
@@ -53,6 +53,11 @@ def _step_reports(k: int, ref, layout, w_before: torch.Tensor, instance, psw_gra
     """Backward Reports of step ``k``: weights per table with ratios, then the other violations."""
     after = packed_weights(instance)
     momentum = packed_momentum(instance)
+    if after.numel() != layout.total_elements:
+        raise SUTError(f"the SUT's weights hold {after.numel()} values, the tables {layout.total_elements}")
+    if ref.optimizer == Optimizer.EXACT_ROWWISE_ADAGRAD and momentum.numel() != layout.total_rows:
+        raise SUTError(f"the SUT's row-wise momentum holds {momentum.numel()} values, the tables have "
+                       f"{layout.total_rows} rows")
     reports = []
     for s, tb in zip(ref.tables, table_bounds(ref, after.dtype)):
         flat = layout.weights_offsets[s.table] + s.rows[:, None] * s.dim + torch.arange(s.dim)
@@ -129,8 +134,9 @@ def check_batch(
         ref = reference_backward(layout, w_before, m_before, ref_idx, ref_off, per_sample_weights, B,
                                  pooling, params.optimizer, params.learning_rate, params.eps, grad)
         psw_grad = instance.backward(grad.clone())
-        if per_sample_weights is not None and psw_grad is None and target.capabilities.psw_grad:
-            reports.append(Report(f"step {k} psw grad missing (the SUT returned none)", False, None, 1, 1))
+        if per_sample_weights is not None and per_sample_weights.numel() and psw_grad is None \
+                and target.capabilities.psw_grad:
+            reports.append(Report(f"step {k} missing psw grad (the SUT returned none)", False, None, 1, 1))
         psw_grad = None if psw_grad is None else psw_grad.detach().cpu()
         reports += _step_reports(k, ref, layout, w_before, instance, psw_grad,
                                  None if per_sample_weights is None else per_sample_weights.dtype)

@@ -66,12 +66,8 @@ TRIAGE: tuple[KnownFinding, ...] = (
                  ("weights after update",)),
     KnownFinding("fbgemm-minus-one-raises", (CPU,), findings.FBGEMM_MINUS_ONE_CPU, _bad(id_kind="minus_one"),
                  (CRASH,), error=r"out of bounds: -1"),
-    KnownFinding("fbgemm-minus-one-pruned", (CUDA,), findings.FBGEMM_MINUS_ONE_PRUNED, _bad(id_kind="minus_one"),
-                 ANY),
-    KnownFinding("fbgemm-first-offset-kept", (CPU, CUDA), findings.FBGEMM_FIRST_OFFSET_KEPT,
+    KnownFinding("fbgemm-first-offset-kept", (CPU,), findings.FBGEMM_FIRST_OFFSET_KEPT,
                  _bad(offset_kind="first_positive"), ANY),
-    KnownFinding("fbgemm-cuda-bad-offsets", (CUDA,), findings.FBGEMM_CUDA_BAD_OFFSETS,
-                 lambda case: isinstance(case, BadIdCase) and bool(case.bad.bad_offsets), ANY),
     KnownFinding("fbgemm-cuda-weighted-mean-psw-grad", (CUDA,), findings.FBGEMM_CUDA_WEIGHTED_MEAN_PSW_GRAD,
                  _spec(lambda s: s.pooling == "mean" and s.weighted), ("psw grad",)),
 )

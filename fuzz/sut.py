@@ -30,6 +30,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import torch
 
+from strategies.bad_inputs import ID_KINDS, OFFSET_KINDS
 from tbe.modes import BoundsCheckMode, Optimizer, Pooling
 
 GROUP = "tbe_fuzz.suts"
@@ -64,6 +65,8 @@ class Capabilities:
     poolings: tuple[str, ...] = ("sum", "mean")
     optimizers: tuple[str, ...] = ("exact_sgd", "exact_rowwise_adagrad")
     bounds_modes: tuple[str, ...] = ALL_BOUNDS  # WARNING means it counts (bounds_check_warnings)
+    bad_ids: tuple[str, ...] = ID_KINDS         # invalid ids it may be fed (strategies.bad_inputs kinds)
+    bad_offsets: tuple[str, ...] = OFFSET_KINDS  # broken offsets it may be fed
     per_sample_weights: bool = True
     psw_grad: bool = True                       # backward returns the per-sample-weight gradient
     empty_batch: bool = True                    # accepts B = 0
@@ -74,9 +77,10 @@ class Capabilities:
     def __post_init__(self) -> None:
         for field, allowed in (("weights_dtypes", ALL_DTYPES), ("output_dtypes", ALL_DTYPES),
                                ("index_dtypes", ("int32", "int64")), ("poolings", ("sum", "mean")),
-                               ("optimizers", tuple(o.value for o in Optimizer)), ("bounds_modes", ALL_BOUNDS)):
+                               ("optimizers", tuple(o.value for o in Optimizer)), ("bounds_modes", ALL_BOUNDS),
+                               ("bad_ids", ID_KINDS), ("bad_offsets", OFFSET_KINDS)):
             values = tuple(getattr(self, field))
-            if not values or any(v not in allowed for v in values):
+            if (not values and not field.startswith("bad_")) or any(v not in allowed for v in values):
                 raise ValueError(f"Capabilities.{field} must be a non-empty subset of {allowed}, got {values!r}")
             object.__setattr__(self, field, values)
         if self.dim_multiple < 1 or (self.max_dim is not None and self.max_dim < self.dim_multiple):
@@ -87,7 +91,8 @@ class Capabilities:
         """Whether every case the strategies draw is within these capabilities (no fitting needed)."""
         full = Capabilities()
         return (all(set(getattr(full, f)) <= set(getattr(self, f)) for f in
-                    ("weights_dtypes", "output_dtypes", "index_dtypes", "poolings", "optimizers", "bounds_modes"))
+                    ("weights_dtypes", "output_dtypes", "index_dtypes", "poolings", "optimizers", "bounds_modes",
+                     "bad_ids", "bad_offsets"))
                 and self.dim_multiple == 1 and self.max_dim is None
                 and self.per_sample_weights and self.empty_batch)
 

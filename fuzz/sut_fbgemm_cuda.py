@@ -2,8 +2,14 @@
 
 The same adapter as ``fbgemm-cpu`` (``fuzz.sut_fbgemm.FbgemmInstance``) on the device:
 given weights written into its tables, stochastic rounding off, fp32/fp16 weights and
-outputs, D % 4 == 0, FBGEMM's own bounds check. FATAL is left out: FBGEMM's CUDA check
-rejects with a device-side assert, which poisons the CUDA context of the whole process.
+outputs, D % 4 == 0, FBGEMM's own bounds check. Left out, from FBGEMM's source, because
+they can corrupt memory or kill the CUDA context of the whole campaign process: FATAL
+(its CUDA check rejects with a device-side assert); id -1 (the check passes it as a
+pruned row, but the CUDA lookup has no such case and would read and update row -1);
+broken offsets (the v1 check clamps each bag on its own, in parallel, and never sets the
+last offset to len(indices), so some ids can fall in no bag and the backward's
+linearized ids for them are never written). Out-of-range ids are still fed: the check
+repairs them.
 Usable wherever fbgemm_gpu's CUDA build imports and a GPU is present (on a CPU-only
 machine it says so and is refused); ``available`` builds a one-row TBE on the device and
 runs a training step to be sure the CUDA kernels load.
@@ -20,9 +26,13 @@ import torch
 from fuzz.sut import SUT, TBEParams
 from fuzz.sut_fbgemm import CAPABILITIES as CPU_CAPABILITIES
 from fuzz.sut_fbgemm import FbgemmInstance
+from strategies.bad_inputs import ID_KINDS
 from tbe.modes import BoundsCheckMode, Optimizer, Pooling
 
-CAPABILITIES = dataclasses.replace(CPU_CAPABILITIES, bounds_modes=("warning", "ignore", "none"), devices=("cuda",))
+CAPABILITIES = dataclasses.replace(
+    CPU_CAPABILITIES, bounds_modes=("warning", "ignore", "none"), devices=("cuda",),
+    bad_ids=tuple(k for k in ID_KINDS if k != "minus_one"), bad_offsets=(),
+)
 
 
 class FbgemmCudaInstance(FbgemmInstance):

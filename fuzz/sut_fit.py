@@ -6,7 +6,7 @@ an unsupported dtype becomes the supported one nearest in width (bf16 -> fp16), 
 unsupported pooling, optimizer or index dtype the SUT's first supported one, per-sample
 weights are dropped where unsupported, an empty batch gets one bag. A bad-id case needs
 a mode that repairs or rejects (WARNING, IGNORE or FATAL); a SUT with none of them gets
-no bad-id cases. For a SUT that can run everything nothing changes."""
+no bad-id cases, and kinds of invalid input a SUT cannot be fed safely are left out. For a SUT that can run everything nothing changes."""
 
 from __future__ import annotations
 
@@ -75,7 +75,9 @@ def fit_case(case: AnyCase, caps: Capabilities) -> Optional[AnyCase]:
         if spec is None:
             return None
         bad = dataclasses.replace(case.bad, tables=spec.tables, batch_size=spec.batch_size,
-                                  weighted=spec.weighted, index_dtype=spec.index_dtype)
+                                  weighted=spec.weighted, index_dtype=spec.index_dtype,
+                                  bad_ids=tuple(b for b in case.bad.bad_ids if b.kind in caps.bad_ids),
+                                  bad_offsets=tuple(k for k in case.bad.bad_offsets if k in caps.bad_offsets))
         return BadIdCase(spec, bad)
     return fit_spec(case, caps)
 
@@ -102,6 +104,11 @@ def refusal(case: AnyCase, caps: Capabilities) -> Optional[str]:
         return "weighted=True (no per-sample weights)"
     if spec.batch_size == 0 and not caps.empty_batch:
         return "batch_size=0 (no empty batches)"
-    if isinstance(case, BadIdCase) and spec.bounds_check not in BAD_ID_MODES:
-        return f"bad ids under bounds_check={spec.bounds_check!r}"
+    if isinstance(case, BadIdCase):
+        if spec.bounds_check not in BAD_ID_MODES:
+            return f"bad ids under bounds_check={spec.bounds_check!r}"
+        kinds = [b.kind for b in case.bad.bad_ids if b.kind not in caps.bad_ids]
+        kinds += [k for k in case.bad.bad_offsets if k not in caps.bad_offsets]
+        if kinds:
+            return f"bad input of kind {kinds[0]!r} (the SUT may be fed: {caps.bad_ids + caps.bad_offsets})"
     return None

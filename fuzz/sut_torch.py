@@ -94,7 +94,9 @@ class TorchInstance:
                     new = w - lr * g
                 self.tables[t][uniq] = new.to(self.tables[t].dtype)
         self._gathered = []
-        return None if self._psw is None else self._psw.grad
+        if self._psw is None:
+            return None
+        return self._psw.grad if self._psw.grad is not None else torch.zeros_like(self._psw)  # no lookups
 
     def weights(self) -> list[torch.Tensor]:
         return [w.detach().cpu().clone() for w in self.tables]

@@ -31,18 +31,9 @@ FBGEMM_MINUS_ONE_CPU = (
     "FBGEMM's bounds check passes id -1 as a pruned row (ours repairs and counts it); fbgemm-gpu-cpu's "
     "lookup then raises 'Index ... is out of bounds: -1' under every mode. Semantic difference."
 )
-FBGEMM_MINUS_ONE_PRUNED = (
-    "FBGEMM's bounds check passes id -1 as a pruned row (ours repairs it to row 0 and counts it), so "
-    "the pooled rows, the warning count and FATAL's verdict differ. Semantic difference (CUDA source)."
-)
 FBGEMM_FIRST_OFFSET_KEPT = (
     "FBGEMM keeps offsets[0] > 0 (ids before it belong to no bag); ours repairs it to 0, so bag 0 and "
     "the rows it updates differ. Semantic difference (oracles/reference_bounds.py)."
-)
-FBGEMM_CUDA_BAD_OFFSETS = (
-    "FBGEMM's CUDA bounds check (v1) clamps each bag's [start, end) on its own from the raw offsets, "
-    "in parallel, and never sets the last offset to len(indices); ours clamps bag by bag in order. With "
-    "broken offsets the bags, the warning count and the update differ. Read in FBGEMM's source."
 )
 FBGEMM_CUDA_WEIGHTED_MEAN_PSW_GRAD = (
     "FBGEMM's CUDA backward computes the per-sample-weight gradient from d_out without dividing by L "
