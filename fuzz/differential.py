@@ -110,8 +110,8 @@ def check_batch(
     backward = len(grad_outputs) > 0
     reports: list[Report] = []
     for k in range(max(1, len(grad_outputs))):
-        w_before = packed_weights(instance).clone()
-        m_before = packed_momentum(instance).clone()
+        w_before = packed_weights(instance)
+        m_before = packed_momentum(instance)
         psw_in = None if per_sample_weights is None else per_sample_weights.clone()
         warn0 = warnings_count(instance) if mode == BoundsCheckMode.WARNING else 0
         try:

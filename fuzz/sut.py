@@ -137,16 +137,16 @@ class SUT:
 
 # ----------------------------------------------------------------------------- instance helpers
 def packed_weights(instance: Any) -> torch.Tensor:
-    """The instance's weights, flat in table order, on the CPU."""
+    """A copy of the instance's weights, flat in table order, on the CPU."""
     if hasattr(instance, "packed_weights"):
-        return instance.packed_weights().detach().cpu().reshape(-1)
+        return instance.packed_weights().detach().to("cpu", copy=True).reshape(-1)
     return torch.cat([w.detach().cpu().reshape(-1) for w in instance.weights()])
 
 
 def packed_momentum(instance: Any) -> torch.Tensor:
-    """Row-wise momentum, flat in table order, on the CPU (empty when the instance has none)."""
+    """A copy of the row-wise momentum, flat in table order, on the CPU (empty when there is none)."""
     if hasattr(instance, "packed_momentum"):
-        return instance.packed_momentum().detach().cpu().reshape(-1)
+        return instance.packed_momentum().detach().to("cpu", copy=True).reshape(-1)
     m = instance.momentum()
     if not m:
         return torch.zeros(0, dtype=torch.float32)

@@ -44,14 +44,14 @@ class TritonInstance:
         self._out = None
         return None if self._psw is None else self._psw.grad
 
-    def packed_weights(self) -> torch.Tensor:
-        return self.module.weights.detach().cpu().clone()
+    def packed_weights(self) -> torch.Tensor:  # the live buffer: fuzz.sut.packed_weights copies it
+        return self.module.weights.detach()
 
     def weights(self) -> list[torch.Tensor]:
         return [w.detach().cpu().clone() for w in self.module.split_embedding_weights()]
 
     def packed_momentum(self) -> torch.Tensor:
-        return self.module.momentum.detach().cpu().clone()
+        return self.module.momentum.detach()
 
     def momentum(self) -> Optional[list[torch.Tensor]]:
         states = self.module.split_optimizer_states()
