@@ -1,8 +1,10 @@
-"""Forward bandwidth and full-iteration time of the Triton TBE against PyTorch's own ops.
+"""Forward and full-iteration time of the Triton TBE beside FBGEMM's CUDA TBE and PyTorch's ops.
 
-Run on a GPU: ``python -m benchmarks.bench_tbe --out benchmarks/results/h200.json``.
-Shapes follow DESIGN.md's measured PyTorch baselines (5.2M lookups, one packed table),
-plus a Zipf-skewed batch whose hot rows take the long-run tiers.
+Run on a GPU: ``python -m benchmarks.bench_tbe --out benchmarks/results/bench_h200.jsonl``. Every
+shape is timed for the three implementations in one process, on the same batch; FBGEMM's column
+is empty where its CUDA build does not import. The byte floor is what an iteration must move
+(rows read by the forward, gradient rows gathered, distinct rows and their optimizer state read
+and written, ids sorted once) over the device-to-device copy rate measured in the same run.
 """
 
 from __future__ import annotations
@@ -13,25 +15,35 @@ import platform
 import sys
 
 import torch
-import torch.nn.functional as F
 
-from benchmarks.timing import time_ms
+from benchmarks.baselines import fbgemm_cuda, fbgemm_cuda_error, torch_forward, torch_iteration
+from benchmarks.timing import copy_bandwidth_GBps, time_ms
 from tbe import KernelConfig, TritonTBE
 
 SHAPES = [
-    # name, rows, dim, weights dtype, bags, pooling factor, id skew (0 = uniform)
-    ("D128-fp32-uniform", 20_000_000, 128, torch.float32, 262_144, 20, 0.0),
-    ("D64-fp32-uniform", 20_000_000, 64, torch.float32, 262_144, 20, 0.0),
-    ("D256-fp16-uniform", 20_000_000, 256, torch.float16, 262_144, 20, 0.0),
-    ("D128-fp32-zipf1.1", 20_000_000, 128, torch.float32, 262_144, 20, 1.1),
+    # name, rows, dim, weights dtype, bags, pooling factor, id skew (0 = uniform), weighted, optimizer
+    ("D128-fp32-uniform", 20_000_000, 128, torch.float32, 262_144, 20, 0.0, False, "exact_rowwise_adagrad"),
+    ("D64-fp32-uniform", 20_000_000, 64, torch.float32, 262_144, 20, 0.0, False, "exact_rowwise_adagrad"),
+    ("D256-fp16-uniform", 20_000_000, 256, torch.float16, 262_144, 20, 0.0, False, "exact_rowwise_adagrad"),
+    ("D128-fp32-zipf1.1", 20_000_000, 128, torch.float32, 262_144, 20, 1.1, False, "exact_rowwise_adagrad"),
+    ("D128-fp32-weighted", 20_000_000, 128, torch.float32, 262_144, 20, 0.0, True, "exact_rowwise_adagrad"),
+    ("D128-fp32-sgd", 20_000_000, 128, torch.float32, 262_144, 20, 0.0, False, "exact_sgd"),
 ]
+
+
+class BenchTBE(TritonTBE):
+    """TritonTBE whose initial weights are drawn on the device (the seeded CPU draw of 20M rows is slow)."""
+
+    def reset_weights(self, seed: int = 0) -> None:
+        with torch.no_grad():
+            self.weights.uniform_(-0.01, 0.01)
+            self.momentum.zero_()
 
 
 def make_batch(rows: int, bags: int, pooling: int, skew: float, device: torch.device):
     g = torch.Generator(device="cpu").manual_seed(0)
     n = bags * pooling
     if skew > 0:
-        ranks = torch.empty(n, dtype=torch.int64)
         # inverse-CDF Zipf sample over ranks (continuous approximation), scattered over the table
         u = torch.rand(n, generator=g, dtype=torch.float64)
         ranks = torch.floor((1 - u) ** (-1 / (skew - 1))).to(torch.int64) - 1
@@ -39,91 +51,112 @@ def make_batch(rows: int, bags: int, pooling: int, skew: float, device: torch.de
     else:
         ids = torch.randint(0, rows, (n,), generator=g)
     offsets = torch.arange(0, n + 1, pooling, dtype=torch.int64)
-    return ids.to(device), offsets.to(device)
+    psw = torch.rand(n, generator=g) + 0.5
+    return ids.to(device), offsets.to(device), psw.to(device)
 
 
-def torch_iteration(weight: torch.Tensor, momentum: torch.Tensor, ids, offsets, grad, lr=0.01, eps=1e-8):
-    """Forward with F.embedding_bag, sparse gradient, coalesce, row-wise Adagrad by index_add_."""
-    w = weight.detach().requires_grad_(True)
-    out = F.embedding_bag(ids, w, offsets[:-1], mode="sum", sparse=True)
-    out.backward(grad)
-    sg = w.grad.coalesce()
-    rows, vals = sg.indices()[0], sg.values().float()
-    momentum.index_add_(0, rows, vals.pow(2).mean(1))
-    step = lr * vals / (momentum[rows].sqrt() + eps)[:, None]
-    weight.index_add_(0, rows, (-step).to(weight.dtype))
+def floor_bytes(n: int, distinct: int, bags: int, dim: int, esize: int, adagrad: bool, weighted: bool) -> dict:
+    """Bytes the forward and the whole iteration must move at the least."""
+    fwd = n * dim * esize + n * 8 + bags * dim * 4 + (n * 4 if weighted else 0)
+    bwd = (n * dim * 4                      # upstream-gradient rows gathered per lookup
+           + 2 * distinct * dim * esize     # distinct rows read and written
+           + (2 * distinct * 4 if adagrad else 0)
+           + 2 * n * 8)                     # ids sorted once: read and write key + position
+    return {"forward_bytes": fwd, "iteration_bytes": fwd + bwd}
 
 
-def bench_shape(name, rows, dim, wdtype, bags, pooling, skew, device, config):
-    ids, offsets = make_batch(rows, bags, pooling, skew, device)
+def bench_shape(name, rows, dim, wdtype, bags, pooling, skew, weighted, optimizer, device, config, copy_gbps):
+    ids, offsets, psw_all = make_batch(rows, bags, pooling, skew, device)
+    psw = psw_all if weighted else None
     n = ids.numel()
-    m = TritonTBE([(rows, dim)], optimizer="exact_rowwise_adagrad", weights_dtype=wdtype, bounds_check="none",
-                  config=config, device=device)
-    table = m.split_embedding_weights()[0]
-    esize = table.element_size()
-    fwd_bytes = n * dim * esize + n * 8 + bags * dim * 4
-    res = {"shape": name, "lookups": n, "rows": rows, "dim": dim, "weights": str(wdtype), "bags": bags}
-    distinct = torch.unique(ids)
-    res["distinct_rows"] = int(distinct.numel())
-    res["max_segment_length"] = int(torch.unique(ids, return_counts=True)[1].max())
-
-    with torch.no_grad():
-        ms = time_ms(lambda: m(ids, offsets))
-        res["triton_forward_ms"] = ms
-        res["triton_forward_GBps"] = fwd_bytes / ms / 1e6
-        ref_table = table.detach().clone().float() if wdtype != torch.float32 else table.detach()
-        if wdtype == torch.float32:
-            ms_t = time_ms(lambda: F.embedding_bag(ids, ref_table, offsets[:-1], mode="sum"))
-            res["torch_forward_ms"] = ms_t
-            res["torch_forward_GBps"] = fwd_bytes / ms_t / 1e6
-        got = m(ids, offsets)
-        ref = F.embedding_bag(ids, table.detach().float(), offsets[:-1], mode="sum")
-        res["forward_max_abs_diff_vs_torch"] = float((got.float() - ref).abs().max())
-
+    adagrad = optimizer == "exact_rowwise_adagrad"
+    res = {"shape": name, "lookups": n, "rows": rows, "dim": dim, "weights": str(wdtype).replace("torch.", ""),
+           "bags": bags, "weighted": weighted, "optimizer": optimizer}
+    uniq, counts = torch.unique(ids, return_counts=True)
+    res["distinct_rows"], res["max_segment_length"] = int(uniq.numel()), int(counts.max())
+    esize = torch.finfo(wdtype).bits // 8
+    res.update(floor_bytes(n, res["distinct_rows"], bags, dim, esize, adagrad, weighted))
+    res["floor_forward_ms"] = res["forward_bytes"] / copy_gbps / 1e6
+    res["floor_iteration_ms"] = res["iteration_bytes"] / copy_gbps / 1e6
     grad = torch.randn(bags, dim, device=device)
+    psw_leaf = None if psw is None else psw.clone().requires_grad_(False)
 
-    def triton_iter():
-        m(ids, offsets).backward(grad)
+    m = BenchTBE([(rows, dim)], optimizer=optimizer, weights_dtype=wdtype, bounds_check="none", config=config,
+                 device=device, learning_rate=0.01, eps=1e-8)
+    with torch.no_grad():
+        res["triton_forward_ms"] = time_ms(lambda: m(ids, offsets, psw_leaf))
+        ours = m(ids, offsets, psw_leaf).float()
+    res["triton_iteration_ms"] = time_ms(lambda: m(ids, offsets, psw_leaf).backward(grad), warmup=2, repeat=10)
+    table = m.split_embedding_weights()[0].detach()
 
-    res["triton_iteration_ms"] = time_ms(triton_iter, warmup=2, repeat=10)
+    fb = fbgemm_cuda(rows, dim, wdtype, optimizer)
+    if fb is not None:
+        with torch.no_grad():
+            fb.split_embedding_weights()[0].copy_(table)
+            fpsw = None if psw is None else psw.float()
+            res["fbgemm_forward_ms"] = time_ms(lambda: fb(ids, offsets, fpsw))
+            theirs = fb(ids, offsets, fpsw).float()
+        res["forward_max_abs_diff_vs_fbgemm"] = float((ours - theirs).abs().max())
+        res["fbgemm_iteration_ms"] = time_ms(lambda: fb(ids, offsets, fpsw).backward(grad), warmup=2, repeat=10)
+        del fb
+    else:
+        res["fbgemm"] = fbgemm_cuda_error()
     if wdtype == torch.float32:
-        w = torch.empty(rows, dim, device=device).uniform_(-0.01, 0.01)
-        mom = torch.zeros(rows, device=device)
-        res["torch_iteration_ms"] = time_ms(lambda: torch_iteration(w, mom, ids, offsets, grad), warmup=2, repeat=10)
+        with torch.no_grad():
+            res["torch_forward_ms"] = time_ms(lambda: torch_forward(table, ids, offsets, psw))
+            res["forward_max_abs_diff_vs_torch"] = float((ours - torch_forward(table, ids, offsets, psw)).abs().max())
+        w = table.clone()
+        mom = torch.zeros(rows, device=device) if adagrad else None
+        res["torch_iteration_ms"] = time_ms(lambda: torch_iteration(w, mom, ids, offsets, grad, psw),
+                                            warmup=2, repeat=10)
         del w, mom
+    for impl in ("triton", "fbgemm", "torch"):
+        if f"{impl}_forward_ms" in res:
+            res[f"{impl}_forward_GBps"] = res["forward_bytes"] / res[f"{impl}_forward_ms"] / 1e6
     del m
     torch.cuda.empty_cache()
     return res
 
 
+def table_line(r: dict) -> str:
+    def ms(k):
+        return f"{r[k]:6.2f}" if k in r else "     -"
+    return (f"{r['shape']:<20} fwd ours {ms('triton_forward_ms')} fbgemm {ms('fbgemm_forward_ms')} "
+            f"torch {ms('torch_forward_ms')} floor {r['floor_forward_ms']:.2f} | iter ours "
+            f"{ms('triton_iteration_ms')} fbgemm {ms('fbgemm_iteration_ms')} torch {ms('torch_iteration_ms')} "
+            f"floor {r['floor_iteration_ms']:.2f} ms")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--out", default=None, help="write results JSON here")
+    p.add_argument("--out", default=None, help="append one JSON line per shape here")
     p.add_argument("--config", default=None, help="KernelConfig JSON (default: defaults)")
     p.add_argument("--shapes", default=None, help="comma-separated shape names (default: all)")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
         print("benchmarks need a CUDA device", file=sys.stderr)
         return 2
+    import triton
+
     device = torch.device("cuda")
     config = KernelConfig.load(args.config) if args.config else KernelConfig()
     wanted = set(args.shapes.split(",")) if args.shapes else None
-    results = []
+    copy_gbps = copy_bandwidth_GBps(device)
+    env = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+           "python": platform.python_version(), "copy_GBps": copy_gbps, "config": config.to_dict(),
+           "fbgemm": fbgemm_cuda_error() or "fbgemm_gpu CUDA"}
+    print(json.dumps(env), flush=True)
+    lines = []
     for shape in SHAPES:
         if wanted and shape[0] not in wanted:
             continue
-        r = bench_shape(*shape, device=device, config=config)
-        results.append(r)
+        r = bench_shape(*shape, device=device, config=config, copy_gbps=copy_gbps)
         print(json.dumps(r), flush=True)
-    import triton
-
-    doc = {
-        "device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
-        "python": platform.python_version(), "config": config.to_dict(), "results": results,
-    }
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(doc, f, indent=2)
+        lines.append(table_line(r))
+        if args.out:
+            with open(args.out, "a") as f:
+                f.write(json.dumps({**env, **r}) + "\n")
+    print("\n".join(lines))
     return 0
 
 

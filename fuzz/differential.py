@@ -51,8 +51,8 @@ def _scalar_report(what: str, expected: float, got: float) -> Report:
 
 def _step_reports(k: int, ref, layout, w_before: torch.Tensor, instance, psw_grad, psw_dtype) -> list[Report]:
     """Backward Reports of step ``k``: weights per table with ratios, then the other violations."""
-    after = packed_weights(instance)
-    momentum = packed_momentum(instance)
+    after = packed_weights(instance, w_before.device)  # on the reference's device
+    momentum = packed_momentum(instance, w_before.device)
     if after.numel() != layout.total_elements:
         raise SUTError(f"the SUT's weights hold {after.numel()} values, the tables {layout.total_elements}")
     if ref.optimizer == Optimizer.EXACT_ROWWISE_ADAGRAD and momentum.numel() != layout.total_rows:
@@ -60,7 +60,7 @@ def _step_reports(k: int, ref, layout, w_before: torch.Tensor, instance, psw_gra
                        f"{layout.total_rows} rows")
     reports = []
     for s, tb in zip(ref.tables, table_bounds(ref, after.dtype)):
-        flat = layout.weights_offsets[s.table] + s.rows[:, None] * s.dim + torch.arange(s.dim)
+        flat = layout.weights_offsets[s.table] + s.rows[:, None] * s.dim + torch.arange(s.dim, device=s.rows.device)
         r = compare(f"step {k} table {s.table} weights after update (sample = row)", s.w_new, after[flat], tb.w_bound)
         if r.worst is not None:
             r.worst.table, r.worst.sample = s.table, int(s.rows[r.worst.sample])
@@ -86,9 +86,10 @@ def check_batch(
     initial_weights: Optional[torch.Tensor] = None,
 ) -> list[Report]:
     """``check_case`` on explicit (possibly invalid) tensors; ``spec`` supplies tables, modes and
-    dtypes. One step per entry of ``grad_outputs``; none = one forward only. CPU tensors in.
-    ``sut`` names the system under test (``fuzz.sut``); it starts from ``initial_weights``
-    (packed; default: the spec's seeded weights)."""
+    dtypes. One step per entry of ``grad_outputs``; none = one forward only. CPU tensors in; the
+    FP64 references run on the SUT's device (its instance's ``device``, else the CPU), beside the
+    outputs they judge. ``sut`` names the system under test (``fuzz.sut``); it starts from
+    ``initial_weights`` (packed; default: the spec's seeded weights)."""
     target = get_sut(sut)
     why = refusal(spec, target.capabilities)
     if why is not None:
@@ -99,19 +100,22 @@ def check_batch(
     tables = [table_rows(layout, initial_weights, t).clone() for t in range(layout.num_tables)]
     params = params_for(spec, config if target.capabilities.kernel_config else None, tables)
     instance = target.build(params)
+    device = torch.device(getattr(instance, "device", "cpu"))
     mode, pooling = params.bounds_check, params.pooling
     if mode == BoundsCheckMode.NONE:
         ref_idx, ref_off, fatal, expected_warn = indices, offsets, False, 0
     else:
         rb = reference_bounds_check(layout.rows, indices, offsets, mode)
         ref_idx, ref_off, fatal, expected_warn = rb.indices, rb.offsets, rb.fatal, rb.warnings
+    ref_idx, ref_off = ref_idx.to(device), ref_off.to(device)
+    ref_psw = None if per_sample_weights is None else per_sample_weights.to(device)
     if mode != BoundsCheckMode.FATAL:
         fatal = False
     backward = len(grad_outputs) > 0
     reports: list[Report] = []
     for k in range(max(1, len(grad_outputs))):
-        w_before = packed_weights(instance)
-        m_before = packed_momentum(instance)
+        w_before = packed_weights(instance, device)
+        m_before = packed_momentum(instance, device)
         psw_in = None if per_sample_weights is None else per_sample_weights.clone()
         warn0 = warnings_count(instance) if mode == BoundsCheckMode.WARNING else 0
         try:
@@ -126,18 +130,18 @@ def check_batch(
         if mode == BoundsCheckMode.WARNING:
             reports.append(_scalar_report(f"step {k} bounds-check warnings", expected_warn,
                                           warnings_count(instance) - warn0))
-        reports.append(check_forward(layout, w_before, ref_idx, ref_off, per_sample_weights, B, pooling,
-                                     out.detach().cpu(), what=f"step {k} forward vs fp64"))
+        reports.append(check_forward(layout, w_before, ref_idx, ref_off, ref_psw, B, pooling,
+                                     out.detach().to(device), what=f"step {k} forward vs fp64"))
         if not backward:
             break
         grad = grad_outputs[k]
-        ref = reference_backward(layout, w_before, m_before, ref_idx, ref_off, per_sample_weights, B,
-                                 pooling, params.optimizer, params.learning_rate, params.eps, grad)
+        ref = reference_backward(layout, w_before, m_before, ref_idx, ref_off, ref_psw, B,
+                                 pooling, params.optimizer, params.learning_rate, params.eps, grad.to(device))
         psw_grad = instance.backward(grad.clone())
         if per_sample_weights is not None and per_sample_weights.numel() and psw_grad is None \
                 and target.capabilities.psw_grad:
             reports.append(Report(f"step {k} missing psw grad (the SUT returned none)", False, None, 1, 1))
-        psw_grad = None if psw_grad is None else psw_grad.detach().cpu()
+        psw_grad = None if psw_grad is None else psw_grad.detach().to(device)
         reports += _step_reports(k, ref, layout, w_before, instance, psw_grad,
                                  None if per_sample_weights is None else per_sample_weights.dtype)
     return reports

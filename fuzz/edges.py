@@ -24,7 +24,7 @@ SEGMENT_FIELDS = {
 DIM_FIELDS = {
     "dim_buckets", "fwd_gather_unweighted", "fwd_gather_weighted", "bwd_short_gather_unweighted",
     "bwd_short_gather_weighted", "bwd_long_gather", "fwd_bags_per_program", "fwd_num_warps",
-    "bwd_short_num_warps", "short_grid_multiplier",
+    "bwd_short_num_warps", "short_grid_multiplier", "fwd_bucket_tiles", "bwd_short_runs_per_program",
 }
 SMALL_TABLE_FIELDS = {
     "small_table_path", "small_table_max_rows", "small_table_min_dim", "small_table_max_dim",
@@ -66,6 +66,8 @@ def dim_cases(configs: list[KernelConfig]) -> list[tuple[str, AnyCase]]:
     widths = {w for c in configs for w in (c.fwd_gather_unweighted, c.fwd_gather_weighted,
                                            c.bwd_short_gather_unweighted, c.bwd_short_gather_weighted,
                                            c.bwd_long_gather, c.fwd_bags_per_program)}
+    widths |= {w for c in configs for _, gather, bags, _ in c.fwd_bucket_tiles for w in (gather, bags)}
+    widths |= {c.bwd_short_runs_per_program for c in configs}
     for i, length in enumerate(_around(widths)):
         for weighted in (False, True):
             spec = CaseSpec(tables=((40, 17), (9, 3)), batch_size=5, length_profile="fixed", max_length=length,

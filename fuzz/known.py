@@ -61,7 +61,7 @@ TRIAGE: tuple[KnownFinding, ...] = (
                  ("forward vs fp64",)),
     KnownFinding("fbgemm-weighted-mean-backward", (CPU,), findings.FBGEMM_WEIGHTED_MEAN_BACKWARD,
                  _spec(lambda s: s.pooling == "mean" and s.weighted), UPDATE),
-    KnownFinding("fbgemm-fp16-sgd-step-rounding", (CPU,), findings.FBGEMM_FP16_SGD_STEP_ROUNDING,
+    KnownFinding("fbgemm-fp16-sgd-step-rounding", (CPU,), findings.FBGEMM_FP16_SGD_UPDATE,
                  _spec(lambda s: s.weights_dtype == "fp16" and s.optimizer == "exact_sgd"),
                  ("weights after update",)),
     KnownFinding("fbgemm-minus-one-raises", (CPU,), findings.FBGEMM_MINUS_ONE_CPU, _bad(id_kind="minus_one"),

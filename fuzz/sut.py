@@ -5,8 +5,9 @@ strategies draw only that), ``build(params) -> instance`` and ``available() -> r
 None``. An instance is duck-typed:
 
 - ``forward(indices, offsets, per_sample_weights=None) -> [B, sum D]`` in the output dtype.
-  Inputs arrive as CPU tensors (the instance moves them); with grad enabled the forward
-  must keep what its ``backward`` needs. Under FATAL it raises ``FatalBoundsCheck`` on
+  Inputs arrive as CPU tensors (the instance moves them; an optional ``device`` attribute
+  names where it computes, and the FP64 references run there too); with grad enabled the
+  forward keeps what its ``backward`` needs. Under FATAL it raises ``FatalBoundsCheck`` on
   invalid input.
 - ``backward(grad_output) -> per-sample-weight gradient or None``: backward of the last
   forward with the optimizer update applied in place, once per distinct row.
@@ -136,21 +137,21 @@ class SUT:
 
 
 # ----------------------------------------------------------------------------- instance helpers
-def packed_weights(instance: Any) -> torch.Tensor:
-    """A copy of the instance's weights, flat in table order, on the CPU."""
+def packed_weights(instance: Any, device: Any = "cpu") -> torch.Tensor:
+    """A copy of the instance's weights, flat in table order, on ``device``."""
     if hasattr(instance, "packed_weights"):
-        return instance.packed_weights().detach().to("cpu", copy=True).reshape(-1)
-    return torch.cat([w.detach().cpu().reshape(-1) for w in instance.weights()])
+        return instance.packed_weights().detach().to(device, copy=True).reshape(-1)
+    return torch.cat([w.detach().to(device).reshape(-1) for w in instance.weights()])
 
 
-def packed_momentum(instance: Any) -> torch.Tensor:
-    """A copy of the row-wise momentum, flat in table order, on the CPU (empty when there is none)."""
+def packed_momentum(instance: Any, device: Any = "cpu") -> torch.Tensor:
+    """A copy of the row-wise momentum, flat in table order, on ``device`` (empty when there is none)."""
     if hasattr(instance, "packed_momentum"):
-        return instance.packed_momentum().detach().to("cpu", copy=True).reshape(-1)
+        return instance.packed_momentum().detach().to(device, copy=True).reshape(-1)
     m = instance.momentum()
     if not m:
-        return torch.zeros(0, dtype=torch.float32)
-    return torch.cat([x.detach().cpu().reshape(-1) for x in m])
+        return torch.zeros(0, dtype=torch.float32, device=device)
+    return torch.cat([x.detach().to(device).reshape(-1) for x in m])
 
 
 def warnings_count(instance: Any) -> int:

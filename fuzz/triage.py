@@ -53,6 +53,8 @@ def _merge(total: CampaignResult, part: CampaignResult) -> None:
     total.unmaterializable_example = total.unmaterializable_example or part.unmaterializable_example
     for name, ratio in part.max_ratio.items():
         total.max_ratio[name] = max(total.max_ratio.get(name, 0.0), ratio)
+    total.compiles.add(part.compiles)
+    total.fbgemm.update(part.fbgemm)
 
 
 def run_triaged(
@@ -65,12 +67,15 @@ def run_triaged(
     meta: Optional[dict[str, Any]] = None,
     triage: Sequence[KnownFinding] = TRIAGE,
     use_database: bool = True,
+    database: Any = None,
+    observe: Any = None,
 ) -> CampaignResult:
     """A campaign against ``sut`` that reports its triaged findings as known (see the module docstring).
-    With no finding triaged for ``sut`` it is exactly ``run_campaign``."""
-    common = dict(artifacts_dir=artifacts_dir, progress=progress, meta=meta, sut=sut)
+    With no finding triaged for ``sut`` it is exactly ``run_campaign`` (``database`` and ``observe`` as
+    there; rounds of a triaged campaign use no database)."""
+    common = dict(artifacts_dir=artifacts_dir, progress=progress, meta=meta, sut=sut, observe=observe)
     if not for_sut(sut, triage):
-        return run_campaign(config, budget, seed=seed, use_database=use_database, **common)
+        return run_campaign(config, budget, seed=seed, use_database=use_database, database=database, **common)
     start = time.perf_counter()
     total = CampaignResult(config, budget, seed, sut=sut)
     found: dict[str, KnownRecord] = {}

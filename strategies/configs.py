@@ -25,6 +25,7 @@ NAMED: dict[str, KernelConfig] = {
     "narrow": SMALL.replace(dim_buckets=(4,)),                    # every row wider than its block: column loops
     "fused_bounds": SMALL.replace(fused_bounds_check=True),       # ids checked inside the forward kernel
     "hoisted": SMALL.replace(hoist_transpose=True, fused_long_tier=True),  # transpose sorted in the forward
+    "short_rows": SMALL.replace(bwd_short_runs_per_program=4),    # short runs side by side in one tile
 }
 
 

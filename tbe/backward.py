@@ -15,7 +15,7 @@ import triton.language as tl
 
 from tbe.backward_long import backward_long
 from tbe.backward_short import backward_short
-from tbe.buckets import bucket_tables
+from tbe.buckets import block_for_dim, bucket_tables
 from tbe.classify import classify
 from tbe.rounding import to_storage
 from tbe.transpose import Transposed, transpose
@@ -70,12 +70,11 @@ def backward_and_update(
 
     dims = module.layout.dims
     buckets = sorted(bucket_tables(dims, cfg).items())
-    bucket_of_table = lt["bucket_of_table"]  # built with the module: a copy here would sync
     fused = cfg.fused_long_tier and n >= cfg.fused_long_min_lookups
     for k, (block_d, tables) in enumerate(buckets):
         max_dim = max(dims[t] for t in tables)
         wide = max_dim > block_d
-        cls = classify(tr, bucket_of_table, k, cfg)
+        cls = classify(tr, lt, k, cfg)  # lt["bucket_of_table"] is built with the module: a copy would sync
         backward_short(module, tr, cls, grad, block_d, wide)
         backward_long(module, tr, cls, grad, block_d, wide, max_dim, fused)
     return psw_grad
@@ -90,7 +89,7 @@ def per_sample_weight_grad(module, indices, tr: Transposed, grad: torch.Tensor, 
     the weights before the update. One launch over all lookups; columns loop up to max D."""
     lt = module.layout_tensors
     max_dim = module.layout.max_dim
-    block_d = min(triton.next_power_of_2(max_dim), module.config.dim_buckets[-1])
+    block_d = block_for_dim(max_dim, module.config)  # a configured bucket: one variant per bucket, not per D
     _psw_grad_kernel[(triton.cdiv(tr.n, PSW_BLOCK_N),)](
         module.weights, grad, grad.stride(0), indices, tr.bag_of, tr.offsets,
         lt["weights_offsets"], lt["dims"], lt["col_offsets"], out, tr.n, tr.batch_size, max_dim,
@@ -98,7 +97,7 @@ def per_sample_weight_grad(module, indices, tr: Transposed, grad: torch.Tensor, 
     )
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["grad_stride", "N", "B", "MAX_D"])
 def _psw_grad_kernel(
     weights_ptr, grad_ptr, grad_stride, indices_ptr, bag_of_ptr, offsets_ptr,
     weights_offsets_ptr, dims_ptr, col_offsets_ptr, out_ptr, N, B, MAX_D,
@@ -108,7 +107,7 @@ def _psw_grad_kernel(
     m = pos < N
     bag = tl.load(bag_of_ptr + pos, mask=m, other=0)
     t = bag // B
-    b = bag - t * B
+    b = (bag - t * B).to(tl.int64)  # bags may be int32; row offsets b * stride need 64 bits
     ids = tl.load(indices_ptr + pos, mask=m, other=0).to(tl.int64)
     D = tl.load(dims_ptr + t, mask=m, other=1)
     w_row = tl.load(weights_offsets_ptr + t, mask=m, other=0) + ids * D

@@ -19,7 +19,7 @@ import triton.language as tl
 
 from tbe.backward_short import gather_grad, row_of_run
 from tbe.classify import Classified, persistent_grid
-from tbe.optimizers import adagrad_rate, update_columns
+from tbe.optimizers import adagrad_rate, apply_row, update_columns
 
 
 # ----------------------------------------------------------------------------- launch
@@ -95,10 +95,7 @@ def _apply_from_workspace(
         g = tl.zeros([BLOCK_D], dtype=tl.float32)
         for p in range(0, nparts):
             g += tl.load(ws_ptr + p * ws_stride + cols, mask=cmask, other=0.0, volatile=VOLATILE)
-        rate = lr
-        if ADAGRAD:
-            rate = adagrad_rate(momentum_ptr, lin, tl.sum(g * g, axis=0), D, lr, eps)
-        update_columns(w_row, cols, cmask, g, rate)
+        apply_row(w_row, cols, cmask, g, momentum_ptr, lin, D, lr, eps, ADAGRAD)
     else:
         rate = lr
         if ADAGRAD:
@@ -118,7 +115,7 @@ def _apply_from_workspace(
             update_columns(w_row + d0, cols, cm, g, rate)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["grad_stride", "B", "CHUNK", "ws_stride"])
 def _chunk_kernel(
     weights_ptr, momentum_ptr, grad_ptr, grad_stride,
     counts_ptr, long_ptr, chunk_base_ptr, num_chunks_ptr, chunk_slot_ptr, chunk_index_ptr,
@@ -150,7 +147,7 @@ def _chunk_kernel(
         c += step
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["grad_stride", "B", "CHUNK", "ws_stride"])
 def _apply_kernel(
     weights_ptr, momentum_ptr, grad_ptr, grad_stride,
     counts_ptr, long_ptr, chunk_base_ptr, num_chunks_ptr, chunk_slot_ptr, chunk_index_ptr,
@@ -175,7 +172,7 @@ def _apply_kernel(
         s += step
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["grad_stride", "B", "CHUNK", "ws_stride"])
 def _fused_chunk_kernel(
     weights_ptr, momentum_ptr, grad_ptr, grad_stride,
     counts_ptr, long_ptr, chunk_base_ptr, num_chunks_ptr, chunk_slot_ptr, chunk_index_ptr,

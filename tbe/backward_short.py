@@ -1,11 +1,16 @@
-"""Backward, short tier: runs with SL < long_run_threshold, one program per run.
+"""Backward, short tier: runs with SL < long_run_threshold, no other program touches their rows.
 
-A persistent grid strides over the device-read count of short runs. Each program gathers
-its run's upstream-gradient rows ``GATHER`` at a time, accumulates the row gradient in
-fp32, applies the optimizer and writes the row back with plain stores (no other program
-touches the row). Rows wider than the bucket's BLOCK_D loop over columns; row-wise
-Adagrad then makes two passes (squared sum first, update second), recomputing the same
-gradient in the same order so both passes agree bit for bit.
+A persistent grid strides over the device-read count of short runs, reading each run's
+record (start, length, linear index, table, row offset) that classification wrote. With
+``bwd_short_runs_per_program`` = 1 a program takes one run at a time and gathers its
+upstream-gradient rows ``GATHER`` at a time; with R > 1 (rows that fit one column block) it
+takes R runs side by side as an [R, BLOCK_D] tile, prefetches their weight rows and adds one
+gradient row of each per step, so R independent row loads are in flight even when most runs
+hold a single lookup (per-run values are kept [R, 1] so no layout conversion sits in the
+loop). Either way the row gradient accumulates in fp32, the optimizer runs once and the row
+is written back with plain stores. Rows wider than the bucket's BLOCK_D loop over columns;
+row-wise Adagrad then makes two passes (squared sum first, update second), recomputing the
+same gradient in the same order so both passes agree bit for bit.
 """
 
 from __future__ import annotations
@@ -15,7 +20,8 @@ import triton
 import triton.language as tl
 
 from tbe.classify import Classified, persistent_grid
-from tbe.optimizers import adagrad_rate, update_columns
+from tbe.optimizers import adagrad_rate, apply_row, update_columns
+from tbe.rounding import to_storage
 
 
 # ----------------------------------------------------------------------------- launch
@@ -26,18 +32,27 @@ def backward_short(
     cfg = module.config
     weighted = tr.sorted_psw is not None
     lt = module.layout_tensors
-    grid = persistent_grid(cfg.short_grid_multiplier, tr.n, grad.device)
-    _short_kernel[(grid,)](
-        module.weights, module.momentum, grad, grad.stride(0),
-        cls.short_runs, cls.counts, tr.run_linear, tr.run_start, tr.run_length,
-        tr.sorted_bag, tr.sorted_psw if weighted else tr.run_start, tr.offsets,
-        lt["weights_offsets"], lt["dims"], lt["col_offsets"], lt["hash_size_cumsum"],
+    args = (
+        module.weights, module.momentum, grad, grad.stride(0), cls.counts,
+        cls.short_start, cls.short_length, cls.short_linear, cls.short_wrow, cls.short_table,
+        tr.sorted_bag, tr.sorted_psw if weighted else tr.run_start, tr.offsets, lt["dims"], lt["col_offsets"],
         tr.batch_size, module.learning_rate, module.eps,
+    )
+    flags = dict(
         WEIGHTED=weighted, MEAN=module.pooling.value == "mean",
         ADAGRAD=module.optimizer.value == "exact_rowwise_adagrad",
-        GATHER=cfg.bwd_short_gather_weighted if weighted else cfg.bwd_short_gather_unweighted,
-        BLOCK_D=block_d, WIDE=wide, FAULT_ACC_W=cfg.has_fault("accumulate_in_weight_dtype"),
+        BLOCK_D=block_d, FAULT_ACC_W=cfg.has_fault("accumulate_in_weight_dtype"),
         num_warps=cfg.bwd_short_num_warps,
+    )
+    runs = cfg.bwd_short_runs_per_program
+    if runs > 1 and not wide:
+        grid = persistent_grid(cfg.short_grid_multiplier, triton.cdiv(tr.n, runs), grad.device)
+        _short_rows_kernel[(grid,)](*args, RUNS=runs, **flags)
+        return
+    grid = persistent_grid(cfg.short_grid_multiplier, tr.n, grad.device)
+    _short_kernel[(grid,)](
+        *args, GATHER=cfg.bwd_short_gather_weighted if weighted else cfg.bwd_short_gather_unweighted,
+        WIDE=wide, **flags,
     )
 
 
@@ -58,7 +73,7 @@ def gather_grad(
         pos = i + g
         m = pos < end
         bag = tl.load(sorted_bag_ptr + pos, mask=m, other=0)
-        b = bag % B
+        b = (bag % B).to(tl.int64)  # bags may be int32; row offsets b * stride need 64 bits
         rows = tl.load(
             grad_ptr + b[:, None] * grad_stride + col0 + cols[None, :],
             mask=m[:, None] & cmask[None, :], other=0.0,
@@ -79,35 +94,34 @@ def gather_grad(
     return acc
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["grad_stride", "B"])
 def _short_kernel(
-    weights_ptr, momentum_ptr, grad_ptr, grad_stride,
-    short_ptr, counts_ptr, run_linear_ptr, run_start_ptr, run_length_ptr,
-    sorted_bag_ptr, sorted_psw_ptr, offsets_ptr,
-    weights_offsets_ptr, dims_ptr, col_offsets_ptr, hcs_ptr,
+    weights_ptr, momentum_ptr, grad_ptr, grad_stride, counts_ptr,
+    start_ptr, length_ptr, linear_ptr, wrow_ptr, table_ptr,
+    sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, dims_ptr, col_offsets_ptr,
     B, lr, eps,
     WEIGHTED: tl.constexpr, MEAN: tl.constexpr, ADAGRAD: tl.constexpr, GATHER: tl.constexpr,
     BLOCK_D: tl.constexpr, WIDE: tl.constexpr, FAULT_ACC_W: tl.constexpr,
 ):
+    """One short run at a time (grid-stride over the short slots)."""
     num_short = tl.load(counts_ptr + 0)
     r = tl.program_id(0).to(tl.int64)
     step = tl.num_programs(0)
     cols = tl.arange(0, BLOCK_D)
     wdt = weights_ptr.dtype.element_ty
     while r < num_short:
-        run = tl.load(short_ptr + r)
-        start = tl.load(run_start_ptr + run)
-        end = start + tl.load(run_length_ptr + run)
-        lin, D, col0, w_row = row_of_run(run, run_linear_ptr, run_start_ptr, sorted_bag_ptr,
-                                         weights_offsets_ptr, dims_ptr, col_offsets_ptr, hcs_ptr, weights_ptr, B)
+        start = tl.load(start_ptr + r)
+        end = start + tl.load(length_ptr + r)
+        lin = tl.load(linear_ptr + r)
+        w_row = weights_ptr + tl.load(wrow_ptr + r)
+        t = tl.load(table_ptr + r)
+        D = tl.load(dims_ptr + t)
+        col0 = tl.load(col_offsets_ptr + t)
         if not WIDE:
             cmask = cols < D
             g = gather_grad(grad_ptr, grad_stride, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, B, col0,
                             cols, cmask, start, end, wdt, WEIGHTED, MEAN, GATHER, BLOCK_D, FAULT_ACC_W)
-            rate = lr
-            if ADAGRAD:
-                rate = adagrad_rate(momentum_ptr, lin, tl.sum(g * g, axis=0), D, lr, eps)
-            update_columns(w_row, cols, cmask, g, rate)
+            apply_row(w_row, cols, cmask, g, momentum_ptr, lin, D, lr, eps, ADAGRAD)
         else:
             rate = lr
             if ADAGRAD:
@@ -125,6 +139,66 @@ def _short_kernel(
                                 col0, c, c < D, start, end, wdt, WEIGHTED, MEAN, GATHER, BLOCK_D, FAULT_ACC_W)
                 update_columns(w_row + d0, cols, (d0 + cols) < D, g, rate)
         r += step
+
+
+@triton.jit(do_not_specialize=["grad_stride", "B"])
+def _short_rows_kernel(
+    weights_ptr, momentum_ptr, grad_ptr, grad_stride, counts_ptr,
+    start_ptr, length_ptr, linear_ptr, wrow_ptr, table_ptr,
+    sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, dims_ptr, col_offsets_ptr,
+    B, lr, eps,
+    WEIGHTED: tl.constexpr, MEAN: tl.constexpr, ADAGRAD: tl.constexpr, RUNS: tl.constexpr,
+    BLOCK_D: tl.constexpr, FAULT_ACC_W: tl.constexpr,
+):
+    """RUNS short runs at once (rows within one column block): one gradient row of each per step."""
+    num_short = tl.load(counts_ptr + 0)
+    lane = tl.arange(0, RUNS)[:, None]
+    cols = tl.arange(0, BLOCK_D)[None, :]
+    wdt = weights_ptr.dtype.element_ty
+    base = tl.program_id(0).to(tl.int64) * RUNS
+    step = tl.num_programs(0) * RUNS
+    while base < num_short:
+        r = base + lane
+        rm = r < num_short
+        start = tl.load(start_ptr + r, mask=rm, other=0)
+        length = tl.load(length_ptr + r, mask=rm, other=0)
+        lin = tl.load(linear_ptr + r, mask=rm, other=0)
+        w_rows = tl.load(wrow_ptr + r, mask=rm, other=0)
+        t = tl.load(table_ptr + r, mask=rm, other=0)
+        D = tl.load(dims_ptr + t, mask=rm, other=1)
+        col0 = tl.load(col_offsets_ptr + t, mask=rm, other=0)
+        cmask = rm & (cols < D)
+        w = tl.load(weights_ptr + w_rows + cols, mask=cmask, other=0.0).to(tl.float32)  # prefetched
+        if ADAGRAD:
+            m_old = tl.load(momentum_ptr + lin, mask=rm, other=0.0)
+        acc = tl.zeros([RUNS, BLOCK_D], dtype=tl.float32)
+        for i in range(0, tl.max(length)):
+            m = rm & (i < length)
+            pos = start + i
+            bag = tl.load(sorted_bag_ptr + pos, mask=m, other=0)
+            rows = tl.load(grad_ptr + (bag % B).to(tl.int64) * grad_stride + col0 + cols, mask=m & cmask,
+                           other=0.0).to(tl.float32)
+            if WEIGHTED or MEAN:
+                coef = tl.full([RUNS, 1], 1.0, tl.float32)
+                if WEIGHTED:
+                    coef = tl.load(sorted_psw_ptr + pos, mask=m, other=0.0).to(tl.float32)
+                if MEAN:
+                    lo = tl.load(offsets_ptr + bag, mask=m, other=0)
+                    hi = tl.load(offsets_ptr + bag + 1, mask=m, other=1)
+                    coef = tl.div_rn(coef, tl.maximum(hi - lo, 1).to(tl.float32))
+                rows = rows * coef
+            if FAULT_ACC_W:
+                acc = (acc + rows).to(wdt).to(tl.float32)
+            else:
+                acc += rows
+        if ADAGRAD:
+            m_new = m_old + tl.div_rn(tl.sum(acc * acc, axis=1, keep_dims=True), D.to(tl.float32))
+            tl.store(momentum_ptr + lin, m_new, mask=rm)
+            w_new = w - tl.div_rn(lr + tl.zeros_like(m_new), tl.sqrt_rn(m_new) + eps) * acc
+        else:
+            w_new = w - lr * acc
+        tl.store(weights_ptr + w_rows + cols, to_storage(w_new, wdt), mask=cmask)
+        base += step
 
 
 @triton.jit

@@ -2,7 +2,9 @@
 
 Per dimension bucket, a block of ``classify_block`` runs reserves its place in each output
 list with one atomic per list and places its runs with a prefix sum (stream compaction),
-so the lists and their counts never leave the device. Long runs (SL >= long_run_threshold)
+so the lists and their counts never leave the device. Each short slot also gets its run's
+record (first sorted position, length, linear index, table, the row's offset in the packed
+weights), so the short tier reads one record instead of chasing run -> table -> row. Long runs (SL >= long_run_threshold)
 are then expanded into chunks of ``chunk_size`` lookups; each long run also gets a
 countdown (its number of chunks) for the fused long tier. Later kernels read the counts
 through device pointers with persistent grids.
@@ -43,6 +45,11 @@ class Classified:
 
     counts: torch.Tensor        # [3] int64: short runs, long runs, chunks
     short_runs: torch.Tensor    # [n] run ids
+    short_start: torch.Tensor   # [n] first sorted position of each short slot's run
+    short_length: torch.Tensor  # [n] its segment length
+    short_linear: torch.Tensor  # [n] its linear index (the optimizer state's row)
+    short_wrow: torch.Tensor    # [n] element offset of its row in the packed weights
+    short_table: torch.Tensor   # [n] its table
     long_runs: torch.Tensor     # [n] run ids (a long run's position here is its long slot)
     chunk_base: torch.Tensor    # [n] first chunk id of each long slot
     num_chunks: torch.Tensor    # [n] chunks of each long slot
@@ -58,7 +65,7 @@ def chunk_upper_bound(n: int, config: KernelConfig) -> int:
 
 
 def classify(
-    tr: Transposed, bucket_of_table: torch.Tensor, bucket: int, config: KernelConfig
+    tr: Transposed, layout_tensors: dict[str, torch.Tensor], bucket: int, config: KernelConfig
 ) -> Classified:
     """Split the runs whose table lies in ``bucket`` into short and long lists and chunks."""
     n = tr.n
@@ -67,16 +74,21 @@ def classify(
     upper = chunk_upper_bound(n, config)
     c = Classified(
         counts=torch.zeros(3, **i64),
-        short_runs=torch.empty(n, **i64), long_runs=torch.empty(n, **i64),
+        short_runs=torch.empty(n, **i64), short_start=torch.empty(n, **i64), short_length=torch.empty(n, **i64),
+        short_linear=torch.empty(n, **i64), short_wrow=torch.empty(n, **i64), short_table=torch.empty(n, **i64),
+        long_runs=torch.empty(n, **i64),
         chunk_base=torch.empty(n, **i64), num_chunks=torch.empty(n, **i64),
         countdown=torch.empty(n, dtype=torch.int32, device=device),
         chunk_slot=torch.empty(upper, **i64), chunk_index=torch.empty(upper, **i64),
         chunk_upper=upper,
     )
     block = config.classify_block
+    lt = layout_tensors
     _classify_kernel[(triton.cdiv(n, block),)](
-        tr.run_length, tr.run_start, tr.sorted_bag, tr.num_runs, bucket_of_table, tr.batch_size, bucket,
-        c.counts, c.short_runs, c.long_runs, c.chunk_base, c.num_chunks, c.countdown,
+        tr.run_length, tr.run_start, tr.run_linear, tr.sorted_bag, tr.num_runs, lt["bucket_of_table"],
+        lt["dims"], lt["weights_offsets"], lt["hash_size_cumsum"], tr.batch_size, bucket,
+        c.counts, c.short_runs, c.short_start, c.short_length, c.short_linear, c.short_wrow, c.short_table,
+        c.long_runs, c.chunk_base, c.num_chunks, c.countdown,
         config.long_run_threshold, config.chunk_size,
         BLOCK=block, FAULT_OFF_BY_ONE=config.has_fault("long_threshold_off_by_one"),
     )
@@ -87,10 +99,12 @@ def classify(
     return c
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["B", "BUCKET", "THRESHOLD", "CHUNK"])
 def _classify_kernel(
-    run_length_ptr, run_start_ptr, sorted_bag_ptr, num_runs_ptr, bucket_of_table_ptr, B, BUCKET,
-    counts_ptr, short_ptr, long_ptr, chunk_base_ptr, num_chunks_ptr, countdown_ptr,
+    run_length_ptr, run_start_ptr, run_linear_ptr, sorted_bag_ptr, num_runs_ptr, bucket_of_table_ptr,
+    dims_ptr, weights_offsets_ptr, hcs_ptr, B, BUCKET,
+    counts_ptr, short_ptr, short_start_ptr, short_length_ptr, short_linear_ptr, short_wrow_ptr, short_table_ptr,
+    long_ptr, chunk_base_ptr, num_chunks_ptr, countdown_ptr,
     THRESHOLD, CHUNK, BLOCK: tl.constexpr, FAULT_OFF_BY_ONE: tl.constexpr,
 ):
     r = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
@@ -99,7 +113,8 @@ def _classify_kernel(
     length = tl.load(run_length_ptr + r, mask=mask, other=0)
     start = tl.load(run_start_ptr + r, mask=mask, other=0)
     bag = tl.load(sorted_bag_ptr + start, mask=mask, other=0)
-    bk = tl.load(bucket_of_table_ptr + bag // B, mask=mask, other=-1)
+    t = bag // B
+    bk = tl.load(bucket_of_table_ptr + t, mask=mask, other=-1)
     mask = mask & (bk == BUCKET)
     if FAULT_OFF_BY_ONE:
         is_long = mask & (length > THRESHOLD)
@@ -110,7 +125,16 @@ def _classify_kernel(
     # short list: one atomic reserves the block's space, a prefix sum places each run
     s = is_short.to(tl.int64)
     s_base = tl.atomic_add(counts_ptr + 0, tl.sum(s, axis=0))
-    tl.store(short_ptr + s_base + tl.cumsum(s, axis=0) - 1, r, mask=is_short)
+    s_pos = s_base + tl.cumsum(s, axis=0) - 1
+    lin = tl.load(run_linear_ptr + r, mask=is_short, other=0).to(tl.int64)
+    w_row = (tl.load(weights_offsets_ptr + t, mask=is_short, other=0)
+             + (lin - tl.load(hcs_ptr + t, mask=is_short, other=0)) * tl.load(dims_ptr + t, mask=is_short, other=0))
+    tl.store(short_ptr + s_pos, r, mask=is_short)
+    tl.store(short_start_ptr + s_pos, start, mask=is_short)
+    tl.store(short_length_ptr + s_pos, length, mask=is_short)
+    tl.store(short_linear_ptr + s_pos, lin, mask=is_short)
+    tl.store(short_wrow_ptr + s_pos, w_row, mask=is_short)
+    tl.store(short_table_ptr + s_pos, t, mask=is_short)
     # long list and its chunk ranges
     lg = is_long.to(tl.int64)
     l_base = tl.atomic_add(counts_ptr + 1, tl.sum(lg, axis=0))

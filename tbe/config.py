@@ -25,6 +25,9 @@ class KernelConfig:
     fwd_gather_unweighted: int = 8
     fwd_gather_weighted: int = 8
     fwd_num_warps: int = 4
+    # per dimension bucket: (BLOCK_D, gather, bags per program, warps) replacing the three above for
+    # unweighted and weighted launches of that bucket (the best tile differs with the row width)
+    fwd_bucket_tiles: tuple[tuple[int, int, int, int], ...] = ()
     # forward, small-table histogram + tl.dot path
     small_table_path: bool = True
     small_table_max_rows: int = 64
@@ -46,6 +49,9 @@ class KernelConfig:
     bwd_short_gather_weighted: int = 16
     bwd_long_gather: int = 8
     bwd_short_num_warps: int = 1
+    # short runs per program of the narrow short tier (1: one run at a time, a gather of GATHER rows;
+    # more: that many runs side by side as one [runs, BLOCK_D] tile, one row of each per step)
+    bwd_short_runs_per_program: int = 1
     bwd_long_num_warps: int = 4
     classify_block: int = 1024
     short_grid_multiplier: int = 32
@@ -62,6 +68,7 @@ class KernelConfig:
     def __post_init__(self) -> None:
         object.__setattr__(self, "dim_buckets", tuple(int(x) for x in self.dim_buckets))
         object.__setattr__(self, "faults", tuple(str(x) for x in self.faults))
+        object.__setattr__(self, "fwd_bucket_tiles", tuple(tuple(int(v) for v in e) for e in self.fwd_bucket_tiles))
         self.validate()
 
     # -- validation -------------------------------------------------------------------
@@ -83,6 +90,7 @@ class KernelConfig:
             "bwd_short_gather_weighted", "bwd_long_gather", "classify_block",
             "fwd_num_warps", "bwd_short_num_warps", "bwd_long_num_warps",
             "small_table_bags_per_program", "small_table_histogram_ids", "bounds_check_block",
+            "bwd_short_runs_per_program",
         )
         for name in pow2:
             value = getattr(self, name)
@@ -95,6 +103,14 @@ class KernelConfig:
                 raise ValueError(f"KernelConfig.dim_buckets entries must be powers of two, got {b}")
         if list(self.dim_buckets) != sorted(set(self.dim_buckets)):
             raise ValueError(f"KernelConfig.dim_buckets must be strictly increasing, got {self.dim_buckets}")
+        seen = set()
+        for entry in self.fwd_bucket_tiles:
+            if len(entry) != 4 or any(v < 1 or v & (v - 1) for v in entry):
+                raise ValueError(f"KernelConfig.fwd_bucket_tiles entries must be four powers of two "
+                                 f"(BLOCK_D, gather, bags, warps), got {entry}")
+            if entry[0] in seen:
+                raise ValueError(f"KernelConfig.fwd_bucket_tiles names BLOCK_D={entry[0]} twice")
+            seen.add(entry[0])
         if self.index_dtype not in INDEX_DTYPES:
             raise ValueError(f"KernelConfig.index_dtype must be one of {INDEX_DTYPES}, got {self.index_dtype!r}")
         if self.small_table_min_dim > self.small_table_max_dim:
@@ -108,6 +124,14 @@ class KernelConfig:
     def has_fault(self, name: str) -> bool:
         return name in self.faults
 
+    def forward_tile(self, block_d: int, weighted: bool) -> tuple[int, int, int]:
+        """(gather, bags per program, warps) of the generic forward for one dimension bucket."""
+        for b, gather, bags, warps in self.fwd_bucket_tiles:
+            if b == block_d:
+                return gather, bags, warps
+        gather = self.fwd_gather_weighted if weighted else self.fwd_gather_unweighted
+        return gather, self.fwd_bags_per_program, self.fwd_num_warps
+
     def replace(self, **changes: Any) -> "KernelConfig":
         return dataclasses.replace(self, **changes)
 
@@ -115,6 +139,7 @@ class KernelConfig:
         d = dataclasses.asdict(self)
         d["dim_buckets"] = list(self.dim_buckets)
         d["faults"] = list(self.faults)
+        d["fwd_bucket_tiles"] = [list(e) for e in self.fwd_bucket_tiles]
         return d
 
     @classmethod

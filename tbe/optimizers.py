@@ -33,3 +33,13 @@ def update_columns(w_row_ptr, cols, cmask, g, rate):
     w = tl.load(w_row_ptr + cols, mask=cmask, other=0.0).to(tl.float32)
     w_new = w - rate * g
     tl.store(w_row_ptr + cols, to_storage(w_new, w_row_ptr.dtype.element_ty), mask=cmask)
+
+
+@triton.jit
+def apply_row(w_row_ptr, cols, cmask, g, momentum_ptr, linear_idx, D, lr, eps, ADAGRAD: tl.constexpr):
+    """Update one row from its finished gradient ``g`` (one column block holds the whole row)."""
+    rate = lr
+    if ADAGRAD:
+        rate = adagrad_rate(momentum_ptr, linear_idx, tl.sum(g * g, axis=0), D, lr, eps)
+    update_columns(w_row_ptr, cols, cmask, g, rate)
+

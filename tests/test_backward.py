@@ -31,7 +31,7 @@ def step_cases(draw):
         optimizer=draw(st.sampled_from(OPTS)), pooling=draw(st.sampled_from(["sum", "mean"])),
         wdtype=draw(st.sampled_from(list(WDTYPES))), weighted=draw(st.booleans()),
         psw_dtype=draw(st.sampled_from(list(WDTYPES))), idx=draw(st.sampled_from(["int32", "int64"])),
-        config=draw(st.sampled_from(["default", "small", "small_fused", "narrow"])),
+        config=draw(st.sampled_from(["default", "small", "small_fused", "narrow", "short_rows"])),
         hot=draw(st.booleans()), lr=draw(st.sampled_from([0.01, 0.3, 2.0])), steps=draw(st.integers(1, 2)),
         seed=draw(st.integers(0, 2**16)),
     )
@@ -43,6 +43,8 @@ CONFIGS = {
     "small_fused": SMALL.replace(fused_long_tier=True),
     # BLOCK_D 4 for every table: rows wider than 4 loop over columns (two-pass Adagrad)
     "narrow": SMALL.replace(dim_buckets=(4,)),
+    # several short runs per program as one tile (dead lanes must touch nothing)
+    "short_rows": SMALL.replace(bwd_short_runs_per_program=4),
 }
 
 
@@ -117,9 +119,16 @@ def test_classification_tiers(fault):
     off = torch.tensor([0, 7, 15, 24, 25])
     idx, off = on(m, idx, off)
     tr = transpose_for(m, idx, off, None, 4)
-    cls = classify(tr, torch.zeros(1, dtype=torch.int64, device=m.device), 0, cfg)
+    cls = classify(tr, m.layout_tensors, 0, cfg)
     n_short, n_long, n_chunks = (int(x) for x in cls.counts)
     short_len = sorted(int(tr.run_length[r]) for r in cls.short_runs[:n_short])
+    # each short slot's record is its run's: start, length, linear index, table, row offset
+    for s in range(n_short):
+        r = int(cls.short_runs[s])
+        lin = int(tr.run_linear[r])
+        assert (int(cls.short_start[s]), int(cls.short_length[s]), int(cls.short_linear[s])) == (
+            int(tr.run_start[r]), int(tr.run_length[r]), lin)
+        assert (int(cls.short_table[s]), int(cls.short_wrow[s])) == (0, lin * specs[0][1])
     long_len = sorted(int(tr.run_length[r]) for r in cls.long_runs[:n_long])
     if fault:
         assert (short_len, long_len) == ([1, 7], [9])  # the run of exactly 8 is in neither list

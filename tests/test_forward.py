@@ -43,6 +43,14 @@ def test_forward_matches_fp64_reference(spec):
 
 
 @settings(max_examples=examples(40))
+@given(case_specs(max_lookups=min(MAX_LOOKUPS, 3000), max_tables=3),
+       st.sampled_from([((8, 1, 1, 1), (16, 2, 8, 2)), ((32, 16, 2, 1), (64, 4, 1, 2), (128, 2, 4, 1))]))
+def test_forward_per_bucket_tiles_match_fp64(spec, tiles):
+    """Buckets with their own gather width, bags per program and warps."""
+    assert_matches_reference(spec, KernelConfig(fwd_bucket_tiles=tiles))
+
+
+@settings(max_examples=examples(40))
 @given(case_specs(max_lookups=min(MAX_LOOKUPS, 3000), max_dim=700, max_tables=2, max_batch=4))
 def test_forward_wide_rows_loop_over_column_blocks(spec):
     """D beyond the largest bucket (256) loops over column blocks."""

@@ -57,7 +57,7 @@ def test_readme_example_runs_a_campaign_and_can_fail(user_sut, capsys):
     assert main(["run", "--sut", "my_tbe_bad:factory", *SHORT, "--artifacts", str(art)]) == 1
     out = capsys.readouterr().out
     assert "FAIL" in out and "weights after update" in out and "MISMATCH" in out
-    (artifact,) = [p for p in art.iterdir() if not p.name.startswith(".")]
+    (artifact,) = [p for p in art.iterdir() if (p / "case.json").is_file()]
     assert json.loads((artifact / "meta.json").read_text())["sut"] == "my_tbe_bad:factory"
     # replay uses the recorded SUT; --sut replays the same case against another
     assert main(["replay", str(artifact)]) == 1

@@ -176,6 +176,10 @@ class TestKernelConfig:
             (dict(fence="yes"), TypeError, ["fence", "yes"]),
             (dict(chunk_size=2.5), TypeError, ["chunk_size", "2.5"]),
             (dict(faults=("no_such_fault",)), ValueError, ["faults", "no_such_fault"]),
+            (dict(fwd_bucket_tiles=((64, 3, 1, 1),)), ValueError, ["fwd_bucket_tiles", "(64, 3, 1, 1)"]),
+            (dict(fwd_bucket_tiles=((64, 4, 1),)), ValueError, ["fwd_bucket_tiles", "(64, 4, 1)"]),
+            (dict(fwd_bucket_tiles=((64, 4, 1, 1), (64, 8, 2, 2))), ValueError, ["BLOCK_D=64 twice"]),
+            (dict(bwd_short_runs_per_program=3), ValueError, ["bwd_short_runs_per_program", "3"]),
         ],
     )
     def test_invalid_values_rejected(self, changes, exc, words):
@@ -183,6 +187,15 @@ class TestKernelConfig:
             KernelConfig(**changes)
         for w in words:
             assert w in str(info.value), (w, str(info.value))
+
+    def test_bucket_tiles_round_trip_and_apply_per_bucket(self, tmp_path):
+        cfg = KernelConfig(fwd_bucket_tiles=((64, 8, 4, 2), (256, 4, 4, 1)))
+        cfg.save(tmp_path / "cfg.json")
+        assert KernelConfig.load(tmp_path / "cfg.json") == cfg
+        assert cfg.forward_tile(64, weighted=False) == (8, 4, 2)
+        assert cfg.forward_tile(256, weighted=True) == (4, 4, 1)
+        assert cfg.forward_tile(128, weighted=True) == (cfg.fwd_gather_weighted, cfg.fwd_bags_per_program,
+                                                        cfg.fwd_num_warps)
 
     def test_unknown_json_field_rejected(self):
         with pytest.raises(ValueError, match="no field 'chunk'"):

@@ -1,0 +1,117 @@
+"""Per-kernel time of one training iteration, ours and FBGEMM's CUDA TBE, from torch.profiler.
+
+``python -m benchmarks.profile_backward --out benchmarks/results/breakdown_h200.json`` runs a few
+iterations of each benchmark shape under the profiler and sums device time per kernel, grouped
+into stages (forward, sort, run-length encoding, classification, each backward tier, the optimizer)
+so the gap to FBGEMM can be read kernel by kernel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import re
+import sys
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from benchmarks.baselines import fbgemm_cuda
+from benchmarks.bench_tbe import SHAPES, BenchTBE, make_batch
+from tbe import KernelConfig
+
+# (stage, pattern on the kernel name), first match wins
+STAGES = [
+    ("forward", r"_forward_kernel|_small_table_kernel|embedding_forward|bounds_check"),
+    ("sort", r"[Rr]adix|[Ss]ort|Onesweep|DeviceSegmentedSort"),
+    ("linearize", r"linearize|searchsorted|index_select|gather|_index_|indexing|IndexKernel"),
+    ("run-length encode", r"[Ss]can|cumsum|Reduce|run_length|unique|scatter|Encode|segment"),
+    ("classify", r"_classify_kernel|_expand_chunks|partition|split_embedding_backward_count|long_run"),
+    ("short tier", r"_short_kernel|backward_.*warp_per_row|warp_per_row"),
+    ("long tier", r"_chunk_kernel|_apply_kernel|_fused_chunk|cta_per_row|backward_.*cta"),
+    ("psw gradient", r"_psw_grad|indice_weights"),
+    ("elementwise", r"elementwise|vectorized|fill|copy|Memset|memset|CatArray"),
+]
+
+
+def stage_of(name: str) -> str:
+    for stage, pat in STAGES:
+        if re.search(pat, name):
+            return stage
+    return "other"
+
+
+def kernel_times(step, iters: int) -> dict[str, float]:
+    """Device milliseconds per iteration for every kernel ``step`` launches."""
+    step()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(iters):
+            step()
+        torch.cuda.synchronize()
+    out: dict[str, float] = collections.defaultdict(float)
+    for ev in prof.events():
+        if ev.device_type == torch.autograd.DeviceType.CUDA:
+            out[ev.name] += ev.device_time / 1000.0 / iters
+    return dict(out)
+
+
+def summarise(times: dict[str, float]) -> dict:
+    stages: dict[str, float] = collections.defaultdict(float)
+    for name, ms in times.items():
+        stages[stage_of(name)] += ms
+    top = sorted(times.items(), key=lambda kv: -kv[1])[:12]
+    return {"total_ms": sum(times.values()), "stages_ms": dict(sorted(stages.items(), key=lambda kv: -kv[1])),
+            "top_kernels_ms": [[k[:120], v] for k, v in top]}
+
+
+def profile_shape(name, rows, dim, wdtype, bags, pooling, skew, weighted, optimizer, config, iters, device):
+    ids, offsets, psw_all = make_batch(rows, bags, pooling, skew, device)
+    psw = psw_all if weighted else None
+    grad = torch.randn(bags, dim, device=device)
+    res = {"shape": name}
+    m = BenchTBE([(rows, dim)], optimizer=optimizer, weights_dtype=wdtype, bounds_check="none", config=config,
+                 device=device)
+    res["triton"] = summarise(kernel_times(lambda: m(ids, offsets, psw).backward(grad), iters))
+    del m
+    fb = fbgemm_cuda(rows, dim, wdtype, optimizer)
+    if fb is not None:
+        fpsw = None if psw is None else psw.float()
+        res["fbgemm"] = summarise(kernel_times(lambda: fb(ids, offsets, fpsw).backward(grad), iters))
+        del fb
+    torch.cuda.empty_cache()
+    return res
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--out", default=None)
+    p.add_argument("--config", default=None)
+    p.add_argument("--shapes", default=None)
+    p.add_argument("--iters", type=int, default=5)
+    args = p.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("profiling needs a CUDA device", file=sys.stderr)
+        return 2
+    config = KernelConfig.load(args.config) if args.config else KernelConfig()
+    wanted = set(args.shapes.split(",")) if args.shapes else None
+    results = []
+    for shape in SHAPES:
+        if wanted and shape[0] not in wanted:
+            continue
+        r = profile_shape(*shape, config=config, iters=args.iters, device=torch.device("cuda"))
+        results.append(r)
+        for impl in ("triton", "fbgemm"):
+            if impl in r:
+                st = ", ".join(f"{k} {v:.2f}" for k, v in r[impl]["stages_ms"].items())
+                print(f"{r['shape']:<20} {impl:<7} {r[impl]['total_ms']:.2f} ms: {st}", flush=True)
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(), "config": config.to_dict(), "results": results}, f,
+                      indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
