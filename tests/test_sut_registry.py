@@ -151,15 +151,22 @@ def test_config_is_refused_for_a_sut_without_kernel_config(tmp_path, capsys):
 
 
 @pytest.mark.fuzz
-def test_gate_and_selftest_accept_the_default_sut_by_name(tmp_path, capsys):
+def test_gate_and_selftest_accept_the_default_sut_by_name(tmp_path, capsys, monkeypatch, user_sut):
     base = tmp_path / "base.json"
     KernelConfig().save(base)
     assert main(["gate", "--sut", "triton", "--baseline", str(base), "--candidate", str(base),
                  "--time", "3", "--max-examples", "2", "--artifacts", str(tmp_path / "a")]) == 0
     assert "verdict: PASS" in capsys.readouterr().out
-    assert main(["selftest", "--sut", "triton", "--fault", "fwd_skip_last_id", "--time", "10",
-                 "--max-examples", "8"]) == 0
-    assert "1 caught" in capsys.readouterr().out
+    # the self-test hands --sut to its detectors (a stand-in campaign detector records it)
+    from fuzz import detectors
+
+    seen = []
+    monkeypatch.setattr(detectors, "_EXTRA", {})
+    monkeypatch.setattr(detectors, "CAMPAIGN", detectors.Detector(
+        "campaign", lambda f, ctx: seen.append(ctx.sut) or detectors.Detection("campaign", detectors.CAUGHT)))
+    (user_sut / "planted_tbe.py").write_text("from fuzz.sut_triton import factory\n")  # a fork, by module:factory
+    assert main(["selftest", "--sut", "planted_tbe:factory", "--fault", "fwd_skip_last_id"]) == 0
+    assert seen == ["planted_tbe:factory"] and "1 caught" in capsys.readouterr().out
 
 
 def test_help_lists_the_builtin_suts():
