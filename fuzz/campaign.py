@@ -14,7 +14,7 @@ import collections
 import dataclasses
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from hypothesis import HealthCheck, Phase, given, reject, settings, target
 from hypothesis import seed as hypothesis_seed
@@ -30,6 +30,9 @@ from fuzz.space import campaign_cases
 from fuzz.supervisor import Supervisor, Unmaterializable, leftover_pending, shared
 from fuzz.teeth import Teeth
 from oracles.error_model import WORST, ErrorModel, from_env
+from fuzz.sut import DEFAULT as DEFAULT_SUT
+from fuzz.sut import get as get_sut
+from fuzz.sut_fit import fit_strategy
 from tbe import KernelConfig
 
 
@@ -67,28 +70,31 @@ class CampaignResult:
     model: ErrorModel = WORST         # the accumulation bound the checks used
     teeth: Teeth = dataclasses.field(default_factory=Teeth)  # bound / |update| per SL band, passing cases
     leftover: list[Path] = dataclasses.field(default_factory=list)  # pending cases of drivers that died
+    sut: str = DEFAULT_SUT            # the system under test (fuzz.sut registry name)
+    expected_failures: int = 0        # cases failing only with known findings already recorded
+    known: list[Any] = dataclasses.field(default_factory=list)  # fuzz.triage.KnownRecord, one per finding
 
     @property
     def ok(self) -> bool:
         return self.failure is None
 
-    def record(self, result: CaseResult) -> None:
+    def record(self, result: CaseResult, ratios: bool = True) -> None:
         self.examples += 1
         self.lookups += result.lookups
         self.tiers.update(result.tiers)
         self.fbgemm[result.fbgemm or "not run"] += 1
-        for name, ratio in result.ratios_by_check().items():
+        for name, ratio in (result.ratios_by_check() if ratios else {}).items():
             self.max_ratio[name] = max(self.max_ratio.get(name, 0.0), ratio)
         self.teeth.merge(result.teeth)
         if result.compiles is not None:
             self.compiles.add(result.compiles)
 
 
-def _database(root: Path, config: KernelConfig) -> DirectoryBasedExampleDatabase:
-    """One example database per config, so a fault's failures are not replayed against another config."""
+def _database(root: Path, config: KernelConfig, sut: str = DEFAULT_SUT) -> DirectoryBasedExampleDatabase:
+    """One example database per config (and SUT), so a fault's failures are not replayed against another."""
     import hashlib
 
-    key = hashlib.sha1(config.to_json().encode()).hexdigest()[:12]
+    key = hashlib.sha1((config.to_json() + ("" if sut == DEFAULT_SUT else sut)).encode()).hexdigest()[:12]
     return DirectoryBasedExampleDatabase(str(Path(root) / ".hypothesis" / key))
 
 
@@ -106,6 +112,8 @@ def run_campaign(
     observe: Any = None,
     model: Optional[ErrorModel] = None,
     supervisor: Optional[Supervisor] = None,
+    sut: str = DEFAULT_SUT,
+    expected: Optional[Callable[[CaseResult], Any]] = None,
 ) -> CampaignResult:
     """Search for a case that fails under ``config``. ``artifacts_dir=None`` saves nothing; the example
     database lives under it unless ``use_database`` is off (then every run starts from the seed alone);
@@ -113,19 +121,22 @@ def run_campaign(
     ExampleDatabase, e.g. Redis-backed) replaces the directory database; ``observe(res, result)`` sees
     every checked example (live progress, report pictures); ``model`` picks the accumulation bound
     (default ``$TBE_FUZZ_BOUND``, else worst case); ``supervisor`` runs the cases (default: this
-    process's shared one)."""
+    process's shared one). ``sut`` names the system under test (cases are drawn within its
+    capabilities); a failing case for which ``expected(result)`` is truthy (already triaged) counts
+    as a pass (``fuzz.triage`` drives that)."""
     model = model or from_env()
-    res = CampaignResult(config, budget, seed, model=model)
+    res = CampaignResult(config, budget, seed, model=model, sut=sut)
     sup = supervisor or shared()
     pending = None if artifacts_dir is None else Path(artifacts_dir) / ".pending"
     res.leftover = leftover_pending(pending) if pending is not None else []
-    strategy = strategy if strategy is not None else campaign_cases(config, budget.max_lookups)
+    if strategy is None:
+        strategy = fit_strategy(campaign_cases(config, budget.max_lookups), get_sut(sut).capabilities)
     start = time.perf_counter()
     search_end = start + budget.seconds
     best: list[CaseResult] = []  # smallest failure seen, in case shrinking runs out of time
 
     phases = [Phase.explicit, Phase.reuse, Phase.generate, Phase.target] + ([Phase.shrink] if shrink else [])
-    db = _database(artifacts_dir, config) if artifacts_dir is not None and use_database else None
+    db = _database(artifacts_dir, config, sut) if artifacts_dir is not None and use_database else None
     if database is not None and use_database:
         db = database
 
@@ -145,21 +156,23 @@ def run_campaign(
         if best and now > search_end + budget.shrink_seconds:
             raise _OutOfTime()
         try:
-            result = sup.run(case, config, pending=pending, model=model)
+            result = sup.run(case, config, pending=pending, model=model, sut=sut)
         except Unmaterializable as e:
             res.unmaterializable += 1
             if res.unmaterializable_example is None:
                 res.unmaterializable_example = f"{e}: {case}"
             reject()
-        target(min(result.max_ratio, 1e12), label="error / bound")
+        known = not result.ok and expected is not None and bool(expected(result))
+        target(0.0 if known else min(result.max_ratio, 1e12), label="error / bound")
         target(float(result.max_segment), label="longest segment")
         if best:
             res.shrink_examples += 1
         else:
-            res.record(result)
+            res.record(result, ratios=expected is None or result.ok)  # triaged runs: ratios of passes only
+            res.expected_failures += known
             if observe is not None:
                 observe(res, result)
-        if not result.ok:
+        if not result.ok and not known:
             if not best:
                 res.first_failure_examples = res.examples
                 res.first_failure_seconds = time.perf_counter() - start
@@ -189,7 +202,7 @@ def run_campaign(
     res.seconds = time.perf_counter() - start
     if res.failure is not None and artifacts_dir is not None:
         res.artifact = save_result(artifacts_dir, res.failure, config, {
-            "source": "campaign", "budget": budget.name, "seed": seed,
+            "source": "campaign", "budget": budget.name, "seed": seed, "sut": sut,
             "examples_before_failure": res.first_failure_examples, "bound": model.kind, **(meta or {}),
         }, sup.environment)
     return res

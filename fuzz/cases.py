@@ -20,7 +20,7 @@ from strategies.case import CaseSpec, materialize
 from strategies.dyadic import dyadic_grads
 from tbe import KernelConfig
 from tbe.modes import parse_float_dtype
-from tbe.module import initial_weights as module_initial_weights
+from tbe.module import seeded_weights
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,9 +89,9 @@ class CaseTensors:
 
 
 def initial_weights(spec: CaseSpec, config: Optional[KernelConfig] = None) -> torch.Tensor:
-    """The packed weights a fresh module for ``spec`` starts from (what ``check_batch`` uses), computed
-    on the CPU without building a module, so a driver never needs the device."""
-    return module_initial_weights(spec.layout, parse_float_dtype("weights_dtype", spec.weights_dtype), spec.seed)
+    """The packed weights every SUT starts ``spec`` from (``tbe.module.seeded_weights``, what a fresh
+    TritonTBE holds); ``config`` is unused and kept for callers that pass it."""
+    return seeded_weights(spec.layout, parse_float_dtype("weights_dtype", spec.weights_dtype), spec.seed)
 
 
 def tensors(case: AnyCase, config: Optional[KernelConfig] = None, steps: bool = True,

@@ -25,6 +25,8 @@ from fuzz.sanitizer import MemoryViolation
 from fuzz.teeth import Teeth
 from oracles.compare import Report
 from oracles.error_model import ErrorModel
+from fuzz.sut import DEFAULT as DEFAULT_SUT
+from fuzz.sut import get as get_sut
 from tbe import KernelConfig
 from tbe.forward_dispatch import choose_path
 from tbe.modes import parse_float_dtype
@@ -158,12 +160,13 @@ def tiers_of(case: AnyCase, t: CaseTensors, config: KernelConfig) -> tuple[froze
 
 def run_case(
     case: AnyCase, config: Optional[KernelConfig] = None, saved: Optional[CaseTensors] = None,
-    steps: bool = True, model: Optional[ErrorModel] = None,
+    steps: bool = True, model: Optional[ErrorModel] = None, sut: str = DEFAULT_SUT,
 ) -> CaseResult:
     """Check ``case`` under ``config`` in this process; ``saved`` tensors (already materialized, or from
-    an artifact) replace materialization. A spec that cannot be materialized raises ValueError (a
-    generator bug). ``model`` picks the accumulation bound (default: ``$TBE_FUZZ_BOUND``, else worst
-    case). Drivers call it through ``fuzz.supervisor``."""
+    an artifact) replace materialization, initial weights included. ``model`` picks the accumulation
+    bound (default: ``$TBE_FUZZ_BOUND``, else worst case); ``sut`` is the registry name of the system
+    under test (``fuzz.sut``; a string, so a worker process can resolve it again). A spec that cannot
+    be materialized raises ValueError (a generator bug). Drivers call it through ``fuzz.supervisor``."""
     config = config or KernelConfig()
     spec = base_spec(case)
     t0 = time.perf_counter()
@@ -173,22 +176,25 @@ def run_case(
     error = kind = None
     teeth = Teeth()
     try:
-        reports = check_batch(spec, config, t.indices, t.offsets, t.per_sample_weights, grads, model, teeth)
+        reports = check_batch(spec, config, t.indices, t.offsets, t.per_sample_weights, grads, model, teeth,
+                              sut=sut, initial_weights=t.initial_weights)
     except Exception as e:  # a failure on a case is a finding, kept with its traceback
         kind, error = classify(e)
-    fb_status = ""
-    if error is None and grads:
+    fb_status = "" if sut == DEFAULT_SUT else f"n/a: SUT {sut}"  # the sample is an oracle beside our kernels
+    if error is None and grads and sut == DEFAULT_SUT:
         fb_status, fb_reports = _fbgemm(case, t, grads)
         reports += fb_reports
-    result = case_result(case, t, config, time.perf_counter() - t0, kind, error, reports)
+    result = case_result(case, t, config, time.perf_counter() - t0, kind, error, reports, sut)
     result.fbgemm, result.teeth = fb_status, teeth
     return result
 
 
 def case_result(case: AnyCase, t: CaseTensors, config: KernelConfig, seconds: float, kind: Optional[str],
-                error: Optional[str], reports: Optional[list[Report]] = None) -> CaseResult:
+                error: Optional[str], reports: Optional[list[Report]] = None, sut: str = DEFAULT_SUT) -> CaseResult:
     """The CaseResult of ``case`` (materialized as ``t``) with ``error`` of ``kind`` (None: judged by reports)."""
     tiers, max_segment, hist = tiers_of(case, t, config)
+    if sut != DEFAULT_SUT and not get_sut(sut).capabilities.kernel_config:  # --sut: no Triton paths
+        tiers = frozenset(x for x in tiers if x.startswith("bwd:"))
     return CaseResult(case, reports or [], int(t.indices.numel()), tiers, seconds, error, max_segment,
                       hist, error_kind=None if error is None else kind)
 

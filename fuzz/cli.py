@@ -1,8 +1,10 @@
 """The ``tbe-fuzz`` command line: run, warmup, replay, gate, selftest.
 
-Exit codes: 0 pass, 1 a case failed (or a planted fault went unnoticed), 2 bad usage
-(an error naming the option and the value; never a traceback) or a kernel worker that
-could not start (nothing was judged).
+Exit codes: 0 pass (failures, if any, all triaged known findings of the SUT), 1 a case failed
+(or a planted fault went unnoticed), 2 bad usage (an error naming the option and the value;
+never a traceback), including a ``--sut`` that is unknown, not available here, or lacks
+what the command needs (a KernelConfig for the gate, planted faults for the self-test), or a
+kernel worker that could not start (nothing was judged).
 """
 
 from __future__ import annotations
@@ -70,6 +72,24 @@ def _artifacts_dir(text: str) -> Path:
     return path
 
 
+def _sut_name(text: str) -> str:
+    """A SUT name the registry resolves (built-in, ``tbe_fuzz.suts`` entry point, or module:factory)."""
+    from fuzz.sut import SUTError, get
+
+    try:
+        get(text)
+    except SUTError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
+
+
+def _sut_option(p: argparse.ArgumentParser, default: Optional[str] = "triton") -> None:
+    p.add_argument("--sut", type=_sut_name, default=default, metavar="NAME",
+                   help="system under test: triton (default), fbgemm-cpu, fbgemm-cuda, torch, a name registered "
+                        "under the tbe_fuzz.suts entry-point group, or module:factory"
+                        + ("" if default else " (default: the one the artifact records)"))
+
+
 def _budget_options(p: argparse.ArgumentParser, default: str = "quick") -> None:
     p.add_argument("--budget", choices=BUDGET_NAMES, default=default,
                    help=f"search budget (default {default}; quick stays under 2 minutes on the CPU interpreter)")
@@ -99,7 +119,8 @@ def _model(args: argparse.Namespace):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tbe-fuzz", description="Differential fuzzing of the Triton TBE.")
+    parser = argparse.ArgumentParser(
+        prog="tbe-fuzz", description="Differential fuzzing of a TBE (this project's Triton TBE unless --sut names another).")
     from fuzz.run_cmd import add_run_options, add_warmup_parser
 
     sub = parser.add_subparsers(dest="command", metavar="{run,warmup,replay,gate,selftest}")
@@ -110,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--config", type=_config_file, default=None, help="KernelConfig JSON (default: defaults)")
     run.add_argument("--artifacts", type=_artifacts_dir, default=Path("fuzz-artifacts"), metavar="DIR",
                      help="where failures and the example database go (default fuzz-artifacts)")
+    _sut_option(run)
     add_run_options(run)
     add_warmup_parser(sub, _config_file)
     _bound_option(run)
@@ -123,6 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--json", action="store_true", help="print the result as JSON")
     _bound_option(rp, "the artifact's meta.json, else $TBE_FUZZ_BOUND, else worst")
     _sanitize_option(rp)
+    _sut_option(rp, default=None)
 
     gate = sub.add_parser("gate", help="check a candidate KernelConfig against a baseline")
     gate.add_argument("--baseline", type=_config_file, required=True, help="baseline KernelConfig JSON")
@@ -130,6 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
     _budget_options(gate)
     gate.add_argument("--artifacts", type=_artifacts_dir, default=Path("fuzz-artifacts"), metavar="DIR",
                       help="where the candidate's failures go (default fuzz-artifacts)")
+    _sut_option(gate)
 
     st = sub.add_parser("selftest", help="prove each planted fault is caught on this backend")
     _budget_options(st)
@@ -137,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="only this fault (repeatable; default: every known fault)")
     st.add_argument("--artifacts", type=_artifacts_dir, default=None, metavar="DIR",
                     help="save each caught fault's shrunk case here (default: not saved)")
+    _sut_option(st)
     return parser
 
 
@@ -154,16 +179,30 @@ def _emit(args: argparse.Namespace, text: str, data: dict) -> None:
     print(json.dumps(data, indent=2, sort_keys=True, default=str) if args.json else text, flush=True)
 
 
-def _backend_line() -> str:
+def _backend_line(sut: str = "triton") -> str:
+    from fuzz.sut import get
     from tbe.backend import INTERPRETED
 
+    if sut != "triton":
+        return f"SUT {sut}: {get(sut).description or get(sut).capabilities.describe()}"
     return "CPU, Triton interpreter" if INTERPRETED else "CUDA, compiled Triton"
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def _require(parser: argparse.ArgumentParser, name: str, **needs: bool) -> None:
+    """Refuse (exit 2, naming --sut) a SUT that is not available here or cannot do what the command needs."""
+    from fuzz.sut import SUTError, require
+
+    try:
+        require(name, **needs)
+    except SUTError as e:
+        parser.error(f"argument --sut: {e}")
+
+
+def cmd_run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from fuzz.run_cmd import cmd_run as run
 
-    return run(args, _budget(args), _backend_line())
+    _require(parser, args.sut, kernel_config=args.config is not None)
+    return run(args, _budget(args), _backend_line(args.sut))
 
 
 def cmd_replay(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -171,21 +210,23 @@ def cmd_replay(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     from fuzz.replay import replay
 
     try:
-        res = replay(args.target, args.config[0] if args.config else None, args.rematerialize, _model(args))
+        res = replay(args.target, args.config[0] if args.config else None, args.rematerialize, _model(args),
+                     sut=args.sut)
     except (ValueError, TypeError, OSError) as e:
         parser.error(f"argument target: cannot replay {str(args.target)!r}: {e}")
     _emit(args, report.replay_text(res), report.replay_json(res))
     return 0 if res.ok else 1
 
 
-def cmd_gate(args: argparse.Namespace) -> int:
+def cmd_gate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from fuzz import report
     from fuzz.gate import run_gate
 
+    _require(parser, args.sut, kernel_config=True)
     budget = _budget(args)
-    _progress(f"tbe-fuzz gate: budget {budget.name}, seed {args.seed}, {_backend_line()}")
+    _progress(f"tbe-fuzz gate: budget {budget.name}, seed {args.seed}, {_backend_line(args.sut)}")
     res = run_gate(args.baseline[1], args.candidate[1], budget, seed=args.seed, artifacts_dir=args.artifacts,
-                   progress=_progress)
+                   progress=_progress, sut=args.sut)
     _emit(args, report.gate_text(res), report.gate_json(res))
     return 0 if res.ok else 1
 
@@ -195,15 +236,16 @@ def cmd_selftest(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     from fuzz.selftest import all_ok, run_selftest
     from tbe import faults
 
+    _require(parser, args.sut, planted_faults=True)
     for name in args.fault or ():
         if name not in faults.KNOWN:
             parser.error(f"argument --fault: unknown fault {name!r} (known: {', '.join(sorted(faults.KNOWN))})")
     budget = _budget(args)
     if args.time is None:  # per fault: a short campaign each
         budget = budget.with_overrides(seconds=min(budget.seconds, 60.0))
-    _progress(f"tbe-fuzz selftest: up to {budget.seconds:g}s per fault, seed {args.seed}, {_backend_line()}")
+    _progress(f"tbe-fuzz selftest: up to {budget.seconds:g}s per fault, seed {args.seed}, {_backend_line(args.sut)}")
     results = run_selftest(budget, seed=args.seed, only=args.fault, artifacts_dir=args.artifacts,
-                           progress=_progress)
+                           progress=_progress, sut=args.sut)
     _emit(args, report.selftest_text(results), report.selftest_json(results))
     return 0 if all_ok(results) else 1
 
@@ -256,7 +298,7 @@ def _command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
         os.environ["TBE_FUZZ_SANITIZE"] = "1"  # read by every worker the supervisor starts
     if args.command == "run":
-        return cmd_run(args)
+        return cmd_run(args, parser)
     if args.command == "warmup":
         from fuzz.run_cmd import cmd_warmup
 
@@ -264,7 +306,7 @@ def _command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if args.command == "replay":
         return cmd_replay(args, parser)
     if args.command == "gate":
-        return cmd_gate(args)
+        return cmd_gate(args, parser)
     return cmd_selftest(args, parser)
 
 

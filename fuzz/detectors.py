@@ -49,6 +49,7 @@ class Context:
     seed: int = 0
     artifacts_dir: Optional[Path] = None
     progress: Optional[Callable[[str], None]] = None
+    sut: str = "triton"  # the system under test (fuzz.sut name); one that takes KernelConfig.faults
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,7 +101,7 @@ def _campaign_skip(fault: str) -> Optional[str]:
 def _campaign_run(fault: str, ctx: Context) -> Detection:
     config = KernelConfig(faults=(fault,))
     res = run_campaign(config, ctx.budget, seed=ctx.seed, artifacts_dir=ctx.artifacts_dir, use_database=False,
-                       meta={"source": "selftest", "fault": fault})
+                       meta={"source": "selftest", "fault": fault}, sut=ctx.sut)
     return campaign_detection("campaign", res)
 
 

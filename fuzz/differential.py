@@ -1,15 +1,16 @@
-"""One differential check of one case: the Triton TBE against the FP64 references, every step.
+"""One differential check of one case: the system under test against the FP64 references, every step.
 
 Tests, the fuzz campaign driver and replay all judge a case through ``check_case`` so a
-failure means the same thing everywhere. It lives in ``fuzz/`` because it runs the kernels
-(through ``strategies.run.build_module``); the ``oracles/`` it compares with never do.
+failure means the same thing everywhere. It lives in ``fuzz/`` because it runs the SUT
+(``fuzz.sut``: this project's kernels by default); the ``oracles/`` it compares with never do.
 
-Contract of ``check_case(spec, config, steps=True) -> list[Report]``:
+Contract of ``check_case(spec, config, steps=True, sut="triton") -> list[Report]``:
 
-- Builds a fresh module for ``spec`` with ``config`` (default KernelConfig()), materializes
-  the batch deterministically and runs ``spec.steps`` training steps (forward, then
-  backward with ``case.grad_outputs[k]``, the optimizer applied in the kernel). With
-  ``steps=False`` or ``spec.steps == 0`` it runs one forward only, under no_grad.
+- Builds a fresh instance of the SUT for ``spec`` (with ``config`` where the SUT takes a
+  KernelConfig) from the spec's seeded initial weights, materializes the batch
+  deterministically and runs ``spec.steps`` training steps (forward, then backward with
+  ``case.grad_outputs[k]``, the optimizer applied by the SUT). With ``steps=False`` or
+  ``spec.steps == 0`` it runs one forward only, under no_grad.
 - Every step yields: a forward Report (vs ``oracles.checks.check_forward`` on the weights
   before the step and the reference-repaired batch); per table, a Report of the updated
   touched rows against ``reference_backward`` under ``bounds_backward.table_bounds`` (its
@@ -20,8 +21,8 @@ Contract of ``check_case(spec, config, steps=True) -> list[Report]``:
   accumulation bound; ``teeth`` (a ``fuzz.teeth.Teeth``), when given, collects each
   weight bound relative to its update, per segment-length band.
 - The case passes iff every Report is ``ok``; ``max(r.max_ratio)`` is the normalized error
-  (error / bound) for ``hypothesis.target``. Kernel exceptions other than the bounds
-  check's propagate: a crash is a failure the caller sees as such.
+  (error / bound) for ``hypothesis.target``. SUT exceptions other than FATAL's
+  ``FatalBoundsCheck`` propagate: a crash is a failure the caller sees as such.
 """
 
 from __future__ import annotations
@@ -30,18 +31,22 @@ from typing import Optional, Sequence
 
 import torch
 
+from fuzz.sut import DEFAULT as DEFAULT_SUT
+from fuzz.sut import FatalBoundsCheck, SUTError, packed_momentum, packed_weights, params_for, warnings_count
+from fuzz.sut import get as get_sut
+from fuzz.sut_fit import refusal
 from oracles.bounds_backward import check_step, table_bounds
 from oracles.checks import check_forward
 from oracles.compare import Mismatch, Report, compare
 from oracles.error_model import ErrorModel, from_env
+from oracles.reference import table_rows
 from oracles.reference_backward import reference_backward
 from oracles.reference_bounds import reference_bounds_check
 from strategies.case import CaseSpec, materialize
-from strategies.run import build_module
-from fuzz.teeth import Teeth
 from tbe import KernelConfig
-from tbe.bounds_check import BoundsCheckError
-from tbe.modes import BoundsCheckMode
+from tbe.modes import BoundsCheckMode, Optimizer, parse_float_dtype
+from tbe.module import seeded_weights
+from fuzz.teeth import Teeth
 
 
 def _scalar_report(what: str, expected: float, got: float) -> Report:
@@ -49,10 +54,16 @@ def _scalar_report(what: str, expected: float, got: float) -> Report:
     return Report(what, ok, Mismatch(-1, -1, -1, float(expected), float(got), 0.0), 0 if ok else 1, 1)
 
 
-def _step_reports(k: int, ref, layout, w_before: torch.Tensor, module, psw_grad, psw_dtype,
+def _step_reports(k: int, ref, layout, w_before: torch.Tensor, instance, psw_grad, psw_dtype,
                   model: ErrorModel, teeth: Optional[Teeth]) -> list[Report]:
     """Backward Reports of step ``k``: weights per table with ratios, then the other violations."""
-    after = module.weights.detach()  # stays on the kernels' device, where the reference ran
+    after = packed_weights(instance, w_before.device)  # on the reference's device
+    momentum = packed_momentum(instance, w_before.device)
+    if after.numel() != layout.total_elements:
+        raise SUTError(f"the SUT's weights hold {after.numel()} values, the tables {layout.total_elements}")
+    if ref.optimizer == Optimizer.EXACT_ROWWISE_ADAGRAD and momentum.numel() != layout.total_rows:
+        raise SUTError(f"the SUT's row-wise momentum holds {momentum.numel()} values, the tables have "
+                       f"{layout.total_rows} rows")
     reports = []
     for s, tb in zip(ref.tables, table_bounds(ref, after.dtype, model)):
         if teeth is not None:
@@ -62,7 +73,7 @@ def _step_reports(k: int, ref, layout, w_before: torch.Tensor, module, psw_grad,
         if r.worst is not None:
             r.worst.table, r.worst.sample = s.table, int(s.rows[r.worst.sample])
         reports.append(r)
-    violations = check_step(ref, layout, w_before, module.weights, module.momentum, psw_grad, psw_dtype, model)
+    violations = check_step(ref, layout, w_before, after, momentum, psw_grad, psw_dtype, model)
     weights_failed = any(not r.ok for r in reports)
     for v in violations:
         if v.what == "weight" and weights_failed:
@@ -81,14 +92,29 @@ def check_batch(
     grad_outputs: Sequence[torch.Tensor],
     model: Optional[ErrorModel] = None,
     teeth: Optional[Teeth] = None,
+    sut: str = DEFAULT_SUT,
+    initial_weights: Optional[torch.Tensor] = None,
 ) -> list[Report]:
     """``check_case`` on explicit (possibly invalid) tensors; ``spec`` supplies tables, modes and
     dtypes. One step per entry of ``grad_outputs``; none = one forward only. CPU tensors in; the
-    FP64 references run on the kernels' device, beside the outputs they judge."""
+    FP64 references run on the SUT's device (its instance's ``device``, else the CPU), beside the
+    outputs they judge. ``sut`` names the system under test (``fuzz.sut``); it starts from
+    ``initial_weights`` (packed; default: the spec's seeded weights). ``model`` picks the
+    accumulation bound (default ``$TBE_FUZZ_BOUND``, else worst case); ``teeth`` collects bound /
+    update per segment-length band."""
     model = model or from_env()
-    module = build_module(spec, config)
-    device, layout, B = module.device, module.layout, spec.batch_size
-    mode = module.bounds_check_mode
+    target = get_sut(sut)
+    why = refusal(spec, target.capabilities)
+    if why is not None:
+        raise SUTError(f"SUT {sut!r} cannot run this case: {why}")
+    layout, B = spec.layout, spec.batch_size
+    if initial_weights is None:
+        initial_weights = seeded_weights(layout, parse_float_dtype("weights_dtype", spec.weights_dtype), spec.seed)
+    tables = [table_rows(layout, initial_weights, t).clone() for t in range(layout.num_tables)]
+    params = params_for(spec, config if target.capabilities.kernel_config else None, tables)
+    instance = target.build(params)
+    device = torch.device(getattr(instance, "device", "cpu"))
+    mode, pooling = params.bounds_check, params.pooling
     if mode == BoundsCheckMode.NONE:
         ref_idx, ref_off, fatal, expected_warn = indices, offsets, False, 0
     else:
@@ -101,16 +127,14 @@ def check_batch(
     backward = len(grad_outputs) > 0
     reports: list[Report] = []
     for k in range(max(1, len(grad_outputs))):
-        w_before = module.weights.detach().clone()
-        m_before = module.momentum.detach().clone()
-        psw_in = None
-        if per_sample_weights is not None:
-            psw_in = per_sample_weights.to(device).clone().requires_grad_(backward)
-        warn0 = int(module.bounds_check_warnings[0])
+        w_before = packed_weights(instance, device)
+        m_before = packed_momentum(instance, device)
+        psw_in = None if per_sample_weights is None else per_sample_weights.clone()
+        warn0 = warnings_count(instance) if mode == BoundsCheckMode.WARNING else 0
         try:
             with torch.set_grad_enabled(backward):
-                out = module(indices.to(device), offsets.to(device), psw_in)
-        except BoundsCheckError as e:
+                out = instance.forward(indices.clone(), offsets.clone(), psw_in)
+        except FatalBoundsCheck as e:
             reports.append(Report(f"step {k} FATAL bounds check raised ({e})", fatal, None, 0 if fatal else 1, 1))
             return reports
         if fatal:
@@ -118,27 +142,32 @@ def check_batch(
             return reports
         if mode == BoundsCheckMode.WARNING:
             reports.append(_scalar_report(f"step {k} bounds-check warnings", expected_warn,
-                                          int(module.bounds_check_warnings[0]) - warn0))
-        reports.append(check_forward(layout, w_before, ref_idx, ref_off, ref_psw, B, module.pooling,
-                                     out.detach(), what=f"step {k} forward vs fp64", model=model))
+                                          warnings_count(instance) - warn0))
+        reports.append(check_forward(layout, w_before, ref_idx, ref_off, ref_psw, B, pooling,
+                                     out.detach().to(device), what=f"step {k} forward vs fp64", model=model))
         if not backward:
             break
-        grad = grad_outputs[k].to(device)
+        grad = grad_outputs[k]
         ref = reference_backward(layout, w_before, m_before, ref_idx, ref_off, ref_psw, B,
-                                 module.pooling, module.optimizer, module.learning_rate, module.eps, grad)
-        out.backward(grad)
-        psw_grad = None if psw_in is None else psw_in.grad
-        reports += _step_reports(k, ref, layout, w_before, module, psw_grad,
+                                 pooling, params.optimizer, params.learning_rate, params.eps, grad.to(device))
+        psw_grad = instance.backward(grad.clone())
+        if per_sample_weights is not None and per_sample_weights.numel() and psw_grad is None \
+                and target.capabilities.psw_grad:
+            reports.append(Report(f"step {k} missing psw grad (the SUT returned none)", False, None, 1, 1))
+        psw_grad = None if psw_grad is None else psw_grad.detach().to(device)
+        reports += _step_reports(k, ref, layout, w_before, instance, psw_grad,
                                  None if per_sample_weights is None else per_sample_weights.dtype, model, teeth)
     return reports
 
 
 def check_case(spec: CaseSpec, config: Optional[KernelConfig] = None, steps: bool = True,
-               model: Optional[ErrorModel] = None, teeth: Optional[Teeth] = None) -> list[Report]:
-    """Run ``spec`` through the kernels and judge every output against FP64 (see module docstring)."""
+               model: Optional[ErrorModel] = None, teeth: Optional[Teeth] = None,
+               sut: str = DEFAULT_SUT) -> list[Report]:
+    """Run ``spec`` through the SUT and judge every output against FP64 (see module docstring)."""
     case = materialize(spec)
     grads = case.grad_outputs if steps else []
-    return check_batch(spec, config, case.indices, case.offsets, case.per_sample_weights, grads, model, teeth)
+    return check_batch(spec, config, case.indices, case.offsets, case.per_sample_weights, grads, model, teeth,
+                       sut=sut)
 
 
 def failures(reports: Sequence[Report]) -> list[Report]:

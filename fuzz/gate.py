@@ -22,9 +22,12 @@ from fuzz.campaign import save_result
 from fuzz.cases import AnyCase
 from fuzz.check import CaseResult
 from fuzz.edges import edge_cases
+from fuzz.known import explain
 from fuzz.space import campaign_cases
 from fuzz import supervisor as supervision
 from fuzz.supervisor import Supervisor, Unmaterializable
+from fuzz.sut import get as get_sut
+from fuzz.sut_fit import fit_case, fit_strategy
 from tbe import KernelConfig
 
 RATIO_FACTOR = 2.0   # "materially": more than twice the baseline's ratio ...
@@ -63,14 +66,15 @@ class GateResult:
         return sum(c.cand.lookups for c in self.cases)
 
 
-def shared_cases(config: KernelConfig, budget: Budget, seed: int, count: int) -> list[AnyCase]:
-    """``count`` campaign cases drawn once, deterministically from ``seed`` (no checking, no shrinking)."""
+def shared_cases(config: KernelConfig, budget: Budget, seed: int, count: int, sut: str = "triton") -> list[AnyCase]:
+    """``count`` campaign cases drawn once, deterministically from ``seed`` within ``sut``'s capabilities
+    (no checking, no shrinking)."""
     drawn: list[AnyCase] = []
 
     @hypothesis_seed(seed)
     @settings(max_examples=count, database=None, phases=[Phase.generate], deadline=None,
               suppress_health_check=list(HealthCheck))
-    @given(campaign_cases(config, budget.max_lookups))
+    @given(fit_strategy(campaign_cases(config, budget.max_lookups), get_sut(sut).capabilities))
     def collect(case):
         drawn.append(case)
 
@@ -108,18 +112,23 @@ def run_gate(
     stop_on_failure: bool = True,
     progress: Any = None,
     supervisor: Optional[Supervisor] = None,
+    sut: str = "triton",
 ) -> GateResult:
-    """Run targeted then shared cases under both configs, each in a supervised worker, and judge the
-    candidate (each phase gets ``budget.seconds``, so a gate takes up to twice the campaign budget)."""
+    """Run targeted then shared cases under both configs of ``sut``, each in a supervised worker, and
+    judge the candidate (each phase gets ``budget.seconds``, so a gate takes up to twice the campaign
+    budget). A candidate failure the SUT's triage list explains (``fuzz.known``) is a note, not a
+    reason to fail."""
     start = time.perf_counter()
     sup = supervisor or supervision.shared()
     pending = None if artifacts_dir is None else Path(artifacts_dir) / ".pending"
     res = GateResult(baseline, candidate, baseline.diff(candidate), seed=seed)
     targeted, notes = edge_cases(baseline, candidate, 4 * budget.max_lookups)
+    caps = get_sut(sut).capabilities
+    targeted = [(label, fitted) for label, c in targeted if (fitted := fit_case(c, caps)) is not None]
     res.notes += notes
     res.targeted = len(targeted)
     count = min(budget.max_examples, max(50, int(budget.seconds * 3)))
-    shared = shared_cases(baseline, budget, seed, count)
+    shared = shared_cases(baseline, budget, seed, count, sut)
     work = list(targeted) + [(f"shared case #{i}", c) for i, c in enumerate(shared)]
     phase_start, shared_run, truncated = start, 0, False
     for k, (label, case) in enumerate(work):
@@ -137,11 +146,15 @@ def run_gate(
         if k >= res.targeted and shared_run >= budget.max_examples:
             break
         try:
-            base = sup.run(case, baseline, pending=pending)
+            base = sup.run(case, baseline, pending=pending, sut=sut)
         except Unmaterializable as e:  # a generator bug, not a kernel failure: say so and go on
             res.notes.append(f"{label} could not be materialized ({e}); skipped")
             continue
-        cand = sup.run(case, candidate, pending=pending)
+        cand = sup.run(case, candidate, pending=pending, sut=sut)
+        known = explain(sut, cand)
+        if known is not None:  # triaged for this SUT: reported, not held against the candidate
+            res.notes.append(f"{label}: known finding(s) {', '.join(f.id for f in known)}")
+            cand.reports, cand.error = [r for r in cand.reports if r.ok], None
         shared_run += k >= res.targeted
         res.targeted_run += k < res.targeted
         res.cases.append(GateCase(label, base, cand))

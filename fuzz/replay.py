@@ -3,7 +3,9 @@
 An artifact directory supplies case.json, config.json and tensors.pt; a bare case.json (or a
 pending directory a dead driver left) is re-materialized and runs under ``--config`` (or a
 config.json beside it, or the default). The verdict is the same ``run_case`` a campaign uses, in a
-supervised worker, so a crash, a CUDA error or a hang is reported as the campaign reported it.
+supervised worker, so a crash, a CUDA error or a hang is reported as the campaign reported it;
+against the SUT the artifact records (meta.json) unless ``--sut`` names another. Failures triaged
+for that SUT (``fuzz.known``) are reported as known and do not fail the replay.
 """
 
 from __future__ import annotations
@@ -18,7 +20,12 @@ import torch
 from fuzz import artifacts
 from fuzz.cases import CaseTensors, tensors
 from fuzz.check import CaseResult
+from fuzz.known import explain
 from fuzz.supervisor import Supervisor, shared
+from fuzz.sut import DEFAULT as DEFAULT_SUT
+from fuzz.sut import get as get_sut
+from fuzz.sut import require
+from fuzz.sut_fit import refusal
 from oracles.error_model import ErrorModel, from_env
 from tbe import KernelConfig
 
@@ -31,10 +38,13 @@ class ReplayResult:
     config_path: Optional[Path]
     config: KernelConfig
     notes: list[str]
+    sut: str = "triton"
+    known: Optional[tuple] = None  # the known findings (fuzz.known) that explain every failure, if any
 
     @property
     def ok(self) -> bool:
-        return self.result.ok
+        """Passes, or fails only with findings triaged for its SUT."""
+        return self.result.ok or self.known is not None
 
 
 def _same(a: CaseTensors, b: CaseTensors) -> bool:
@@ -72,11 +82,24 @@ def _saved_model(case_path: Path) -> Optional[ErrorModel]:
     return ErrorModel(kind) if kind in ("worst", "probabilistic") else None
 
 
+def recorded_sut(case_path: Path) -> str:
+    """The SUT an artifact was found on (its meta.json), or the default for older artifacts and bare cases."""
+    meta = Path(case_path).parent / "meta.json"
+    try:
+        return str(json.loads(meta.read_text()).get("sut") or DEFAULT_SUT) if meta.is_file() else DEFAULT_SUT
+    except (json.JSONDecodeError, AttributeError, OSError):
+        return DEFAULT_SUT
+
+
 def replay(target: Path, config_path: Optional[Path] = None, rematerialize: bool = False,
-           model: Optional[ErrorModel] = None, supervisor: Optional[Supervisor] = None) -> ReplayResult:
-    """Re-run a saved case; ``model`` defaults to the bound the artifact was judged under."""
+           model: Optional[ErrorModel] = None, supervisor: Optional[Supervisor] = None,
+           sut: Optional[str] = None) -> ReplayResult:
+    """Re-run a saved case against ``sut`` (default: the SUT the artifact records); ``model`` defaults
+    to the bound the artifact was judged under."""
     case_path, cfg_path, saved_path = resolve(target, config_path)
     model = model or _saved_model(case_path) or from_env()
+    sut = sut or recorded_sut(case_path)
+    require(sut, kernel_config=cfg_path is not None and config_path is not None)
     try:
         case = artifacts.load_case(case_path)
     except (json.JSONDecodeError, TypeError, KeyError) as e:
@@ -99,14 +122,17 @@ def replay(target: Path, config_path: Optional[Path] = None, rematerialize: bool
             notes.append("the spec now materializes differently from the saved tensors "
                          "(materialization code changed); replaying the saved tensors")
         if fresh is not None and not torch.equal(fresh.initial_weights, saved.initial_weights):
-            notes.append("the saved initial weights differ from the module's initialization for this spec; "
-                         "the check ran from the module's (check_batch builds its own module)")
+            notes.append("the saved initial weights differ from the spec's seeded weights; "
+                         "the check started from the saved ones")
+    why = refusal(case, get_sut(sut).capabilities)
+    if why is not None:
+        raise ValueError(f"SUT {sut!r} cannot run this case: {why}")
     try:
         result = (supervisor or shared()).run(case, config, saved_path.parent if saved is not None else None,
-                                              model=model)
+                                              model=model, sut=sut)
     except ValueError as e:
         raise ValueError(f"{case_path}: the spec cannot be materialized ({e})") from e
     if model.kind != "worst":
         notes.append(f"judged under the {model.describe()} bound")
     source = "saved tensors" if saved is not None else "re-materialized spec"
-    return ReplayResult(result, source, case_path, cfg_path, config, notes)
+    return ReplayResult(result, source, case_path, cfg_path, config, notes, sut, explain(sut, result))

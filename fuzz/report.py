@@ -28,13 +28,44 @@ def _failure_lines(f: CaseResult) -> list[str]:
     ]
 
 
+def _known_lines(r: CampaignResult) -> list[str]:
+    """Each known finding the campaign met (shrunk case, when, artifact), then those triaged but not seen."""
+    from fuzz.known import for_sut
+
+    lines = []
+    if r.known:
+        lines.append(f"  known findings (triaged for {r.sut}; each shrunk, none counts as a failure): {len(r.known)}")
+    for k in r.known:
+        tables, bags, lookups = k.size
+        first = next((line for line in k.result.text().splitlines() if "MISMATCH" in line), "")
+        if k.result.error is not None:
+            first = "raised: " + k.result.error.strip().splitlines()[-1]
+        lines += [f"  - {k.finding.id}: after {k.examples} example(s), {k.seconds:.1f}s; shrunk to {tables} table(s), "
+                  f"{bags} bag(s), {lookups} lookups",
+                  f"      {k.finding.description}",
+                  f"      case: {json.dumps(case_to_dict(k.result.case), sort_keys=True)}",
+                  f"      {first.strip()[:300]}"]
+        if k.artifact is not None:
+            lines.append(f"      artifact: {k.artifact}")
+    seen = {k.finding.id for k in r.known}
+    unseen = [f.id for f in for_sut(r.sut) if f.id not in seen]
+    if unseen:
+        lines.append(f"  triaged for {r.sut} but not met in this campaign: {', '.join(unseen)}")
+    if r.expected_failures:
+        lines.append(f"  cases failing only with recorded known findings: {r.expected_failures} (counted as passes)")
+    return lines
+
+
 def campaign_text(r: CampaignResult) -> str:
     verdict = "PASS" if r.ok else "FAIL"
+    if r.ok and r.known:
+        verdict = f"PASS (every failure is a known finding: {len(r.known)} triaged)"
     lines = [
-        f"tbe-fuzz campaign: {verdict}  (budget {r.budget.name}, seed {r.seed}, stopped by {r.stopped_by})",
+        f"tbe-fuzz campaign: {verdict}  (SUT {r.sut}, budget {r.budget.name}, seed {r.seed}, stopped by {r.stopped_by})",
         f"  examples {r.examples}, lookups {r.lookups}, {r.seconds:.1f}s"
         + (f", shrink steps {r.shrink_examples}" if not r.ok else ""),
-        "  tiers exercised: " + (", ".join(f"{t} x{n}" for t, n in sorted(r.tiers.items())) or "none"),
+        ("  tiers exercised: " if r.sut == "triton" else "  segment-length classes (this project's tiers): ")
+        + (", ".join(f"{t} x{n}" for t, n in sorted(r.tiers.items())) or "none"),
         f"  bound: {r.model.describe()}",
         "  max error/bound ratio per check (1.0 = at the bound):",
         *_ratios(r.max_ratio),
@@ -49,9 +80,11 @@ def campaign_text(r: CampaignResult) -> str:
                      f"(a strategies bug, not a kernel failure); first: {r.unmaterializable_example}")
     if r.config.diff(type(r.config)()):
         lines.append(f"  config differs from default: {r.config.diff(type(r.config)())}")
+    lines += _known_lines(r)
     if r.failure is not None:
         lines.append(f"  first failure after {r.first_failure_examples} example(s), {r.first_failure_seconds:.1f}s "
-                     f"({r.first_failure_headline})")
+                     f"({r.first_failure_headline})"
+                     + (" (not on the triage list)" if r.known or r.sut != "triton" else ""))
         lines += _failure_lines(r.failure)
     if r.artifact is not None:
         lines.append(f"  artifact: {r.artifact}")
@@ -63,6 +96,8 @@ def campaign_text(r: CampaignResult) -> str:
 def _fbgemm_line(r: CampaignResult) -> str:
     from fuzz.fbgemm_sample import CHECKED, RULE
 
+    if r.sut != "triton":
+        return f"  FBGEMM CPU oracle: not run (it samples examples beside this project's kernels, not SUT {r.sut})"
     others = ", ".join(f"{n} {k}" for k, n in sorted(r.fbgemm.items()) if k != CHECKED)
     return (f"  FBGEMM CPU oracle: checked {r.fbgemm.get(CHECKED, 0)} of {r.examples} examples ({RULE})"
             + (f"; {others}" if others else ""))
@@ -87,6 +122,12 @@ def campaign_json(r: CampaignResult) -> dict[str, Any]:
         "teeth": r.teeth.to_json(),
         "config": r.config.to_dict(), "unmaterializable": r.unmaterializable, "compiles": r.compiles.to_dict(),
         "fbgemm": dict(r.fbgemm),
+        "sut": r.sut,
+        "expected_failures": r.expected_failures,
+        "known": [{"id": k.finding.id, "description": k.finding.description, "case": case_to_dict(k.result.case),
+                   "examples": k.examples, "seconds": round(k.seconds, 3), "lookups": k.result.lookups,
+                   "reports": k.result.text().splitlines(),
+                   "artifact": None if k.artifact is None else str(k.artifact)} for k in r.known],
         "failure": None if r.failure is None else {
             "kind": r.failure.kind, "case": case_to_dict(r.failure.case), "reports": r.failure.text().splitlines(),
             "examples_to_first_failure": r.first_failure_examples,
@@ -98,21 +139,23 @@ def campaign_json(r: CampaignResult) -> dict[str, Any]:
 
 def replay_text(r: ReplayResult) -> str:
     res = r.result
+    verdict = "PASS" if res.ok else "KNOWN" if r.ok else "FAIL"
     lines = [
-        f"tbe-fuzz replay: {'PASS' if res.ok else 'FAIL'}  ({r.source}; case {r.case_path}; "
+        f"tbe-fuzz replay: {verdict}  (SUT {r.sut}; {r.source}; case {r.case_path}; "
         f"config {r.config_path or 'default KernelConfig()'})",
         *([] if res.ok else [f"  failure kind: {res.kind}"]),
         f"  {res.lookups} lookups, tiers {sorted(res.tiers)}, {res.seconds:.1f}s",
         *["  " + line for line in res.text().splitlines()],
         *[f"  note: {n}" for n in r.notes],
         *([] if res.ok else _sanitizer_hint(res, replay_command(r.case_path.parent, r.config))),
+        *[f"  known finding {f.id} (triaged for {r.sut}, so the replay passes): {f.description}" for f in r.known or ()],
     ]
     return "\n".join(lines)
 
 
 def replay_json(r: ReplayResult) -> dict[str, Any]:
-    return {"kind": "replay", "ok": r.ok, "failure_kind": None if r.ok else r.result.kind, "source": r.source,
-            "case": str(r.case_path),
+    return {"kind": "replay", "ok": r.ok, "failure_kind": None if r.ok else r.result.kind, "sut": r.sut,
+            "known": [f.id for f in r.known or ()], "source": r.source, "case": str(r.case_path),
             "config": None if r.config_path is None else str(r.config_path),
             "reports": r.result.text().splitlines(), "notes": r.notes}
 

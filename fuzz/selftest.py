@@ -61,13 +61,15 @@ def run_selftest(
     only: Optional[Sequence[str]] = None,
     artifacts_dir: Optional[Path] = None,
     progress: Any = None,
+    sut: str = "triton",
 ) -> list[FaultResult]:
-    """Every detector of every fault (``only`` narrows the list and marks those faults as named)."""
+    """Every detector of every fault (``only`` narrows the list and marks those faults as named).
+    ``sut`` must take planted faults through KernelConfig.faults (the campaign detector runs against it)."""
     names = list(only) if only else sorted(faults.KNOWN)
     for name in names:
         if name not in faults.KNOWN:
             raise ValueError(f"selftest: unknown fault {name!r} (known: {sorted(faults.KNOWN)})")
-    ctx = Context(budget, seed, artifacts_dir, progress)
+    ctx = Context(budget, seed, artifacts_dir, progress, sut=sut)
     results = []
     with faults.allow():
         for name in names:

@@ -57,6 +57,8 @@ def worker_argv(args: Any, index: int, report_dir: Optional[Path]) -> list[str]:
         argv += ["--database", args.database]
     if getattr(args, "bound", None):
         argv += ["--bound", args.bound]
+    if getattr(args, "sut", "triton") != "triton":
+        argv += ["--sut", args.sut]
     if report_dir is not None:
         argv += ["--report-dir", str(report_dir / f"worker-{index}")]
     return argv
@@ -124,6 +126,7 @@ def merge(results: Sequence[dict[str, Any]], wall: float, budget: str) -> dict[s
         "examples_per_s": round(examples / wall, 3) if wall > 0 else 0.0,
         "lookups_per_s": round(lookups / wall, 1) if wall > 0 else 0.0,
         "tiers": dict(tiers), "max_ratio": ratios,
+        "known": sorted({k["id"] for r in done for k in r.get("known", [])}),  # triaged findings met (fuzz.known)
         "compiles": {"interpreted": True} if interpreted else {"interpreted": False, "compiled": compiled, "loaded": loaded},
         "failed": [{"worker": r["worker"], "seed": r["seed"], "artifact": r.get("artifact"),
                     "reports": (r.get("failure") or {}).get("reports", [])[:4]} for r in done if not r["ok"]],
@@ -144,6 +147,9 @@ def merged_text(m: dict[str, Any]) -> str:
         "  max error/bound ratio per check (1.0 = at the bound):",
         *[f"    {k:<32} {v:.3g}" for k, v in sorted(m["max_ratio"].items())],
     ]
+    if m.get("known"):
+        lines.append(f"  known findings met (triaged, not failures; each worker's log lists its shrunk cases): "
+                     f"{', '.join(m['known'])}")
     c = m["compiles"]
     lines.append("  kernel compilations during the search: " + (
         "none: kernels run in Triton's interpreter, nothing is compiled" if c["interpreted"]

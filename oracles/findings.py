@@ -1,7 +1,8 @@
-"""Triaged disagreements between the oracles, each pinned by a test that fails once it goes away.
+"""Triaged disagreements of FBGEMM with the FP64 reference, each pinned by a test that fails once it goes away.
 
-An entry here is a documented semantic difference or an oracle bug, never a kernel bug:
-the kernel is always still checked against the FP64 reference for these inputs.
+An entry here is a documented semantic difference or an FBGEMM bug, never a bug of this
+project's kernels: they are always still checked against the FP64 reference for these
+inputs. ``fuzz/known.py`` matches them on failing cases when FBGEMM is the system under test.
 """
 
 from __future__ import annotations
@@ -17,12 +18,27 @@ FBGEMM_WEIGHTED_MEAN_FP16_FORWARD = (
     "weighted SUM (no division by L); with fp32 output it divides. Oracle bug, seen in 1.8.0."
 )
 FBGEMM_FP16_SGD_UPDATE = (
-    "fbgemm-gpu-cpu EXACT_SGD with fp16 weights lands outside the one-rounding bound of the exact "
-    "update (by up to ~50x, even on rows read once); its row-wise Adagrad and fp32 steps agree. Seen in 1.8.0."
+    "fbgemm-gpu-cpu EXACT_SGD with fp16 weights rounds the step lr * g to fp16 before subtracting it "
+    "(bit-exact with fp16(w - fp16(lr * g)) computed in fp32), so it lands outside the one-rounding "
+    "bound of the exact update (by up to ~50x, even on rows read once); its row-wise Adagrad and "
+    "fp32 steps agree. Seen in 1.8.0."
 )
 FBGEMM_WEIGHTED_MEAN_BACKWARD = (
     "fbgemm-gpu-cpu backward with MEAN pooling and per-sample weights does not divide the row "
-    "gradient by L, so its update disagrees with the FP64 reference. Semantic difference."
+    "gradient (nor the per-sample-weight gradient) by L: its step is SUM pooling's, so its update "
+    "and momentum disagree with the FP64 reference. Semantic difference."
+)
+FBGEMM_MINUS_ONE_CPU = (
+    "FBGEMM's bounds check passes id -1 as a pruned row (ours repairs and counts it); fbgemm-gpu-cpu's "
+    "lookup then raises 'Index ... is out of bounds: -1' under every mode. Semantic difference."
+)
+FBGEMM_FIRST_OFFSET_KEPT = (
+    "FBGEMM keeps offsets[0] > 0 (ids before it belong to no bag); ours repairs it to 0, so bag 0 and "
+    "the rows it updates differ. Semantic difference (oracles/reference_bounds.py)."
+)
+FBGEMM_CUDA_WEIGHTED_MEAN_PSW_GRAD = (
+    "FBGEMM's CUDA backward computes the per-sample-weight gradient from d_out without dividing by L "
+    "under MEAN pooling (its grad_indice_weights op takes no pooling mode). Read in FBGEMM's source."
 )
 
 

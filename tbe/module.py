@@ -7,6 +7,7 @@ distinct (table, row), as FBGEMM's training TBE does.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Optional, Sequence
 
@@ -32,15 +33,21 @@ def _check_hyper(name: str, value: object) -> float:
     return value
 
 
-def initial_weights(layout: TableLayout, dtype: torch.dtype, seed: int = 0) -> torch.Tensor:
-    """The packed weights a module starts from, on the CPU: Uniform(-1/sqrt(E), 1/sqrt(E)) per table,
-    drawn in float64 from ``seed`` and rounded to ``dtype`` (a harness can compute them without a device)."""
+def seeded_weights(layout: TableLayout, weights_dtype: torch.dtype, seed: int = 0) -> torch.Tensor:
+    """Packed initial weights: Uniform(-1/sqrt(E), 1/sqrt(E)) per table, drawn on the CPU from ``seed``
+    in float64 and rounded to ``weights_dtype`` (what a fresh module holds). A fresh tensor; the last
+    one drawn is cached, since a check draws the same weights for the module and for its reference."""
+    return _seeded(tuple((s.rows, s.dim) for s in layout.specs), weights_dtype, seed).clone()
+
+
+@functools.lru_cache(maxsize=1)
+def _seeded(shapes: tuple[tuple[int, int], ...], weights_dtype: torch.dtype, seed: int) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
-    parts = []
-    for s in layout.specs:
-        bound = 1.0 / math.sqrt(s.rows)
-        parts.append((torch.rand(s.rows * s.dim, generator=g, dtype=torch.float64) * 2 - 1) * bound)
-    return torch.cat(parts).to(dtype)
+    parts = [torch.zeros(0, dtype=torch.float64)]
+    for rows, dim in shapes:
+        bound = 1.0 / math.sqrt(rows)
+        parts.append((torch.rand(rows * dim, generator=g, dtype=torch.float64) * 2 - 1) * bound)
+    return torch.cat(parts).to(weights_dtype)
 
 
 class TritonTBE(nn.Module):
@@ -99,9 +106,9 @@ class TritonTBE(nn.Module):
 
     # ------------------------------------------------------------------ weights and state
     def reset_weights(self, seed: int = 0) -> None:
-        """``initial_weights(layout, dtype, seed)`` into the packed weights, and zero state."""
+        """``seeded_weights(layout, weights_dtype, seed)`` and zero optimizer state."""
         with torch.no_grad():
-            self.weights.copy_(initial_weights(self.layout, self.weights_dtype, seed))
+            self.weights.copy_(seeded_weights(self.layout, self.weights_dtype, seed))
             self.momentum.zero_()
 
     def split_embedding_weights(self) -> list[torch.Tensor]:
