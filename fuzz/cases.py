@@ -17,7 +17,7 @@ import torch
 
 from strategies.bad_inputs import BadBatchSpec, materialize_bad
 from strategies.case import CaseSpec, materialize
-from strategies.dyadic import dyadic_grads
+from strategies.dyadic import dyadic_grads, dyadic_weights
 from tbe import KernelConfig
 from tbe.modes import parse_float_dtype
 from tbe.module import seeded_weights
@@ -89,9 +89,13 @@ class CaseTensors:
 
 
 def initial_weights(spec: CaseSpec, config: Optional[KernelConfig] = None) -> torch.Tensor:
-    """The packed weights every SUT starts ``spec`` from (``tbe.module.seeded_weights``, what a fresh
-    TritonTBE holds); ``config`` is unused and kept for callers that pass it."""
-    return seeded_weights(spec.layout, parse_float_dtype("weights_dtype", spec.weights_dtype), spec.seed)
+    """The packed weights every SUT starts ``spec`` from: ``tbe.module.seeded_weights`` (what a fresh
+    TritonTBE holds), or for ``values="dyadic"`` exact-value weights (``strategies.dyadic``);
+    ``config`` is unused and kept for callers that pass it."""
+    dtype = parse_float_dtype("weights_dtype", spec.weights_dtype)
+    if spec.values == "dyadic":
+        return dyadic_weights(spec, spec.seed).to(dtype)
+    return seeded_weights(spec.layout, dtype, spec.seed)
 
 
 def tensors(case: AnyCase, config: Optional[KernelConfig] = None, steps: bool = True,

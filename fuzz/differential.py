@@ -45,7 +45,7 @@ from oracles.reference_bounds import reference_bounds_check
 from strategies.case import CaseSpec, materialize
 from tbe import KernelConfig
 from tbe.modes import BoundsCheckMode, Optimizer, parse_float_dtype
-from tbe.module import seeded_weights
+from fuzz.cases import initial_weights as spec_weights
 from fuzz.teeth import Teeth
 
 
@@ -109,7 +109,7 @@ def check_batch(
         raise SUTError(f"SUT {sut!r} cannot run this case: {why}")
     layout, B = spec.layout, spec.batch_size
     if initial_weights is None:
-        initial_weights = seeded_weights(layout, parse_float_dtype("weights_dtype", spec.weights_dtype), spec.seed)
+        initial_weights = spec_weights(spec)
     tables = [table_rows(layout, initial_weights, t).clone() for t in range(layout.num_tables)]
     params = params_for(spec, config if target.capabilities.kernel_config else None, tables)
     instance = target.build(params)

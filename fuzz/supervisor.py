@@ -208,7 +208,8 @@ class Supervisor:
         forced = forced_crash.from_env()
         req = {"case": case_to_dict(case), "config": config.to_dict(), "steps": steps, "options": options,
                "saved": None if saved is None else str(saved), "allow_faults": bool(config.faults),
-               "forced": None if forced is None else str(forced)}
+               "forced": None if forced is None else str(forced),
+               "sys_path": [p for p in sys.path if p]}  # a user's SUT module importable here is there too
         where = self._write_pending(pending or self.tmp / "pending", req)
         try:
             result, earlier = self._run_once(case, config, req, saved)

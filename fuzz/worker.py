@@ -42,6 +42,9 @@ def handle(req: dict[str, Any]) -> tuple[tuple[str, Any], bool]:
     from tbe import KernelConfig, faults
     from tbe.backend import default_device
 
+    for p in reversed(req.get("sys_path", ())):  # the driver's import path (e.g. a --sut module beside it)
+        if p not in sys.path:
+            sys.path.insert(0, p)
     with faults.allow() if req["allow_faults"] else nullcontext():
         config = KernelConfig.from_dict(req["config"])
     case = case_from_dict(req["case"])

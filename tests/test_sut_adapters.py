@@ -38,7 +38,7 @@ from tbe.modes import BoundsCheckMode
 
 needs_fbgemm = pytest.mark.skipif(not fbgemm_cpu.available(), reason="fbgemm_gpu CPU ops did not load")
 SPEC = CaseSpec(tables=((20, 4), (9, 8)), batch_size=3, max_length=5, seed=3)
-BUDGET = Budget("sut-test", seconds=120.0, shrink_seconds=30.0, max_examples=6, max_lookups=400)
+BUDGET = Budget("sut-test", seconds=120.0, shrink_seconds=10.0, max_examples=12, max_lookups=400)
 
 
 # ----------------------------------------------------------------------------- adapters
