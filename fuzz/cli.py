@@ -1,7 +1,8 @@
-"""The ``tbe-fuzz`` command line: run, replay, gate, selftest.
+"""The ``tbe-fuzz`` command line: run, replay, gate, tune, selftest.
 
-Exit codes: 0 pass, 1 a case failed (or a planted fault went unnoticed), 2 bad usage
-(an error naming the option and the value; never a traceback).
+Exit codes: 0 pass, 1 a case failed (or a planted fault went unnoticed; for gate and tune,
+see ``fuzz.cascade_cli``), 2 bad usage (an error naming the option and the value; never a
+traceback).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import json
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
+
+from fuzz.cascade_cli import add_gate_options, add_tune_parser
 
 BUDGET_NAMES = ("quick", "ci", "nightly")
 
@@ -80,7 +83,7 @@ def _budget_options(p: argparse.ArgumentParser, default: str = "quick") -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tbe-fuzz", description="Differential fuzzing of the Triton TBE.")
-    sub = parser.add_subparsers(dest="command", metavar="{run,replay,gate,selftest}")
+    sub = parser.add_subparsers(dest="command", metavar="{run,replay,gate,tune,selftest}")
     sub.required = True
 
     run = sub.add_parser("run", help="run a campaign under one config")
@@ -97,12 +100,13 @@ def build_parser() -> argparse.ArgumentParser:
                     help="rebuild tensors from the spec instead of the saved tensors.pt")
     rp.add_argument("--json", action="store_true", help="print the result as JSON")
 
-    gate = sub.add_parser("gate", help="check a candidate KernelConfig against a baseline")
-    gate.add_argument("--baseline", type=_config_file, required=True, help="baseline KernelConfig JSON")
-    gate.add_argument("--candidate", type=_config_file, required=True, help="candidate KernelConfig JSON")
+    gate = sub.add_parser("gate", help="the verification cascade: a candidate KernelConfig against a baseline")
+    add_gate_options(gate, _config_file, _positive_int)
     _budget_options(gate)
     gate.add_argument("--artifacts", type=_artifacts_dir, default=Path("fuzz-artifacts"), metavar="DIR",
                       help="where the candidate's failures go (default fuzz-artifacts)")
+
+    add_tune_parser(sub, _config_file, _positive_int, _positive_float, _seed)
 
     st = sub.add_parser("selftest", help="prove each planted fault is caught on this backend")
     _budget_options(st)
@@ -161,15 +165,9 @@ def cmd_replay(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
-    from fuzz import report
-    from fuzz.gate import run_gate
+    from fuzz.cascade_cli import cmd_gate as run
 
-    budget = _budget(args)
-    _progress(f"tbe-fuzz gate: budget {budget.name}, seed {args.seed}, {_backend_line()}")
-    res = run_gate(args.baseline[1], args.candidate[1], budget, seed=args.seed, artifacts_dir=args.artifacts,
-                   progress=_progress)
-    _emit(args, report.gate_text(res), report.gate_json(res))
-    return 0 if res.ok else 1
+    return run(args, _budget(args), _progress, _backend_line())
 
 
 def cmd_selftest(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -212,6 +210,10 @@ def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return cmd_replay(args, parser)
     if args.command == "gate":
         return cmd_gate(args)
+    if args.command == "tune":
+        from fuzz.cascade_cli import cmd_tune
+
+        return cmd_tune(args, parser, _progress)
     return cmd_selftest(args, parser)
 
 

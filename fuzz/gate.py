@@ -1,7 +1,8 @@
 """The config gate: does a candidate KernelConfig stay correct wherever the baseline is?
 
 Both configs run the same cases: targeted cases at the edges the changed fields move
-(``fuzz.edges``), then one derandomized list of campaign cases drawn once from a seed,
+(``fuzz.edges``, their batches drawn from the seed), then one derandomized list of campaign
+cases drawn once from the seed,
 until the budget is spent. The candidate fails the gate if it fails any case, or if its
 largest error/bound ratio for some check materially exceeds the baseline's on cases the
 baseline passes (more than ``factor`` times it and more than ``floor`` above it).
@@ -21,7 +22,7 @@ from fuzz.budgets import Budget
 from fuzz.campaign import save_result
 from fuzz.cases import AnyCase, tensors
 from fuzz.check import CaseResult, run_case
-from fuzz.edges import edge_cases
+from fuzz.edges import edge_cases, reseed
 from fuzz.space import campaign_cases
 from tbe import KernelConfig
 
@@ -111,6 +112,7 @@ def run_gate(
     start = time.perf_counter()
     res = GateResult(baseline, candidate, baseline.diff(candidate), seed=seed)
     targeted, notes = edge_cases(baseline, candidate, 4 * budget.max_lookups)
+    targeted = reseed(targeted, seed)  # each seed draws the edge cases' batches afresh
     res.notes += notes
     res.targeted = len(targeted)
     count = min(budget.max_examples, max(50, int(budget.seconds * 3)))

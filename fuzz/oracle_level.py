@@ -1,0 +1,192 @@
+"""Level (c) of the gate: the candidate on the dtype and mode matrix, against FP64 and FBGEMM's CPU TBE.
+
+A fixed matrix of multi-table cases, sized by the backend's lookup budget: every optimizer x
+pooling x weighting, weights fp32/fp16/bf16 and outputs fp32/fp16/bf16 in turn, tables at
+bucket edges and wider than the largest bucket, int32 and int64 ids, hot rows at the
+candidate's long-run threshold and across two chunks, and one single fp16 table on the
+small-table path. Each case is one training step judged by ``fuzz.check.run_case`` (the FP64
+authority under the derived bounds, the verdict every other check uses). Where FBGEMM's CPU
+TBE applies (fp32/fp16 weights and outputs, every D % 4 == 0) it runs the same step from the
+same weights and is checked against the same FP64 step and bounds, skipping only what
+``oracles/findings.py`` triages. Kernel and FBGEMM both within the bound of FP64 puts the
+kernel within twice the bound of FBGEMM; FBGEMM outside it on a case where nothing is triaged
+is an oracle disagreement, reported as a finding to triage (it does not depend on the
+candidate, so it does not fail the candidate). A candidate failure is re-run under the
+baseline to say whether the baseline fails the same case.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import time
+from typing import Callable, Optional
+
+import torch
+
+from fuzz.cases import CaseTensors, tensors
+from fuzz.check import CaseResult, run_case
+from fuzz.profiles import MAX_LOOKUPS
+from oracles import fbgemm_cpu
+from oracles.bounds_backward import check_step
+from oracles.checks import check_forward
+from oracles.findings import fbgemm_backward_difference, fbgemm_forward_difference, fbgemm_update_off_bound
+from oracles.reference_backward import reference_backward
+from strategies.case import CaseSpec, HotRow
+from tbe import KernelConfig
+from tbe.modes import Optimizer, Pooling, parse_float_dtype
+
+PASS, FAIL = "pass", "fail"
+AGREES, TRIAGED, NOT_APPLICABLE, DISAGREES = "agrees", "agrees (parts triaged)", "not applicable", "DISAGREES"
+
+
+@dataclasses.dataclass
+class OracleCase:
+    label: str
+    kernel: CaseResult
+    fbgemm: str                  # AGREES, TRIAGED, NOT_APPLICABLE or DISAGREES
+    fbgemm_detail: list[str]     # triaged findings, why not applicable, or the disagreement
+    baseline_ok: Optional[bool] = None  # set when the candidate fails the case
+
+    def to_dict(self) -> dict:
+        return {"label": self.label, "ok": self.kernel.ok, "case": self.kernel.case.to_dict(),
+                "max_ratio": self.kernel.max_ratio, "lookups": self.kernel.lookups, "fbgemm": self.fbgemm,
+                "fbgemm_detail": self.fbgemm_detail, "baseline_ok": self.baseline_ok,
+                "failures": [str(r) for r in self.kernel.reports if not r.ok] + ([self.kernel.error]
+                                                                                 if self.kernel.error else [])}
+
+
+@dataclasses.dataclass
+class OracleResult:
+    status: str = PASS
+    cases: list[OracleCase] = dataclasses.field(default_factory=list)
+    reasons: list[str] = dataclasses.field(default_factory=list)
+    findings: list[str] = dataclasses.field(default_factory=list)  # untriaged oracle disagreements
+    notes: list[str] = dataclasses.field(default_factory=list)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        return {"status": self.status, "reasons": self.reasons, "findings": self.findings, "notes": self.notes,
+                "seconds": round(self.seconds, 2), "cases": [c.to_dict() for c in self.cases],
+                "fbgemm_checked": sum(c.fbgemm in (AGREES, TRIAGED, DISAGREES) for c in self.cases)}
+
+
+def matrix(config: KernelConfig, max_lookups: int = MAX_LOOKUPS) -> list[tuple[str, CaseSpec]]:
+    """The level's cases for ``config`` within ``max_lookups`` lookups each."""
+    scale = max(1, max_lookups // 4000)              # 1 on the interpreter, thousands on a GPU
+    batch, length = min(6 * scale, 2048), min(6 + scale, 40)
+    budget = max_lookups - 3 * batch * length
+    hots = [c for c in (config.long_run_threshold, 2 * config.chunk_size + 1, 64 * config.chunk_size + 3)
+            if c <= budget // 2]
+    fb_tables = ((50, 4), (97, 64), (23, 2 * max(config.dim_buckets) + 4))
+    any_tables = ((50, 3), (97, 33), (23, max(config.dim_buckets) + 3))
+    dtypes = ("fp32", "fp16", "bf16")
+    out: list[tuple[str, CaseSpec]] = []
+    combos = list(itertools.product(("exact_sgd", "exact_rowwise_adagrad"), ("sum", "mean"), (False, True)))
+    for i, (opt, pooling, weighted) in enumerate(combos + combos[:3]):
+        fb_dims = i < len(combos)
+        wdt = dtypes[i % 3]
+        odt = wdt if wdt == "bf16" or not fb_dims else ("fp32", "fp16")[(i // 3) % 2]
+        tables = fb_tables if fb_dims else any_tables
+        hot = tuple(HotRow(k % 3, 5 + k, c) for k, c in enumerate(hots))
+        spec = CaseSpec(tables=tables, batch_size=batch, pooling=pooling, weights_dtype=wdt, output_dtype=odt,
+                        index_dtype=("int64", "int32")[i % 2], weighted=weighted, optimizer=opt, learning_rate=0.5,
+                        max_length=length, hot_rows=hot, seed=7000 + i)
+        dims = "D%4==0" if fb_dims else "any D"
+        out.append((f"{opt} {pooling}{' weighted' if weighted else ''} {wdt}->{odt} ({dims}; hot SL "
+                    f"{', '.join(map(str, hots)) or 'none'})", spec))
+    st_rows, st_dim = config.small_table_max_rows, config.small_table_min_dim
+    st_len = max(config.small_table_min_pooling, 1)
+    st_batch = max(1, min(2 * config.small_table_bags_per_program + 1, max_lookups // (2 * st_len)))
+    out.append((f"small table E={st_rows} D={st_dim} L={st_len} fp16->fp32", CaseSpec(
+        tables=((st_rows, st_dim),), batch_size=st_batch, weights_dtype="fp16", output_dtype="fp32",
+        length_profile="fixed", max_length=st_len, optimizer="exact_rowwise_adagrad", learning_rate=0.5,
+        seed=7100)))
+    return out
+
+
+def fbgemm_verdict(spec: CaseSpec, t: CaseTensors) -> tuple[str, list[str]]:
+    """FBGEMM's CPU step on the case, judged against the FP64 step under the derived bounds."""
+    if not fbgemm_cpu.available():
+        return NOT_APPLICABLE, ["fbgemm_gpu's CPU ops do not load here"]
+    wdt = parse_float_dtype("weights_dtype", spec.weights_dtype)
+    odt = parse_float_dtype("output_dtype", spec.output_dtype)
+    dims = [d for _, d in spec.tables]
+    if not fbgemm_cpu.supports(wdt, odt, dims):
+        return NOT_APPLICABLE, [f"FBGEMM's CPU TBE takes fp32/fp16 weights and outputs and D % 4 == 0 only "
+                                f"({spec.weights_dtype} -> {spec.output_dtype}, D {dims})"]
+    layout, B = spec.layout, spec.batch_size
+    pooling, optimizer = Pooling(spec.pooling), Optimizer(spec.optimizer)
+    w0 = t.initial_weights
+    fb = fbgemm_cpu.FbgemmTBE(spec.tables, optimizer, spec.learning_rate, spec.eps, wdt, odt, pooling)
+    fb.load([w0[off: off + s.rows * s.dim].view(s.rows, s.dim) for off, s in zip(layout.weights_offsets,
+                                                                                  layout.specs)])
+    out, psw_grad = fb.step(t.indices, t.offsets, t.per_sample_weights, t.grad_outputs[0])
+    problems, triaged = [], []
+    why = fbgemm_forward_difference(pooling, spec.weighted, odt)
+    if why:
+        triaged.append("forward not compared: " + why)
+    else:
+        r = check_forward(layout, w0, t.indices, t.offsets, t.per_sample_weights, B, pooling, out,
+                          what="fbgemm forward vs fp64")
+        if not r.ok:
+            problems.append(str(r))
+    why = fbgemm_update_off_bound(optimizer, wdt)
+    if why:
+        triaged.append("update not compared: " + why)
+    else:
+        fb_pool = pooling
+        why = fbgemm_backward_difference(pooling, spec.weighted)
+        if why:
+            fb_pool = Pooling.SUM
+            triaged.append("update compared with the SUM-pooled step: " + why)
+        m0 = torch.zeros(layout.total_rows, dtype=torch.float32)
+        ref = reference_backward(layout, w0, m0, t.indices, t.offsets, t.per_sample_weights, B, fb_pool,
+                                 optimizer, spec.learning_rate, spec.eps, t.grad_outputs[0])
+        flat_w = torch.cat([w.flatten() for w in fb.weights()])
+        mom = fb.momentum()
+        problems += [f"fbgemm {v}" for v in check_step(ref, layout, w0, flat_w, torch.cat(mom) if mom else None,
+                                                        psw_grad)]
+    if problems:
+        return DISAGREES, problems
+    return (TRIAGED, triaged) if triaged else (AGREES, [])
+
+
+def run_oracle_level(
+    baseline: KernelConfig, candidate: KernelConfig, max_lookups: int = MAX_LOOKUPS,
+    progress: Optional[Callable[[str], None]] = None, max_cases: Optional[int] = None,
+) -> OracleResult:
+    """Every matrix case (or the first ``max_cases``) under the candidate, FBGEMM beside it; stops at
+    the first candidate failure."""
+    t0 = time.perf_counter()
+    res = OracleResult()
+    cases = matrix(candidate, max_lookups)
+    if max_cases is not None and max_cases < len(cases):
+        res.notes.append(f"only the first {max_cases} of {len(cases)} matrix cases ran (--oracle-cases); the "
+                         f"first not run: {cases[max_cases][0]}")
+        cases = cases[:max_cases]
+    for label, spec in cases:
+        saved = tensors(spec, candidate)
+        kernel = run_case(spec, candidate, saved)
+        try:
+            verdict, detail = fbgemm_verdict(spec, saved)
+        except Exception as e:  # noqa: BLE001  (an oracle crash is a finding about the oracle, not the kernel)
+            verdict, detail = DISAGREES, [f"FBGEMM raised {type(e).__name__}: {e}"]
+        case = OracleCase(label, kernel, verdict, detail)
+        res.cases.append(case)
+        if verdict == DISAGREES:
+            res.findings.append(f"{label}: FBGEMM vs FP64 - " + "; ".join(detail[:2]))
+        if progress is not None:
+            progress(f"  (c) {label}: {'ok' if kernel.ok else 'FAIL'}, fbgemm {verdict}")
+        if not kernel.ok:
+            case.baseline_ok = run_case(spec, baseline, tensors(spec, baseline)).ok
+            corroborated = {AGREES: "; FBGEMM agrees with FP64 on this case",
+                            TRIAGED: "; FBGEMM agrees with FP64 where not triaged"}.get(verdict, "")
+            res.reasons.append(f"candidate disagrees with FP64 on {label}"
+                               + (" (the baseline fails it too)" if not case.baseline_ok else "") + corroborated)
+            break
+    if not fbgemm_cpu.available():
+        res.notes.append("FBGEMM's CPU TBE did not load: cases were checked against FP64 only")
+    res.status = FAIL if res.reasons else PASS
+    res.seconds = time.perf_counter() - t0
+    return res
