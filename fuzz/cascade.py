@@ -112,8 +112,9 @@ class CascadeResult:
         if bad is not None:
             return [f"level ({bad.key}) fails: {r}" for r in bad.reasons] or [f"level ({bad.key}) fails"]
         if self.verdict == ACCEPT:
-            perf: PerfResult = self.levels["d"].result
-            return [f"every level passed; geometric-mean speedup {perf.geomean():.3f} >= gamma {self.options.gamma:g}"]
+            perf: Optional[PerfResult] = self.levels["d"].result
+            speed = "" if perf is None else f"; geometric-mean speedup {perf.geomean():.3f}"
+            return [f"every level passed{speed} >= gamma {self.options.gamma:g}"]
         out = []
         for lv in self.levels.values():
             if lv.status == NOT_RUN:

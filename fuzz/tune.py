@@ -79,7 +79,7 @@ class TuneResult:
         return sorted(done, key=lambda t: -t.value)
 
     @property
-    def aa_noise(self) -> Optional[float]:
+    def aa_value(self) -> Optional[float]:
         """The baseline trial's speedup against itself: how far from 1.0 the tuner's noise reaches."""
         base = [t for t in self.trials if t.origin == "baseline" and t.value is not None]
         return base[0].value if base else None
@@ -219,7 +219,7 @@ def to_json(res: TuneResult) -> dict[str, Any]:
     return {
         "kind": "tune", "winner": None if res.winner is None else res.winner.config.to_dict(),
         "winner_trial": None if res.winner is None else res.winner.number,
-        "baseline": res.baseline.to_dict(), "aa_value": res.aa_noise, "notes": res.notes,
+        "baseline": res.baseline.to_dict(), "aa_value": res.aa_value, "notes": res.notes,
         "seconds": round(res.seconds, 1), "search_seconds": round(res.search_seconds, 1),
         "options": {"shapes": [s.name for s in res.options.shapes], "time": res.options.seconds,
                     "gamma": res.options.gamma, "rounds": res.options.rounds, "seed": res.options.seed,
@@ -253,8 +253,8 @@ def text(res: TuneResult) -> str:
     head = (f"tbe-fuzz tune: {'ACCEPTED trial ' + str(res.winner.number) if res.winner else 'KEEP the baseline'}"
             f"  ({len(res.trials)} trials in {res.search_seconds:.0f}s of search, {res.seconds:.0f}s in all)")
     lines = [head]
-    if res.aa_noise is not None:
-        lines.append(f"  baseline against itself (the tuner's A/A): {res.aa_noise:.3f}x")
+    if res.aa_value is not None:
+        lines.append(f"  baseline against itself (the tuner's A/A): {res.aa_value:.3f}x")
     for t in res.ranked[:5]:
         diff = ", ".join(f"{k}={b}" for k, (_, b) in sorted(res.baseline.diff(t.config).items()))
         lines.append(f"  trial {t.number:>3} {t.value:.3f}x  {diff}")
