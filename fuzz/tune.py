@@ -2,8 +2,11 @@
 
 The search is Optuna's TPE sampler (define-by-run, so per-bucket tiles follow the trial's
 buckets) with a median pruner. Trial 0 is the baseline itself, so the study records the
-tuner's own A/A noise; the next trials are the hints of ``fuzz.tune_space``; the sampler takes
-over from there. A trial times its candidate against the baseline on every shape, forward and
+tuner's own A/A noise; the next trials are the hints of ``fuzz.tune_space``. After them each
+trial frees one group of fields that share kernels (``tune_space.GROUPS``, in turn) and fixes
+the rest at the best trial's values (Optuna's PartialFixedSampler around the TPE sampler):
+Triton compiles only the kernels the free group touches, so a trial costs seconds instead
+of a full recompilation, which is what lets a few minutes of GPU time hold tens of trials. A trial times its candidate against the baseline on every shape, forward and
 iteration, with a few interleaved rounds (``fuzz.perf_timing``; the baseline's modules are
 built once and kept); its value is the geometric-mean speedup, reported shape by shape so
 the pruner can stop a hopeless trial early. A candidate that crashes or cannot launch scores 0.
@@ -28,7 +31,7 @@ from typing import Any, Callable, Optional, Sequence
 from fuzz.cascade import ACCEPT, CascadeOptions, CascadeResult, run_cascade
 from fuzz.perf_gate import DEFAULT_GAMMA
 from fuzz.shapes import PRESETS, PerfShape
-from fuzz.tune_space import hint_configs, params_of, searched_fields, suggest
+from fuzz.tune_space import active_groups, group_of, hint_configs, params_of, searched_fields, suggest
 from tbe import KernelConfig
 
 OPTUNA_PIN = "optuna==5.0.0"
@@ -119,30 +122,43 @@ def gpu_measure(baseline: KernelConfig, opts: TuneOptions) -> Measure:
 def search(baseline: KernelConfig, opts: TuneOptions, measure: Measure, deadline: float,
            progress: Optional[Callable[[str], None]] = None) -> list[Trial]:
     """Run the Optuna study until ``deadline`` (time.monotonic()) or the trial cap."""
+    import warnings
+
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     fields = searched_fields(opts.shapes, opts.fields)
-    study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(seed=opts.seed),
+    groups = active_groups(fields)
+    tpe = optuna.samplers.TPESampler(seed=opts.seed)
+    study = optuna.create_study(direction="maximize", sampler=tpe,
                                 pruner=optuna.pruners.MedianPruner(n_startup_trials=4, n_warmup_steps=2))
-    origins = ["baseline"] + ["hint"] * len(hint_configs(baseline, fields))
-    for cfg in [baseline] + hint_configs(baseline, fields):
+    hints = hint_configs(baseline, fields)
+    for cfg in [baseline] + hints:
         study.enqueue_trial(params_of(cfg, baseline, opts.shapes, fields))
+    origins = ["baseline"] + ["hint"] * len(hints)
     trials: list[Trial] = []
+    seen: dict[str, float] = {}
+    state = {"origin": "baseline", "repeats": 0}
 
     def objective(trial) -> float:
         t0 = time.perf_counter()
         cfg = suggest(trial, baseline, opts.shapes, fields)
-        origin = origins[trial.number] if trial.number < len(origins) else "search"
-        record = Trial(trial.number, origin, cfg, None, "running", 0.0)
+        record = Trial(trial.number, state["origin"], cfg, None, "running", 0.0)
         trials.append(record)
+        key = cfg.to_json()
+        if key in seen:  # the block-wise sampler proposed a config already timed: reuse its value
+            record.origin, record.value, record.state = "repeat", seen[key], "repeat"
+            state["repeats"] += 1
+            return seen[key]
+        state["repeats"] = 0
 
         def report(step: int, value: float) -> bool:
             trial.report(value, step)
             if time.monotonic() > deadline:
                 record.state = "stopped: out of time"
                 return False
-            if origin == "search" and trial.should_prune():
+            if record.origin.startswith("search") and trial.should_prune():
                 record.state = "pruned"
                 return False
             return True
@@ -154,16 +170,29 @@ def search(baseline: KernelConfig, opts: TuneOptions, measure: Measure, deadline
         record.seconds = time.perf_counter() - t0
         if value != value:  # NaN: stopped early
             if progress is not None:
-                progress(f"  trial {trial.number} ({origin}) {record.state} after {record.seconds:.0f}s")
+                progress(f"  trial {trial.number} ({record.origin}) {record.state} after {record.seconds:.0f}s")
             raise optuna.TrialPruned()
         record.value, record.state = value, "complete" if record.error is None else "error"
+        seen[key] = value
         if progress is not None:
             diff = baseline.diff(cfg)
-            progress(f"  trial {trial.number} ({origin}) {value:.3f}x in {record.seconds:.0f}s "
+            progress(f"  trial {trial.number} ({record.origin}) {value:.3f}x in {record.seconds:.0f}s "
                      + (record.error or ", ".join(f"{k}={b}" for k, (_, b) in sorted(diff.items())) or "baseline"))
         return value
 
-    while time.monotonic() < deadline and (opts.trials is None or len(study.trials) < opts.trials):
+    k = 0
+    while time.monotonic() < deadline and (opts.trials is None or len(trials) < opts.trials):
+        n = len(trials)  # study.trials also lists the enqueued ones still waiting
+        if n < len(origins):
+            state["origin"] = origins[n]
+        else:  # free one group, keep the others at the best trial's values
+            group = groups[k % len(groups)]
+            k += 1
+            fixed = {p: v for p, v in study.best_trial.params.items() if group_of(p) != group}
+            study.sampler = optuna.samplers.PartialFixedSampler(fixed, tpe)
+            state["origin"] = f"search: {group}"
+        if state["repeats"] >= 8 * len(groups):
+            break  # every group keeps proposing timed configs: the space is exhausted
         study.optimize(objective, n_trials=1)
     return trials
 

@@ -7,7 +7,8 @@ classification block, the fused long tier, the hoisted transpose and the dimensi
 The weighted gathers are searched only when a shape is weighted. Small-table, bounds-check
 and index-width fields stay at the baseline's values (the shapes never reach them), and so
 do ``fence`` and ``faults``. Every value is a power of two the config accepts, plus the
-baseline's own value, so the baseline is a point of the space.
+baseline's own value, so the baseline is a point of the space. ``GROUPS`` bundles the fields
+that change the same kernels, for the block-wise search of ``fuzz.tune``.
 """
 
 from __future__ import annotations
@@ -42,6 +43,18 @@ CHOICES: dict[str, tuple] = {
 WEIGHTED_ONLY = {"fwd_gather_weighted", "bwd_short_gather_weighted"}
 TILE = {"gather": P2, "bags": (1, 2, 4, 8, 16), "warps": (1, 2, 4, 8)}
 TILES = "fwd_bucket_tiles"
+
+# fields that change the same kernels: a trial frees one group and keeps the rest at the best
+# values so far, so most kernels come from Triton's cache and a trial costs seconds, not a
+# recompilation of everything
+GROUPS: dict[str, tuple[str, ...]] = {
+    "forward": ("fwd_gather_unweighted", "fwd_gather_weighted", "fwd_bags_per_program", "fwd_num_warps", TILES),
+    "short tier": ("bwd_short_gather_unweighted", "bwd_short_gather_weighted", "bwd_short_num_warps",
+                   "bwd_short_runs_per_program", "short_grid_multiplier"),
+    "long tier": ("bwd_long_gather", "bwd_long_num_warps", "long_grid_multiplier", "long_run_threshold",
+                  "chunk_size", "fused_long_tier"),
+    "layout": ("classify_block", "hoist_transpose", "dim_buckets"),
+}
 
 # single-field starting points worth a trial each (the search samples around them afterwards)
 HINTS: list[dict[str, Any]] = [
@@ -124,3 +137,13 @@ def hint_configs(base: KernelConfig, fields: Sequence[str]) -> list[KernelConfig
         if all(f in fields for f in hint) and any(getattr(base, f) != v for f, v in hint.items()):
             out.append(base.replace(**hint))
     return out
+
+
+def group_of(param: str) -> str:
+    """The group of a trial parameter (tile parameters belong to the forward)."""
+    field = TILES if param.startswith("tile") else param
+    return next(g for g, fields in GROUPS.items() if field in fields)
+
+
+def active_groups(fields: Sequence[str]) -> list[str]:
+    return [g for g, members in GROUPS.items() if any(f in fields for f in members)]

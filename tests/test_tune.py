@@ -16,7 +16,7 @@ import pytest
 from fuzz.cascade import ACCEPT, KEEP, CascadeOptions, CascadeResult, Level
 from fuzz.budgets import Budget
 from fuzz.shapes import PRESETS, PerfShape
-from fuzz.tune_space import TILES, hint_configs, params_of, searched_fields, suggest
+from fuzz.tune_space import GROUPS, TILES, hint_configs, params_of, searched_fields, suggest
 from tbe import KernelConfig
 
 optuna = pytest.importorskip("optuna", reason="optuna==5.0.0 (requirements) is not installed")
@@ -91,6 +91,20 @@ def test_tune_finds_the_better_region_and_writes_the_winner(tmp_path):
     assert data["winner_trial"] == best.number and len(data["trials"]) == len(res.trials)
     assert (tmp_path / f"gate-trial{best.number}" / "report.md").is_file()
     assert "| trial |" in (tmp_path / "tune.md").read_text()
+
+
+def test_each_search_trial_moves_one_group_away_from_the_best_so_far():
+    """Block-wise search: a trial changes only the fields of its group (the rest keep the best trial's
+    values, so Triton recompiles only the kernels that group touches)."""
+    opts = tune.TuneOptions(shapes=SHAPES, seconds=60.0, trials=30, seed=3)
+    trials = tune.search(KernelConfig(), opts, fake_measure(), time.monotonic() + 60)
+    searched = [t for t in trials if t.origin.startswith("search: ")]
+    assert len({t.origin for t in searched}) == len(GROUPS)  # every group got its turns
+    for t in searched:
+        done = [p for p in trials[: t.number] if p.value is not None]
+        top = max(p.value for p in done)
+        group = set(GROUPS[t.origin.removeprefix("search: ")])
+        assert any(set(p.config.diff(t.config)) <= group for p in done if p.value == top), t
 
 
 def test_tune_keeps_the_baseline_when_the_gate_rejects(tmp_path):
