@@ -52,7 +52,7 @@ class CascadeOptions:
     artifacts_dir: Optional[Path] = None
     keep_going: bool = False
     require_perf: bool = False
-    deadline: Optional[float] = None         # time.monotonic() by which (d) stops starting shapes
+    deadline: Optional[float] = None         # time.monotonic() after which (c) and (d) start no case or shape
 
 
 @dataclasses.dataclass
@@ -126,7 +126,10 @@ class CascadeResult:
 def _level_b(baseline, candidate, opts: CascadeOptions, lv: Level, progress) -> None:
     results: list[GateResult] = []
     lv.result = results
-    for seed in opts.seeds:
+    for i, seed in enumerate(opts.seeds):
+        if opts.deadline is not None and time.monotonic() > opts.deadline:
+            lv.status, lv.reasons = NOT_RUN, [f"out of time after {i} of {len(opts.seeds)} seeds"]
+            return
         if progress is not None:
             progress(f"  (b) seed {seed}")
         g = run_gate(baseline, candidate, opts.budget, seed=seed, artifacts_dir=opts.artifacts_dir,
@@ -185,7 +188,8 @@ def run_cascade(
             _level_b(baseline, config, opts, lv, progress)
         elif key == "c":
             limit = opts.oracle_cases
-            r: OracleResult = run_oracle_level(baseline, config, progress=progress, max_cases=limit)
+            r: OracleResult = run_oracle_level(baseline, config, progress=progress, max_cases=limit,
+                                               deadline=opts.deadline)
             lv.result, lv.status, lv.reasons = r, r.status, list(r.reasons)
             lv.notes = [f"untriaged oracle disagreement (a finding for oracles/findings.py): {f}" for f in r.findings]
             lv.notes += r.notes

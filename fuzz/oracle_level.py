@@ -36,7 +36,7 @@ from strategies.case import CaseSpec, HotRow
 from tbe import KernelConfig
 from tbe.modes import Optimizer, Pooling, parse_float_dtype
 
-PASS, FAIL = "pass", "fail"
+PASS, FAIL, NOT_RUN = "pass", "fail", "not run"
 AGREES, TRIAGED, NOT_APPLICABLE, DISAGREES = "agrees", "agrees (parts triaged)", "not applicable", "DISAGREES"
 
 
@@ -155,9 +155,11 @@ def fbgemm_verdict(spec: CaseSpec, t: CaseTensors) -> tuple[str, list[str]]:
 def run_oracle_level(
     baseline: KernelConfig, candidate: KernelConfig, max_lookups: int = MAX_LOOKUPS,
     progress: Optional[Callable[[str], None]] = None, max_cases: Optional[int] = None,
+    deadline: Optional[float] = None,
 ) -> OracleResult:
     """Every matrix case (or the first ``max_cases``) under the candidate, FBGEMM beside it; stops at
-    the first candidate failure."""
+    the first candidate failure. Past ``deadline`` (time.monotonic()) no case starts and the level
+    is "not run": an unfinished matrix never passes."""
     t0 = time.perf_counter()
     res = OracleResult()
     cases = matrix(candidate, max_lookups)
@@ -165,7 +167,11 @@ def run_oracle_level(
         res.notes.append(f"only the first {max_cases} of {len(cases)} matrix cases ran (--oracle-cases); the "
                          f"first not run: {cases[max_cases][0]}")
         cases = cases[:max_cases]
-    for label, spec in cases:
+    for i, (label, spec) in enumerate(cases):
+        if deadline is not None and time.monotonic() > deadline:
+            res.status, res.reasons = NOT_RUN, [f"out of time after {i} of {len(cases)} matrix cases"]
+            res.seconds = time.perf_counter() - t0
+            return res
         saved = tensors(spec, candidate)
         kernel = run_case(spec, candidate, saved)
         try:

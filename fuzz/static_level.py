@@ -192,9 +192,11 @@ def run_static_level(config, progress: Optional[Callable[[str], None]] = None) -
     if INTERPRETED:
         return _check_here(config, progress)
     t0 = time.perf_counter()
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, TRITON_INTERPRET="1")
+    env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in [env.get("PYTHONPATH")] if p])
     proc = subprocess.run([sys.executable, "-m", "fuzz.static_level"], input=config.to_json(), text=True,
-                          capture_output=True, env=env)
+                          capture_output=True, env=env, cwd=root)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
         res = StaticResult()

@@ -87,6 +87,17 @@ def test_fused_tier_without_fence_fails_at_a(tmp_path, capsys):
     print(f"level (a) failed in {a['seconds']:.1f}s")  # measured: see the gate section of README
 
 
+@pytest.mark.slow
+def test_static_level_runs_in_a_child_when_this_process_compiles(monkeypatch):
+    """On a GPU host the launches are recorded in a child under the interpreter; the verdict comes back."""
+    import tbe.backend
+    from fuzz.static_level import run_static_level
+
+    monkeypatch.setattr(tbe.backend, "INTERPRETED", False)
+    res = run_static_level(KernelConfig(fused_long_tier=True, fence=False))
+    assert res.status == "fail" and "synchronisation check fails" in res.reasons[0], res.to_dict()
+
+
 @pytest.mark.fuzz
 def test_oracle_level_catches_a_fault_and_names_the_baseline():
     res = run_oracle_level(KernelConfig(), KernelConfig(faults=("fwd_skip_last_id",)), max_cases=2)
