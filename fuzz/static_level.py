@@ -113,7 +113,8 @@ def _validate(config, res: StaticResult) -> bool:
 
 
 def extra_launches(config) -> list:
-    """Launches the sync check's probes do not reach: the small-table path and both bounds checks."""
+    """Launches the sync check's probes do not reach: the small-table path and the bounds check in
+    each repairing mode (standalone or fused, as the config says)."""
     import torch
 
     from fuzz.launches import Probe, recording, run_probe
@@ -123,11 +124,10 @@ def extra_launches(config) -> list:
                                weights_dtype="fp16", output_dtype="fp32", optimizer="exact_rowwise_adagrad",
                                lookups_per_bag=max(config.small_table_min_pooling, 1),
                                batch_size=config.small_table_bags_per_program), config))
-    for fused in (False, True):
-        cfg = config.replace(fused_bounds_check=fused)
-        m = TritonTBE([(8, 16), (5, 3)], bounds_check="warning", config=cfg)
-        ids, offsets = torch.tensor([1, 9, 0, 2, 4, 7, 1, 3]), torch.tensor([0, 2, 4, 6, 8])
-        with recording(execute=True) as launches:
+    for mode in ("warning", "ignore", "fatal"):
+        m = TritonTBE([(8, 16), (5, 3)], bounds_check=mode, config=config)
+        ids, offsets = torch.tensor([1, 7, 0, 2, 4, 4, 1, 3]), torch.tensor([0, 2, 4, 6, 8])
+        with recording(execute=True) as launches:  # valid ids: the checks run and find nothing
             m(ids, offsets)
         out += launches
     return out
