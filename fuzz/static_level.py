@@ -148,23 +148,31 @@ def _check_here(config, progress: Optional[Callable[[str], None]]) -> StaticResu
     from fuzz.sync_check import check_launches, reachable_launches
 
     sync_launches = reachable_launches(config, "ci")
-    sync = check_launches(sync_launches[:1], config, "ci")  # one specialization first: a dropped fence fails fast
+    sync = check_launches(sync_launches[:1], config, "ci")  # one first: a dropped fence fails fast
     if sync.ok:
         sync = check_launches(sync_launches, config, "ci")  # the first comes from the compile cache
     res.sync_text = sync.text()
     if not sync.ok:
         first = (sync.problems[0][1] if sync.problems else sync.errors[0]).splitlines()[0]
-        res.step("synchronisation check", FAIL, f"{len(sync.problems)} problem(s), {len(sync.errors)} error(s): {first}")
+        res.step("synchronisation check", FAIL,
+                 f"{len(sync.problems)} problem(s), {len(sync.errors)} error(s): {first}")
         res.reasons.append(f"synchronisation check fails: {first}")
         res.seconds = time.perf_counter() - t0
         return res
     res.step("synchronisation check", PASS, sync.text().splitlines()[0])
     if progress is not None:
-        progress(f"  (a) sync check passed in {time.perf_counter() - t0:.1f}s; compiling every reachable specialization")
+        progress(f"  (a) sync check passed in {time.perf_counter() - t0:.1f}s; compiling every reachable "
+                 f"specialization")
     launches = {lc.key(): lc for lc in reachable_launches(config, "ci", kernels=()) + extra_launches(config)}
-    compiled = compile_launches(list(launches.values()))
+    _compile_all(list(launches.values()), res, compile_launches)
+    res.seconds = time.perf_counter() - t0
+    return res
+
+
+def _compile_all(launches: list, res: StaticResult, compile_launches) -> None:
+    """Compile every launch for sm_90 and hold each against LIMITS."""
     bad = []
-    for c in compiled:
+    for c in compile_launches(launches):
         spec = {"kernel": c.launch.kernel, "num_warps": c.launch.num_warps, "registers": c.registers,
                 "local_bytes": c.local_bytes, "stack_bytes": c.stack_bytes,
                 "shared_bytes": c.shared_static + c.shared_dynamic, "cached": c.cached, "error": c.error,
@@ -174,15 +182,14 @@ def _check_here(config, progress: Optional[Callable[[str], None]]) -> StaticResu
         if c.error:
             bad.append(f"{c.launch.name} does not compile for sm_90: {c.error.splitlines()[0][:200]}")
         elif spec["over_limits"]:
-            bad.append(f"{c.launch.name} ({', '.join(f'{k}={v}' for k, v in c.launch.constexprs if k in ('BLOCK_D', 'GATHER', 'RUNS', 'BAGS'))}, "
-                       f"num_warps={c.launch.num_warps}): {'; '.join(spec['over_limits'])}")
+            tile = ", ".join(f"{k}={v}" for k, v in c.launch.constexprs if k in ("BLOCK_D", "GATHER", "RUNS", "BAGS"))
+            bad.append(f"{c.launch.name} ({tile}, num_warps={c.launch.num_warps}): {'; '.join(spec['over_limits'])}")
     worst = max(res.specializations, key=lambda s: s["registers"], default=None)
-    summary = (f"{len(compiled)} specialization(s), {sum(s['cached'] for s in res.specializations)} from the cache; "
-               f"most registers {worst['registers'] if worst else 0} ({worst['kernel'] if worst else '-'})")
-    res.step("compiles for sm_90 within limits", FAIL if bad else PASS, summary if not bad else bad[0])
+    summary = (f"{len(res.specializations)} specialization(s), {sum(s['cached'] for s in res.specializations)} "
+               f"from the cache; most registers {worst['registers'] if worst else 0} "
+               f"({worst['kernel'] if worst else '-'})")
+    res.step("compiles for sm_90 within limits", FAIL if bad else PASS, bad[0] if bad else summary)
     res.reasons += bad
-    res.seconds = time.perf_counter() - t0
-    return res
 
 
 def run_static_level(config, progress: Optional[Callable[[str], None]] = None) -> StaticResult:

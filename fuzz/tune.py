@@ -6,8 +6,9 @@ tuner's own A/A noise; the next trials are the hints of ``fuzz.tune_space``. Aft
 trial frees one group of fields that share kernels (``tune_space.GROUPS``, in turn) and fixes
 the rest at the best trial's values (Optuna's PartialFixedSampler around the TPE sampler):
 Triton compiles only the kernels the free group touches, so a trial costs seconds instead
-of a full recompilation, which is what lets a few minutes of GPU time hold tens of trials. A trial times its candidate against the baseline on every shape, forward and
-iteration, with a few interleaved rounds (``fuzz.perf_timing``; the baseline's modules are
+of a full recompilation, and a few minutes of GPU time hold many more trials.
+A trial times its candidate against the baseline on every shape, forward and iteration,
+with a few interleaved rounds (``fuzz.perf_timing``; the baseline's modules are
 built once and kept); its value is the geometric-mean speedup, reported shape by shape so
 the pruner can stop a hopeless trial early. A candidate that crashes or cannot launch scores 0.
 

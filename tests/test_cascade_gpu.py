@@ -23,7 +23,8 @@ def perf_only(candidate: KernelConfig, gamma: float = 1.03):
     return run_cascade(KernelConfig(), candidate, opts)
 
 
-@pytest.mark.parametrize("slower, surely", [(dict(fwd_gather_unweighted=1), True), (dict(bwd_short_num_warps=8), False)])
+@pytest.mark.parametrize("slower, surely", [(dict(fwd_gather_unweighted=1), True),
+                                            (dict(bwd_short_num_warps=8), False)])
 def test_a_slower_candidate_is_rejected_at_d_with_its_table(slower, surely):
     """One row load in flight per bag is surely slower; eight warps on one short run is expected to be
     (rejected either way unless it is 3% faster)."""

@@ -44,8 +44,8 @@ def score(config: KernelConfig) -> float:
     """Faster with more short runs per program and a gather of 2; a crash at 32 runs."""
     if config.bwd_short_runs_per_program == 32:
         raise RuntimeError("out of resources")
-    return 1.0 + 0.02 * (config.bwd_short_runs_per_program.bit_length() - 1) + (0.05 if config.fwd_gather_unweighted == 2
-                                                                          else 0.0)
+    runs = config.bwd_short_runs_per_program.bit_length() - 1
+    return 1.0 + 0.02 * runs + (0.05 if config.fwd_gather_unweighted == 2 else 0.0)
 
 
 def fake_measure(delay: float = 0.0):
