@@ -51,7 +51,7 @@ def test_short_tune_run_completes_trials(tmp_path):
     pytest.importorskip("optuna", reason="optuna==5.0.0 not installed on this host")
     from fuzz import tune
 
-    opts = tune.TuneOptions(shapes=SHAPES[:2], seconds=60.0, search_share=1.0, verify_top=1, out=tmp_path)
+    opts = tune.TuneOptions(shapes=SHAPES[:2], seconds=90.0, search_share=1.0, verify_top=1, out=tmp_path)
     res = tune.run_tune(KernelConfig(), opts)
     print(tune.text(res))
     assert res.trials[0].origin == "baseline" and res.trials[0].value is not None
