@@ -104,20 +104,23 @@ def gpu_unavailable() -> Optional[str]:
 def run_perf(
     baseline, candidate, shapes: Sequence[PerfShape], gamma: float = DEFAULT_GAMMA, rounds: int = 5,
     target_ms: float = 20.0, deadline: Optional[float] = None, progress: Optional[Callable[[str], None]] = None,
-    cache: Optional[BaselineCache] = None, phases=("forward", "iteration"),
+    cache: Optional[BaselineCache] = None, phases=("forward", "iteration"), device=None,
 ) -> PerfResult:
     """Time every shape under both configs and judge. ``deadline`` (a ``time.monotonic()`` value)
-    stops before a shape that would start after it; the unmeasured shapes make the level fail."""
-    t0 = time.perf_counter()
-    res = PerfResult(gamma, rounds=rounds, target_ms=target_ms)
-    why = gpu_unavailable()
-    if why is not None:
-        res.reasons.append(why)
-        return res
+    stops before a shape that would start after it; the unmeasured shapes make the level fail.
+    ``device`` None means the GPU (the level is "not run" without one); tests pass "cpu"."""
     import torch
 
-    device = torch.device("cuda")
-    res.device = torch.cuda.get_device_name(device)
+    t0 = time.perf_counter()
+    res = PerfResult(gamma, rounds=rounds, target_ms=target_ms)
+    if device is None:
+        why = gpu_unavailable()
+        if why is not None:
+            res.reasons.append(why)
+            return res
+        device = torch.device("cuda")
+    device = torch.device(device)
+    res.device = torch.cuda.get_device_name(device) if device.type == "cuda" else str(device)
     for i, shape in enumerate(shapes):
         if deadline is not None and time.monotonic() > deadline:
             left = [s.name for s in shapes[i:]]

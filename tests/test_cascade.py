@@ -16,6 +16,7 @@ import torch
 from fuzz import oracle_level
 from fuzz.cli import main
 from fuzz.oracle_level import DISAGREES, run_oracle_level
+from fuzz.perf_gate import run_perf
 from fuzz.perf_timing import BaselineCache, time_shape
 from fuzz.shapes import PerfShape
 from oracles import fbgemm_cpu
@@ -128,3 +129,15 @@ def test_timing_path_runs_both_configs_on_one_batch():
     assert [e.phase for e in entries] == ["forward", "iteration"] and all(e.ok for e in entries), entries
     assert all(e.calls >= 1 and e.speedup > 0 for e in entries)
     assert cache.get(shape)[0].indices.numel() == 6  # the cached workload is the one timed
+
+
+def test_perf_level_loop_on_the_interpreter():
+    """run_perf's loop and judgement end to end (timings on the interpreter mean nothing: only the
+    bookkeeping is checked); past the deadline the remaining shapes are unmeasured and fail the level."""
+    shapes = [PerfShape("tiny-a", 400, 8, bags=2, pooling=2), PerfShape("tiny-b", 400, 4, bags=2, pooling=2)]
+    res = run_perf(KernelConfig(), KernelConfig(fwd_num_warps=2), shapes, rounds=1, target_ms=1.0, device="cpu")
+    assert [(e.shape, e.phase) for e in res.entries] == [(s.name, p) for s in shapes
+                                                          for p in ("forward", "iteration")]
+    assert all(e.ok for e in res.entries) and res.status in ("pass", "fail") and res.device == "cpu"
+    late = run_perf(KernelConfig(), KernelConfig(), shapes, rounds=1, target_ms=1.0, device="cpu", deadline=0.0)
+    assert late.status == "fail" and "out of time" in late.reasons[0] and not late.measured
