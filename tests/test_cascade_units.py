@@ -218,3 +218,29 @@ def test_tune_needs_a_gpu(capsys):
         pytest.skip("this machine has a GPU")
     assert main(["tune", "--time", "5"]) == 2
     assert "no CUDA device" in capsys.readouterr().err
+
+
+def test_report_shows_the_per_shape_table_and_the_noise(tmp_path):
+    from fuzz import cascade_report
+
+    res = cascade("pppf")
+    res.candidate = KernelConfig(fwd_gather_unweighted=1)
+    res.candidate_data = res.candidate.to_dict()
+    perf = PerfResult(1.03, [entry("D128-lite", "forward", [1.0] * 3, [1.6] * 3, [1.02, 1.0, 1.0]),
+                             entry("D128-lite", "iteration", [5.0] * 3, [5.2] * 3),
+                             Entry("SL1-3", "forward", 100, error="the candidate raised RuntimeError: boom")],
+                      rounds=3, target_ms=20.0, device="NVIDIA H200")
+    judge(perf)
+    res.levels["d"] = Level("d", perf.status, list(perf.reasons), result=perf)
+    text = cascade_report.text(res)
+    assert "KEEP the baseline" in text and "first failing level: (d)" in text
+    assert "fwd_gather_unweighted: 8 -> 1" in text
+    row = next(ln for ln in text.splitlines() if "D128-lite" in ln and "forward" in ln and "SLOWER" in ln)
+    assert "0.625x" in row and "±2.0%" in row
+    assert "boom" in text and "mean noise" in text
+    cascade_report.write(res, tmp_path)
+    md = (tmp_path / "report.md").read_text()
+    assert "## Performance per shape" in md and "| D128-lite | forward |" in md and "SLOWER" in md
+    data = json.loads((tmp_path / "report.json").read_text())
+    assert data["verdict"] == KEEP and data["levels"]["d"]["detail"]["entries"][0]["slower"] is True
+    assert KernelConfig.from_dict(json.loads((tmp_path / "candidate.json").read_text())) == res.candidate
