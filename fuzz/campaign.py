@@ -23,6 +23,7 @@ from fuzz import artifacts
 from fuzz.budgets import Budget
 from fuzz.cases import CaseTensors, case_size, tensors
 from fuzz.check import CaseResult, run_case
+from fuzz.compile_watch import CompileCounts, watch
 from fuzz.space import campaign_cases
 from tbe import KernelConfig
 
@@ -55,6 +56,8 @@ class CampaignResult:
     stopped_by: str = ""              # "failure", "time", "examples"
     unmaterializable: int = 0         # drawn specs materialize refused (a generator bug, not the kernel's)
     unmaterializable_example: Optional[str] = None
+    compiles: CompileCounts = dataclasses.field(default_factory=CompileCounts)  # during the search
+    fbgemm: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # status -> examples
 
     @property
     def ok(self) -> bool:
@@ -64,6 +67,7 @@ class CampaignResult:
         self.examples += 1
         self.lookups += result.lookups
         self.tiers.update(result.tiers)
+        self.fbgemm[result.fbgemm or "not run"] += 1
         for name, ratio in result.ratios_by_check().items():
             self.max_ratio[name] = max(self.max_ratio.get(name, 0.0), ratio)
 
@@ -86,10 +90,14 @@ def run_campaign(
     meta: Optional[dict[str, Any]] = None,
     progress: Any = None,
     use_database: bool = True,
+    database: Any = None,
+    observe: Any = None,
 ) -> CampaignResult:
     """Search for a case that fails under ``config``. ``artifacts_dir=None`` saves nothing; the example
     database lives under it unless ``use_database`` is off (then every run starts from the seed alone);
-    ``progress`` (a callable taking a line) receives occasional status lines."""
+    ``progress`` (a callable taking a line) receives occasional status lines; ``database`` (a Hypothesis
+    ExampleDatabase, e.g. Redis-backed) replaces the directory database; ``observe(res, result)`` sees
+    every checked example (live progress, report pictures)."""
     res = CampaignResult(config, budget, seed)
     strategy = strategy if strategy is not None else campaign_cases(config, budget.max_lookups)
     start = time.perf_counter()
@@ -98,12 +106,16 @@ def run_campaign(
 
     phases = [Phase.explicit, Phase.reuse, Phase.generate, Phase.target] + ([Phase.shrink] if shrink else [])
     db = _database(artifacts_dir, config) if artifacts_dir is not None and use_database else None
+    if database is not None and use_database:
+        db = database
 
-    @hypothesis_seed(seed)
+    # settings outermost: @seed alone would switch the example database off (Hypothesis does so
+    # for seeded runs), and a campaign needs both its seed and its (shared) database
     @settings(
         max_examples=budget.max_examples, database=db, phases=phases, deadline=None, derandomize=False,
         suppress_health_check=list(HealthCheck), report_multiple_bugs=False, print_blob=False,
     )
+    @hypothesis_seed(seed)
     @given(strategy)
     def prop(case):
         now = time.perf_counter()
@@ -126,6 +138,8 @@ def run_campaign(
             res.shrink_examples += 1
         else:
             res.record(result)
+            if observe is not None:
+                observe(res, result)
         if not result.ok:
             if not best:
                 res.first_failure_examples = res.examples
@@ -137,7 +151,8 @@ def run_campaign(
             progress(f"  {res.examples} examples, {res.lookups} lookups, {time.perf_counter() - start:.0f}s")
 
     try:
-        prop()
+        with watch(res.compiles):
+            prop()
         if not res.stopped_by:
             res.stopped_by = "examples"
     except _CaseFailed as e:

@@ -30,7 +30,7 @@ from fuzz.profiles import MAX_LOOKUPS
 from oracles import fbgemm_cpu
 from oracles.bounds_backward import check_step
 from oracles.checks import check_forward
-from oracles.findings import fbgemm_backward_difference, fbgemm_forward_difference, fbgemm_update_off_bound
+from oracles.findings import fbgemm_backward_difference, fbgemm_forward_difference, fbgemm_update_difference
 from oracles.reference_backward import reference_backward
 from strategies.case import CaseSpec, HotRow
 from tbe import KernelConfig
@@ -131,7 +131,7 @@ def fbgemm_verdict(spec: CaseSpec, t: CaseTensors) -> tuple[str, list[str]]:
                           what="fbgemm forward vs fp64")
         if not r.ok:
             problems.append(str(r))
-    why = fbgemm_update_off_bound(optimizer, wdt)
+    why = fbgemm_update_difference(optimizer, wdt)
     if why:
         triaged.append("update not compared: " + why)
     else:

@@ -114,7 +114,7 @@ def test_oracle_level_catches_a_fault_and_names_the_baseline():
 def test_untriaged_oracle_disagreement_is_a_finding_not_a_candidate_failure(monkeypatch):
     """Un-triaging FBGEMM's fp16 SGD update (oracles/findings.py) makes it disagree with FP64 on the
     matrix's fp16 SGD case; the candidate still passes and the disagreement is reported."""
-    monkeypatch.setattr(oracle_level, "fbgemm_update_off_bound", lambda optimizer, dtype: None)
+    monkeypatch.setattr(oracle_level, "fbgemm_update_difference", lambda optimizer, dtype: None)
     res = run_oracle_level(KernelConfig(), KernelConfig(), max_cases=2)
     assert res.status == "pass" and [c.fbgemm for c in res.cases] == ["agrees", DISAGREES]
     assert len(res.findings) == 1 and "fp16" in res.findings[0] and "FBGEMM vs FP64" in res.findings[0]
