@@ -191,8 +191,7 @@ def run_cascade(
             r: OracleResult = run_oracle_level(baseline, config, progress=progress, max_cases=limit,
                                                deadline=opts.deadline)
             lv.result, lv.status, lv.reasons = r, r.status, list(r.reasons)
-            lv.notes = [f"untriaged oracle disagreement (a finding for oracles/findings.py): {f}" for f in r.findings]
-            lv.notes += r.notes
+            lv.notes = list(r.notes)
         else:
             p = run_perf(baseline, config, opts.shapes, opts.gamma, opts.rounds, opts.target_ms, opts.deadline,
                          progress)

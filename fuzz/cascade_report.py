@@ -64,9 +64,11 @@ def _level_lines(lv: Level) -> list[str]:
             out += [f"artifact: {a}" for a in g.artifacts]
     elif lv.key == "c" and r is not None:
         for c in r.cases:
-            out.append(f"{c.label}: {'ok' if c.kernel.ok else 'FAIL'} (max error/bound {c.kernel.max_ratio:.3g}); "
+            out.append(f"{c.label}: {'ok' if c.ok else 'FAIL'} (max error/bound {c.kernel.max_ratio:.3g}); "
                        f"FBGEMM {c.fbgemm}")
-            if not c.kernel.ok:
+            if c.fbgemm == "DISAGREES":
+                out += [f"FBGEMM: {d}" for d in c.fbgemm_detail[:3]]
+            if not c.ok:
                 out += [ln.strip() for ln in _failure_lines(c.kernel)]
     elif lv.key == "d" and r is not None:
         out += _perf_summary(r)

@@ -7,12 +7,13 @@ candidate's long-run threshold and across two chunks, and one single fp16 table 
 small-table path. Each case is one training step judged by ``fuzz.check.run_case`` (the FP64
 authority under the derived bounds, the verdict every other check uses). Where FBGEMM's CPU
 TBE applies (fp32/fp16 weights and outputs, every D % 4 == 0) it runs the same step from the
-same weights and is checked against the same FP64 step and bounds, skipping only what
-``oracles/findings.py`` triages. Kernel and FBGEMM both within the bound of FP64 puts the
-kernel within twice the bound of FBGEMM; FBGEMM outside it on a case where nothing is triaged
-is an oracle disagreement, reported as a finding to triage (it does not depend on the
-candidate, so it does not fail the candidate). A candidate failure is re-run under the
-baseline to say whether the baseline fails the same case.
+same weights on every case (``fuzz.fbgemm_sample.run``, which campaigns use on a sample) and
+is checked against the same FP64 step and bounds, skipping only what ``oracles/findings.py``
+triages. Kernel and FBGEMM both within the bound of FP64 puts the kernel within twice the
+bound of FBGEMM. FBGEMM outside it where nothing is triaged fails the level as an oracle
+disagreement to triage, named as such (it does not depend on the candidate), as it fails a
+campaign; a kernel failure says whether FBGEMM corroborates the reference on that case and
+whether the baseline fails the same case.
 """
 
 from __future__ import annotations
@@ -22,16 +23,13 @@ import itertools
 import time
 from typing import Callable, Optional
 
-import torch
-
+from fuzz import fbgemm_sample
 from fuzz.cases import CaseTensors, tensors
 from fuzz.check import CaseResult, run_case
 from fuzz.profiles import MAX_LOOKUPS
 from oracles import fbgemm_cpu
-from oracles.bounds_backward import check_step
-from oracles.checks import check_forward
+from oracles.compare import Report
 from oracles.findings import fbgemm_backward_difference, fbgemm_forward_difference, fbgemm_update_difference
-from oracles.reference_backward import reference_backward
 from strategies.case import CaseSpec, HotRow
 from tbe import KernelConfig
 from tbe.modes import Optimizer, Pooling, parse_float_dtype
@@ -48,12 +46,17 @@ class OracleCase:
     fbgemm_detail: list[str]     # triaged findings, why not applicable, or the disagreement
     baseline_ok: Optional[bool] = None  # set when the candidate fails the case
 
+    @property
+    def ok(self) -> bool:
+        """The kernel passed every FP64 check (FBGEMM's verdict is ``fbgemm``)."""
+        return kernel_ok(self.kernel)
+
     def to_dict(self) -> dict:
-        return {"label": self.label, "ok": self.kernel.ok, "case": self.kernel.case.to_dict(),
+        return {"label": self.label, "ok": self.ok, "case": self.kernel.case.to_dict(),
                 "max_ratio": self.kernel.max_ratio, "lookups": self.kernel.lookups, "fbgemm": self.fbgemm,
                 "fbgemm_detail": self.fbgemm_detail, "baseline_ok": self.baseline_ok,
-                "failures": [str(r) for r in self.kernel.reports if not r.ok] + ([self.kernel.error]
-                                                                                 if self.kernel.error else [])}
+                "failures": [str(r) for r in self.kernel.reports if not r.ok and not is_fbgemm(r)]
+                + ([self.kernel.error] if self.kernel.error else [])}
 
 
 @dataclasses.dataclass
@@ -105,50 +108,41 @@ def matrix(config: KernelConfig, max_lookups: int = MAX_LOOKUPS) -> list[tuple[s
     return out
 
 
-def fbgemm_verdict(spec: CaseSpec, t: CaseTensors) -> tuple[str, list[str]]:
-    """FBGEMM's CPU step on the case, judged against the FP64 step under the derived bounds."""
-    if not fbgemm_cpu.available():
-        return NOT_APPLICABLE, ["fbgemm_gpu's CPU ops do not load here"]
-    wdt = parse_float_dtype("weights_dtype", spec.weights_dtype)
-    odt = parse_float_dtype("output_dtype", spec.output_dtype)
-    dims = [d for _, d in spec.tables]
-    if not fbgemm_cpu.supports(wdt, odt, dims):
-        return NOT_APPLICABLE, [f"FBGEMM's CPU TBE takes fp32/fp16 weights and outputs and D % 4 == 0 only "
-                                f"({spec.weights_dtype} -> {spec.output_dtype}, D {dims})"]
-    layout, B = spec.layout, spec.batch_size
+def triaged_findings(spec: CaseSpec) -> list[str]:
+    """The ``oracles/findings.py`` entries that change how FBGEMM is judged on ``spec``."""
+    wdt, odt = parse_float_dtype("w", spec.weights_dtype), parse_float_dtype("o", spec.output_dtype)
     pooling, optimizer = Pooling(spec.pooling), Optimizer(spec.optimizer)
-    w0 = t.initial_weights
-    fb = fbgemm_cpu.FbgemmTBE(spec.tables, optimizer, spec.learning_rate, spec.eps, wdt, odt, pooling)
-    fb.load([w0[off: off + s.rows * s.dim].view(s.rows, s.dim) for off, s in zip(layout.weights_offsets,
-                                                                                  layout.specs)])
-    out, psw_grad = fb.step(t.indices, t.offsets, t.per_sample_weights, t.grad_outputs[0])
-    problems, triaged = [], []
-    why = fbgemm_forward_difference(pooling, spec.weighted, odt)
-    if why:
-        triaged.append("forward not compared: " + why)
-    else:
-        r = check_forward(layout, w0, t.indices, t.offsets, t.per_sample_weights, B, pooling, out,
-                          what="fbgemm forward vs fp64")
-        if not r.ok:
-            problems.append(str(r))
-    why = fbgemm_update_difference(optimizer, wdt)
-    if why:
-        triaged.append("update not compared: " + why)
-    else:
-        fb_pool = pooling
-        why = fbgemm_backward_difference(pooling, spec.weighted)
-        if why:
-            fb_pool = Pooling.SUM
-            triaged.append("update compared with the SUM-pooled step: " + why)
-        m0 = torch.zeros(layout.total_rows, dtype=torch.float32)
-        ref = reference_backward(layout, w0, m0, t.indices, t.offsets, t.per_sample_weights, B, fb_pool,
-                                 optimizer, spec.learning_rate, spec.eps, t.grad_outputs[0])
-        flat_w = torch.cat([w.flatten() for w in fb.weights()])
-        mom = fb.momentum()
-        problems += [f"fbgemm {v}" for v in check_step(ref, layout, w0, flat_w, torch.cat(mom) if mom else None,
-                                                        psw_grad)]
-    if problems:
-        return DISAGREES, problems
+    found = [("forward not compared: ", fbgemm_forward_difference(pooling, spec.weighted, odt)),
+             ("update not compared: ", fbgemm_update_difference(optimizer, wdt)),
+             ("update compared with the SUM-pooled step: ", fbgemm_backward_difference(pooling, spec.weighted))]
+    return [head + why for head, why in found if why]
+
+
+def is_fbgemm(report: Report) -> bool:
+    return "fbgemm" in report.what
+
+
+def kernel_ok(result: CaseResult) -> bool:
+    """The kernel's own verdict on a case: every FP64 check, none of FBGEMM's."""
+    return result.error is None and all(r.ok for r in result.reports if not is_fbgemm(r))
+
+
+def fbgemm_verdict(spec: CaseSpec, t: CaseTensors, result: CaseResult) -> tuple[str, list[str]]:
+    """FBGEMM's CPU step on the case (``fuzz.fbgemm_sample``: judged against the FP64 step under
+    the derived bounds and the triage list), reusing its Reports when the case's check ran it."""
+    why = fbgemm_sample.not_applicable(spec, int(t.indices.numel()))
+    if why is not None:
+        return NOT_APPLICABLE, [why]
+    reports = [r for r in result.reports if is_fbgemm(r)]
+    if result.fbgemm != fbgemm_sample.CHECKED:
+        try:
+            reports = fbgemm_sample.run(spec, t)
+        except Exception as e:  # noqa: BLE001  (an oracle crash is a finding about the oracle)
+            return DISAGREES, [f"FBGEMM raised {type(e).__name__}: {e}"]
+    bad = [str(r) for r in reports if not r.ok]
+    if bad:
+        return DISAGREES, bad
+    triaged = triaged_findings(spec)
     return (TRIAGED, triaged) if triaged else (AGREES, [])
 
 
@@ -174,22 +168,22 @@ def run_oracle_level(
             return res
         saved = tensors(spec, candidate)
         kernel = run_case(spec, candidate, saved)
-        try:
-            verdict, detail = fbgemm_verdict(spec, saved)
-        except Exception as e:  # noqa: BLE001  (an oracle crash is a finding about the oracle, not the kernel)
-            verdict, detail = DISAGREES, [f"FBGEMM raised {type(e).__name__}: {e}"]
+        verdict, detail = fbgemm_verdict(spec, saved, kernel)
         case = OracleCase(label, kernel, verdict, detail)
         res.cases.append(case)
+        if progress is not None:
+            progress(f"  (c) {label}: {'ok' if case.ok else 'FAIL'}, fbgemm {verdict}")
         if verdict == DISAGREES:
             res.findings.append(f"{label}: FBGEMM vs FP64 - " + "; ".join(detail[:2]))
-        if progress is not None:
-            progress(f"  (c) {label}: {'ok' if kernel.ok else 'FAIL'}, fbgemm {verdict}")
-        if not kernel.ok:
-            case.baseline_ok = run_case(spec, baseline, tensors(spec, baseline)).ok
+            res.reasons.append(f"FBGEMM disagrees with FP64 on {label}: an oracle disagreement, not the "
+                               f"candidate's (it does not depend on the config); triage it in oracles/findings.py")
+        if not case.ok:
+            case.baseline_ok = kernel_ok(run_case(spec, baseline, tensors(spec, baseline)))
             corroborated = {AGREES: "; FBGEMM agrees with FP64 on this case",
                             TRIAGED: "; FBGEMM agrees with FP64 where not triaged"}.get(verdict, "")
             res.reasons.append(f"candidate disagrees with FP64 on {label}"
                                + (" (the baseline fails it too)" if not case.baseline_ok else "") + corroborated)
+        if res.reasons:
             break
     if not fbgemm_cpu.available():
         res.notes.append("FBGEMM's CPU TBE did not load: cases were checked against FP64 only")
