@@ -123,9 +123,23 @@ class CascadeResult:
         return out
 
 
+def _warm(baseline, candidate, lv: Level, progress) -> None:
+    """On a GPU, build both configs' specializations into Triton's disk cache in parallel first
+    (``fuzz.warmup``), so (b) and (c) check cases instead of waiting on the compiler."""
+    from tbe.backend import INTERPRETED
+
+    if INTERPRETED:
+        return
+    from fuzz.warmup import warmup
+
+    res = warmup([baseline, candidate], progress=progress)
+    lv.notes.append(res.text().replace("\n ", ";"))
+
+
 def _level_b(baseline, candidate, opts: CascadeOptions, lv: Level, progress) -> None:
     results: list[GateResult] = []
     lv.result = results
+    _warm(baseline, candidate, lv, progress)
     for i, seed in enumerate(opts.seeds):
         if opts.deadline is not None and time.monotonic() > opts.deadline:
             lv.status, lv.reasons = NOT_RUN, [f"out of time after {i} of {len(opts.seeds)} seeds"]
