@@ -7,10 +7,11 @@ trial frees one group of fields that share kernels (``tune_space.GROUPS``, in tu
 the rest at the best trial's values (Optuna's PartialFixedSampler around the TPE sampler):
 Triton compiles only the kernels the free group touches, so a trial costs seconds instead
 of a full recompilation, and a few minutes of GPU time hold many more trials.
-A trial times its candidate against the baseline on every shape, forward and iteration,
-with a few interleaved rounds (``fuzz.perf_timing``; the baseline's modules are
-built once and kept); its value is the geometric-mean speedup, reported shape by shape so
-the pruner can stop a hopeless trial early. A candidate that crashes or cannot launch scores 0.
+Before it is timed, a trial's kernels are compiled side by side in worker processes
+(``fuzz.tune_warm``). A trial times its candidate against the baseline on every shape,
+forward and iteration, with a few interleaved rounds (``fuzz.perf_timing``; the baseline's
+modules are built once and kept); its value is the geometric-mean speedup, reported shape by
+shape so the pruner can stop a hopeless trial early. A candidate that crashes or cannot launch scores 0.
 
 ``--time`` is strict for the search: no trial starts, and a running trial stops at its next
 shape, once the search's share is spent. The rest goes to verifying the best trials with the
@@ -102,10 +103,13 @@ def gpu_measure(baseline: KernelConfig, opts: TuneOptions) -> Measure:
     import torch
 
     from fuzz.perf_timing import BaselineCache, time_shape
+    from fuzz.tune_warm import TrialWarmer
 
     cache = BaselineCache(baseline, torch.device("cuda"))
+    warmer = TrialWarmer(opts.shapes)
 
     def measure(config: KernelConfig, report: Callable[[int, float], bool]) -> float:
+        warmer.warm(config)  # compile the trial's new kernels in parallel; timing then only loads them
         logs: list[float] = []
         for i, shape in enumerate(opts.shapes):
             for e in time_shape(shape, baseline, config, torch.device("cuda"), opts.rounds, opts.target_ms, cache):
@@ -117,6 +121,7 @@ def gpu_measure(baseline: KernelConfig, opts: TuneOptions) -> Measure:
         return math.exp(sum(logs) / len(logs))
 
     measure.cache = cache  # type: ignore[attr-defined]
+    measure.close = warmer.close  # type: ignore[attr-defined]
     return measure
 
 
@@ -211,6 +216,8 @@ def run_tune(baseline: KernelConfig, opts: TuneOptions, measure: Optional[Measur
     cache = getattr(measure, "cache", None)
     if cache is not None:
         cache.clear()  # the verification builds its own modules
+    if hasattr(measure, "close"):
+        measure.close()
     verify = verify or _gate(baseline, opts, progress)
     for trial in [t for t in res.ranked if t.value > 1.0][: opts.verify_top]:
         if time.monotonic() > end:
