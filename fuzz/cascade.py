@@ -123,12 +123,16 @@ class CascadeResult:
         return out
 
 
-def _warm(baseline, candidate, lv: Level, progress) -> None:
-    """On a GPU, build both configs' specializations into Triton's disk cache in parallel first
-    (``fuzz.warmup``), so (b) and (c) check cases instead of waiting on the compiler."""
+WARMUP_MIN_SECONDS = 30.0  # below this (b) budget per phase, warming every specialization costs more than it saves
+
+
+def _warm(baseline, candidate, opts: CascadeOptions, lv: Level, progress) -> None:
+    """On a GPU with a (b) budget of at least WARMUP_MIN_SECONDS, build both configs' specializations
+    into Triton's disk cache in parallel first (``fuzz.warmup``), so (b) and (c) check cases instead
+    of waiting on the compiler; short budgets compile only what their few cases meet."""
     from tbe.backend import INTERPRETED
 
-    if INTERPRETED:
+    if INTERPRETED or opts.budget.seconds < WARMUP_MIN_SECONDS:
         return
     from fuzz.warmup import warmup
 
@@ -139,7 +143,7 @@ def _warm(baseline, candidate, lv: Level, progress) -> None:
 def _level_b(baseline, candidate, opts: CascadeOptions, lv: Level, progress) -> None:
     results: list[GateResult] = []
     lv.result = results
-    _warm(baseline, candidate, lv, progress)
+    _warm(baseline, candidate, opts, lv, progress)
     for i, seed in enumerate(opts.seeds):
         if opts.deadline is not None and time.monotonic() > opts.deadline:
             lv.status, lv.reasons = NOT_RUN, [f"out of time after {i} of {len(opts.seeds)} seeds"]
