@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 
 import pytest
 import torch
@@ -101,17 +100,31 @@ def test_a_crash_fails_the_level():
     assert res.status == FAIL and "OutOfResources" in res.reasons[0]
 
 
-def test_interleaved_timing_sees_a_three_times_slower_function():
+def test_interleaved_timing_order_and_arithmetic(monkeypatch):
+    """A, B, A' per round, each over ``calls`` calls, on a clock the functions advance (1 ms for the
+    baseline, 3 ms for the candidate; the baseline drifts by 0.1 ms per call)."""
+    from fuzz import perf_timing
+
+    clock = {"t": 0.0, "calls": 0}
+    order = []
+
     def fast():
-        time.sleep(0.005)
+        order.append("a")
+        clock["t"] += 1e-3 + 1e-4 * clock["calls"]
+        clock["calls"] += 1
 
     def slow():
-        time.sleep(0.015)
+        order.append("b")
+        clock["t"] += 3e-3
 
+    monkeypatch.setattr(perf_timing.time, "perf_counter", lambda: clock["t"])
     a, b, a2 = interleaved(fast, slow, rounds=3, calls=2, sync=lambda: None)
-    e = Entry("sleep", "forward", 1, 2, a, b, a2)
-    assert len(a) == len(b) == len(a2) == 3 and min(b) >= 15.0
-    assert e.speedup < 0.6 and e.slower  # 1/3 plus the sleeps' overshoot on a loaded machine
+    assert "".join(order) == "aabbaa" * 3
+    assert b == pytest.approx([3.0] * 3)
+    assert a[0] == pytest.approx(1.05) and a2[0] == pytest.approx(1.25)  # drift, seen by A and A'
+    e = Entry("clock", "forward", 1, 2, a, b, a2)
+    assert e.speedup == pytest.approx(math.sqrt(a[1] * a2[1]) / 3.0) and e.slower
+    assert e.noise == pytest.approx(max(abs(math.log(x / y)) for x, y in zip(a, a2)))
 
 
 def test_perf_level_is_not_run_without_a_gpu():
