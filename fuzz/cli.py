@@ -187,6 +187,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        from fuzz.weak_memory import enable_from_env
+
+        enable_from_env()  # TBE_WEAK_MEMORY=1: every interpreted kernel runs in the weak-memory mode
+    except (ValueError, RuntimeError) as e:
+        parser.error(f"TBE_WEAK_MEMORY: {e}")
+    try:
         return _dispatch(args, parser)
     except KeyboardInterrupt:
         print("tbe-fuzz: interrupted", file=sys.stderr)

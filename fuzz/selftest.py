@@ -19,6 +19,11 @@ from fuzz.budgets import Budget
 from fuzz.detectors import CAUGHT, MASKED, MISSED, SKIPPED, Context, Detection, detectors_for
 from tbe import faults
 
+# modules that register detectors of their own
+import fuzz.race_stress  # noqa: E402,F401
+import fuzz.sync_check  # noqa: E402,F401
+import fuzz.weak_memory_detector  # noqa: E402,F401
+
 
 @dataclasses.dataclass
 class FaultResult:

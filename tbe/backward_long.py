@@ -8,7 +8,9 @@ the run's countdown down with an acq_rel gpu-scope atomic; the program that sees
 applies the update. Its float sums depend on the order the atomics land in, so on a GPU
 the fused tier is not bit-deterministic (the interpreter runs programs in order).
 Faults: ``skip_last_chunk_update`` drops the last chunk of every split run; ``no_fence``
-makes the countdown relaxed; ``no_barrier`` skips the CTA barrier.
+makes the countdown relaxed; ``no_barrier`` skips the CTA barrier and counts down from one
+lane of a block-wide atomic, so the compiler has no shared-memory broadcast of a scalar
+atomic's result to guard with a barrier of its own (which hides a missing one).
 """
 
 from __future__ import annotations
@@ -205,7 +207,13 @@ def _fused_chunk_kernel(
         if BARRIER:
             # every warp's adds are done before the release below is issued
             tl.debug_barrier()
-        remaining = tl.atomic_add(countdown_ptr + s, -1, sem=SEM, scope="gpu")
+            remaining = tl.atomic_add(countdown_ptr + s, -1, sem=SEM, scope="gpu")
+        else:
+            # fault: no barrier, and one lane counts down while the block sums its result; no
+            # shared-memory broadcast of a scalar atomic brings a compiler barrier in its place
+            lane0 = cols == 0
+            old = tl.atomic_add(countdown_ptr + s + 0 * cols, -1, mask=lane0, sem=SEM, scope="gpu")
+            remaining = tl.sum(tl.where(lane0, old, 0), axis=0)
         if remaining == 1:
             _apply_from_workspace(ws_ptr + s * ws_stride, 1, ws_stride, w_row, momentum_ptr, lin, D, lr, eps,
                                   ADAGRAD, BLOCK_D, WIDE, True)

@@ -29,7 +29,7 @@ register("long_threshold_off_by_one", "a run of exactly long_run_threshold looku
 register("skip_last_chunk_update", "the optimizer update is skipped for the last chunk of a split run")
 register("accumulate_in_weight_dtype", "gradients accumulate in the weights' dtype instead of fp32")
 register("no_fence", "the fused long tier counts down without a device-scope fence")
-register("no_barrier", "the fused long tier counts down without a CTA barrier before the release")
+register("no_barrier", "the fused long tier counts down from one lane without a CTA barrier before the release")
 
 
 def allowed() -> bool:

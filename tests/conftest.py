@@ -22,3 +22,23 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_configure(config):
+    from fuzz.weak_memory import enable_from_env
+
+    enable_from_env()  # TBE_WEAK_MEMORY=1 runs the whole session in the weak-memory mode
+
+
+@pytest.fixture
+def weak_memory():
+    """The weak-memory interpreter mode for one test (``fuzz.weak_memory``), seed 0."""
+    from fuzz import weak_memory as wm
+
+    if not INTERPRETED:
+        pytest.skip("the weak-memory mode runs in Triton's interpreter only")
+    if wm.active() is not None:  # already on for the session
+        yield wm.active()
+        return
+    with wm.weak_memory(seed=0) as mem:
+        yield mem
