@@ -1,10 +1,10 @@
-"""The ``tbe-fuzz`` command line: run, warmup, replay, gate, selftest.
+"""The ``tbe-fuzz`` command line: run, warmup, replay, gate, tune, selftest.
 
 Exit codes: 0 pass (failures, if any, all triaged known findings of the SUT), 1 a case failed
-(or a planted fault went unnoticed), 2 bad usage (an error naming the option and the value;
-never a traceback), including a ``--sut`` that is unknown, not available here, or lacks
-what the command needs (a KernelConfig for the gate, planted faults for the self-test), or a
-kernel worker that could not start (nothing was judged).
+(or a planted fault went unnoticed; for gate and tune, see ``fuzz.cascade_cli``), 2 bad usage
+(an error naming the option and the value; never a traceback), including a ``--sut`` that is
+unknown, not available here, or lacks what the command needs (a KernelConfig for the gate,
+planted faults for the self-test), or a kernel worker that could not start (nothing was judged).
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import json
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
+
+from fuzz.cascade_cli import add_gate_options, add_tune_parser
 
 BUDGET_NAMES = ("quick", "ci", "nightly")
 
@@ -123,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="tbe-fuzz", description="Differential fuzzing of a TBE (this project's Triton TBE unless --sut names another).")
     from fuzz.run_cmd import add_run_options, add_warmup_parser
 
-    sub = parser.add_subparsers(dest="command", metavar="{run,warmup,replay,gate,selftest}")
+    sub = parser.add_subparsers(dest="command", metavar="{run,warmup,replay,gate,tune,selftest}")
     sub.required = True
 
     run = sub.add_parser("run", help="run a campaign under one config")
@@ -147,13 +149,14 @@ def build_parser() -> argparse.ArgumentParser:
     _sanitize_option(rp)
     _sut_option(rp, default=None)
 
-    gate = sub.add_parser("gate", help="check a candidate KernelConfig against a baseline")
-    gate.add_argument("--baseline", type=_config_file, required=True, help="baseline KernelConfig JSON")
-    gate.add_argument("--candidate", type=_config_file, required=True, help="candidate KernelConfig JSON")
+    gate = sub.add_parser("gate", help="the verification cascade: a candidate KernelConfig against a baseline")
+    add_gate_options(gate, _config_file, _positive_int)
     _budget_options(gate)
     gate.add_argument("--artifacts", type=_artifacts_dir, default=Path("fuzz-artifacts"), metavar="DIR",
                       help="where the candidate's failures go (default fuzz-artifacts)")
     _sut_option(gate)
+
+    add_tune_parser(sub, _config_file, _positive_int, _positive_float, _seed)
 
     st = sub.add_parser("selftest", help="prove each planted fault is caught on this backend")
     _budget_options(st)
@@ -219,16 +222,10 @@ def cmd_replay(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
 
 
 def cmd_gate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from fuzz import report
-    from fuzz.gate import run_gate
+    from fuzz.cascade_cli import cmd_gate as run
 
     _require(parser, args.sut, kernel_config=True)
-    budget = _budget(args)
-    _progress(f"tbe-fuzz gate: budget {budget.name}, seed {args.seed}, {_backend_line(args.sut)}")
-    res = run_gate(args.baseline[1], args.candidate[1], budget, seed=args.seed, artifacts_dir=args.artifacts,
-                   progress=_progress, sut=args.sut)
-    _emit(args, report.gate_text(res), report.gate_json(res))
-    return 0 if res.ok else 1
+    return run(args, _budget(args), _progress, _backend_line(args.sut))
 
 
 def cmd_selftest(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -307,6 +304,10 @@ def _command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return cmd_replay(args, parser)
     if args.command == "gate":
         return cmd_gate(args, parser)
+    if args.command == "tune":
+        from fuzz.cascade_cli import cmd_tune
+
+        return cmd_tune(args, parser, _progress)
     return cmd_selftest(args, parser)
 
 

@@ -9,6 +9,7 @@ built for the old and the new value of every changed field, so both sides are pr
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Iterable
 
 from fuzz.cases import AnyCase, BadIdCase
@@ -142,3 +143,18 @@ def edge_cases(baseline: KernelConfig, candidate: KernelConfig, cap: int) -> tup
     if other:
         notes.append(f"no targeted edges for {other}; covered by the shared campaign only")
     return out, notes
+
+
+def reseed(labelled: list[tuple[str, AnyCase]], seed: int) -> list[tuple[str, AnyCase]]:
+    """The same edge cases with their batches drawn afresh for ``seed`` (0 keeps them as built)."""
+    if seed == 0:
+        return labelled
+    shift = 7919 * seed
+
+    def one(case: AnyCase) -> AnyCase:
+        if isinstance(case, BadIdCase):
+            return BadIdCase(dataclasses.replace(case.spec, seed=case.spec.seed + shift),
+                             dataclasses.replace(case.bad, seed=case.bad.seed + shift))
+        return dataclasses.replace(case, seed=case.seed + shift)
+
+    return [(label, one(case)) for label, case in labelled]

@@ -58,6 +58,11 @@ def check(case: Any, t: CaseTensors) -> tuple[str, list[Report]]:
         return why, []
     if not sampled(case):
         return NOT_SAMPLED, []
+    return CHECKED, run(case, t)
+
+
+def run(case: Any, t: CaseTensors) -> list[Report]:
+    """FBGEMM's steps on ``case`` judged against FP64 (the caller checked ``not_applicable``)."""
     spec, layout, B = case, case.layout, case.batch_size
     wdt, odt = parse_float_dtype("w", spec.weights_dtype), parse_float_dtype("o", spec.output_dtype)
     pooling, opt = Pooling(spec.pooling), Optimizer(spec.optimizer)
@@ -86,4 +91,4 @@ def check(case: Any, t: CaseTensors) -> tuple[str, list[Report]]:
         for v in violations:
             reports.append(Report(f"step {k} fbgemm {v.what} at {v.where}", False,
                                   Mismatch(-1, -1, -1, v.exact, v.got, v.bound), 1, 1))
-    return CHECKED, reports
+    return reports

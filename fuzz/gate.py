@@ -1,7 +1,8 @@
 """The config gate: does a candidate KernelConfig stay correct wherever the baseline is?
 
 Both configs run the same cases: targeted cases at the edges the changed fields move
-(``fuzz.edges``), then one derandomized list of campaign cases drawn once from a seed,
+(``fuzz.edges``, their batches drawn from the seed), then one derandomized list of campaign
+cases drawn once from the seed,
 until the budget is spent. The candidate fails the gate if it fails any case, or if its
 largest error/bound ratio for some check materially exceeds the baseline's on cases the
 baseline passes (more than ``factor`` times it and more than ``floor`` above it).
@@ -21,7 +22,7 @@ from fuzz.budgets import Budget
 from fuzz.campaign import save_result
 from fuzz.cases import AnyCase
 from fuzz.check import CaseResult
-from fuzz.edges import edge_cases
+from fuzz.edges import edge_cases, reseed
 from fuzz.known import explain
 from fuzz.space import campaign_cases
 from fuzz import supervisor as supervision
@@ -123,6 +124,7 @@ def run_gate(
     pending = None if artifacts_dir is None else Path(artifacts_dir) / ".pending"
     res = GateResult(baseline, candidate, baseline.diff(candidate), seed=seed)
     targeted, notes = edge_cases(baseline, candidate, 4 * budget.max_lookups)
+    targeted = reseed(targeted, seed)  # each seed draws the edge cases' batches afresh
     caps = get_sut(sut).capabilities
     targeted = [(label, fitted) for label, c in targeted if (fitted := fit_case(c, caps)) is not None]
     res.notes += notes

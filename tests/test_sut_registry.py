@@ -154,9 +154,11 @@ def test_config_is_refused_for_a_sut_without_kernel_config(tmp_path, capsys):
 def test_gate_and_selftest_accept_the_default_sut_by_name(tmp_path, capsys, monkeypatch, user_sut):
     base = tmp_path / "base.json"
     KernelConfig().save(base)
-    assert main(["gate", "--sut", "triton", "--baseline", str(base), "--candidate", str(base),
-                 "--time", "3", "--max-examples", "2", "--artifacts", str(tmp_path / "a")]) == 0
-    assert "verdict: PASS" in capsys.readouterr().out
+    # level (b) alone: it passes, and the cascade is UNVERIFIED (exit 1) because (a), (c), (d) were not asked for
+    assert main(["gate", "--sut", "triton", "--levels", "b", "--seeds", "1", "--baseline", str(base),
+                 "--candidate", str(base), "--time", "3", "--max-examples", "2", "--artifacts", str(tmp_path / "a")]) == 1
+    out = capsys.readouterr().out
+    assert "UNVERIFIED" in out and "(b)" in out and "FAIL" not in out, out
     # the self-test hands --sut to its detectors (a stand-in campaign detector records it)
     from fuzz import detectors
 

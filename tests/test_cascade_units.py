@@ -1,0 +1,259 @@
+"""The gate cascade's logic without kernels: verdicts and exit codes, the performance judgement,
+interleaved timing, shapes and their batches, resource limits, edge reseeding, CLI input errors."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from fuzz.budgets import Budget
+from fuzz.cascade import ACCEPT, FAIL, KEEP, NOT_RUN, PASS, UNVERIFIED, CascadeOptions, CascadeResult, Level
+from fuzz.cli import main
+from fuzz.edges import edge_cases, reseed
+from fuzz.perf_gate import PerfResult, judge, run_perf
+from fuzz.perf_timing import NOISE_FLOOR, Entry, interleaved
+from fuzz.shapes import PRESETS, PerfShape, load_shapes, make_ids, segment_lengths
+from fuzz.static_level import LIMITS, over_limits
+from tbe import KernelConfig
+
+TINY = Budget("tiny", seconds=1.0, shrink_seconds=1.0, max_examples=1, max_lookups=300)
+
+
+def cascade(statuses: str, require_perf: bool = False) -> CascadeResult:
+    """A result whose levels a..d have the given statuses: p(ass), f(ail), n(ot run)."""
+    names = {"p": PASS, "f": FAIL, "n": NOT_RUN}
+    levels = {k: Level(k, names[s], [] if s == "p" else [f"why {k}"]) for k, s in zip("abcd", statuses)}
+    opts = CascadeOptions(budget=TINY, require_perf=require_perf)
+    return CascadeResult(KernelConfig(), KernelConfig(), KernelConfig().to_dict(), opts, levels)
+
+
+@pytest.mark.parametrize("statuses, require_perf, verdict, code, first", [
+    ("pppn", False, UNVERIFIED, 0, None),   # no GPU: correctness verified, performance not
+    ("pppn", True, UNVERIFIED, 1, None),
+    ("nppn", False, UNVERIFIED, 1, None),   # a correctness level that did not run never passes
+    ("pfnn", False, KEEP, 1, "b"),
+    ("pppf", False, KEEP, 1, "d"),
+    ("fppp", False, KEEP, 1, "a"),          # with --keep-going the first failure is still named
+])
+def test_verdicts_and_exit_codes(statuses, require_perf, verdict, code, first):
+    res = cascade(statuses, require_perf)
+    assert (res.verdict, res.exit_code) == (verdict, code)
+    assert (res.first_failure.key if res.first_failure else None) == first
+    if first:
+        assert res.reasons[0].startswith(f"level ({first}) fails")
+    if statuses.endswith("n") and verdict == UNVERIFIED:
+        assert any("performance unverified" in r for r in res.reasons)
+
+
+def test_accept_needs_every_level_and_states_the_speedup():
+    res = cascade("pppp")
+    perf = PerfResult(1.03, [entry("s", "forward", [1.0] * 3, [0.9] * 3)])
+    judge(perf)
+    res.levels["d"].result = perf
+    assert res.verdict == ACCEPT and res.exit_code == 0 and "1.111 >= gamma 1.03" in res.reasons[0]
+
+
+# ----------------------------------------------------------------------------- performance judgement
+def entry(shape, phase, base, cand, base2=None):
+    return Entry(shape, phase, 1000, 1, list(base), list(cand), list(base2 if base2 is not None else base))
+
+
+def test_entry_statistics():
+    e = entry("s", "iteration", [1.0, 1.0, 1.0], [0.5, 0.5, 0.6], base2=[1.0, 1.21, 1.0])
+    assert e.speedup == pytest.approx(2.0)            # median over rounds of sqrt(A A') / B
+    assert e.noise == pytest.approx(math.log(1.21))   # the largest A/A disagreement
+    assert not e.slower
+    assert entry("s", "forward", [1.0] * 3, [1.0] * 3).noise == NOISE_FLOOR
+
+
+@pytest.mark.parametrize("cand, noisy, gamma, status, needle", [
+    ([0.95] * 3, False, 1.03, PASS, None),               # 5% faster everywhere
+    ([1.0] * 3, False, 1.03, FAIL, "below gamma 1.03"),   # same speed: not worth shipping
+    ([1.0] * 3, False, 1.0, PASS, None),                  # ... unless made for correctness
+    ([1.002] * 3, True, 1.0, PASS, None),                 # slower by less than the noise
+    ([1.2] * 3, False, 1.0, FAIL, "slower, beyond its noise"),
+])
+def test_perf_judgement(cand, noisy, gamma, status, needle):
+    base2 = [1.03, 1.0, 1.0] if noisy else None
+    res = PerfResult(gamma, [entry("a", "forward", [1.0] * 3, [0.95] * 3, base2),
+                             entry("b", "iteration", [1.0] * 3, cand, base2)])
+    judge(res)
+    assert res.status == status, res.reasons
+    assert needle is None or any(needle in r for r in res.reasons)
+
+
+def test_one_slow_shape_fails_even_when_the_mean_is_fast():
+    res = PerfResult(1.03, [entry(f"s{i}", "forward", [1.0] * 3, [0.7] * 3) for i in range(4)]
+                     + [entry("slow", "iteration", [1.0] * 3, [1.1] * 3)])
+    judge(res)
+    assert res.geomean() > 1.2 and res.status == FAIL
+    assert [e.shape for e in res.slower] == ["slow"] and "slow iteration" in res.reasons[0]
+
+
+def test_a_crash_fails_the_level():
+    res = PerfResult(1.03, [entry("a", "forward", [1.0] * 3, [0.5] * 3),
+                            Entry("b", "forward", error="the candidate raised OutOfResources: shared memory")])
+    judge(res)
+    assert res.status == FAIL and "OutOfResources" in res.reasons[0]
+
+
+def test_interleaved_timing_order_and_arithmetic(monkeypatch):
+    """A, B, A' per round, each over ``calls`` calls, on a clock the functions advance (1 ms for the
+    baseline, 3 ms for the candidate; the baseline drifts by 0.1 ms per call)."""
+    from fuzz import perf_timing
+
+    clock = {"t": 0.0, "calls": 0}
+    order = []
+
+    def fast():
+        order.append("a")
+        clock["t"] += 1e-3 + 1e-4 * clock["calls"]
+        clock["calls"] += 1
+
+    def slow():
+        order.append("b")
+        clock["t"] += 3e-3
+
+    monkeypatch.setattr(perf_timing.time, "perf_counter", lambda: clock["t"])
+    a, b, a2 = interleaved(fast, slow, rounds=3, calls=2, sync=lambda: None)
+    assert "".join(order) == "aabbaa" * 3
+    assert b == pytest.approx([3.0] * 3)
+    assert a[0] == pytest.approx(1.05) and a2[0] == pytest.approx(1.25)  # drift, seen by A and A'
+    e = Entry("clock", "forward", 1, 2, a, b, a2)
+    assert e.speedup == pytest.approx(math.sqrt(a[1] * a2[1]) / 3.0) and e.slower
+    assert e.noise == pytest.approx(max(abs(math.log(x / y)) for x, y in zip(a, a2)))
+
+
+def test_perf_level_is_not_run_without_a_gpu():
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    res = run_perf(KernelConfig(), KernelConfig(fwd_gather_unweighted=1), PRESETS["quick"])
+    assert res.status == NOT_RUN and "no CUDA device" in res.reasons[0] and not res.entries
+
+
+# ----------------------------------------------------------------------------- shapes
+def test_bench_shapes_match_the_benchmark():
+    from benchmarks.bench_tbe import SHAPES
+
+    dtype = {torch.float32: "fp32", torch.float16: "fp16"}
+    ours = [(s.name, s.rows, s.dim, s.weights_dtype, s.bags, s.pooling, s.skew, s.weighted, s.optimizer)
+            for s in PRESETS["bench"]]
+    theirs = [(n, r, d, dtype[w], b, p, k, wt, o) for n, r, d, w, b, p, k, wt, o in SHAPES]
+    assert ours == theirs
+
+
+@pytest.mark.parametrize("band, hot", [((1, 3), 0), ((4, 31), 0), ((32, 255), 0), ((256, 600), 0), ((1, 3), 5000)])
+def test_band_batches_hold_their_segment_lengths(band, hot):
+    shape = PerfShape("t", 100_000, 8, bags=400, pooling=20, band=band, hot=hot)
+    ids = make_ids(shape, "cpu", seed=3)
+    sl = segment_lengths(ids)
+    assert ids.numel() == shape.lookups and int(ids.max()) < shape.rows
+    inside = ((sl >= band[0]) & (sl <= band[1])).sum()
+    assert int(inside) >= sl.numel() - 1 - (1 if hot else 0)   # only the remainder run and the hot row differ
+    if hot:
+        assert int(sl.max()) == hot
+
+
+def test_presets_cover_every_band_and_a_hot_row_past_a_million():
+    bands = [s.band for s in PRESETS["bands"] if s.hot == 0]
+    assert bands == [(1, 3), (4, 31), (32, 255), (256, 4096)]
+    assert max(s.hot for s in PRESETS["quick"]) > 1_000_000
+
+
+def test_shapes_file_round_trip_and_errors(tmp_path):
+    path = tmp_path / "shapes.json"
+    path.write_text(json.dumps([s.to_dict() for s in PRESETS["bands"][:2]]))
+    assert load_shapes(str(path)) == PRESETS["bands"][:2]
+    for content, needle in [('[{"name": "x", "rows": 10, "dim": 4, "bags": 0}]', "bags"),
+                            ('[{"name": "x", "rows": 10, "dim": 4, "speed": 1}]', "speed"),
+                            ('[{"name": "x", "rows": 10, "dim": 4, "band": [5, 2]}]', "band"),
+                            ("[]", "non-empty"), ("{nope", "not valid JSON")]:
+        path.write_text(content)
+        with pytest.raises(ValueError, match=needle):
+            load_shapes(str(path))
+    with pytest.raises(ValueError, match="neither a shape preset"):
+        load_shapes("no-such-preset")
+
+
+# ----------------------------------------------------------------------------- static limits, edges
+def test_resource_limits():
+    ok = {"num_warps": 4, "registers": 128, "local_bytes": 0, "shared_bytes": 65536}
+    assert over_limits(ok) == []
+    assert "spills" in over_limits({**ok, "local_bytes": 16})[0]
+    assert "255" in over_limits({**ok, "registers": 256, "num_warps": 1})[0]
+    assert "register file" in over_limits({**ok, "registers": 160, "num_warps": 16})[0]
+    assert "shared" in over_limits({**ok, "shared_bytes": LIMITS["shared_bytes"] + 1})[0]
+
+
+def test_each_seed_draws_fresh_edge_batches():
+    base = KernelConfig()
+    cases, _ = edge_cases(base, base.replace(long_run_threshold=128, fused_bounds_check=True), cap=4000)
+    assert reseed(cases, 0) == cases
+    again = reseed(cases, 2)
+    assert [lbl for lbl, _ in again] == [lbl for lbl, _ in cases]
+    assert all(a.seed != b.seed for (_, a), (_, b) in zip(cases, again) if hasattr(a, "seed"))
+    assert all(type(a) is type(b) for (_, a), (_, b) in zip(cases, again))
+
+
+# ----------------------------------------------------------------------------- CLI input errors
+@pytest.mark.parametrize("extra, needle", [
+    (["--levels", "xyz"], "--levels"), (["--gamma", "fast"], "--gamma"), (["--shapes", "nope"], "--shapes"),
+    (["--seeds", "0"], "--seeds"), (["--candidate", "/no/such.json"], "/no/such.json"),
+])
+def test_gate_cli_rejects_bad_input(tmp_path, extra, needle, capsys):
+    base = tmp_path / "base.json"
+    KernelConfig().save(base)
+    argv = ["gate", "--baseline", str(base), "--candidate", str(base)] + extra
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and needle in err and "Traceback" not in err
+
+
+def test_an_invalid_candidate_fails_level_a_without_running_the_rest(tmp_path, capsys):
+    base, cand = tmp_path / "base.json", tmp_path / "cand.json"
+    KernelConfig().save(base)
+    cand.write_text(json.dumps({"chunk_size": 0, "fwd_gather_unweighted": 3}))
+    assert main(["gate", "--baseline", str(base), "--candidate", str(cand), "--report", str(tmp_path / "r")]) == 1
+    out = capsys.readouterr().out
+    assert "KEEP the baseline" in out and "first failing level: (a)" in out and "chunk_size" in out
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert report["first_failing_level"] == "a" and report["exit_code"] == 1
+    assert [report["levels"][k]["status"] for k in "bcd"] == [NOT_RUN] * 3
+    assert "| (a) |" in (tmp_path / "r" / "report.md").read_text()
+
+
+def test_tune_needs_a_gpu(capsys):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    assert main(["tune", "--time", "5"]) == 2
+    assert "no CUDA device" in capsys.readouterr().err
+
+
+def test_report_shows_the_per_shape_table_and_the_noise(tmp_path):
+    from fuzz import cascade_report
+
+    res = cascade("pppf")
+    res.candidate = KernelConfig(fwd_gather_unweighted=1)
+    res.candidate_data = res.candidate.to_dict()
+    perf = PerfResult(1.03, [entry("D128-lite", "forward", [1.0] * 3, [1.6] * 3, [1.02, 1.0, 1.0]),
+                             entry("D128-lite", "iteration", [5.0] * 3, [5.2] * 3),
+                             Entry("SL1-3", "forward", 100, error="the candidate raised RuntimeError: boom")],
+                      rounds=3, target_ms=20.0, device="NVIDIA H200")
+    judge(perf)
+    res.levels["d"] = Level("d", perf.status, list(perf.reasons), result=perf)
+    text = cascade_report.text(res)
+    assert "KEEP the baseline" in text and "first failing level: (d)" in text
+    assert "fwd_gather_unweighted: 8 -> 1" in text
+    row = next(ln for ln in text.splitlines() if "D128-lite" in ln and "forward" in ln and "SLOWER" in ln)
+    assert "0.625x" in row and "±2.0%" in row
+    assert "boom" in text and "mean noise" in text
+    cascade_report.write(res, tmp_path)
+    md = (tmp_path / "report.md").read_text()
+    assert "## Performance per shape" in md and "| D128-lite | forward |" in md and "SLOWER" in md
+    data = json.loads((tmp_path / "report.json").read_text())
+    assert data["verdict"] == KEEP and data["levels"]["d"]["detail"]["entries"][0]["slower"] is True
+    assert KernelConfig.from_dict(json.loads((tmp_path / "candidate.json").read_text())) == res.candidate
