@@ -23,6 +23,7 @@ from fuzz import artifacts
 from fuzz.budgets import Budget
 from fuzz.cases import CaseTensors, case_size, tensors
 from fuzz.check import CaseResult, run_case
+from fuzz.config_space import split_draw
 from fuzz.space import campaign_cases
 from tbe import KernelConfig
 
@@ -55,6 +56,8 @@ class CampaignResult:
     stopped_by: str = ""              # "failure", "time", "examples"
     unmaterializable: int = 0         # drawn specs materialize refused (a generator bug, not the kernel's)
     unmaterializable_example: Optional[str] = None
+    failure_config: Optional[KernelConfig] = None    # the failing case's effective config (drawn overrides applied)
+    failure_overrides: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -95,6 +98,7 @@ def run_campaign(
     start = time.perf_counter()
     search_end = start + budget.seconds
     best: list[CaseResult] = []  # smallest failure seen, in case shrinking runs out of time
+    configs: dict[int, tuple[KernelConfig, dict[str, Any]]] = {}  # id(failing result) -> its config, overrides
 
     phases = [Phase.explicit, Phase.reuse, Phase.generate, Phase.target] + ([Phase.shrink] if shrink else [])
     db = _database(artifacts_dir, config) if artifacts_dir is not None and use_database else None
@@ -105,7 +109,8 @@ def run_campaign(
         suppress_health_check=list(HealthCheck), report_multiple_bugs=False, print_blob=False,
     )
     @given(strategy)
-    def prop(case):
+    def prop(drawn):
+        case, cfg, overrides = split_draw(drawn, config)  # config-space search: overrides drawn around config
         now = time.perf_counter()
         if res.failure is None and not best and now > search_end:
             res.stopped_by = "time"
@@ -113,13 +118,13 @@ def run_campaign(
         if best and now > search_end + budget.shrink_seconds:
             raise _OutOfTime()
         try:
-            saved = tensors(case, config)
+            saved = tensors(case, cfg)
         except ValueError as e:
             res.unmaterializable += 1
             if res.unmaterializable_example is None:
                 res.unmaterializable_example = f"{e}: {case}"
             reject()
-        result = run_case(case, config, saved)
+        result = run_case(case, cfg, saved)
         target(min(result.max_ratio, 1e12), label="error / bound")
         target(float(result.max_segment), label="longest segment")
         if best:
@@ -130,6 +135,7 @@ def run_campaign(
             if not best:
                 res.first_failure_examples = res.examples
                 res.first_failure_seconds = time.perf_counter() - start
+            configs[id(result)] = (cfg, overrides)
             if not best or case_size(result.case) <= case_size(best[0].case):
                 best[:] = [result]
             raise _CaseFailed(result)
@@ -153,10 +159,13 @@ def run_campaign(
         res.failure = best[0]
         res.stopped_by = "failure"
     res.seconds = time.perf_counter() - start
+    if res.failure is not None:
+        res.failure_config, res.failure_overrides = configs.get(id(res.failure), (config, {}))
     if res.failure is not None and artifacts_dir is not None:
-        res.artifact = save_result(artifacts_dir, res.failure, config, {
+        res.artifact = save_result(artifacts_dir, res.failure, res.failure_config, {
             "source": "campaign", "budget": budget.name, "seed": seed,
             "examples_before_failure": res.first_failure_examples, **(meta or {}),
+            "config_overrides": res.failure_overrides, "config_under_test": config.to_dict(),
         })
     return res
 

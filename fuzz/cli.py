@@ -1,4 +1,4 @@
-"""The ``tbe-fuzz`` command line: run, replay, gate, selftest.
+"""The ``tbe-fuzz`` command line: run, replay, gate, selftest, mutate.
 
 Exit codes: 0 pass, 1 a case failed (or a planted fault went unnoticed), 2 bad usage
 (an error naming the option and the value; never a traceback).
@@ -80,7 +80,7 @@ def _budget_options(p: argparse.ArgumentParser, default: str = "quick") -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tbe-fuzz", description="Differential fuzzing of the Triton TBE.")
-    sub = parser.add_subparsers(dest="command", metavar="{run,replay,gate,selftest}")
+    sub = parser.add_subparsers(dest="command", metavar="{run,replay,gate,selftest,mutate}")
     sub.required = True
 
     run = sub.add_parser("run", help="run a campaign under one config")
@@ -110,6 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="only this fault (repeatable; default: every known fault)")
     st.add_argument("--artifacts", type=_artifacts_dir, default=None, metavar="DIR",
                     help="save each caught fault's shrunk case here (default: not saved)")
+    from fuzz import mutate_cli  # mutation testing: options and command live in their own module
+
+    mutate_cli.add_parser(sub, _positive_int, _seed, _positive_float)
     return parser
 
 
@@ -212,6 +215,10 @@ def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return cmd_replay(args, parser)
     if args.command == "gate":
         return cmd_gate(args)
+    if args.command == "mutate":
+        from fuzz import mutate_cli
+
+        return mutate_cli.command(args, parser)
     return cmd_selftest(args, parser)
 
 

@@ -21,6 +21,7 @@ from fuzz.budgets import Budget
 from fuzz.campaign import save_result
 from fuzz.cases import AnyCase, tensors
 from fuzz.check import CaseResult, run_case
+from fuzz.config_space import Drawn, split_draw
 from fuzz.edges import edge_cases
 from fuzz.space import campaign_cases
 from tbe import KernelConfig
@@ -61,14 +62,16 @@ class GateResult:
         return sum(c.cand.lookups for c in self.cases)
 
 
-def shared_cases(config: KernelConfig, budget: Budget, seed: int, count: int) -> list[AnyCase]:
-    """``count`` campaign cases drawn once, deterministically from ``seed`` (no checking, no shrinking)."""
-    drawn: list[AnyCase] = []
+def shared_cases(config: KernelConfig, budget: Budget, seed: int, count: int,
+                 fixed: frozenset[str] = frozenset()) -> list[Drawn]:
+    """``count`` campaign cases drawn once, deterministically from ``seed`` (no checking, no shrinking), each
+    with config overrides drawn around ``config`` that leave the ``fixed`` fields alone."""
+    drawn: list[Drawn] = []
 
     @hypothesis_seed(seed)
     @settings(max_examples=count, database=None, phases=[Phase.generate], deadline=None,
               suppress_health_check=list(HealthCheck))
-    @given(campaign_cases(config, budget.max_lookups))
+    @given(campaign_cases(config, budget.max_lookups, fixed=fixed))
     def collect(case):
         drawn.append(case)
 
@@ -114,8 +117,10 @@ def run_gate(
     res.notes += notes
     res.targeted = len(targeted)
     count = min(budget.max_examples, max(50, int(budget.seconds * 3)))
-    shared = shared_cases(baseline, budget, seed, count)
-    work = list(targeted) + [(f"shared case #{i}", c) for i, c in enumerate(shared)]
+    # drawn overrides go on both configs alike and never touch a field the two differ in
+    shared = shared_cases(baseline, budget, seed, count, fixed=frozenset(res.diff))
+    work = list(targeted) + [(f"shared case #{i}" + (f" with {dict(d.overrides)}" if d.overrides else ""), d)
+                             for i, d in enumerate(shared)]
     phase_start, shared_run, truncated = start, 0, False
     for k, (label, case) in enumerate(work):
         if k == res.targeted:
@@ -131,20 +136,25 @@ def run_gate(
             break
         if k >= res.targeted and shared_run >= budget.max_examples:
             break
+        case, base_cfg, overrides = split_draw(case, baseline)
         try:
-            saved = tensors(case, baseline)
+            cand_cfg = candidate.replace(**overrides) if overrides else candidate
+        except ValueError:  # an override that fits the baseline but not the candidate: run both undrawn
+            base_cfg, cand_cfg, overrides = baseline, candidate, {}
+        try:
+            saved = tensors(case, base_cfg)
         except ValueError as e:  # a generator bug, not a kernel failure: say so and go on
             res.notes.append(f"{label} could not be materialized ({e}); skipped")
             continue
-        base = run_case(case, baseline, saved)
-        cand = run_case(case, candidate, saved)
+        base = run_case(case, base_cfg, saved)
+        cand = run_case(case, cand_cfg, saved)
         shared_run += k >= res.targeted
         res.targeted_run += k < res.targeted
         res.cases.append(GateCase(label, base, cand))
         if not cand.ok and artifacts_dir is not None:
-            res.artifacts.append(save_result(artifacts_dir, cand, candidate, {
+            res.artifacts.append(save_result(artifacts_dir, cand, cand_cfg, {
                 "source": "gate", "label": label, "seed": seed, "budget": budget.name,
-                "baseline_ok": base.ok, "baseline_config": baseline.to_dict(),
+                "baseline_ok": base.ok, "baseline_config": base_cfg.to_dict(), "config_overrides": overrides,
             }))
         if progress is not None and len(res.cases) % 10 == 0:
             progress(f"  {len(res.cases)} cases, {time.perf_counter() - start:.0f}s")

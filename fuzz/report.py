@@ -44,6 +44,8 @@ def campaign_text(r: CampaignResult) -> str:
         lines.append(f"  config differs from default: {r.config.diff(type(r.config)())}")
     if r.failure is not None:
         lines.append(f"  first failure after {r.first_failure_examples} example(s), {r.first_failure_seconds:.1f}s")
+        if r.failure_overrides:
+            lines.append(f"  failing config: the config under test with {r.failure_overrides}")
         lines += _failure_lines(r.failure)
     if r.artifact is not None:
         lines.append(f"  artifact: {r.artifact}")
@@ -59,6 +61,7 @@ def campaign_json(r: CampaignResult) -> dict[str, Any]:
         "config": r.config.to_dict(), "unmaterializable": r.unmaterializable,
         "failure": None if r.failure is None else {
             "case": case_to_dict(r.failure.case), "reports": r.failure.text().splitlines(),
+            "config_overrides": r.failure_overrides,
             "examples_to_first_failure": r.first_failure_examples,
             "seconds_to_first_failure": r.first_failure_seconds,
         },
