@@ -107,7 +107,7 @@ def _psw_grad_kernel(
     m = pos < N
     bag = tl.load(bag_of_ptr + pos, mask=m, other=0)
     t = bag // B
-    b = bag - t * B
+    b = (bag - t * B).to(tl.int64)  # bags may be int32; row offsets b * stride need 64 bits
     ids = tl.load(indices_ptr + pos, mask=m, other=0).to(tl.int64)
     D = tl.load(dims_ptr + t, mask=m, other=1)
     w_row = tl.load(weights_offsets_ptr + t, mask=m, other=0) + ids * D

@@ -73,7 +73,7 @@ def gather_grad(
         pos = i + g
         m = pos < end
         bag = tl.load(sorted_bag_ptr + pos, mask=m, other=0)
-        b = bag % B
+        b = (bag % B).to(tl.int64)  # bags may be int32; row offsets b * stride need 64 bits
         rows = tl.load(
             grad_ptr + b[:, None] * grad_stride + col0 + cols[None, :],
             mask=m[:, None] & cmask[None, :], other=0.0,
@@ -176,7 +176,7 @@ def _short_rows_kernel(
             m = rm & (i < length)
             pos = start + i
             bag = tl.load(sorted_bag_ptr + pos, mask=m, other=0)
-            rows = tl.load(grad_ptr + (bag % B) * grad_stride + col0 + cols, mask=m & cmask,
+            rows = tl.load(grad_ptr + (bag % B).to(tl.int64) * grad_stride + col0 + cols, mask=m & cmask,
                            other=0.0).to(tl.float32)
             if WEIGHTED or MEAN:
                 coef = tl.full([RUNS, 1], 1.0, tl.float32)

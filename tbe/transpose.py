@@ -29,11 +29,11 @@ class Transposed:
     batch_size: int
     offsets: torch.Tensor        # [T*B + 1] the (checked) offsets, for L(t, b) under MEAN
     linear_dtype: torch.dtype    # int32 or int64
-    bag_of: torch.Tensor         # [n] int64: bag t*B + b of each lookup, original order
+    bag_of: torch.Tensor         # [n] bag t*B + b of each lookup, original order (int32 when T*B fits)
     linear: torch.Tensor         # [n] linear index of each lookup, original order
     perm: torch.Tensor           # [n] int64: original position of each sorted lookup
     sorted_linear: torch.Tensor  # [n]
-    sorted_bag: torch.Tensor     # [n] int64: bag of each sorted lookup (table = bag // B)
+    sorted_bag: torch.Tensor     # [n] bag of each sorted lookup (table = bag // B), bag_of's dtype
     sorted_psw: Optional[torch.Tensor]  # [n] per-sample weights in sorted order, or None
     run_linear: torch.Tensor     # [n] linear index of each run
     run_start: torch.Tensor      # [n] int64: first sorted position of each run
@@ -114,16 +114,18 @@ LINEARIZE_BLOCK = 1024
 
 def linearize(hash_size_cumsum: torch.Tensor, indices: torch.Tensor, offsets: torch.Tensor, batch_size: int,
               ldtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """(bag of every lookup as int64, its linear index ``hash_size_cumsum[t] + id`` in ``ldtype``), one kernel.
+    """(bag of every lookup, its linear index ``hash_size_cumsum[t] + id`` in ``ldtype``), one kernel.
 
-    The bag of position p is the number of bag ends <= p (a binary search over the offsets);
-    the cast to int32 wraps past 2^31 - 1 like a 32-bit key.
+    The bag of position p is the number of bag ends <= p (a binary search over the offsets). Bags
+    are int32 when every bag number fits (32-bit division and modulo in the backward's inner
+    loops), else int64; the cast of a linear index to int32 wraps past 2^31 - 1 like a 32-bit key.
     """
     n = indices.numel()
     device = indices.device
-    bag_of = torch.empty(n, dtype=torch.int64, device=device)
-    linear = torch.empty(n, dtype=ldtype, device=device)
     num_bags = offsets.numel() - 1
+    bag_dtype = torch.int32 if num_bags <= 2**31 - 1 else torch.int64
+    bag_of = torch.empty(n, dtype=bag_dtype, device=device)
+    linear = torch.empty(n, dtype=ldtype, device=device)
     if n == 0:
         return bag_of, linear
     _linearize_kernel[(triton.cdiv(n, LINEARIZE_BLOCK),)](
@@ -151,5 +153,5 @@ def _linearize_kernel(indices_ptr, offsets_ptr, hcs_ptr, bag_ptr, linear_ptr, N,
     bag = lo
     ids = tl.load(indices_ptr + pos, mask=m, other=0).to(tl.int64)
     lin = tl.load(hcs_ptr + bag // B, mask=m, other=0) + ids
-    tl.store(bag_ptr + pos, bag, mask=m)
+    tl.store(bag_ptr + pos, bag.to(bag_ptr.dtype.element_ty), mask=m)
     tl.store(linear_ptr + pos, lin.to(linear_ptr.dtype.element_ty), mask=m)

@@ -44,11 +44,11 @@ def test_runs_match_host_encoding(T, B, data):
     n = idx.numel()
     bag = torch.repeat_interleave(torch.arange(T * B), torch.tensor(lengths))
     lin = torch.tensor(layout.hash_size_cumsum)[bag // B] + idx.long()
-    assert torch.equal(tr.bag_of, bag) and torch.equal(tr.linear.long(), lin)
+    assert torch.equal(tr.bag_of.long(), bag) and torch.equal(tr.linear.long(), lin)
     # stable: ties keep their original order
     order = sorted(range(n), key=lambda i: (int(lin[i]), i))
     assert tr.perm.tolist() == order
-    assert torch.equal(tr.sorted_bag, bag[order]) and torch.equal(tr.sorted_psw, psw[order])
+    assert torch.equal(tr.sorted_bag.long(), bag[order]) and torch.equal(tr.sorted_psw, psw[order])
     keys, counts = torch.unique_consecutive(lin[order], return_counts=True)
     r = int(tr.num_runs[0])
     assert r == keys.numel()
