@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from hypothesis import HealthCheck, Phase, given, reject, settings, target
+from hypothesis import HealthCheck, Phase, example, given, reject, settings, target
 from hypothesis import seed as hypothesis_seed
 from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.errors import HypothesisException
@@ -25,6 +25,7 @@ from fuzz.cases import CaseTensors, case_size, tensors
 from fuzz.check import CaseResult, run_case
 from fuzz.config_space import split_draw
 from fuzz.space import campaign_cases
+from fuzz.tour import tour
 from tbe import KernelConfig
 
 
@@ -94,6 +95,7 @@ def run_campaign(
     database lives under it unless ``use_database`` is off (then every run starts from the seed alone);
     ``progress`` (a callable taking a line) receives occasional status lines."""
     res = CampaignResult(config, budget, seed)
+    opening = tour(config, budget.max_lookups) if strategy is None else []  # every kernel path first
     strategy = strategy if strategy is not None else campaign_cases(config, budget.max_lookups)
     start = time.perf_counter()
     search_end = start + budget.seconds
@@ -142,6 +144,8 @@ def run_campaign(
         if progress is not None and res.examples % 10 == 0:
             progress(f"  {res.examples} examples, {res.lookups} lookups, {time.perf_counter() - start:.0f}s")
 
+    for drawn in reversed(opening):  # explicit examples run first, in order, and are never shrunk
+        prop = example(drawn)(prop)
     try:
         prop()
         if not res.stopped_by:
