@@ -108,3 +108,22 @@ def test_gate_shares_overrides_that_leave_the_changed_fields_alone():
     for d in shared:
         assert not {k for k, _ in d.overrides} & changed
         split_draw(d, cand)[1].validate()
+
+
+@pytest.mark.parametrize("config", [KernelConfig(), KernelConfig(long_run_threshold=64, chunk_size=32,
+                                                                 dim_buckets=(8, 32), small_table_path=False)])
+def test_the_opening_tour_reaches_every_path(config):
+    """Without running kernels: the tour's cases take every forward path, backward tier and bounds check."""
+    from fuzz.cases import tensors
+    from fuzz.check import tiers_of
+    from fuzz.tour import tour
+
+    seen = set()
+    for d in tour(config, 4000):
+        case, cfg, _ = split_draw(d, config)
+        t = tensors(case, cfg)
+        assert t.indices.numel() <= 2000, d
+        seen |= tiers_of(case, t, cfg)[0]
+    assert {"fwd:generic", "fwd:small_table", "bwd:short", "bwd:long", "bwd:long_fused", "bwd:multi_chunk",
+            "bounds:standalone", "bounds:fused"} <= seen, seen
+    assert len(tour(config, 4000, fixed=frozenset({"fused_long_tier"}))) < len(tour(config, 4000))
