@@ -23,6 +23,7 @@ from fuzz import artifacts
 from fuzz.budgets import Budget
 from fuzz.cases import CaseTensors, case_size, tensors
 from fuzz.check import CaseResult, run_case
+from fuzz.compile_watch import CompileCounts, watch
 from fuzz.config_space import split_draw
 from fuzz.space import campaign_cases
 from fuzz.tour import tour
@@ -57,6 +58,8 @@ class CampaignResult:
     stopped_by: str = ""              # "failure", "time", "examples"
     unmaterializable: int = 0         # drawn specs materialize refused (a generator bug, not the kernel's)
     unmaterializable_example: Optional[str] = None
+    compiles: CompileCounts = dataclasses.field(default_factory=CompileCounts)  # during the search
+    fbgemm: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # status -> examples
     failure_config: Optional[KernelConfig] = None    # the failing case's effective config (drawn overrides applied)
     failure_overrides: dict[str, Any] = dataclasses.field(default_factory=dict)
 
@@ -68,6 +71,7 @@ class CampaignResult:
         self.examples += 1
         self.lookups += result.lookups
         self.tiers.update(result.tiers)
+        self.fbgemm[result.fbgemm or "not run"] += 1
         for name, ratio in result.ratios_by_check().items():
             self.max_ratio[name] = max(self.max_ratio.get(name, 0.0), ratio)
 
@@ -90,10 +94,14 @@ def run_campaign(
     meta: Optional[dict[str, Any]] = None,
     progress: Any = None,
     use_database: bool = True,
+    database: Any = None,
+    observe: Any = None,
 ) -> CampaignResult:
     """Search for a case that fails under ``config``. ``artifacts_dir=None`` saves nothing; the example
     database lives under it unless ``use_database`` is off (then every run starts from the seed alone);
-    ``progress`` (a callable taking a line) receives occasional status lines."""
+    ``progress`` (a callable taking a line) receives occasional status lines; ``database`` (a Hypothesis
+    ExampleDatabase, e.g. Redis-backed) replaces the directory database; ``observe(res, result)`` sees
+    every checked example (live progress, report pictures)."""
     res = CampaignResult(config, budget, seed)
     opening = tour(config, budget.max_lookups) if strategy is None else []  # every kernel path first
     strategy = strategy if strategy is not None else campaign_cases(config, budget.max_lookups)
@@ -104,12 +112,16 @@ def run_campaign(
 
     phases = [Phase.explicit, Phase.reuse, Phase.generate, Phase.target] + ([Phase.shrink] if shrink else [])
     db = _database(artifacts_dir, config) if artifacts_dir is not None and use_database else None
+    if database is not None and use_database:
+        db = database
 
-    @hypothesis_seed(seed)
+    # settings outermost: @seed alone would switch the example database off (Hypothesis does so
+    # for seeded runs), and a campaign needs both its seed and its (shared) database
     @settings(
         max_examples=budget.max_examples, database=db, phases=phases, deadline=None, derandomize=False,
         suppress_health_check=list(HealthCheck), report_multiple_bugs=False, print_blob=False,
     )
+    @hypothesis_seed(seed)
     @given(strategy)
     def prop(drawn):
         case, cfg, overrides = split_draw(drawn, config)  # config-space search: overrides drawn around config
@@ -133,6 +145,8 @@ def run_campaign(
             res.shrink_examples += 1
         else:
             res.record(result)
+            if observe is not None:
+                observe(res, result)
         if not result.ok:
             if not best:
                 res.first_failure_examples = res.examples
@@ -147,7 +161,8 @@ def run_campaign(
     for drawn in reversed(opening):  # explicit examples run first, in order, and are never shrunk
         prop = example(drawn)(prop)
     try:
-        prop()
+        with watch(res.compiles):
+            prop()
         if not res.stopped_by:
             res.stopped_by = "examples"
     except _CaseFailed as e:

@@ -33,6 +33,8 @@ class CaseResult:
     seconds: float
     error: Optional[str] = None  # traceback of a kernel exception (a failure)
     max_segment: int = 0         # longest run (lookups of one distinct row), for targeting SL extremes
+    segment_hist: tuple = ()     # (segment length, runs) per distinct length, ascending
+    fbgemm: str = ""             # the FBGEMM CPU oracle's status for this case (fuzz.fbgemm_sample)
 
     @property
     def ok(self) -> bool:
@@ -69,22 +71,22 @@ def check_name(what: str) -> str:
     return name
 
 
-def tiers_of(case: AnyCase, t: CaseTensors, config: KernelConfig) -> tuple[frozenset[str], int]:
+def tiers_of(case: AnyCase, t: CaseTensors, config: KernelConfig) -> tuple[frozenset[str], int, tuple]:
     """(kernel paths the case takes: forward path, backward tiers by segment length, bad ids;
-    the longest segment length)."""
+    the longest segment length; (segment length, runs) per distinct length)."""
     spec = base_spec(case)
     layout = spec.layout
     B = spec.batch_size
     found = set()
     if isinstance(case, BadIdCase):
         found.add("bounds:" + ("fused" if config.fused_bounds_check else "standalone"))
-        return frozenset(found), 0
+        return frozenset(found), 0, ()
     found.add("fwd:" + choose_path(
         layout.dims, layout.rows, t.indices.numel(), B, parse_float_dtype("w", spec.weights_dtype),
         parse_float_dtype("o", spec.output_dtype), spec.weighted, config,
     ))
     if not t.grad_outputs or t.indices.numel() == 0:
-        return frozenset(found), 0
+        return frozenset(found), 0, ()
     off = t.offsets.to(torch.int64)
     table_of = torch.repeat_interleave(torch.arange(layout.num_tables), off[B::B] - off[:-1:B])
     lin = torch.tensor(layout.hash_size_cumsum[:-1], dtype=torch.int64)[table_of] + t.indices.to(torch.int64)
@@ -95,7 +97,8 @@ def tiers_of(case: AnyCase, t: CaseTensors, config: KernelConfig) -> tuple[froze
         found.add("bwd:long_fused" if config.fused_long_tier else "bwd:long")
         if bool((sl > config.chunk_size).any()):
             found.add("bwd:multi_chunk")
-    return frozenset(found), int(sl.max())
+    lengths, runs = torch.unique(sl, return_counts=True)
+    return frozenset(found), int(sl.max()), tuple(zip(lengths.tolist(), runs.tolist()))
 
 
 def run_case(
@@ -115,5 +118,20 @@ def run_case(
         reports = check_batch(spec, config, t.indices, t.offsets, t.per_sample_weights, grads)
     except Exception:  # a crash on a case is a finding, kept with its traceback
         error = traceback.format_exc(limit=8)
-    tiers, max_segment = tiers_of(case, t, config)
-    return CaseResult(case, reports, int(t.indices.numel()), tiers, time.perf_counter() - t0, error, max_segment)
+    fb_status = ""
+    if error is None and grads:
+        fb_status, fb_reports = _fbgemm(case, t, grads)
+        reports += fb_reports
+    tiers, max_segment, hist = tiers_of(case, t, config)
+    return CaseResult(case, reports, int(t.indices.numel()), tiers, time.perf_counter() - t0, error, max_segment,
+                      hist, fb_status)
+
+
+def _fbgemm(case: AnyCase, t: CaseTensors, grads) -> tuple[str, list[Report]]:
+    """FBGEMM's CPU TBE on a sample of the cases (``fuzz.fbgemm_sample``); its crash is an oracle finding."""
+    from fuzz import fbgemm_sample
+
+    try:
+        return fbgemm_sample.check(case, dataclasses.replace(t, grad_outputs=list(grads)))
+    except Exception as e:  # noqa: BLE001
+        return fbgemm_sample.CHECKED, [Report(f"step 0 fbgemm raised ({type(e).__name__}: {e})", False, None, 1, 1)]

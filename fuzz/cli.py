@@ -1,4 +1,4 @@
-"""The ``tbe-fuzz`` command line: run, replay, gate, selftest, mutate.
+"""The ``tbe-fuzz`` command line: run, warmup, replay, gate, selftest, mutate.
 
 Exit codes: 0 pass, 1 a case failed (or a planted fault went unnoticed), 2 bad usage
 (an error naming the option and the value; never a traceback).
@@ -80,7 +80,9 @@ def _budget_options(p: argparse.ArgumentParser, default: str = "quick") -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tbe-fuzz", description="Differential fuzzing of the Triton TBE.")
-    sub = parser.add_subparsers(dest="command", metavar="{run,replay,gate,selftest,mutate}")
+    from fuzz.run_cmd import add_run_options, add_warmup_parser
+
+    sub = parser.add_subparsers(dest="command", metavar="{run,warmup,replay,gate,selftest,mutate}")
     sub.required = True
 
     run = sub.add_parser("run", help="run a campaign under one config")
@@ -88,6 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--config", type=_config_file, default=None, help="KernelConfig JSON (default: defaults)")
     run.add_argument("--artifacts", type=_artifacts_dir, default=Path("fuzz-artifacts"), metavar="DIR",
                      help="where failures and the example database go (default fuzz-artifacts)")
+    add_run_options(run)
+    add_warmup_parser(sub, _config_file)
 
     rp = sub.add_parser("replay", help="re-run a saved failure (artifact dir or case.json)")
     rp.add_argument("target", type=Path, help="an artifact directory or a case.json")
@@ -137,18 +141,9 @@ def _backend_line() -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from fuzz import report
-    from fuzz.campaign import run_campaign
-    from tbe import KernelConfig
+    from fuzz.run_cmd import cmd_run as run
 
-    budget = _budget(args)
-    config = args.config[1] if args.config else KernelConfig()
-    _progress(f"tbe-fuzz run: budget {budget.name} ({budget.seconds:g}s search, up to {budget.max_examples} "
-              f"examples of <= {budget.max_lookups} lookups), seed {args.seed}, {_backend_line()}")
-    res = run_campaign(config, budget, seed=args.seed, artifacts_dir=args.artifacts, progress=_progress,
-                       meta={"config_file": str(args.config[0]) if args.config else None})
-    _emit(args, report.campaign_text(res), report.campaign_json(res))
-    return 0 if res.ok else 1
+    return run(args, _budget(args), _backend_line())
 
 
 def cmd_replay(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -211,6 +206,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if args.command == "run":
         return cmd_run(args)
+    if args.command == "warmup":
+        from fuzz.run_cmd import cmd_warmup
+
+        return cmd_warmup(args)
     if args.command == "replay":
         return cmd_replay(args, parser)
     if args.command == "gate":

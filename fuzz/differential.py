@@ -46,10 +46,10 @@ def _scalar_report(what: str, expected: float, got: float) -> Report:
 
 def _step_reports(k: int, ref, layout, w_before: torch.Tensor, module, psw_grad, psw_dtype) -> list[Report]:
     """Backward Reports of step ``k``: weights per table with ratios, then the other violations."""
-    after = module.weights.detach().cpu()
+    after = module.weights.detach()  # stays on the kernels' device, where the reference ran
     reports = []
     for s, tb in zip(ref.tables, table_bounds(ref, after.dtype)):
-        flat = layout.weights_offsets[s.table] + s.rows[:, None] * s.dim + torch.arange(s.dim)
+        flat = layout.weights_offsets[s.table] + s.rows[:, None] * s.dim + torch.arange(s.dim, device=s.rows.device)
         r = compare(f"step {k} table {s.table} weights after update (sample = row)", s.w_new, after[flat], tb.w_bound)
         if r.worst is not None:
             r.worst.table, r.worst.sample = s.table, int(s.rows[r.worst.sample])
@@ -73,7 +73,8 @@ def check_batch(
     grad_outputs: Sequence[torch.Tensor],
 ) -> list[Report]:
     """``check_case`` on explicit (possibly invalid) tensors; ``spec`` supplies tables, modes and
-    dtypes. One step per entry of ``grad_outputs``; none = one forward only. CPU tensors in."""
+    dtypes. One step per entry of ``grad_outputs``; none = one forward only. CPU tensors in; the
+    FP64 references run on the kernels' device, beside the outputs they judge."""
     module = build_module(spec, config)
     device, layout, B = module.device, module.layout, spec.batch_size
     mode = module.bounds_check_mode
@@ -82,13 +83,15 @@ def check_batch(
     else:
         rb = reference_bounds_check(layout.rows, indices, offsets, mode)
         ref_idx, ref_off, fatal, expected_warn = rb.indices, rb.offsets, rb.fatal, rb.warnings
+    ref_idx, ref_off = ref_idx.to(device), ref_off.to(device)
+    ref_psw = None if per_sample_weights is None else per_sample_weights.to(device)
     if mode != BoundsCheckMode.FATAL:
         fatal = False
     backward = len(grad_outputs) > 0
     reports: list[Report] = []
     for k in range(max(1, len(grad_outputs))):
-        w_before = module.weights.detach().cpu().clone()
-        m_before = module.momentum.detach().cpu().clone()
+        w_before = module.weights.detach().clone()
+        m_before = module.momentum.detach().clone()
         psw_in = None
         if per_sample_weights is not None:
             psw_in = per_sample_weights.to(device).clone().requires_grad_(backward)
@@ -105,12 +108,12 @@ def check_batch(
         if mode == BoundsCheckMode.WARNING:
             reports.append(_scalar_report(f"step {k} bounds-check warnings", expected_warn,
                                           int(module.bounds_check_warnings[0]) - warn0))
-        reports.append(check_forward(layout, w_before, ref_idx, ref_off, per_sample_weights, B, module.pooling,
-                                     out.detach().cpu(), what=f"step {k} forward vs fp64"))
+        reports.append(check_forward(layout, w_before, ref_idx, ref_off, ref_psw, B, module.pooling,
+                                     out.detach(), what=f"step {k} forward vs fp64"))
         if not backward:
             break
         grad = grad_outputs[k].to(device)
-        ref = reference_backward(layout, w_before, m_before, ref_idx, ref_off, per_sample_weights, B,
+        ref = reference_backward(layout, w_before, m_before, ref_idx, ref_off, ref_psw, B,
                                  module.pooling, module.optimizer, module.learning_rate, module.eps, grad)
         out.backward(grad)
         psw_grad = None if psw_in is None else psw_in.grad

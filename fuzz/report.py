@@ -36,6 +36,8 @@ def campaign_text(r: CampaignResult) -> str:
         "  tiers exercised: " + (", ".join(f"{t} x{n}" for t, n in sorted(r.tiers.items())) or "none"),
         "  max error/bound ratio per check (1.0 = at the bound):",
         *_ratios(r.max_ratio),
+        f"  kernel compilations during the search: {r.compiles.text()}",
+        _fbgemm_line(r),
     ]
     if r.unmaterializable:
         lines.append(f"  note: {r.unmaterializable} drawn case(s) could not be materialized and were skipped "
@@ -53,12 +55,21 @@ def campaign_text(r: CampaignResult) -> str:
     return "\n".join(lines)
 
 
+def _fbgemm_line(r: CampaignResult) -> str:
+    from fuzz.fbgemm_sample import CHECKED, RULE
+
+    others = ", ".join(f"{n} {k}" for k, n in sorted(r.fbgemm.items()) if k != CHECKED)
+    return (f"  FBGEMM CPU oracle: checked {r.fbgemm.get(CHECKED, 0)} of {r.examples} examples ({RULE})"
+            + (f"; {others}" if others else ""))
+
+
 def campaign_json(r: CampaignResult) -> dict[str, Any]:
     return {
         "kind": "campaign", "ok": r.ok, "budget": r.budget.name, "seed": r.seed, "stopped_by": r.stopped_by,
         "examples": r.examples, "shrink_examples": r.shrink_examples, "lookups": r.lookups,
         "seconds": round(r.seconds, 3), "tiers": dict(r.tiers), "max_ratio": r.max_ratio,
-        "config": r.config.to_dict(), "unmaterializable": r.unmaterializable,
+        "config": r.config.to_dict(), "unmaterializable": r.unmaterializable, "compiles": r.compiles.to_dict(),
+        "fbgemm": dict(r.fbgemm),
         "failure": None if r.failure is None else {
             "case": case_to_dict(r.failure.case), "reports": r.failure.text().splitlines(),
             "config_overrides": r.failure_overrides,

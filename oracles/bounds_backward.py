@@ -140,13 +140,14 @@ def check_step(
     """Compare one step's kernel results with the reference; empty list = within bounds.
     Also requires rows no lookup touched to be bit-unchanged."""
     wdt = weights_after.dtype
-    after = weights_after.detach().cpu()
-    before = weights_before.detach().cpu()
+    dev = ref.tables[0].w_new.device if ref.tables else weights_after.device  # the reference's device
+    after = weights_after.detach().to(dev)
+    before = weights_before.detach().to(dev)
     bad: list[Violation] = []
-    touched = torch.zeros(after.numel(), dtype=torch.bool)
+    touched = torch.zeros(after.numel(), dtype=torch.bool, device=dev)
     for s, tb in zip(ref.tables, table_bounds(ref, wdt)):
         D = s.dim
-        flat = layout.weights_offsets[s.table] + s.rows[:, None] * D + torch.arange(D)
+        flat = layout.weights_offsets[s.table] + s.rows[:, None] * D + torch.arange(D, device=dev)
         touched[flat.flatten()] = True
         got = after[flat].to(F64)
         err = (got - s.w_new).abs()
@@ -157,7 +158,7 @@ def check_step(
             bad.append(Violation("weight", f"table {s.table} row {int(s.rows[i])} col {j} (SL {int(s.seg_len[i])})",
                                  float(got[i, j]), float(s.w_new[i, j]), float(tb.w_bound[i, j])))
         if tb.m_bound is not None:
-            gm = momentum_after.detach().cpu()[s.linear].to(F64)
+            gm = momentum_after.detach().to(dev)[s.linear].to(F64)
             merr = (gm - s.m_new).abs()
             mv = ~(merr <= tb.m_bound)
             if bool(mv.any()):
@@ -170,7 +171,7 @@ def check_step(
         bad.append(Violation("untouched weight changed", f"flat element {k}", float(after[k]), float(before[k]), 0.0))
     if ref.psw_grad is not None and psw_grad is not None:
         pb = psw_grad_bound(ref, psw_dtype or psw_grad.dtype)
-        gp = psw_grad.detach().cpu().to(F64)
+        gp = psw_grad.detach().to(ref.psw_grad.device, F64)
         perr = (gp - ref.psw_grad).abs()
         pv = ~(perr <= pb)
         if bool(pv.any()):

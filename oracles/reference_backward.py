@@ -4,6 +4,8 @@ Works on touched rows only: each table's distinct ids are gathered to float64, s
 of 2^31 rows costs nothing. Returns the exact new rows, momentum and per-sample-weight
 gradient, plus what an error bound needs (segment lengths, sums of |terms|).
 The indices/offsets must already be bounds-checked (ids in range, offsets monotone).
+It computes on the device of ``weights`` (float64 torch ops on a GPU share nothing with the
+Triton kernels), so a GPU campaign never copies a batch to the host to check it.
 """
 
 from __future__ import annotations
@@ -64,25 +66,26 @@ def reference_backward(
     """The exact (fp64) result of one backward + optimizer step; inputs are not modified."""
     B = batch_size
     T = layout.num_tables
-    idx = indices.detach().to("cpu", torch.int64)
-    off = offsets.detach().to("cpu", torch.int64)
+    dev = weights.device
+    idx = indices.detach().to(dev, torch.int64)
+    off = offsets.detach().to(dev, torch.int64)
     n = idx.numel()
-    dout = grad_output.detach().to("cpu", F64)
-    w_flat = weights.detach().cpu()
+    dout = grad_output.detach().to(dev, F64)
+    w_flat = weights.detach()
     lengths = off[1:] - off[:-1]
-    bag = torch.repeat_interleave(torch.arange(T * B), lengths)
+    bag = torch.repeat_interleave(torch.arange(T * B, device=dev), lengths, output_size=n)
     table = bag // max(B, 1)
     sample = bag - table * B
     bag_len = lengths[bag].to(F64)
-    coef = torch.ones(n, dtype=F64)
+    coef = torch.ones(n, dtype=F64, device=dev)
     if per_sample_weights is not None:
-        coef = per_sample_weights.detach().to("cpu", F64).clone()
+        coef = per_sample_weights.detach().to(dev, F64).clone()
     if pooling == Pooling.MEAN:
         coef = coef / bag_len
-    psw_grad = torch.zeros(n, dtype=F64) if per_sample_weights is not None else None
-    psw_abs = torch.zeros(n, dtype=F64) if per_sample_weights is not None else None
-    dims = torch.tensor(layout.dims, dtype=torch.int64)
-    psw_dim = dims[table] if n else torch.zeros(0, dtype=torch.int64)
+    psw_grad = torch.zeros(n, dtype=F64, device=dev) if per_sample_weights is not None else None
+    psw_abs = torch.zeros(n, dtype=F64, device=dev) if per_sample_weights is not None else None
+    dims = torch.tensor(layout.dims, dtype=torch.int64, device=dev)
+    psw_dim = dims[table] if n else torch.zeros(0, dtype=torch.int64, device=dev)
     steps = []
     for t in range(T):
         sel = torch.nonzero(table == t).flatten()
@@ -92,15 +95,15 @@ def reference_backward(
         c0 = layout.col_offsets[t]
         ids = idx[sel]
         rows, inv = torch.unique(ids, return_inverse=True)
-        w_old = w_flat[layout.weights_offsets[t] + rows[:, None] * D + torch.arange(D)].to(F64)
+        w_old = w_flat[layout.weights_offsets[t] + rows[:, None] * D + torch.arange(D, device=dev)].to(F64)
         d = dout[sample[sel], c0: c0 + D]
         terms = coef[sel, None] * d
         U = rows.numel()
-        grad = torch.zeros(U, D, dtype=F64).index_add_(0, inv, terms)
-        grad_abs = torch.zeros(U, D, dtype=F64).index_add_(0, inv, terms.abs())
+        grad = torch.zeros(U, D, dtype=F64, device=dev).index_add_(0, inv, terms)
+        grad_abs = torch.zeros(U, D, dtype=F64, device=dev).index_add_(0, inv, terms.abs())
         seg = torch.bincount(inv, minlength=U)
         if psw_grad is not None:
-            scale = 1.0 / bag_len[sel] if pooling == Pooling.MEAN else torch.ones(sel.numel(), dtype=F64)
+            scale = 1.0 / bag_len[sel] if pooling == Pooling.MEAN else torch.ones(sel.numel(), dtype=F64, device=dev)
             prod = d * w_old[inv]
             psw_grad[sel] = prod.sum(1) * scale
             psw_abs[sel] = prod.abs().sum(1) * scale
@@ -109,7 +112,7 @@ def reference_backward(
         if optimizer == Optimizer.EXACT_SGD:
             w_new = w_old - lr * grad
         else:
-            m_old = momentum.detach().cpu()[linear].to(F64)
+            m_old = momentum.detach().to(dev)[linear].to(F64)
             m_new = m_old + (grad * grad).mean(1)
             w_new = w_old - (lr / (m_new.sqrt() + eps))[:, None] * grad
         steps.append(TableStep(t, D, rows, linear, seg, w_old, grad, grad_abs, w_new, m_old, m_new))

@@ -41,7 +41,42 @@ def reference_bounds_check(
     mode: BoundsCheckMode,
     fbgemm_compat: bool = False,
 ) -> BoundsResult:
-    """Repair (indices, offsets) per ``mode`` the slow, obvious way; inputs are not modified."""
+    """Repair (indices, offsets) per ``mode`` the slow, obvious way; inputs are not modified.
+    Results are on the inputs' device; a batch that is already valid comes back as it is."""
+    if _already_valid(rows_per_table, indices, offsets):
+        # nothing to repair: the walk below would return these same values, 0 warnings, not fatal
+        return BoundsResult(indices.clone(), offsets.clone(), 0, False, None)
+    result = _walk(rows_per_table, indices.cpu(), offsets.cpu(), mode, fbgemm_compat)
+    result.indices, result.offsets = result.indices.to(indices.device), result.offsets.to(offsets.device)
+    return result
+
+
+def _already_valid(rows_per_table: Sequence[int], indices: torch.Tensor, offsets: torch.Tensor) -> bool:
+    """Offsets start at 0, never decrease and end at len(indices), and every id lies in [0, E_t) of
+    its table: checked with whole-tensor ops on the inputs' device (one host read), so a large
+    valid batch is not walked id by id in Python."""
+    T, n = len(rows_per_table), indices.numel()
+    off = offsets.to(torch.int64)
+    if T == 0 or (off.numel() - 1) % T or off.numel() < 2:
+        return False
+    B = (off.numel() - 1) // T
+    table_end = off[B::B].contiguous()  # end of each table's ids (valid offsets: its last bag's end)
+    rows = torch.tensor([int(r) for r in rows_per_table], dtype=torch.int64, device=indices.device)
+    ids = indices.to(torch.int64)
+    table_of = torch.searchsorted(table_end, torch.arange(n, device=indices.device), right=True)
+    in_range = (ids >= 0) & (ids < rows[table_of.clamp(max=T - 1)]) & (table_of < T)
+    ok = (off[0] == 0) & (off[-1] == n) & (off[1:] >= off[:-1]).all() & in_range.all()
+    return bool(ok)
+
+
+def _walk(
+    rows_per_table: Sequence[int],
+    indices: torch.Tensor,
+    offsets: torch.Tensor,
+    mode: BoundsCheckMode,
+    fbgemm_compat: bool,
+) -> BoundsResult:
+    """The sequential walk over bags and ids (CPU tensors in and out)."""
     rows = [int(r) for r in rows_per_table]
     T = len(rows)
     ids = [int(x) for x in indices.tolist()]

@@ -15,7 +15,7 @@ import triton.language as tl
 
 from tbe.backward_long import backward_long
 from tbe.backward_short import backward_short
-from tbe.buckets import bucket_tables
+from tbe.buckets import block_for_dim, bucket_tables
 from tbe.classify import classify
 from tbe.rounding import to_storage
 from tbe.transpose import Transposed, transpose
@@ -89,7 +89,7 @@ def per_sample_weight_grad(module, indices, tr: Transposed, grad: torch.Tensor, 
     the weights before the update. One launch over all lookups; columns loop up to max D."""
     lt = module.layout_tensors
     max_dim = module.layout.max_dim
-    block_d = min(triton.next_power_of_2(max_dim), module.config.dim_buckets[-1])
+    block_d = block_for_dim(max_dim, module.config)  # a configured bucket: one variant per bucket, not per D
     _psw_grad_kernel[(triton.cdiv(tr.n, PSW_BLOCK_N),)](
         module.weights, grad, grad.stride(0), indices, tr.bag_of, tr.offsets,
         lt["weights_offsets"], lt["dims"], lt["col_offsets"], out, tr.n, tr.batch_size, max_dim,
@@ -97,7 +97,7 @@ def per_sample_weight_grad(module, indices, tr: Transposed, grad: torch.Tensor, 
     )
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["grad_stride", "N", "B", "MAX_D"])
 def _psw_grad_kernel(
     weights_ptr, grad_ptr, grad_stride, indices_ptr, bag_of_ptr, offsets_ptr,
     weights_offsets_ptr, dims_ptr, col_offsets_ptr, out_ptr, N, B, MAX_D,

@@ -115,7 +115,7 @@ def _apply_from_workspace(
             update_columns(w_row + d0, cols, cm, g, rate)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["grad_stride", "B", "CHUNK", "ws_stride"])
 def _chunk_kernel(
     weights_ptr, momentum_ptr, grad_ptr, grad_stride,
     counts_ptr, long_ptr, chunk_base_ptr, num_chunks_ptr, chunk_slot_ptr, chunk_index_ptr,
@@ -147,7 +147,7 @@ def _chunk_kernel(
         c += step
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["grad_stride", "B", "CHUNK", "ws_stride"])
 def _apply_kernel(
     weights_ptr, momentum_ptr, grad_ptr, grad_stride,
     counts_ptr, long_ptr, chunk_base_ptr, num_chunks_ptr, chunk_slot_ptr, chunk_index_ptr,
@@ -172,7 +172,7 @@ def _apply_kernel(
         s += step
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["grad_stride", "B", "CHUNK", "ws_stride"])
 def _fused_chunk_kernel(
     weights_ptr, momentum_ptr, grad_ptr, grad_stride,
     counts_ptr, long_ptr, chunk_base_ptr, num_chunks_ptr, chunk_slot_ptr, chunk_index_ptr,

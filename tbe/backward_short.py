@@ -94,7 +94,7 @@ def gather_grad(
     return acc
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["grad_stride", "B"])
 def _short_kernel(
     weights_ptr, momentum_ptr, grad_ptr, grad_stride, counts_ptr,
     start_ptr, length_ptr, linear_ptr, wrow_ptr, table_ptr,
@@ -141,7 +141,7 @@ def _short_kernel(
         r += step
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["grad_stride", "B"])
 def _short_rows_kernel(
     weights_ptr, momentum_ptr, grad_ptr, grad_stride, counts_ptr,
     start_ptr, length_ptr, linear_ptr, wrow_ptr, table_ptr,

@@ -99,7 +99,7 @@ def classify(
     return c
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["B", "BUCKET", "THRESHOLD", "CHUNK"])
 def _classify_kernel(
     run_length_ptr, run_start_ptr, run_linear_ptr, sorted_bag_ptr, num_runs_ptr, bucket_of_table_ptr,
     dims_ptr, weights_offsets_ptr, hcs_ptr, B, BUCKET,

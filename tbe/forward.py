@@ -55,7 +55,7 @@ def forward_generic(
         _forward_kernel[grid](
             weights, layout_tensors["weights_offsets"], layout_tensors["dims"], layout_tensors["col_offsets"],
             tables, indices, offsets, psw, out, batch_size, out.stride(0),
-            WEIGHTED=weighted, MEAN=pooling == Pooling.MEAN, BAGS=bags, GATHER=gather, BLOCK_D=block_d,
+            MEAN=int(pooling == Pooling.MEAN), WEIGHTED=weighted, BAGS=bags, GATHER=gather, BLOCK_D=block_d,
             FAULT_SKIP_LAST=config.has_fault("fwd_skip_last_id"),
             FAULT_MEAN_RAW_LEN=config.has_fault("fwd_mean_wrong_length"),
             **kernel_args(check, indices, offsets),
@@ -65,11 +65,11 @@ def forward_generic(
 
 
 # ----------------------------------------------------------------------------- kernel
-@triton.jit
+@triton.jit(do_not_specialize=["B", "out_stride", "num_indices", "MEAN"])
 def _forward_kernel(
     weights_ptr, weights_offsets_ptr, dims_ptr, col_offsets_ptr, table_ids_ptr,
-    indices_ptr, offsets_ptr, psw_ptr, out_ptr, B, out_stride,
-    WEIGHTED: tl.constexpr, MEAN: tl.constexpr, BAGS: tl.constexpr, GATHER: tl.constexpr,
+    indices_ptr, offsets_ptr, psw_ptr, out_ptr, B, out_stride, MEAN,
+    WEIGHTED: tl.constexpr, BAGS: tl.constexpr, GATHER: tl.constexpr,
     BLOCK_D: tl.constexpr, FAULT_SKIP_LAST: tl.constexpr,
     rows_ptr, ids_out_ptr, warn_ptr, record_ptr, raw_offsets_ptr, num_indices,
     CHECK: tl.constexpr, CHECK_WRITE: tl.constexpr, CHECK_COUNT: tl.constexpr, CHECK_RECORD: tl.constexpr,
@@ -113,7 +113,7 @@ def _forward_kernel(
                         w = tl.load(psw_ptr + pos, mask=m, other=0.0).to(tl.float32)
                         rows = rows * w[:, None]
                     acc += tl.sum(rows, axis=0)
-                if MEAN:
+                if MEAN != 0:  # a run-time flag: one branch per bag costs nothing, a variant per pooling would
                     length = tl.maximum(end - start, 1).to(tl.float32)
                     if FAULT_MEAN_RAW_LEN:  # planted: the caller's unrepaired bag length
                         raw_len = tl.load(raw_offsets_ptr + t * B + b + 1) - tl.load(raw_offsets_ptr + t * B + b)

@@ -100,7 +100,7 @@ def forward_small_table(
 
 
 # ----------------------------------------------------------------------------- kernel
-@triton.jit
+@triton.jit(do_not_specialize=["B", "E", "D", "out_stride", "num_indices"])
 def _small_table_kernel(
     weights_ptr, indices_ptr, offsets_ptr, out_ptr, B, E, D, out_stride,
     MEAN: tl.constexpr, BAGS: tl.constexpr, M: tl.constexpr, H: tl.constexpr,

@@ -1,8 +1,12 @@
-"""Suite-wide set-up: planted faults allowed, Hypothesis profile loaded, GPU tests skipped on CPU."""
+"""Suite-wide set-up: xdist workers pinned to GPUs, planted faults allowed, Hypothesis profile loaded, GPU tests skipped on CPU."""
 
 import os
 
 os.environ.setdefault("TBE_FUZZ_ALLOW_FAULTS", "1")
+
+from fuzz.gpu_pin import pin_xdist_worker  # noqa: E402
+
+pin_xdist_worker()  # before torch starts CUDA: `pytest -n N` puts one xdist worker on each GPU
 
 import pytest  # noqa: E402
 import torch  # noqa: E402

