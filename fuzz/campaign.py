@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from hypothesis import HealthCheck, Phase, example, given, reject, settings, target
+from hypothesis import HealthCheck, Phase, given, reject, settings, target
 from hypothesis import seed as hypothesis_seed
 from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.errors import HypothesisException
@@ -158,11 +158,15 @@ def run_campaign(
         if progress is not None and res.examples % 10 == 0:
             progress(f"  {res.examples} examples, {res.lookups} lookups, {time.perf_counter() - start:.0f}s")
 
-    for drawn in reversed(opening):  # explicit examples run first, in order, and are never shrunk
-        prop = example(drawn)(prop)
+    # the opening tour (fuzz.tour) runs first; a failure there ends the search unless it is to be shrunk:
+    # then the random search runs for the shrink time, and a smaller failure it finds replaces it
+    if _tour(opening, config, res, best, configs, start, observe):
+        search_end = time.perf_counter()
+        res.stopped_by = "failure"
     try:
         with watch(res.compiles):
-            prop()
+            if not best or shrink:
+                prop()
         if not res.stopped_by:
             res.stopped_by = "examples"
     except _CaseFailed as e:
@@ -177,6 +181,8 @@ def run_campaign(
             raise
         res.failure = best[0]
         res.stopped_by = "failure"
+    if best and (res.failure is None or case_size(best[0].case) < case_size(res.failure.case)):
+        res.failure, res.stopped_by = best[0], "failure"
     res.seconds = time.perf_counter() - start
     if res.failure is not None:
         res.failure_config, res.failure_overrides = configs.get(id(res.failure), (config, {}))
@@ -187,6 +193,27 @@ def run_campaign(
             "config_overrides": res.failure_overrides, "config_under_test": config.to_dict(),
         })
     return res
+
+
+def _tour(opening: list, config: KernelConfig, res: CampaignResult, best: list, configs: dict, start: float,
+          observe: Any) -> bool:
+    """Run the opening tour's cases in order; True (and ``best`` set) at the first failure."""
+    for drawn in opening:
+        if time.perf_counter() > start + res.budget.seconds:
+            res.stopped_by = "time"
+            return False
+        case, cfg, overrides = split_draw(drawn, config)
+        result = run_case(case, cfg, tensors(case, cfg))
+        res.record(result)
+        if observe is not None:
+            observe(res, result)
+        if not result.ok:
+            res.first_failure_examples = res.examples
+            res.first_failure_seconds = time.perf_counter() - start
+            configs[id(result)] = (cfg, overrides)
+            best[:] = [result]
+            return True
+    return False
 
 
 def save_result(root: Path, result: CaseResult, config: KernelConfig, meta: dict[str, Any]) -> Path:
