@@ -111,6 +111,11 @@ def check_sources_hash(root: Path) -> str:
     return h.hexdigest()[:16]
 
 
+def probe_hash(root: Path) -> str:
+    """Hash of the probe batch's definition (equivalence verdicts depend on it)."""
+    return hashlib.sha256((root / "fuzz" / "mutate_probe.py").read_bytes()).hexdigest()[:16]
+
+
 def snapshot(root: Path, dst: Path) -> Path:
     """Copy what the checks need from the user's tree (working-tree files, not git)."""
     dst.mkdir(parents=True, exist_ok=True)
@@ -188,9 +193,10 @@ class Runner:
 
     def original_probe(self, cache: Path) -> dict[str, Any]:
         """Fingerprints and executed jit lines of the original code (cached beside the report)."""
+        key = {"sources": sources_hash(self.pristine), "probe": probe_hash(self.pristine)}
         if cache.is_file():
             data = json.loads(cache.read_text())
-            if data.get("sources") == sources_hash(self.pristine):
+            if all(data.get(k) == v for k, v in key.items()):
                 return data
         out = self.work / "probe-original.json"
         rc, _ = run_limited([sys.executable, "-m", "fuzz.mutate_probe", "--out", str(out), "--trace"],
@@ -198,7 +204,7 @@ class Runner:
         if rc != 0:
             raise RuntimeError("the probe batch fails on the original code:\n" + _tail(self.work / "probe-original.log"))
         data = json.loads(out.read_text())
-        data["sources"] = sources_hash(self.pristine)
+        data.update(key)
         cache.write_text(json.dumps(data, sort_keys=True))
         return data
 

@@ -59,7 +59,7 @@ def _gpus() -> list[str]:
 def command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from fuzz import mutants
     from fuzz import mutate_report as report
-    from fuzz.mutate import Check, Runner, check_sources_hash, sources_hash
+    from fuzz.mutate import Check, Runner, check_sources_hash, probe_hash, sources_hash
 
     root = Path.cwd()
     if not (root / mutants.KERNEL_FILES).is_dir():
@@ -82,7 +82,7 @@ def command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     gpus = _gpus()
     jobs = args.jobs or (len(gpus) or 2)
     header = {"seed": args.seed, "mutants": len(sites), "population": len(population), "sources": sources_hash(root),
-              "check_sources": check_sources_hash(root),
+              "check_sources": check_sources_hash(root), "probe": probe_hash(root),
               "operators": list(args.operators or []), "files": args.files,
               "check": {"kind": check.kind, "budget": check.budget, "seconds": check.seconds, "seed": check.seed,
                         "max_examples": check.max_examples, "timeout": check.timeout},

@@ -51,7 +51,8 @@ _EVERY_ID = [BadId(k, t, b, e) for k, (t, b, e) in zip(ID_KINDS, [("first", "fir
 
 
 def probes() -> list[tuple[str, AnyCase, KernelConfig]]:
-    """(label, case, config): together they run every kernel and every compile-time branch."""
+    """(label, case, config): together they run every kernel and every compile-time branch, and every
+    persistent grid-stride loop for more than one turn (grid multipliers 1: two programs on the CPU)."""
     t3 = ((50, 24), (13, 5), (9, 40))
     return [
         ("grad-accum long tier, strided grids, weighted mean adagrad, 2 steps",
@@ -61,7 +62,7 @@ def probes() -> list[tuple[str, AnyCase, KernelConfig]]:
         ("fused long tier, fp16 weights, bf16 output, sgd sum",
          CaseSpec(tables=((40, 17), (6, 64)), batch_size=4, weights_dtype="fp16", output_dtype="bf16",
                   hot_rows=(HotRow(0, 1, 11), HotRow(1, 2, 8)), max_length=5, learning_rate=2.0, seed=12),
-         SMALL.replace(fused_long_tier=True)),
+         SMALL.replace(fused_long_tier=True, long_grid_multiplier=1, short_grid_multiplier=1)),
         ("rows wider than the largest bucket, weighted adagrad",
          CaseSpec(tables=((20, 9), (8, 3)), batch_size=4, weighted=True, pooling="mean",
                   optimizer="exact_rowwise_adagrad", hot_rows=(HotRow(0, 5, 10),), max_length=4, seed=13),
@@ -73,7 +74,7 @@ def probes() -> list[tuple[str, AnyCase, KernelConfig]]:
         ("short runs side by side, bf16 weights, weighted sum adagrad",
          CaseSpec(tables=((30, 16), (7, 6)), batch_size=5, weights_dtype="bf16", weighted=True,
                   optimizer="exact_rowwise_adagrad", max_length=6, id_skew=1.1, seed=15),
-         SMALL.replace(bwd_short_runs_per_program=4)),
+         SMALL.replace(bwd_short_runs_per_program=4, short_grid_multiplier=1)),
         ("short runs side by side, mean sgd",
          CaseSpec(tables=((30, 16),), batch_size=4, pooling="mean", max_length=5, seed=16),
          SMALL.replace(bwd_short_runs_per_program=2)),

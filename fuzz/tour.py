@@ -94,8 +94,9 @@ def tour(config: KernelConfig, max_lookups: int, fixed: frozenset[str] = frozens
                   learning_rate=2.0, seed=15), {**long_ov, "fused_long_tier": False, "dim_buckets": (4,)}),
         ("long runs, fused tier, wide rows, sgd",
          CaseSpec(tables=((30, 9),), batch_size=3, max_length=2, weights_dtype="fp16",
-                  hot_rows=(HotRow(0, 3, 2 * ch + 1),), learning_rate=2.0, seed=6),
-         {**long_ov, "fused_long_tier": True, "fused_long_min_lookups": 0, "dim_buckets": (4,)}),
+                  hot_rows=(HotRow(0, 3, 2 * ch + 1), HotRow(0, 7, th)), learning_rate=2.0, seed=6),
+         {**long_ov, "fused_long_tier": True, "fused_long_min_lookups": 0, "dim_buckets": (4,),
+          "long_grid_multiplier": 1}),  # two programs on the CPU: the grid-stride loop turns
         ("long run one short of the threshold and one of a single chunk",
          CaseSpec(tables=((12, 4),), batch_size=2, max_length=2, hot_rows=(HotRow(0, 5, th - 1),), seed=7),
          {**long_ov, "fused_long_tier": False}),
