@@ -40,6 +40,8 @@ def add_parser(sub, positive_int, seed, positive_float) -> None:
                    help="writes PATH.json, PATH.md, PATH.jsonl (resumable state) and PATH.probe.json")
     m.add_argument("--operators", type=_operators, default=None, metavar="A,B", help="only these operator families")
     m.add_argument("--files", default=None, metavar="SUBSTR", help="only sites in files whose path contains SUBSTR")
+    m.add_argument("--site", action="append", default=None, metavar="ID",
+                   help="only this site (an id from a report or --list; repeatable): re-check survivors")
     m.add_argument("--list", action="store_true", help="print the sampled mutants and their diffs, run nothing")
     m.add_argument("--fresh", action="store_true", help="discard PATH.jsonl from an earlier run")
     m.add_argument("--no-equivalence", action="store_true", help="skip the probe-batch equivalence test")
@@ -71,6 +73,11 @@ def command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         population = [s for s in population if args.files in s.path]
     if not population:
         parser.error("argument --operators/--files: no mutation site matches")
+    if args.site:
+        unknown = sorted(set(args.site) - {s.id for s in population})
+        if unknown:
+            parser.error(f"argument --site: no such site {unknown[0]!r} in the current sources")
+        population = [s for s in population if s.id in set(args.site)]
     sites = mutants.sample(population, args.mutants, args.seed)
     if args.list:
         for s in sites:
@@ -82,6 +89,7 @@ def command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     gpus = _gpus()
     jobs = args.jobs or (len(gpus) or 2)
     header = {"seed": args.seed, "mutants": len(sites), "population": len(population), "sources": sources_hash(root),
+              "sites": sorted(args.site or []),
               "check_sources": check_sources_hash(root), "probe": probe_hash(root),
               "operators": list(args.operators or []), "files": args.files,
               "check": {"kind": check.kind, "budget": check.budget, "seconds": check.seconds, "seed": check.seed,

@@ -54,7 +54,7 @@ def bad_id_cases(draw: st.DrawFn) -> BadIdCase:
         tables=bad.tables, batch_size=bad.batch_size, pooling=draw(st.sampled_from(["mean", "sum"])),
         index_dtype=bad.index_dtype, weighted=bad.weighted,
         optimizer=draw(st.sampled_from(["exact_sgd", "exact_rowwise_adagrad"])),
-        bounds_check=draw(st.sampled_from(["warning", "ignore"])), max_length=bad.max_length,
+        bounds_check=draw(st.sampled_from(["warning", "ignore", "fatal"])), max_length=bad.max_length,
         seed=bad.seed,
     )
     return BadIdCase(spec, bad)
