@@ -51,8 +51,9 @@ _EVERY_ID = [BadId(k, t, b, e) for k, (t, b, e) in zip(ID_KINDS, [("first", "fir
 
 
 def probes() -> list[tuple[str, AnyCase, KernelConfig]]:
-    """(label, case, config): together they run every kernel and every compile-time branch, and every
-    persistent grid-stride loop for more than one turn (grid multipliers 1: two programs on the CPU)."""
+    """(label, case, config): together they run every kernel and every compile-time branch, every
+    persistent grid-stride loop and gather loop for more than one turn (grid multipliers 1: two programs
+    on the CPU; a small-table tail of three gathers), and carry optimizer state over two steps."""
     t3 = ((50, 24), (13, 5), (9, 40))
     return [
         ("grad-accum long tier, strided grids, weighted mean adagrad, 2 steps",
@@ -73,13 +74,14 @@ def probes() -> list[tuple[str, AnyCase, KernelConfig]]:
          SMALL.replace(dim_buckets=(4,), fused_long_tier=True)),
         ("short runs side by side, bf16 weights, weighted sum adagrad",
          CaseSpec(tables=((30, 16), (7, 6)), batch_size=5, weights_dtype="bf16", weighted=True,
-                  optimizer="exact_rowwise_adagrad", max_length=6, id_skew=1.1, seed=15),
+                  optimizer="exact_rowwise_adagrad", max_length=6, id_skew=1.1, hot_rows=(HotRow(0, 0, 2),),
+                  steps=2, seed=15),
          SMALL.replace(bwd_short_runs_per_program=4, short_grid_multiplier=1)),
         ("short runs side by side, mean sgd",
          CaseSpec(tables=((30, 16),), batch_size=4, pooling="mean", max_length=5, seed=16),
          SMALL.replace(bwd_short_runs_per_program=2)),
         ("small-table path with a tail past the histogram window, mean",
-         CaseSpec(tables=((12, 20),), batch_size=5, length_profile="fixed", max_length=20, weights_dtype="fp16",
+         CaseSpec(tables=((12, 20),), batch_size=5, length_profile="fixed", max_length=35, weights_dtype="fp16",
                   pooling="mean", seed=17), SMALL_TABLE),
         ("small-table path, uneven and empty bags, sum",
          CaseSpec(tables=((16, 32),), batch_size=3, length_profile="uniform", max_length=24, weights_dtype="fp16",

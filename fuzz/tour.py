@@ -65,12 +65,13 @@ def tour(config: KernelConfig, max_lookups: int, fixed: frozenset[str] = frozens
     wide = wide or 33  # 1 past a multiple of every bucket: a column loop one block short drops a column
     st = {"small_table_max_rows": 16, "small_table_min_dim": 16, "small_table_max_dim": 32,
           "small_table_min_pooling": 8, "small_table_bags_per_program": 2, "small_table_histogram_ids": 16}
-    affordable = c.small_table_histogram_ids + 3 <= max_lookups // (4 * (c.small_table_bags_per_program + 1))
+    tail = 2 * c.fwd_gather_unweighted + 3  # the scalar tail past the histogram window: three gathers
+    affordable = c.small_table_histogram_ids + tail <= max_lookups // (4 * (c.small_table_bags_per_program + 1))
     if affordable and c.small_table_min_dim <= c.small_table_max_dim:
         st = {}
     E = st.get("small_table_max_rows", c.small_table_max_rows)
     D = st.get("small_table_min_dim", c.small_table_min_dim)
-    L = st.get("small_table_histogram_ids", c.small_table_histogram_ids) + 3
+    L = st.get("small_table_histogram_ids", c.small_table_histogram_ids) + tail
     bags = st.get("small_table_bags_per_program", c.small_table_bags_per_program) + 1
     items = [
         ("empty bags", CaseSpec(tables=((5, 4), (3, 2)), batch_size=3, length_profile="empty", seed=1), {}),
@@ -120,7 +121,8 @@ def tour(config: KernelConfig, max_lookups: int, fixed: frozenset[str] = frozens
          {"fused_bounds_check": True}),
         ("short runs side by side, weighted mean adagrad, many single-lookup runs",
          CaseSpec(tables=((200, 16), (40, 7)), batch_size=6, max_length=5, pooling="mean", weighted=True,
-                  optimizer="exact_rowwise_adagrad", weights_dtype="bf16", seed=13), {"bwd_short_runs_per_program": 4}),
+                  optimizer="exact_rowwise_adagrad", weights_dtype="bf16", hot_rows=(HotRow(0, 0, 2),), steps=2,
+                  seed=13), {"bwd_short_runs_per_program": 4}),  # two steps: optimizer state carried over
         ("short runs side by side, sum sgd", CaseSpec(tables=((50, 8),), batch_size=5, max_length=4, seed=16),
          {"bwd_short_runs_per_program": 2}),
         ("bad ids, fused check inside the small-table path (window and tail)",
