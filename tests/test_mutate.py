@@ -222,3 +222,12 @@ def test_probes_execute_every_jit_statement_outside_fault_code(tmp_path):
                 if n.lineno not in executed.get(path, set()):
                     missed.append(f"{path}:{n.lineno}")
     assert not missed, missed
+
+
+def test_cli_site_selects_one_mutant_and_rejects_unknown_ids(capsys):
+    site = mutants.all_sites(REPO)[7]
+    assert main(["mutate", "--site", site.id, "--list"]) == 0
+    assert f"{site.id}  {site.function}" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exc:
+        main(["mutate", "--site", "tbe/no.py:1:1:cmp:000000", "--list"])
+    assert exc.value.code == 2 and "no such site" in capsys.readouterr().err
