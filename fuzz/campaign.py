@@ -26,13 +26,15 @@ from fuzz.budgets import Budget
 from fuzz.cases import CaseTensors, case_size, tensors
 from fuzz.check import CaseResult
 from fuzz.compile_watch import CompileCounts
+from fuzz.config_space import split_draw
 from fuzz.space import campaign_cases
 from fuzz.supervisor import Supervisor, Unmaterializable, leftover_pending, shared
-from fuzz.teeth import Teeth
-from oracles.error_model import WORST, ErrorModel, from_env
 from fuzz.sut import DEFAULT as DEFAULT_SUT
 from fuzz.sut import get as get_sut
-from fuzz.sut_fit import fit_strategy
+from fuzz.sut_fit import fit_case, fit_strategy
+from fuzz.teeth import Teeth
+from fuzz.tour import tour
+from oracles.error_model import WORST, ErrorModel, from_env
 from tbe import KernelConfig
 
 
@@ -73,6 +75,8 @@ class CampaignResult:
     sut: str = DEFAULT_SUT            # the system under test (fuzz.sut registry name)
     expected_failures: int = 0        # cases failing only with known findings already recorded
     known: list[Any] = dataclasses.field(default_factory=list)  # fuzz.triage.KnownRecord, one per finding
+    failure_config: Optional[KernelConfig] = None    # the failing case's effective config (drawn overrides applied)
+    failure_overrides: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -120,7 +124,8 @@ def run_campaign(
     ``progress`` (a callable taking a line) receives occasional status lines; ``database`` (a Hypothesis
     ExampleDatabase, e.g. Redis-backed) replaces the directory database; ``observe(res, result)`` sees
     every checked example (live progress, report pictures); ``model`` picks the accumulation bound
-    (default ``$TBE_FUZZ_BOUND``, else worst case); ``supervisor`` runs the cases (default: this
+    (default ``$TBE_FUZZ_BOUND``, else worst case); the opening tour (``fuzz.tour``) runs every
+    kernel path first; ``supervisor`` runs the cases (default: this
     process's shared one). ``sut`` names the system under test (cases are drawn within its
     capabilities); a failing case for which ``expected(result)`` is truthy (already triaged) counts
     as a pass (``fuzz.triage`` drives that)."""
@@ -129,11 +134,16 @@ def run_campaign(
     sup = supervisor or shared()
     pending = None if artifacts_dir is None else Path(artifacts_dir) / ".pending"
     res.leftover = leftover_pending(pending) if pending is not None else []
-    if strategy is None:
-        strategy = fit_strategy(campaign_cases(config, budget.max_lookups), get_sut(sut).capabilities)
+    caps = get_sut(sut).capabilities
+    opening: list = []
+    if strategy is None:  # config-space search and the opening tour need a SUT that takes a KernelConfig
+        strategy = fit_strategy(campaign_cases(config, budget.max_lookups, search_config=caps.kernel_config), caps)
+        if caps.kernel_config:
+            opening = [d for d in (fit_case(d, caps) for d in tour(config, budget.max_lookups)) if d is not None]
     start = time.perf_counter()
     search_end = start + budget.seconds
     best: list[CaseResult] = []  # smallest failure seen, in case shrinking runs out of time
+    configs: dict[int, tuple[KernelConfig, dict[str, Any]]] = {}  # id(failing result) -> its config, overrides
 
     phases = [Phase.explicit, Phase.reuse, Phase.generate, Phase.target] + ([Phase.shrink] if shrink else [])
     db = _database(artifacts_dir, config, sut) if artifacts_dir is not None and use_database else None
@@ -148,7 +158,8 @@ def run_campaign(
     )
     @hypothesis_seed(seed)
     @given(strategy)
-    def prop(case):
+    def prop(drawn):
+        case, cfg, overrides = split_draw(drawn, config)  # config-space search: overrides drawn around config
         now = time.perf_counter()
         if res.failure is None and not best and now > search_end:
             res.stopped_by = "time"
@@ -156,7 +167,7 @@ def run_campaign(
         if best and now > search_end + budget.shrink_seconds:
             raise _OutOfTime()
         try:
-            result = sup.run(case, config, pending=pending, model=model, sut=sut)
+            result = sup.run(case, cfg, pending=pending, model=model, sut=sut)
         except Unmaterializable as e:
             res.unmaterializable += 1
             if res.unmaterializable_example is None:
@@ -177,14 +188,24 @@ def run_campaign(
                 res.first_failure_examples = res.examples
                 res.first_failure_seconds = time.perf_counter() - start
                 res.first_failure_headline = result.headline
+            configs[id(result)] = (cfg, overrides)
             if not best or case_size(result.case) <= case_size(best[0].case):
                 best[:] = [result]
             raise _CaseFailed(result)
         if progress is not None and res.examples % 10 == 0:
             progress(f"  {res.examples} examples, {res.lookups} lookups, {time.perf_counter() - start:.0f}s")
 
+    # the opening tour (fuzz.tour) runs first; a failure there ends the search unless it is to be shrunk:
+    # then the random search runs for the shrink time, and a smaller failure it finds replaces it
+    def run(case, cfg):
+        return sup.run(case, cfg, pending=pending, model=model, sut=sut)
+
+    if _tour(opening, config, res, best, configs, start, observe, run, expected):
+        search_end = time.perf_counter()
+        res.stopped_by = "failure"
     try:
-        prop()
+        if not best or shrink:
+            prop()
         if not res.stopped_by:
             res.stopped_by = "examples"
     except _CaseFailed as e:
@@ -199,13 +220,48 @@ def run_campaign(
             raise
         res.failure = best[0]
         res.stopped_by = "failure"
+    if best and (res.failure is None or case_size(best[0].case) < case_size(res.failure.case)):
+        res.failure, res.stopped_by = best[0], "failure"
     res.seconds = time.perf_counter() - start
+    if res.failure is not None:
+        res.failure_config, res.failure_overrides = configs.get(id(res.failure), (config, {}))
     if res.failure is not None and artifacts_dir is not None:
-        res.artifact = save_result(artifacts_dir, res.failure, config, {
+        res.artifact = save_result(artifacts_dir, res.failure, res.failure_config, {
             "source": "campaign", "budget": budget.name, "seed": seed, "sut": sut,
             "examples_before_failure": res.first_failure_examples, "bound": model.kind, **(meta or {}),
+            "config_overrides": res.failure_overrides, "config_under_test": config.to_dict(),
         }, sup.environment)
     return res
+
+
+def _tour(opening: list, config: KernelConfig, res: CampaignResult, best: list, configs: dict, start: float,
+          observe: Any, run: Any, expected: Any) -> bool:
+    """Run the opening tour's cases in order (``run(case, cfg)``); True (and ``best`` set) at the first
+    failure that ``expected`` does not explain."""
+    for drawn in opening:
+        if time.perf_counter() > start + res.budget.seconds:
+            res.stopped_by = "time"
+            return False
+        case, cfg, overrides = split_draw(drawn, config)
+        try:
+            result = run(case, cfg)
+        except Unmaterializable as e:
+            res.unmaterializable += 1
+            res.unmaterializable_example = res.unmaterializable_example or f"tour: {e}: {case}"
+            continue
+        known = not result.ok and expected is not None and bool(expected(result))
+        res.record(result, ratios=expected is None or result.ok)
+        res.expected_failures += known
+        if observe is not None:
+            observe(res, result)
+        if not result.ok and not known:
+            res.first_failure_examples = res.examples
+            res.first_failure_seconds = time.perf_counter() - start
+            res.first_failure_headline = result.headline
+            configs[id(result)] = (cfg, overrides)
+            best[:] = [result]
+            return True
+    return False
 
 
 def save_result(root: Path, result: CaseResult, config: KernelConfig, meta: dict[str, Any],

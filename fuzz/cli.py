@@ -1,4 +1,4 @@
-"""The ``tbe-fuzz`` command line: run, warmup, replay, gate, tune, selftest.
+"""The ``tbe-fuzz`` command line: run, warmup, replay, gate, tune, selftest, mutate.
 
 Exit codes: 0 pass (failures, if any, all triaged known findings of the SUT), 1 a case failed
 (or a planted fault went unnoticed; for gate and tune, see ``fuzz.cascade_cli``), 2 bad usage
@@ -125,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="tbe-fuzz", description="Differential fuzzing of a TBE (this project's Triton TBE unless --sut names another).")
     from fuzz.run_cmd import add_run_options, add_warmup_parser
 
-    sub = parser.add_subparsers(dest="command", metavar="{run,warmup,replay,gate,tune,selftest}")
+    sub = parser.add_subparsers(dest="command", metavar="{run,warmup,replay,gate,tune,selftest,mutate}")
     sub.required = True
 
     run = sub.add_parser("run", help="run a campaign under one config")
@@ -165,6 +165,9 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--artifacts", type=_artifacts_dir, default=None, metavar="DIR",
                     help="save each caught fault's shrunk case here (default: not saved)")
     _sut_option(st)
+    from fuzz import mutate_cli  # mutation testing: options and command live in their own module
+
+    mutate_cli.add_parser(sub, _positive_int, _seed, _positive_float)
     return parser
 
 
@@ -308,6 +311,10 @@ def _command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         from fuzz.cascade_cli import cmd_tune
 
         return cmd_tune(args, parser, _progress)
+    if args.command == "mutate":
+        from fuzz import mutate_cli
+
+        return mutate_cli.command(args, parser)
     return cmd_selftest(args, parser)
 
 

@@ -115,11 +115,13 @@ def check_batch(
     instance = target.build(params)
     device = torch.device(getattr(instance, "device", "cpu"))
     mode, pooling = params.bounds_check, params.pooling
+    first_bad = None  # what FATAL must name: ("offsets", entry) or ("id", position)
     if mode == BoundsCheckMode.NONE:
         ref_idx, ref_off, fatal, expected_warn = indices, offsets, False, 0
     else:
         rb = reference_bounds_check(layout.rows, indices, offsets, mode)
         ref_idx, ref_off, fatal, expected_warn = rb.indices, rb.offsets, rb.fatal, rb.warnings
+        first_bad = rb.first_bad
     ref_idx, ref_off = ref_idx.to(device), ref_off.to(device)
     ref_psw = None if per_sample_weights is None else per_sample_weights.to(device)
     if mode != BoundsCheckMode.FATAL:
@@ -135,7 +137,10 @@ def check_batch(
             with torch.set_grad_enabled(backward):
                 out = instance.forward(indices.clone(), offsets.clone(), psw_in)
         except FatalBoundsCheck as e:
-            reports.append(Report(f"step {k} FATAL bounds check raised ({e})", fatal, None, 0 if fatal else 1, 1))
+            # it must name the first offender, where the SUT says which it found
+            ok = fatal and (e.position is None or (e.kind, e.position) == first_bad)
+            why = "" if ok or not fatal else f"; expected it to name {first_bad[0]} entry {first_bad[1]}"
+            reports.append(Report(f"step {k} FATAL bounds check raised ({e}){why}", ok, None, 0 if ok else 1, 1))
             return reports
         if fatal:
             reports.append(Report(f"step {k} FATAL bounds check did not raise on invalid input", False, None, 1, 1))

@@ -22,6 +22,7 @@ from fuzz.budgets import Budget
 from fuzz.campaign import save_result
 from fuzz.cases import AnyCase
 from fuzz.check import CaseResult
+from fuzz.config_space import Drawn, split_draw
 from fuzz.edges import edge_cases, reseed
 from fuzz.known import explain
 from fuzz.space import campaign_cases
@@ -67,15 +68,18 @@ class GateResult:
         return sum(c.cand.lookups for c in self.cases)
 
 
-def shared_cases(config: KernelConfig, budget: Budget, seed: int, count: int, sut: str = "triton") -> list[AnyCase]:
+def shared_cases(config: KernelConfig, budget: Budget, seed: int, count: int, sut: str = "triton",
+                 fixed: frozenset[str] = frozenset()) -> list[Drawn]:
     """``count`` campaign cases drawn once, deterministically from ``seed`` within ``sut``'s capabilities
-    (no checking, no shrinking)."""
-    drawn: list[AnyCase] = []
+    (no checking, no shrinking), each with config overrides drawn around ``config`` that leave the
+    ``fixed`` fields alone (none for a SUT without a KernelConfig)."""
+    drawn: list[Drawn] = []
 
     @hypothesis_seed(seed)
     @settings(max_examples=count, database=None, phases=[Phase.generate], deadline=None,
               suppress_health_check=list(HealthCheck))
-    @given(fit_strategy(campaign_cases(config, budget.max_lookups), get_sut(sut).capabilities))
+    @given(fit_strategy(campaign_cases(config, budget.max_lookups, search_config=get_sut(sut).capabilities.kernel_config,
+                                       fixed=fixed), get_sut(sut).capabilities))
     def collect(case):
         drawn.append(case)
 
@@ -130,8 +134,10 @@ def run_gate(
     res.notes += notes
     res.targeted = len(targeted)
     count = min(budget.max_examples, max(50, int(budget.seconds * 3)))
-    shared = shared_cases(baseline, budget, seed, count, sut)
-    work = list(targeted) + [(f"shared case #{i}", c) for i, c in enumerate(shared)]
+    # drawn overrides go on both configs alike and never touch a field the two differ in
+    shared = shared_cases(baseline, budget, seed, count, sut, fixed=frozenset(res.diff))
+    work = list(targeted) + [(f"shared case #{i}" + (f" with {dict(d.overrides)}" if getattr(d, "overrides", ())
+                                                     else ""), d) for i, d in enumerate(shared)]
     phase_start, shared_run, truncated = start, 0, False
     for k, (label, case) in enumerate(work):
         if k == res.targeted:
@@ -147,12 +153,17 @@ def run_gate(
             break
         if k >= res.targeted and shared_run >= budget.max_examples:
             break
+        case, base_cfg, overrides = split_draw(case, baseline)
         try:
-            base = sup.run(case, baseline, pending=pending, sut=sut)
+            cand_cfg = candidate.replace(**overrides) if overrides else candidate
+        except ValueError:  # an override that fits the baseline but not the candidate: run both undrawn
+            base_cfg, cand_cfg, overrides = baseline, candidate, {}
+        try:
+            base = sup.run(case, base_cfg, pending=pending, sut=sut)
         except Unmaterializable as e:  # a generator bug, not a kernel failure: say so and go on
             res.notes.append(f"{label} could not be materialized ({e}); skipped")
             continue
-        cand = sup.run(case, candidate, pending=pending, sut=sut)
+        cand = sup.run(case, cand_cfg, pending=pending, sut=sut)
         known = explain(sut, cand)
         if known is not None:  # triaged for this SUT: reported, not held against the candidate
             res.notes.append(f"{label}: known finding(s) {', '.join(f.id for f in known)}")
@@ -161,9 +172,9 @@ def run_gate(
         res.targeted_run += k < res.targeted
         res.cases.append(GateCase(label, base, cand))
         if not cand.ok and artifacts_dir is not None:
-            res.artifacts.append(save_result(artifacts_dir, cand, candidate, {
+            res.artifacts.append(save_result(artifacts_dir, cand, cand_cfg, {
                 "source": "gate", "label": label, "seed": seed, "budget": budget.name,
-                "baseline_ok": base.ok, "baseline_config": baseline.to_dict(),
+                "baseline_ok": base.ok, "baseline_config": base_cfg.to_dict(), "config_overrides": overrides,
             }, sup.environment))
         if progress is not None and len(res.cases) % 10 == 0:
             progress(f"  {len(res.cases)} cases, {time.perf_counter() - start:.0f}s")

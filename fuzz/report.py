@@ -85,6 +85,8 @@ def campaign_text(r: CampaignResult) -> str:
         lines.append(f"  first failure after {r.first_failure_examples} example(s), {r.first_failure_seconds:.1f}s "
                      f"({r.first_failure_headline})"
                      + (" (not on the triage list)" if r.known or r.sut != "triton" else ""))
+        if r.failure_overrides:
+            lines.append(f"  failing config: the config under test with {r.failure_overrides}")
         lines += _failure_lines(r.failure)
     if r.artifact is not None:
         lines.append(f"  artifact: {r.artifact}")
@@ -130,6 +132,7 @@ def campaign_json(r: CampaignResult) -> dict[str, Any]:
                    "artifact": None if k.artifact is None else str(k.artifact)} for k in r.known],
         "failure": None if r.failure is None else {
             "kind": r.failure.kind, "case": case_to_dict(r.failure.case), "reports": r.failure.text().splitlines(),
+            "config_overrides": r.failure_overrides,
             "examples_to_first_failure": r.first_failure_examples,
             "seconds_to_first_failure": r.first_failure_seconds, "first_failure_headline": r.first_failure_headline,
         },

@@ -66,7 +66,10 @@ def cmd_warmup(args: argparse.Namespace) -> int:
     from fuzz.warmup import warmup
     from tbe import KernelConfig
 
+    from fuzz.config_space import campaign_configs
+
     configs = [c for _, c in args.config] if args.config else [KernelConfig()]
+    configs = [x for c in configs for x in campaign_configs(c)]  # campaigns also run the override profiles
     if args.named_configs:
         from strategies.configs import NAMED
 
@@ -110,7 +113,9 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str) -> int:
     warm = None
     sut = getattr(args, "sut", "triton")
     if not args.no_warmup and get_sut(sut).capabilities.kernel_config:  # Triton kernels only
-        warm = warmup([config], args.warmup_processes, progress=_progress)
+        from fuzz.config_space import campaign_configs
+
+        warm = warmup(campaign_configs(config), args.warmup_processes, progress=_progress)
         _progress(warm.text())
     if n > 1:
         merged = run_workers(args, n, progress=_progress)

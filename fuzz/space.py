@@ -70,7 +70,7 @@ def bad_id_cases(draw: st.DrawFn) -> BadIdCase:
         tables=bad.tables, batch_size=bad.batch_size, pooling=draw(st.sampled_from(["mean", "sum"])),
         index_dtype=bad.index_dtype, weighted=bad.weighted,
         optimizer=draw(st.sampled_from(["exact_sgd", "exact_rowwise_adagrad"])),
-        bounds_check=draw(st.sampled_from(["warning", "ignore"])), max_length=bad.max_length,
+        bounds_check=draw(st.sampled_from(["warning", "ignore", "fatal"])), max_length=bad.max_length,
         seed=bad.seed,
     )
     return BadIdCase(spec, bad)
@@ -100,8 +100,19 @@ def learning_rates() -> st.SearchStrategy[float]:
     return st.sampled_from([0.05, 0.5, 2.0])
 
 
-def campaign_cases(config: KernelConfig, max_lookups: int) -> st.SearchStrategy:
-    """What a campaign draws: mostly general cases (shrinking prefers them), some bad-id batches
+def campaign_cases(config: KernelConfig, max_lookups: int, search_config: bool = True,
+                   fixed: frozenset[str] = frozenset()) -> st.SearchStrategy:
+    """What a campaign draws: ``fuzz.config_space.Drawn`` (a case and KernelConfig overrides drawn
+    around ``config``, never of ``fixed`` fields), or with ``search_config=False`` plain cases."""
+    if search_config:
+        from fuzz.config_space import drawn_cases
+
+        return drawn_cases(config, lambda c: plain_cases(c, max_lookups), fixed)
+    return plain_cases(config, max_lookups)
+
+
+def plain_cases(config: KernelConfig, max_lookups: int) -> st.SearchStrategy:
+    """Cases at ``config``'s edges: mostly general cases (shrinking prefers them), some bad-id batches
     and some single fp16 tables at the small-table (histogram + tl.dot) path's edges."""
     general = st.tuples(
         case_specs(max_lookups=max_lookups, max_batch=max_batch(max_lookups),

@@ -47,7 +47,12 @@ ALL_BOUNDS = ("fatal", "warning", "ignore", "none")
 
 
 class FatalBoundsCheck(Exception):
-    """Raised by an instance's forward when FATAL bounds checking rejects the batch."""
+    """Raised by an instance's forward when FATAL bounds checking rejects the batch; ``kind``
+    ("offsets" or "id") and ``position`` name the first offender where the SUT says which."""
+
+    def __init__(self, message: str, kind: Optional[str] = None, position: Optional[int] = None) -> None:
+        super().__init__(message)
+        self.kind, self.position = kind, position
 
 
 class SUTError(ValueError):

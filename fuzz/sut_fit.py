@@ -16,6 +16,7 @@ from typing import Optional
 from hypothesis import strategies as st
 
 from fuzz.cases import AnyCase, BadIdCase, base_spec
+from fuzz.config_space import Drawn
 from fuzz.sut import Capabilities
 from strategies.case import CaseSpec
 
@@ -67,9 +68,13 @@ def fit_spec(spec: CaseSpec, caps: Capabilities, bad_ids: bool = False) -> Optio
 
 
 def fit_case(case: AnyCase, caps: Capabilities) -> Optional[AnyCase]:
-    """``case`` moved within ``caps``; None when the SUT cannot run anything like it."""
+    """``case`` moved within ``caps``; None when the SUT cannot run anything like it. A drawn case
+    with config overrides (``fuzz.config_space.Drawn``) keeps its overrides."""
     if caps.everything:
         return case
+    if isinstance(case, Drawn):
+        fitted = fit_case(case.case, caps)
+        return None if fitted is None else dataclasses.replace(case, case=fitted)
     if isinstance(case, BadIdCase):
         spec = fit_spec(case.spec, caps, bad_ids=True)
         if spec is None:

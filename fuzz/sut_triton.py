@@ -35,7 +35,7 @@ class TritonInstance:
         try:
             out = self.module(indices.to(self.device), offsets.to(self.device), psw)
         except BoundsCheckError as e:
-            raise FatalBoundsCheck(str(e)) from e
+            raise FatalBoundsCheck(str(e), e.kind, e.position) from e
         self._out, self._psw = out, psw
         return out
 

@@ -34,8 +34,10 @@ from tbe.modes import BoundsCheckMode
 
 
 def _warm_keys(config: KernelConfig) -> set:
+    from fuzz.config_space import campaign_configs
+
     with record(dry_run=True) as keys:
-        for group in warm_groups([config]):
+        for group in warm_groups(campaign_configs(config)):
             for c in group:
                 exercise(c.spec, c.config, c.backward)
     return keys
@@ -47,14 +49,17 @@ def _campaign_keys(config: KernelConfig, examples: int) -> set:
     @settings(max_examples=examples, derandomize=True, database=None, deadline=None,
               suppress_health_check=list(HealthCheck))
     @given(campaign_cases(config, MAX_LOOKUPS))
-    def draw(case):
+    def draw(drawn):
+        from fuzz.config_space import split_draw
+
+        case, cfg, _ = split_draw(drawn, config)  # with the config overrides the campaign drew
         try:
-            t = tensors(case, config)
+            t = tensors(case, cfg)
         except ValueError:
             return
         spec = base_spec(case)
         with record(dry_run=True) as keys:
-            module = build_module(spec, config)
+            module = build_module(spec, cfg)
             psw = None if t.per_sample_weights is None else t.per_sample_weights.clone().requires_grad_(True)
             module(t.indices, t.offsets, psw).backward(t.grad_outputs[0])
         found.update(keys)

@@ -1,0 +1,129 @@
+"""Config-space search: overrides drawn around the config under test, saved with a failure, shared by the gate."""
+
+from __future__ import annotations
+
+import collections
+import json
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
+
+from fuzz.budgets import Budget
+from fuzz.campaign import run_campaign
+from fuzz.cli import main
+from fuzz.config_space import Drawn, config_overrides, split_draw
+from fuzz.gate import shared_cases
+from fuzz.space import campaign_cases
+from strategies.case import CaseSpec, HotRow
+from tbe import KernelConfig
+
+TINY = Budget("tiny", seconds=20.0, shrink_seconds=20.0, max_examples=4, max_lookups=300)
+
+
+def draws(strategy, n: int = 150, seed: int = 0) -> list:
+    out: list = []
+
+    @hypothesis_seed(seed)
+    @settings(max_examples=n, database=None, phases=[Phase.generate], deadline=None,
+              suppress_health_check=list(HealthCheck))
+    @given(strategy)
+    def collect(x):
+        out.append(x)
+
+    collect()
+    return out
+
+
+def test_overrides_are_valid_varied_and_often_absent():
+    base = KernelConfig()
+    # paired with a counter so Hypothesis does not skip repeated draws of "no overrides"
+    drawn = [ov for ov, _ in draws(st.tuples(config_overrides(base), st.integers(0, 10**9)), 300)]
+    assert all(base.replace(**ov) for ov in drawn)  # validates
+    fields = collections.Counter(k for ov in drawn for k in ov)
+    assert sum(1 for ov in drawn if not ov) >= 60, "the config under test itself must stay common"
+    for name in ("long_run_threshold", "chunk_size", "fused_long_tier", "fused_bounds_check", "hoist_transpose",
+                 "small_table_max_rows", "bwd_short_runs_per_program", "fwd_bucket_tiles", "dim_buckets",
+                 "bounds_check_block", "classify_block", "short_grid_multiplier"):
+        assert fields[name] >= 5, (name, fields)
+    assert not fields["faults"] and not fields["fence"]
+    assert all(ov.get("index_dtype", "auto") != "int32" for ov in drawn)
+
+
+def test_fixed_fields_are_never_overridden_and_faults_survive():
+    base = KernelConfig(chunk_size=100, fused_long_tier=True)
+    fixed = frozenset({"chunk_size", "fused_long_tier", "small_table_min_dim"})
+    for ov in draws(config_overrides(base, fixed), 200):
+        assert not set(ov) & fixed, ov
+        base.replace(**ov)
+    d = Drawn(CaseSpec(tables=((3, 2),), batch_size=1), (("long_run_threshold", 8),))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TBE_FUZZ_ALLOW_FAULTS", "1")
+        faulty = KernelConfig(faults=("fwd_skip_last_id",))
+        case, cfg, ov = split_draw(d, faulty)
+        assert cfg.faults == faulty.faults and cfg.long_run_threshold == 8 and ov == {"long_run_threshold": 8}
+
+
+def test_campaign_draws_cases_at_the_drawn_configs_edges():
+    """Hot-row counts follow the effective threshold, so small drawn thresholds give cheap long runs."""
+    drawn = draws(campaign_cases(KernelConfig(), 4000), 200)
+    assert all(isinstance(d, Drawn) for d in drawn)
+    long_runs = 0
+    for d in drawn:
+        case, cfg, _ = split_draw(d, KernelConfig())
+        if isinstance(case, CaseSpec) and any(h.count >= cfg.long_run_threshold for h in case.hot_rows):
+            long_runs += cfg.long_run_threshold < 256
+    assert long_runs >= 5
+    plain = draws(campaign_cases(KernelConfig(), 4000, search_config=False), 20)
+    assert not any(isinstance(d, Drawn) for d in plain)
+
+
+@pytest.mark.fuzz
+def test_failure_under_drawn_overrides_saves_the_effective_config_and_replays(tmp_path, capsys):
+    """A fault only the long tier shows, found under drawn overrides: config.json is the effective config."""
+    spec = CaseSpec(tables=((30, 6),), batch_size=3, max_length=2, hot_rows=(HotRow(0, 4, 11),), seed=3)
+    overrides = (("chunk_size", 4), ("long_run_threshold", 8))
+    config = KernelConfig(faults=("skip_last_chunk_update",))
+    res = run_campaign(config, TINY, artifacts_dir=tmp_path, use_database=False,
+                       strategy=st.just(Drawn(spec, overrides)))
+    assert not res.ok and res.failure_overrides == dict(overrides)
+    saved = KernelConfig.load(res.artifact / "config.json")
+    assert saved == config.replace(**dict(overrides))
+    meta = json.loads((res.artifact / "meta.json").read_text())
+    assert meta["config_overrides"] == dict(overrides) and meta["config_under_test"]["chunk_size"] == 256
+    assert main(["replay", str(res.artifact)]) == 1
+    clean = tmp_path / "clean.json"
+    saved.replace(faults=()).save(clean)
+    assert main(["replay", str(res.artifact), "--config", str(clean)]) == 0
+    capsys.readouterr()
+
+
+def test_gate_shares_overrides_that_leave_the_changed_fields_alone():
+    base = KernelConfig()
+    cand = base.replace(long_run_threshold=128, dim_buckets=(8, 64))
+    changed = frozenset(base.diff(cand))
+    shared = shared_cases(base, Budget("t", 5.0, 5.0, 40, 2000), seed=3, count=40, fixed=changed)
+    assert len(shared) == 40 and any(d.overrides for d in shared)
+    for d in shared:
+        assert not {k for k, _ in d.overrides} & changed
+        split_draw(d, cand)[1].validate()
+
+
+@pytest.mark.parametrize("config", [KernelConfig(), KernelConfig(long_run_threshold=64, chunk_size=32,
+                                                                 dim_buckets=(8, 32), small_table_path=False)])
+def test_the_opening_tour_reaches_every_path(config):
+    """Without running kernels: the tour's cases take every forward path, backward tier and bounds check."""
+    from fuzz.cases import tensors
+    from fuzz.check import tiers_of
+    from fuzz.tour import tour
+
+    seen = set()
+    for d in tour(config, 4000):
+        case, cfg, _ = split_draw(d, config)
+        t = tensors(case, cfg)
+        assert t.indices.numel() <= 2000, d
+        seen |= tiers_of(case, t, cfg)[0]
+    assert {"fwd:generic", "fwd:small_table", "bwd:short", "bwd:long", "bwd:long_fused", "bwd:multi_chunk",
+            "bounds:standalone", "bounds:fused"} <= seen, seen
+    assert len(tour(config, 4000, fixed=frozenset({"fused_long_tier"}))) < len(tour(config, 4000))
