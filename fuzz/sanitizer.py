@@ -222,6 +222,7 @@ def enable(tables: bool = True) -> None:
     orig = {name: getattr(b, name) for name in ("set_grid_idx", "create_masked_load", "create_masked_store",
                                                   "create_atomic_rmw", "create_atomic_cas")}
     orig["_init_args_hst"], orig["__call__"] = ge._init_args_hst, ge.__call__
+    orig["own"] = {n: vars(b)[n] for n in orig if n in vars(b)}  # hooks of another mode underneath
 
     def init_args(self, args_dev, kwargs):
         args_hst, kwargs_hst = orig["_init_args_hst"](self, args_dev, kwargs)
@@ -270,7 +271,10 @@ def disable() -> None:
     from triton.runtime import interpreter as ti
 
     for name in ("set_grid_idx", "create_masked_load", "create_masked_store", "create_atomic_rmw", "create_atomic_cas"):
-        delattr(ti.interpreter_builder, name)  # the class's method shows through again
+        if name in orig["own"]:
+            setattr(ti.interpreter_builder, name, orig["own"][name])  # the other mode's hook again
+        elif name in vars(ti.interpreter_builder):
+            delattr(ti.interpreter_builder, name)  # the class's method shows through again
     ti.GridExecutor._init_args_hst, ti.GridExecutor.__call__ = orig["_init_args_hst"], orig["__call__"]
     _state["orig"] = _state["launch"] = None
 

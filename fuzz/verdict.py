@@ -6,7 +6,8 @@ crashes fails the test instead of killing the pytest(-xdist) process (the case i
 targets the normalized error (and whatever else the caller adds). A failure of the final example
 (Hypothesis's shrunk one, or any failure outside Hypothesis) is saved whole under
 ``$TBE_FUZZ_ARTIFACTS`` (default ./fuzz-artifacts) and the AssertionError names the directory, so CI
-can upload it and ``tbe-fuzz replay DIR`` runs it as it is.
+can upload it and ``tbe-fuzz replay DIR`` runs it as it is. Under the weak-memory mode
+(``fuzz.weak_memory``, an interpreter mode of this process) the case runs in this process.
 """
 
 from __future__ import annotations
@@ -43,7 +44,14 @@ def failing_text(result: CaseResult) -> str:
 def assert_passes(case: AnyCase, config: KernelConfig, label: str = "", test: Optional[str] = None) -> CaseResult:
     """The case's CaseResult when it passes; else AssertionError with its failure, the case JSON and the
     saved artifact (final examples only: shrink candidates are not saved)."""
-    result = shared().run(case, config, pending=artifacts_dir() / ".pending")
+    from fuzz import weak_memory
+
+    if weak_memory.active() is not None:  # an interpreter mode of this process: the case runs here, in it
+        from fuzz.check import run_case
+
+        result = run_case(case, config)
+    else:
+        result = shared().run(case, config, pending=artifacts_dir() / ".pending")
     in_hypothesis = currently_in_test_context()
     if in_hypothesis:
         target(min(result.max_ratio, RATIO_CAP), label="max error / bound")

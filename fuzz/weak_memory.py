@@ -206,7 +206,8 @@ class WeakMemory:
             raise RuntimeError("weak-memory mode is already on")
         orig = {n: getattr(b, n) for n in ("set_grid_idx", "create_atomic_rmw", "create_atomic_cas",
                                             "create_masked_load", "create_masked_store")}
-        self._saved = {"builder": (b, orig), "call": itp.GridExecutor.__call__}
+        own = {n: vars(b)[n] for n in orig if n in vars(b)}  # hooks of another mode (the sanitizer) underneath
+        self._saved = {"builder": (b, orig, own), "call": itp.GridExecutor.__call__}
         mem = self
 
         def set_grid_idx(x, y, z):
@@ -274,9 +275,12 @@ class WeakMemory:
 
         if not self._saved:
             return
-        b, orig = self._saved["builder"]
+        b, orig, own = self._saved["builder"]
         for name in orig:
-            delattr(b, name)  # back to the class's methods
+            if name in own:
+                setattr(b, name, own[name])  # the hook that was there before
+            else:
+                delattr(b, name)  # back to the class's methods
         b._tbe_weak_memory = None
         itp.GridExecutor.__call__ = self._saved["call"]
         self._saved = {}

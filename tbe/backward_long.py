@@ -67,7 +67,7 @@ def backward_long(
         _fused_chunk_kernel[(chunk_grid,)](
             *run_args, ws, cls.countdown,
             SEM="relaxed" if (cfg.has_fault("no_fence") or not cfg.fence) else "acq_rel",
-            BARRIER=not cfg.has_fault("no_barrier"), **common,
+            FAULT_NO_BARRIER=cfg.has_fault("no_barrier"), **common,
         )
         return
     ws = torch.empty((cls.chunk_upper, ws_stride), dtype=torch.float32, device=device)
@@ -203,7 +203,7 @@ def _fused_chunk_kernel(
     WEIGHTED: tl.constexpr, MEAN: tl.constexpr, ADAGRAD: tl.constexpr, GATHER: tl.constexpr,
     BLOCK_D: tl.constexpr, WIDE: tl.constexpr, FAULT_ACC_W: tl.constexpr, FAULT_SKIP_LAST: tl.constexpr,
     FAULT_DROP_CHUNK: tl.constexpr, FAULT_ZERO_LONG: tl.constexpr, FAULT_CHUNK_LIMIT: tl.constexpr,
-    SEM: tl.constexpr, BARRIER: tl.constexpr,
+    SEM: tl.constexpr, FAULT_NO_BARRIER: tl.constexpr,
 ):
     """Chunks add partials atomically into their run's row; the last to count down applies the update."""
     num = tl.load(counts_ptr + 2)
@@ -222,16 +222,16 @@ def _fused_chunk_kernel(
             g = gather_grad(grad_ptr, grad_stride, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, B, col0,
                             d0 + cols, cm, start, end, wdt, WEIGHTED, MEAN, GATHER, BLOCK_D, FAULT_ACC_W)
             tl.atomic_add(ws_ptr + s * ws_stride + d0 + cols, g * keep, mask=cm, sem="relaxed", scope="gpu")
-        if BARRIER:
-            # every warp's adds are done before the release below is issued
-            tl.debug_barrier()
-            remaining = tl.atomic_add(countdown_ptr + s, -1, sem=SEM, scope="gpu")
-        else:
-            # fault: no barrier, and one lane counts down while the block sums its result; no
-            # shared-memory broadcast of a scalar atomic brings a compiler barrier in its place
+        if FAULT_NO_BARRIER:
+            # no barrier, and one lane counts down while the block sums its result; no shared-memory
+            # broadcast of a scalar atomic brings a compiler barrier in its place
             lane0 = cols == 0
             old = tl.atomic_add(countdown_ptr + s + 0 * cols, -1, mask=lane0, sem=SEM, scope="gpu")
             remaining = tl.sum(tl.where(lane0, old, 0), axis=0)
+        else:
+            # every warp's adds are done before the release below is issued
+            tl.debug_barrier()
+            remaining = tl.atomic_add(countdown_ptr + s, -1, sem=SEM, scope="gpu")
         if remaining == 1:
             _apply_from_workspace(ws_ptr + s * ws_stride, 1, ws_stride, w_row, momentum_ptr, lin, D, lr, eps,
                                   ADAGRAD, BLOCK_D, WIDE, True)
