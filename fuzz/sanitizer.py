@@ -125,7 +125,18 @@ class _Launch:
                                                                                            abs(addr - a.end)))
 
 
-_state: dict[str, Any] = {"launch": None, "orig": None, "tables": True}
+_state: dict[str, Any] = {"launch": None, "orig": None, "tables": True, "deferred": False}
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """Accesses inside are another program's, applied late (the weak-memory mode's delayed writes):
+    the address check applies, the table its current program chose does not."""
+    before, _state["deferred"] = _state["deferred"], True
+    try:
+        yield
+    finally:
+        _state["deferred"] = before
 
 
 def _check(ptrs, mask, op: str) -> None:
@@ -158,7 +169,7 @@ def _check(ptrs, mask, op: str) -> None:
         flat = ids.tensor.detach().reshape(-1).cpu().to(torch.int64).numpy()
         pos = np.clip((addr - ids.ptr) // ids.esize, 0, max(0, flat.size - 1))
         picked = np.where(on, flat[pos] if flat.size else -1, -1)
-    for b, o, starts, ends, dims in launch.packed:
+    for b, o, starts, ends, dims in launch.packed if not _state["deferred"] else ():
         if picked is not None:
             launch.intended[b.name] = picked
             continue

@@ -25,9 +25,8 @@ does nothing here), reordering among one program's own delayed writes, an acquir
 stale data (published writes are visible to every program at once), and true concurrency
 (programs still run in order, so a bug needing a later program's write seen early is not hit).
 
-Switch it on with ``TBE_WEAK_MEMORY=1`` (``TBE_WEAK_MEMORY_SEED``, ``TBE_WEAK_MEMORY_DELAY``)
-for the CLI and pytest, the ``weak_memory`` pytest fixture, or ``with weak_memory(seed): ...``.
-Hand-written because Triton has no such mode; it wraps the interpreter's builder in place.
+On with ``TBE_WEAK_MEMORY=1`` (``_SEED``, ``_DELAY``), the ``weak_memory`` fixture, or ``with
+weak_memory(seed):``. Hand-written (Triton has no such mode); it wraps the interpreter's builder.
 """
 
 from __future__ import annotations
@@ -42,6 +41,8 @@ import sys
 from typing import Iterator, Optional
 
 import numpy as np
+
+from fuzz import sanitizer
 
 ENV, SEED_ENV, DELAY_ENV = "TBE_WEAK_MEMORY", "TBE_WEAK_MEMORY_SEED", "TBE_WEAK_MEMORY_DELAY"
 
@@ -129,8 +130,10 @@ class WeakMemory:
         return bool(calls) and all(unused for _, _, unused in calls)
 
     def _publish(self, writes: list[_Write]) -> None:
-        for w in writes:
-            w.apply()
+        """Apply ``writes``, issued earlier (so the sanitizer checks addresses, not the table chosen now)."""
+        with sanitizer.deferred():
+            for w in writes:
+                w.apply()
 
     def _take_current(self) -> list[_Write]:
         writes, self.current, self._index = self.current, [], None
@@ -156,13 +159,13 @@ class WeakMemory:
         return bool(np.any((i > 0) & (lo[np.maximum(i - 1, 0)] + np.uint64(wsize) > a)))
 
     def _own_view(self, load):
-        """``load()`` as this program sees memory: its own buffered writes applied, then withdrawn
-        (programs run one at a time, so no other program can observe them meanwhile)."""
+        """``load()`` as this program sees memory: its own buffered writes applied, then withdrawn."""
         self.stats.own_reads += 1
         saved = []
-        for w in self.current:
-            saved.append(w.snapshot())
-            w.apply()
+        with sanitizer.deferred():
+            for w in self.current:
+                saved.append(w.snapshot())
+                w.apply()
         try:
             return load()
         finally:
@@ -298,10 +301,9 @@ def enable(seed: int = 0, max_delay: int = 4, stores: bool = True) -> WeakMemory
         raise RuntimeError("weak-memory mode works in Triton's interpreter only (TRITON_INTERPRET=1)")
     if _ACTIVE is not None:
         raise RuntimeError("weak-memory mode is already on")
-    mem = WeakMemory(seed, max_delay, stores)
-    mem.install()
-    _ACTIVE = mem
-    return mem
+    _ACTIVE = WeakMemory(seed, max_delay, stores)
+    _ACTIVE.install()
+    return _ACTIVE
 
 
 def disable() -> None:
@@ -312,7 +314,7 @@ def disable() -> None:
 
 
 def active() -> Optional[WeakMemory]:
-    return _ACTIVE
+    return _ACTIVE  # the mode's state while it is on, else None
 
 
 @contextlib.contextmanager
