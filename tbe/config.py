@@ -26,8 +26,9 @@ class KernelConfig:
     fwd_gather_weighted: int = 8
     fwd_num_warps: int = 4
     # per dimension bucket: (BLOCK_D, gather, bags per program, warps) replacing the three above for
-    # unweighted and weighted launches of that bucket (the best tile differs with the row width)
-    fwd_bucket_tiles: tuple[tuple[int, int, int, int], ...] = ()
+    # unweighted and weighted launches of that bucket (the best tile differs with the row width);
+    # the defaults are the fastest of a sweep on the H200 (benchmarks/results/sweep_h200.jsonl)
+    fwd_bucket_tiles: tuple[tuple[int, int, int, int], ...] = ((64, 8, 8, 2), (128, 4, 8, 1), (256, 2, 4, 1))
     # forward, small-table histogram + tl.dot path
     small_table_path: bool = True
     small_table_max_rows: int = 64
@@ -51,10 +52,10 @@ class KernelConfig:
     bwd_short_num_warps: int = 1
     # short runs per program of the narrow short tier (1: one run at a time, a gather of GATHER rows;
     # more: that many runs side by side as one [runs, BLOCK_D] tile, one row of each per step)
-    bwd_short_runs_per_program: int = 1
+    bwd_short_runs_per_program: int = 2  # 2 at 64x the SMs: 1.35-1.5x faster iterations on the H200 sweep
     bwd_long_num_warps: int = 4
     classify_block: int = 1024
-    short_grid_multiplier: int = 32
+    short_grid_multiplier: int = 64
     long_grid_multiplier: int = 8
     # fused long tier: last chunk applies the update after a fence and a countdown
     fused_long_tier: bool = False

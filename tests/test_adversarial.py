@@ -30,7 +30,9 @@ from tests.test_strategies import DEFAULT_CASES
 
 pytestmark = pytest.mark.fuzz
 
-CI_COUNTS = {"adversarial": 120, "duplicates": 60, "bad": 60, "int32": 60}
+# adversarial: about 8 s an example on two CPU cores (the narrow config loops over 4-wide column
+# blocks, and D reaches the hundreds), so 40 keep the suite near 15 minutes
+CI_COUNTS = {"adversarial": 40, "duplicates": 60, "bad": 60, "int32": 60}
 
 
 @settings(max_examples=examples(CI_COUNTS["adversarial"]))

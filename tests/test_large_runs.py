@@ -60,6 +60,7 @@ def test_a_gpu_sized_campaign_reaches_past_4096_chunks():
     exact-value data; drawing specs only, no kernels."""
     from hypothesis import HealthCheck, Phase, given, settings
 
+    from fuzz.config_space import split_draw
     from fuzz.space import campaign_cases
     from strategies.case import CaseSpec
 
@@ -69,9 +70,11 @@ def test_a_gpu_sized_campaign_reaches_past_4096_chunks():
     @settings(max_examples=5000, phases=[Phase.generate], database=None, derandomize=True, deadline=None,
               suppress_health_check=list(HealthCheck))
     @given(campaign_cases(KernelConfig(), 1_200_000))
-    def draw(case):
+    def draw(d):
         drawn[0] += 1
-        if isinstance(case, CaseSpec) and case.values == "dyadic" and any(h.count > limit for h in case.hot_rows):
+        case, cfg, _ = split_draw(d, KernelConfig())  # the shipped chunk size, not a drawn smaller one
+        if cfg.chunk_size == KernelConfig().chunk_size and isinstance(case, CaseSpec) and case.values == "dyadic" \
+                and any(h.count > limit for h in case.hot_rows):
             assert case.expected_lookups() <= 1_200_000
             found.append(case)
             raise StopIteration
