@@ -174,7 +174,7 @@ def _short_rows_kernel(
         if ADAGRAD:
             m_old = tl.load(momentum_ptr + lin, mask=rm, other=0.0)
         acc = tl.zeros([RUNS, BLOCK_D], dtype=tl.float32)
-        for i in range(0, tl.max(tl.max(length, axis=1), axis=0)):  # a 0-d bound (older interpreters keep a dim)
+        for i in range(0, tl.max(length)):
             m = rm & (i < length)
             pos = start + i
             bag = tl.load(sorted_bag_ptr + pos, mask=m, other=0)
