@@ -114,14 +114,12 @@ def _psw_grad_kernel(
     g_row = b * grad_stride + tl.load(col_offsets_ptr + t, mask=m, other=0)
     cols = tl.arange(0, BLOCK_D)
     acc = tl.zeros([BLOCK_N], dtype=tl.float32)
-    d0 = 0
-    while d0 < MAX_D:  # not range(MAX_D): older interpreters hand int arguments over as 1-element arrays
+    for d0 in range(0, MAX_D, BLOCK_D):
         c = d0 + cols
         mm = m[:, None] & (c[None, :] < D[:, None])
         w = tl.load(weights_ptr + w_row[:, None] + c[None, :], mask=mm, other=0.0).to(tl.float32)
         d = tl.load(grad_ptr + g_row[:, None] + c[None, :], mask=mm, other=0.0).to(tl.float32)
         acc += tl.sum(w * d, axis=1)
-        d0 += BLOCK_D
     if MEAN:
         lo = tl.load(offsets_ptr + bag, mask=m, other=0)
         hi = tl.load(offsets_ptr + bag + 1, mask=m, other=1)

@@ -293,10 +293,10 @@ def _repair_offsets_kernel(
     last = num_entries.to(tl.int64) - 1
     first_raw = tl.load(offsets_ptr).to(tl.int64)
     lane = tl.arange(0, BLOCK).to(tl.int64)
-    carry, nbad = first_raw * 0, first_raw * 0
+    carry = first_raw * 0
+    nbad = first_raw * 0
     first_bad = last + 1
-    s = first_raw * 0  # a while, not range(num_entries): older interpreters pass int arguments as 1-element arrays
-    while s <= last:
+    for s in range(0, num_entries, BLOCK):
         i = s + lane
         m = i <= last
         raw = tl.load(offsets_ptr + i, mask=m, other=0).to(tl.int64)
@@ -314,7 +314,6 @@ def _repair_offsets_kernel(
             nbad += tl.sum(bag_bad.to(tl.int64) + last_bad.to(tl.int64), axis=0)
         changed = m & (fixed != raw)
         first_bad = tl.minimum(first_bad, tl.min(tl.where(changed, i, last + 1), axis=0))
-        s += BLOCK
     if COUNT:
         tl.atomic_add(warn_ptr, nbad)
     tl.atomic_min(record_ptr, first_bad)

@@ -143,9 +143,7 @@ def _linearize_kernel(indices_ptr, offsets_ptr, hcs_ptr, bag_ptr, linear_ptr, N,
     # first bag whose end offsets[k + 1] exceeds pos: lo..hi narrows to it in STEPS halvings
     lo = tl.zeros([BLOCK], dtype=tl.int64)
     hi = tl.zeros([BLOCK], dtype=tl.int64) + NUM_BAGS
-    step = 0
-    while step < STEPS:  # not range(STEPS): older interpreters hand int arguments over as 1-element arrays
-        step += 1
+    for _ in range(0, STEPS):
         mid = (lo + hi) // 2
         go = lo < hi
         end = tl.load(offsets_ptr + mid + 1, mask=m & go, other=0).to(tl.int64)
