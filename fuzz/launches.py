@@ -119,6 +119,25 @@ def make_launch(fn: Any, args: tuple, kwargs: dict[str, Any]) -> Launch:
                   num_warps=num_warps)
 
 
+def interpreter_compat() -> None:
+    """Triton 3.6's interpreter hands int arguments over as 1-element arrays and its tensor ``__index__``
+    calls ``int()`` on them, which NumPy 2 refuses (``range(n)`` over an argument fails); later versions
+    squeeze first. Do the same, so launches record under the H200's Triton too."""
+    import numpy as np
+    from triton.runtime import interpreter as itp
+
+    orig = itp._patch_lang_tensor
+    if getattr(orig, "tbe_compat", False):
+        return
+
+    def patched(tensor, scope):
+        orig(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(np.asarray(self.handle.data).squeeze()))
+
+    patched.tbe_compat = True
+    itp._patch_lang_tensor = patched
+
+
 @contextlib.contextmanager
 def recording(execute: bool = True) -> Iterator[list[Launch]]:
     """Collect every interpreted kernel launch made inside the block (distinct, in first-seen order)."""
@@ -126,6 +145,8 @@ def recording(execute: bool = True) -> Iterator[list[Launch]]:
 
     if INTERPRETED:
         from triton.runtime.interpreter import InterpretedFunction as cls
+
+        interpreter_compat()
     else:
         from triton.runtime.jit import JITFunction as cls
     original = cls.run
