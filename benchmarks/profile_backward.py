@@ -28,7 +28,7 @@ STAGES = [
     ("linearize", r"linearize|searchsorted|index_select|gather|_index_|indexing|IndexKernel"),
     ("run-length encode", r"[Ss]can|cumsum|Reduce|run_length|unique|scatter|Encode|segment"),
     ("classify", r"_classify_kernel|_expand_chunks|partition|split_embedding_backward_count|long_run"),
-    ("short tier", r"_short_kernel|backward_.*warp_per_row|warp_per_row"),
+    ("short tier", r"_short_kernel|_short_rows_kernel|backward_.*warp_per_row|warp_per_row"),
     ("long tier", r"_chunk_kernel|_apply_kernel|_fused_chunk|cta_per_row|backward_.*cta"),
     ("psw gradient", r"_psw_grad|indice_weights"),
     ("elementwise", r"elementwise|vectorized|fill|copy|Memset|memset|CatArray"),
