@@ -45,7 +45,9 @@ def selftest_part(seconds: float, seed: int, processes: int | None) -> dict:
 
     names = sorted(faults.KNOWN)
     with faults.allow():
-        warm = warmup([KernelConfig(faults=(f,)) for f in names], processes)
+        from fuzz.config_space import campaign_configs
+
+        warm = warmup([c for f in names for c in campaign_configs(KernelConfig(faults=(f,)))], processes)
     budget = Budget("selftest", seconds=seconds, shrink_seconds=5.0, max_examples=10**6,
                     max_lookups=min(MAX_LOOKUPS, 1_000_000))
     out = {"warmup": warm.to_dict(), "per_fault": {}}
@@ -74,7 +76,10 @@ def main() -> None:
                                                                        vars(args).items() if v is not None)}
     t0 = time.perf_counter()
     if {"small", "large"} & set(parts):
-        res["warmup"] = warmup([KernelConfig()], args.processes).to_dict()
+        from fuzz.config_space import campaign_configs
+
+        # what `tbe-fuzz run` warms: the config and the override profiles its campaigns draw
+        res["warmup"] = warmup(campaign_configs(KernelConfig()), args.processes).to_dict()
     if "small" in parts:
         res["small"] = campaign_part("small", args.small_seconds, min(MAX_LOOKUPS, 10_000), args.seed)
     if "large" in parts:

@@ -137,7 +137,9 @@ def _warm(baseline, candidate, opts: CascadeOptions, lv: Level, progress) -> Non
         return
     from fuzz.warmup import warmup
 
-    res = warmup([baseline, candidate], progress=progress)
+    from fuzz.config_space import campaign_configs
+
+    res = warmup(campaign_configs(baseline) + campaign_configs(candidate), progress=progress)  # (b) draws profiles
     lv.notes.append(res.text().replace("\n ", ";"))
 
 
