@@ -19,7 +19,8 @@ NAMED: dict[str, KernelConfig] = {
     "default": BASE,                                              # shipped thresholds, grad-accum long tier
     "small": SMALL,                                               # cheap long runs: grad-accum tier
     "small_fused": SMALL.replace(fused_long_tier=True),           # fused long tier (fence + countdown)
-    "uneven": BASE.replace(long_run_threshold=12, chunk_size=5),  # threshold not a multiple of the chunk
+    # threshold not a multiple of the chunk; one short run per program (the gather kernel; defaults run two)
+    "uneven": BASE.replace(long_run_threshold=12, chunk_size=5, bwd_short_runs_per_program=1),
     "default_fused": BASE.replace(fused_long_tier=True),
     "one_chunk": SMALL.replace(chunk_size=16, fused_long_tier=True),  # long runs of a single chunk: countdown 1
     "narrow": SMALL.replace(dim_buckets=(4,)),                    # every row wider than its block: column loops
