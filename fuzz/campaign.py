@@ -93,6 +93,28 @@ class CampaignResult:
         if result.compiles is not None:
             self.compiles.add(result.compiles)
 
+    def count(self, result: CaseResult, known: bool, triaged: bool, observe: Any) -> None:
+        """A checked example of the search or the tour (not a shrink step); ``known``: a failure the
+        triage list explains. Triaged runs keep the ratios of passing cases only."""
+        self.record(result, ratios=not triaged or result.ok)
+        self.expected_failures += known
+        if observe is not None:
+            observe(self, result)
+
+    def first_failed(self, result: CaseResult, start: float) -> None:
+        self.first_failure_examples = self.examples
+        self.first_failure_seconds = time.perf_counter() - start
+        self.first_failure_headline = result.headline
+
+    def unmaterialized(self, error: Exception, case: Any) -> None:
+        self.unmaterializable += 1
+        self.unmaterializable_example = self.unmaterializable_example or f"{error}: {case}"
+
+
+def _explained(result: CaseResult, expected: Any) -> bool:
+    """A failure that ``expected`` (the triage list's predicate, if any) explains."""
+    return not result.ok and expected is not None and bool(expected(result))
+
 
 def _database(root: Path, config: KernelConfig, sut: str = DEFAULT_SUT) -> DirectoryBasedExampleDatabase:
     """One example database per config (and SUT), so a fault's failures are not replayed against another."""
@@ -169,25 +191,18 @@ def run_campaign(
         try:
             result = sup.run(case, cfg, pending=pending, model=model, sut=sut)
         except Unmaterializable as e:
-            res.unmaterializable += 1
-            if res.unmaterializable_example is None:
-                res.unmaterializable_example = f"{e}: {case}"
+            res.unmaterialized(e, case)
             reject()
-        known = not result.ok and expected is not None and bool(expected(result))
+        known = _explained(result, expected)
         target(0.0 if known else min(result.max_ratio, 1e12), label="error / bound")
         target(float(result.max_segment), label="longest segment")
         if best:
             res.shrink_examples += 1
         else:
-            res.record(result, ratios=expected is None or result.ok)  # triaged runs: ratios of passes only
-            res.expected_failures += known
-            if observe is not None:
-                observe(res, result)
+            res.count(result, known, expected is not None, observe)
         if not result.ok and not known:
             if not best:
-                res.first_failure_examples = res.examples
-                res.first_failure_seconds = time.perf_counter() - start
-                res.first_failure_headline = result.headline
+                res.first_failed(result, start)
             configs[id(result)] = (cfg, overrides)
             if not best or case_size(result.case) <= case_size(best[0].case):
                 best[:] = [result]
@@ -246,18 +261,12 @@ def _tour(opening: list, config: KernelConfig, res: CampaignResult, best: list, 
         try:
             result = run(case, cfg)
         except Unmaterializable as e:
-            res.unmaterializable += 1
-            res.unmaterializable_example = res.unmaterializable_example or f"tour: {e}: {case}"
+            res.unmaterialized(e, f"tour: {case}")
             continue
-        known = not result.ok and expected is not None and bool(expected(result))
-        res.record(result, ratios=expected is None or result.ok)
-        res.expected_failures += known
-        if observe is not None:
-            observe(res, result)
+        known = _explained(result, expected)
+        res.count(result, known, expected is not None, observe)
         if not result.ok and not known:
-            res.first_failure_examples = res.examples
-            res.first_failure_seconds = time.perf_counter() - start
-            res.first_failure_headline = result.headline
+            res.first_failed(result, start)
             configs[id(result)] = (cfg, overrides)
             best[:] = [result]
             return True

@@ -208,7 +208,7 @@ def cmd_run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from fuzz.run_cmd import cmd_run as run
 
     _require(parser, args.sut, kernel_config=args.config is not None)
-    return run(args, _budget(args), _backend_line(args.sut))
+    return run(args, _budget(args), _backend_line(args.sut), _model(args))
 
 
 def cmd_replay(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:

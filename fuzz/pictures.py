@@ -63,10 +63,7 @@ def write(collector: Collector, config: Any, out_dir: Path) -> tuple[list[Path],
     ax.set_ylabel("runs")
     ax.set_title(f"segment lengths checked: {sum(collector.runs.values())} runs")
     ax.legend(loc="upper right", fontsize=8)
-    fig.tight_layout()
-    written.append(out_dir / FILES[0])
-    fig.savefig(written[-1], dpi=110)
-    plt.close(fig)
+    written.append(_save(plt, fig, out_dir / FILES[0]))
 
     fig, ax = plt.subplots(figsize=(8, 4.5))
     by_check: dict[str, list[tuple[int, float]]] = collections.defaultdict(list)
@@ -82,8 +79,12 @@ def write(collector: Collector, config: Any, out_dir: Path) -> tuple[list[Path],
     ax.set_ylabel("error / bound (largest per check)")
     ax.set_title(f"error / bound against segment length: {len(collector.points)} checks")
     ax.legend(loc="lower right", fontsize=7)
-    fig.tight_layout()
-    written.append(out_dir / FILES[1])
-    fig.savefig(written[-1], dpi=110)
-    plt.close(fig)
+    written.append(_save(plt, fig, out_dir / FILES[1]))
     return written, None
+
+
+def _save(plt, fig, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

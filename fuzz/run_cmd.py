@@ -95,14 +95,13 @@ def _one_thread_on_cpu(sut: str) -> None:
         torch.set_num_threads(1)
 
 
-def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str) -> int:
+def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any = None) -> int:
     from fuzz import pictures, report
     from fuzz.progress import LiveProgress, chain
     from fuzz.sut import get as get_sut
     from fuzz.triage import run_triaged
     from fuzz.warmup import warmup
     from fuzz.workers import default_workers, merged_text, run_workers
-    from oracles.error_model import ErrorModel
     from tbe import KernelConfig
 
     config = args.config[1] if args.config else KernelConfig()
@@ -135,7 +134,7 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str) -> int:
         res = run_triaged(config, budget, seed=args.seed, artifacts_dir=args.artifacts, database=database,
                           progress=None if live.enabled else _progress, observe=chain(live, collector),
                           meta={"config_file": str(args.config[0]) if args.config else None}, sut=sut,
-                          model=None if args.bound is None else ErrorModel(args.bound))
+                          model=model)
     finally:
         live.close()
     report_dir = args.report_dir or Path(args.artifacts) / "report"
