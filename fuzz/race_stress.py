@@ -128,11 +128,11 @@ def barrier_gap(variant: Variant, fault: str = "no_barrier", rows: Optional[int]
     """Whether the sm_90 PTX of this variant's own fused-kernel launch lacks a barrier before the
     countdown under ``fault`` (static check of exactly what the stress runs), and the report."""
     from fuzz.launches import recording
-    from fuzz.sync_check import SYNC_KERNELS, check_launches
+    from fuzz.sync_check import check_launches, hands_off
 
     with recording(execute=False) as launches:
         run_stress(variant, (fault,), trials=1, rows=rows)
-    report = check_launches([lc for lc in launches if lc.kernel in SYNC_KERNELS], variant.config(fault), "stress")
+    report = check_launches([lc for lc in launches if hands_off(lc)], variant.config(fault), "stress")
     if not report.ran:
         raise RuntimeError(report.text())
     return any("no CTA barrier" in p for _, p in report.problems), report.text()

@@ -163,7 +163,7 @@ def _check_here(config, progress: Optional[Callable[[str], None]]) -> StaticResu
     if progress is not None:
         progress(f"  (a) sync check passed in {time.perf_counter() - t0:.1f}s; compiling every reachable "
                  f"specialization")
-    launches = {lc.key(): lc for lc in reachable_launches(config, "ci", kernels=()) + extra_launches(config)}
+    launches = {lc.key(): lc for lc in reachable_launches(config, "ci", only_sync=False) + extra_launches(config)}
     _compile_all(list(launches.values()), res, compile_launches)
     res.seconds = time.perf_counter() - t0
     return res

@@ -5,7 +5,8 @@
 (``fuzz.compile``: cached, parallel) and reads the PTX (``fuzz.sync_analysis``): every partial
 sum must be ordered before the countdown by a CTA barrier and released at gpu scope. The
 report names the PTX lines it relied on. ``SYNC_KERNELS`` lists the kernels that hand data
-between programs; ``discover`` re-derives that list from the PTX of every kernel a probe
+between programs (those specializations whose ``FUSED`` constexpr, where they have one, is
+true: the long tiers share one chunk kernel); ``discover`` re-derives that list from the PTX of every kernel a probe
 launches, so a new hand-off kernel cannot go unchecked.
 
 Levels: ``ci`` compiles every dimension bucket (with its WIDE form) for plain SGD, and the
@@ -25,7 +26,8 @@ from fuzz.compile import SM90, Compiled, compile_launches, triton_version
 from fuzz.launches import Launch, Probe, run_probe
 from fuzz.sync_analysis import KernelSync, analyse
 
-SYNC_KERNELS = ("tbe.backward_long._fused_chunk_kernel",)
+SYNC_KERNELS = ("tbe.backward_long._chunk_kernel",)
+HANDOFF_FLAG = "FUSED"  # a sync kernel's specializations with this constexpr false hand nothing off
 LEVELS = ("ci", "full")
 
 
@@ -63,12 +65,17 @@ def probes(config, level: str = "ci") -> list[tuple[Probe, Any]]:
     return out
 
 
-def reachable_launches(config, level: str = "ci", kernels: tuple[str, ...] = SYNC_KERNELS) -> list[Launch]:
-    """Distinct launches of ``kernels`` the probes of ``level`` make under ``config``."""
+def hands_off(lc: Launch) -> bool:
+    """Whether this launch is a specialization that hands data between programs."""
+    return lc.kernel in SYNC_KERNELS and dict(lc.constexprs).get(HANDOFF_FLAG, "true") != "false"
+
+
+def reachable_launches(config, level: str = "ci", only_sync: bool = True) -> list[Launch]:
+    """Distinct launches the probes of ``level`` make under ``config`` (``only_sync``: the hand-offs only)."""
     seen: dict[str, Launch] = {}
     for probe, cfg in probes(config, level):
         for lc in run_probe(probe, cfg, min_lookups=cfg.fused_long_min_lookups):
-            if (not kernels or lc.kernel in kernels) and lc.key() not in seen:
+            if (not only_sync or hands_off(lc)) and lc.key() not in seen:
                 seen[lc.key()] = lc
     return list(seen.values())
 

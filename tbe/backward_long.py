@@ -6,7 +6,8 @@ chunk order and updates the row once. Fused tier (``fused_long_tier``): every ch
 atomically adds its partial into the run's workspace row, passes a CTA barrier, and counts
 the run's countdown down with an acq_rel gpu-scope atomic; the program that sees 1 left
 applies the update. Its float sums depend on the order the atomics land in, so on a GPU
-the fused tier is not bit-deterministic (the interpreter runs programs in order).
+the fused tier is not bit-deterministic (the interpreter runs programs in order). Both tiers
+run one chunk kernel; its ``FUSED`` constexpr picks the hand-off.
 Faults: ``skip_last_chunk_update`` drops the last chunk of every split run; ``no_fence``
 makes the countdown relaxed; ``no_barrier`` skips the CTA barrier and counts down from one
 lane of a block-wide atomic, so the compiler has no shared-memory broadcast of a scalar
@@ -64,14 +65,14 @@ def backward_long(
         # one fp32 row per long slot; at most n / threshold long runs
         slots = max(1, tr.n // cfg.long_run_threshold)
         ws = torch.zeros((slots, ws_stride), dtype=torch.float32, device=device)
-        _fused_chunk_kernel[(chunk_grid,)](
-            *run_args, ws, cls.countdown,
+        _chunk_kernel[(chunk_grid,)](
+            *run_args, ws, cls.countdown, FUSED=True,
             SEM="relaxed" if (cfg.has_fault("no_fence") or not cfg.fence) else "acq_rel",
             FAULT_NO_BARRIER=cfg.has_fault("no_barrier"), **common,
         )
         return
     ws = torch.empty((cls.chunk_upper, ws_stride), dtype=torch.float32, device=device)
-    _chunk_kernel[(chunk_grid,)](*run_args, ws, **common)
+    _chunk_kernel[(chunk_grid,)](*run_args, ws, ws, FUSED=False, SEM="relaxed", FAULT_NO_BARRIER=False, **common)
     apply_grid = persistent_grid(cfg.long_grid_multiplier, max(1, tr.n // cfg.long_run_threshold), device)
     _apply_kernel[(apply_grid,)](*run_args, ws, **common)
 
@@ -142,12 +143,15 @@ def _chunk_kernel(
     counts_ptr, long_ptr, chunk_base_ptr, num_chunks_ptr, chunk_slot_ptr, chunk_index_ptr,
     run_linear_ptr, run_start_ptr, run_length_ptr, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr,
     weights_offsets_ptr, dims_ptr, col_offsets_ptr, hcs_ptr,
-    B, lr, eps, CHUNK, ws_stride, ws_ptr,
+    B, lr, eps, CHUNK, ws_stride, ws_ptr, countdown_ptr,
     WEIGHTED: tl.constexpr, MEAN: tl.constexpr, ADAGRAD: tl.constexpr, GATHER: tl.constexpr,
     BLOCK_D: tl.constexpr, WIDE: tl.constexpr, FAULT_ACC_W: tl.constexpr, FAULT_SKIP_LAST: tl.constexpr,
     FAULT_DROP_CHUNK: tl.constexpr, FAULT_ZERO_LONG: tl.constexpr, FAULT_CHUNK_LIMIT: tl.constexpr,
+    FUSED: tl.constexpr, SEM: tl.constexpr, FAULT_NO_BARRIER: tl.constexpr,
 ):
-    """Each chunk writes its fp32 partial into workspace row ``c`` (no atomics, no order effects)."""
+    """One program per chunk (grid-stride). Two-kernel tier: the chunk writes its fp32 partial into
+    workspace row ``c`` (no atomics, no order effects). Fused: it adds the partial atomically into its
+    run's row ``s`` and counts the run down; the last chunk to count down applies the update."""
     num = tl.load(counts_ptr + 2)
     c = tl.program_id(0).to(tl.int64)
     step = tl.num_programs(0)
@@ -163,7 +167,24 @@ def _chunk_kernel(
             cm = (d0 + cols) < D
             g = gather_grad(grad_ptr, grad_stride, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, B, col0,
                             d0 + cols, cm, start, end, wdt, WEIGHTED, MEAN, GATHER, BLOCK_D, FAULT_ACC_W)
-            tl.store(ws_ptr + c * ws_stride + d0 + cols, g * keep, mask=cm)
+            if FUSED:
+                tl.atomic_add(ws_ptr + s * ws_stride + d0 + cols, g * keep, mask=cm, sem="relaxed", scope="gpu")
+            else:
+                tl.store(ws_ptr + c * ws_stride + d0 + cols, g * keep, mask=cm)
+        if FUSED:
+            if FAULT_NO_BARRIER:
+                # no barrier, and one lane counts down while the block sums its result; no shared-memory
+                # broadcast of a scalar atomic brings a compiler barrier in its place
+                lane0 = cols == 0
+                old = tl.atomic_add(countdown_ptr + s + 0 * cols, -1, mask=lane0, sem=SEM, scope="gpu")
+                remaining = tl.sum(tl.where(lane0, old, 0), axis=0)
+            else:
+                # every warp's adds are done before the release below is issued
+                tl.debug_barrier()
+                remaining = tl.atomic_add(countdown_ptr + s, -1, sem=SEM, scope="gpu")
+            if remaining == 1:
+                _apply_from_workspace(ws_ptr + s * ws_stride, 1, ws_stride, w_row, momentum_ptr, lin, D, lr, eps,
+                                      ADAGRAD, BLOCK_D, WIDE, True)
         c += step
 
 
@@ -191,48 +212,3 @@ def _apply_kernel(
         _apply_from_workspace(ws_ptr + base * ws_stride, nparts, ws_stride, w_row, momentum_ptr, lin, D, lr, eps,
                               ADAGRAD, BLOCK_D, WIDE, False)
         s += step
-
-
-@triton.jit(do_not_specialize=["grad_stride", "B", "CHUNK", "ws_stride"])
-def _fused_chunk_kernel(
-    weights_ptr, momentum_ptr, grad_ptr, grad_stride,
-    counts_ptr, long_ptr, chunk_base_ptr, num_chunks_ptr, chunk_slot_ptr, chunk_index_ptr,
-    run_linear_ptr, run_start_ptr, run_length_ptr, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr,
-    weights_offsets_ptr, dims_ptr, col_offsets_ptr, hcs_ptr,
-    B, lr, eps, CHUNK, ws_stride, ws_ptr, countdown_ptr,
-    WEIGHTED: tl.constexpr, MEAN: tl.constexpr, ADAGRAD: tl.constexpr, GATHER: tl.constexpr,
-    BLOCK_D: tl.constexpr, WIDE: tl.constexpr, FAULT_ACC_W: tl.constexpr, FAULT_SKIP_LAST: tl.constexpr,
-    FAULT_DROP_CHUNK: tl.constexpr, FAULT_ZERO_LONG: tl.constexpr, FAULT_CHUNK_LIMIT: tl.constexpr,
-    SEM: tl.constexpr, FAULT_NO_BARRIER: tl.constexpr,
-):
-    """Chunks add partials atomically into their run's row; the last to count down applies the update."""
-    num = tl.load(counts_ptr + 2)
-    c = tl.program_id(0).to(tl.int64)
-    step = tl.num_programs(0)
-    cols = tl.arange(0, BLOCK_D)
-    wdt = weights_ptr.dtype.element_ty
-    while c < num:
-        s, run, start, end, keep = _run_of_chunk(c, long_ptr, chunk_base_ptr, num_chunks_ptr, chunk_slot_ptr,
-                                                 chunk_index_ptr, run_start_ptr, run_length_ptr, CHUNK,
-                                                 FAULT_SKIP_LAST, FAULT_DROP_CHUNK, FAULT_ZERO_LONG, FAULT_CHUNK_LIMIT)
-        lin, D, col0, w_row = row_of_run(run, run_linear_ptr, run_start_ptr, sorted_bag_ptr,
-                                          weights_offsets_ptr, dims_ptr, col_offsets_ptr, hcs_ptr, weights_ptr, B)
-        for d0 in range(0, D, BLOCK_D):
-            cm = (d0 + cols) < D
-            g = gather_grad(grad_ptr, grad_stride, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, B, col0,
-                            d0 + cols, cm, start, end, wdt, WEIGHTED, MEAN, GATHER, BLOCK_D, FAULT_ACC_W)
-            tl.atomic_add(ws_ptr + s * ws_stride + d0 + cols, g * keep, mask=cm, sem="relaxed", scope="gpu")
-        if FAULT_NO_BARRIER:
-            # no barrier, and one lane counts down while the block sums its result; no shared-memory
-            # broadcast of a scalar atomic brings a compiler barrier in its place
-            lane0 = cols == 0
-            old = tl.atomic_add(countdown_ptr + s + 0 * cols, -1, mask=lane0, sem=SEM, scope="gpu")
-            remaining = tl.sum(tl.where(lane0, old, 0), axis=0)
-        else:
-            # every warp's adds are done before the release below is issued
-            tl.debug_barrier()
-            remaining = tl.atomic_add(countdown_ptr + s, -1, sem=SEM, scope="gpu")
-        if remaining == 1:
-            _apply_from_workspace(ws_ptr + s * ws_stride, 1, ws_stride, w_row, momentum_ptr, lin, D, lr, eps,
-                                  ADAGRAD, BLOCK_D, WIDE, True)
-        c += step

@@ -64,7 +64,7 @@ def test_interpreter_runs_the_stress_and_loses_nothing_without_weak_memory():
 def test_static_check_of_exactly_what_the_stress_runs():
     small = Variant(chunk_size=1, chunks_per_run=64, num_warps=4, dim=128, gather=1)
     gap, text = barrier_gap(small, rows=64)
-    assert "_fused_chunk_kernel" in text and "BLOCK_D=128" in text and "GATHER=1" in text
+    assert "_chunk_kernel" in text and "FUSED=true" in text and "BLOCK_D=128" in text and "GATHER=1" in text
     assert gap == ("no CTA barrier" in text)
 
 

@@ -17,7 +17,8 @@ import triton
 
 from fuzz.compile import compile_launches
 from fuzz.launches import Probe, int_class, run_probe
-from fuzz.sync_check import SYNC_KERNELS, check_config, discover
+from fuzz.sync_analysis import analyse
+from fuzz.sync_check import SYNC_KERNELS, check_config, discover, hands_off
 from tbe import KernelConfig
 from tbe.backend import INTERPRETED
 
@@ -42,7 +43,7 @@ def reports():
 def test_launch_records_keep_what_triton_specializes_on():
     assert [int_class(v) for v in (1, 0, 32, 7, -16, 2**31, 2**40 + 1)] == [1, 16, 16, 17, 16, 2**33 + 16, 2**33 + 17]
     launches = run_probe(Probe(tables=((4, 8), (4, 300))), FUSED.replace(bwd_long_gather=2, bwd_long_num_warps=2))
-    fused = [lc for lc in launches if lc.kernel in SYNC_KERNELS]
+    fused = [lc for lc in launches if hands_off(lc)]
     assert {(dict(lc.constexprs)["BLOCK_D"], dict(lc.constexprs)["WIDE"]) for lc in fused} == {("8", "false"),
                                                                                              ("256", "true")}
     assert all(dict(lc.constexprs)["GATHER"] == "2" and lc.num_warps == 2 for lc in fused)
@@ -100,7 +101,18 @@ def launched_kernels() -> set[str]:
 def test_every_kernel_that_hands_off_through_atomics_is_checked():
     found = discover(FUSED)
     assert set(found) == launched_kernels()
-    assert {k for k, hands_off in found.items() if hands_off} == set(SYNC_KERNELS)
+    assert {k for k, h in found.items() if h} == set(SYNC_KERNELS)
+
+
+def test_two_kernel_specializations_of_the_chunk_kernel_hand_nothing_off():
+    """The long tiers share one chunk kernel; the check skips its FUSED=false form, so that form's
+    PTX must really have no partial -> countdown hand-off."""
+    launches = run_probe(Probe(tables=((4, 8),)), FUSED.replace(fused_long_tier=False))
+    two_kernel = [lc for lc in launches if lc.kernel in SYNC_KERNELS]
+    assert two_kernel and not any(hands_off(lc) for lc in two_kernel)
+    for comp in compile_launches(two_kernel[:1]):
+        assert comp.ok, comp.error
+        assert not analyse(comp.ptx).hands_off
 
 
 def test_second_check_is_served_from_the_cache(reports):
