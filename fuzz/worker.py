@@ -6,6 +6,8 @@ each request (a case as JSON, a config, where its saved tensors are) with ("resu
 its spec (deterministic) or loads an artifact's tensors.pt itself. ``faulthandler`` writes the Python
 stack of a fatal signal to stderr (the supervisor's log), so a crash report shows the kernel line
 that was running. After a CUDA error the worker answers and exits: its context is unusable.
+``TBE_FUZZ_WORKER_PROFILE=DIR`` profiles the cases a worker runs (cProfile, written to
+``DIR/worker-<pid>.prof`` after every case, so a worker that is killed leaves its profile too).
 """
 
 from __future__ import annotations
@@ -90,6 +92,13 @@ def main(argv: list[str]) -> int:
     from fuzz import artifacts, sanitizer
 
     sanitize = sanitizer.enable_from_env()
+    profile_dir = os.environ.get("TBE_FUZZ_WORKER_PROFILE")
+    profiler = None
+    if profile_dir:
+        import cProfile
+
+        os.makedirs(profile_dir, exist_ok=True)
+        profiler = cProfile.Profile()
     replies.send(("hello", {"pid": os.getpid(), "environment": artifacts.environment(), "sanitizer": sanitize}))
     while True:
         try:
@@ -98,10 +107,15 @@ def main(argv: list[str]) -> int:
             return 0
         if req is None:
             return 0
+        if profiler is not None:
+            profiler.enable()
         try:
             reply, must_exit = handle(req)
         except Exception:  # noqa: BLE001 - a harness bug: report it, never pass it off as the kernel's
             reply, must_exit = ("error", traceback.format_exc()), False
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(os.path.join(profile_dir, f"worker-{os.getpid()}.prof"))
         replies.send(reply)
         if must_exit:
             sys.stdout.flush()

@@ -45,6 +45,20 @@ def test_normal_path_keeps_one_worker():
         s.close()
 
 
+def test_worker_profile_names_the_kernel_work(tmp_path):
+    """TBE_FUZZ_WORKER_PROFILE leaves a cProfile of the cases the worker ran, readable by pstats."""
+    import pstats
+
+    s = Supervisor(env={**os.environ, "TBE_FUZZ_WORKER_PROFILE": str(tmp_path)})
+    try:
+        assert s.run(SPEC, KernelConfig()).ok
+    finally:
+        s.close()
+    (prof,) = tmp_path.glob("worker-*.prof")
+    funcs = {f"{file}:{name}" for file, _, name in pstats.Stats(str(prof)).stats}
+    assert any(f.endswith("check.py:run_case") for f in funcs), sorted(funcs)[:20]
+
+
 @pytest.mark.parametrize("how, expect", [("segv", "killed by SIGSEGV"), ("abort", "killed by SIGABRT"),
                                          ("exit", "exited with status 3")])
 def test_crash_becomes_a_failing_result(sup, monkeypatch, how, expect):
