@@ -70,6 +70,9 @@ TRIAGE: tuple[KnownFinding, ...] = (
                  _bad(offset_kind="first_positive"), ANY),
     KnownFinding("fbgemm-cuda-weighted-mean-psw-grad", (CUDA,), findings.FBGEMM_CUDA_WEIGHTED_MEAN_PSW_GRAD,
                  _spec(lambda s: s.pooling == "mean" and s.weighted), ("psw grad",)),
+    KnownFinding("fbgemm-cuda-mean-grad-rounded", (CUDA,), findings.FBGEMM_CUDA_MEAN_GRAD_ROUNDED,
+                 _spec(lambda s: s.pooling == "mean" and s.output_dtype in ("fp16", "bf16")),
+                 ("weights after update", "momentum")),
 )
 
 

@@ -41,6 +41,14 @@ FBGEMM_CUDA_WEIGHTED_MEAN_PSW_GRAD = (
     "under MEAN pooling (its grad_indice_weights op takes no pooling mode). Read in FBGEMM's source."
 )
 
+FBGEMM_CUDA_MEAN_GRAD_ROUNDED = (
+    "FBGEMM's CUDA backward under MEAN pooling first writes d_out / L into a tensor of d_out's own dtype "
+    "(its grad_mean kernel fills an empty_like of grad_output), so with fp16 or bf16 output every bag's "
+    "scaled gradient is rounded to that dtype before the row sums it, one rounding more than the bound "
+    "allows: updated weights and row-wise Adagrad momentum miss it. Read in FBGEMM's source; met by "
+    "`tbe-fuzz run --sut fbgemm-cuda` (seed 0) on the H200 with fp16 output."
+)
+
 
 def fbgemm_forward_difference(pooling: Pooling, weighted: bool, output_dtype: torch.dtype) -> Optional[str]:
     """Why FBGEMM's CPU forward is not expected to match FP64 for these settings, or None."""
