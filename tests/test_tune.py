@@ -146,3 +146,12 @@ def test_trial_warm_up_cases_are_the_shapes_kinds_and_run():
 def test_tune_shape_file(tmp_path):
     shapes = [PerfShape("tiny", 1000, 16, bags=10)]
     assert searched_fields(shapes) and TILES in searched_fields(shapes)
+
+
+@pytest.mark.parametrize("seconds, share, expected", [(270.0, 0.3, 90.0), (600.0, 0.3, 420.0), (100.0, 0.3, 30.0),
+                                                      (90.0, 1.0, 90.0)])
+def test_search_leaves_one_verification_its_reserve(seconds, share, expected):
+    """A short --time still gives the search its least share; a long one leaves the cascade's reserve."""
+    opts = tune.TuneOptions(shapes=SHAPES, seconds=seconds, search_share=share)
+    assert tune.VERIFY_RESERVE_S == 180.0  # the expectations below are worked out for this reserve
+    assert tune.search_seconds(opts) == pytest.approx(expected)
