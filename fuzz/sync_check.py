@@ -5,9 +5,9 @@
 (``fuzz.compile``: cached, parallel) and reads the PTX (``fuzz.sync_analysis``): every partial
 sum must be ordered before the countdown by a CTA barrier and released at gpu scope. The
 report names the PTX lines it relied on. ``SYNC_KERNELS`` lists the kernels that hand data
-between programs (those specializations whose ``FUSED`` constexpr, where they have one, is
-true: the long tiers share one chunk kernel); ``discover`` re-derives that list from the PTX of every kernel a probe
-launches, so a new hand-off kernel cannot go unchecked.
+between programs (their specializations whose ``FUSED`` constexpr, where they have one, is
+true: the long tiers share one chunk kernel); ``discover`` re-derives that list from the PTX
+of every kernel a probe launches, so a new hand-off kernel cannot go unchecked.
 
 Levels: ``ci`` compiles every dimension bucket (with its WIDE form) for plain SGD, and the
 narrowest and widest with every other setting flipped at once (bf16 weights, fp16 output,
