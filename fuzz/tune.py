@@ -16,9 +16,9 @@ shape so the pruner can stop a hopeless trial early. A candidate that crashes or
 ``--time`` is strict for the search: no trial starts, and a running trial stops at its next
 shape, once the search's share is spent: what is left after ``VERIFY_RESERVE_S`` (one
 cascade's measured cost), and never less than ``search_share`` of it. The rest goes to
-verifying the best trials with the full cascade (``fuzz.cascade``), best first, until one is accepted; its (d) level times the
-search shapes plus the segment-length bands, so a config tuned on realistic shapes cannot
-slow a band down unseen. Tune writes every trial, the winning config (if one passed) and the
+verifying the best trials with the full cascade (``fuzz.cascade``), best first, until one is
+accepted; its (d) level times the search shapes plus the segment-length bands, so a config
+tuned on realistic shapes cannot slow a band down unseen. Tune writes every trial, the winning config (if one passed) and the
 gate report of every verified candidate.
 """
 
