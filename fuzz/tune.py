@@ -18,8 +18,8 @@ shape, once the search's share is spent: what is left after ``VERIFY_RESERVE_S``
 cascade's measured cost), and never less than ``search_share`` of it. The rest goes to
 verifying the best trials with the full cascade (``fuzz.cascade``), best first, until one is
 accepted; its (d) level times the search shapes plus the segment-length bands, so a config
-tuned on realistic shapes cannot slow a band down unseen. Tune writes every trial, the winning config (if one passed) and the
-gate report of every verified candidate.
+tuned on realistic shapes cannot slow a band down unseen. Tune writes every trial, the
+winning config (if one passed) and the gate report of every verified candidate.
 """
 
 from __future__ import annotations
