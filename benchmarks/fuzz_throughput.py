@@ -25,7 +25,7 @@ import triton  # noqa: E402
 from fuzz.budgets import Budget
 from fuzz.campaign import run_campaign
 from fuzz.profiles import MAX_LOOKUPS
-from fuzz.warmup import warmup
+from fuzz.warmup import warm_campaigns
 from tbe import KernelConfig
 
 
@@ -45,9 +45,7 @@ def selftest_part(seconds: float, seed: int, processes: int | None) -> dict:
 
     names = sorted(faults.KNOWN)
     with faults.allow():
-        from fuzz.config_space import campaign_configs
-
-        warm = warmup([c for f in names for c in campaign_configs(KernelConfig(faults=(f,)))], processes)
+        warm = warm_campaigns([KernelConfig(faults=(f,)) for f in names], processes)
     budget = Budget("selftest", seconds=seconds, shrink_seconds=5.0, max_examples=10**6,
                     max_lookups=min(MAX_LOOKUPS, 1_000_000))
     out = {"warmup": warm.to_dict(), "per_fault": {}}
@@ -76,10 +74,7 @@ def main() -> None:
                                                                        vars(args).items() if v is not None)}
     t0 = time.perf_counter()
     if {"small", "large"} & set(parts):
-        from fuzz.config_space import campaign_configs
-
-        # what `tbe-fuzz run` warms: the config and the override profiles its campaigns draw
-        res["warmup"] = warmup(campaign_configs(KernelConfig()), args.processes).to_dict()
+        res["warmup"] = warm_campaigns([KernelConfig()], args.processes).to_dict()  # what `tbe-fuzz run` warms
     if "small" in parts:
         res["small"] = campaign_part("small", args.small_seconds, min(MAX_LOOKUPS, 10_000), args.seed)
     if "large" in parts:

@@ -135,11 +135,9 @@ def _warm(baseline, candidate, opts: CascadeOptions, lv: Level, progress) -> Non
 
     if INTERPRETED or opts.budget.seconds < WARMUP_MIN_SECONDS:
         return
-    from fuzz.warmup import warmup
+    from fuzz.warmup import warm_campaigns
 
-    from fuzz.config_space import campaign_configs
-
-    res = warmup(campaign_configs(baseline) + campaign_configs(candidate), progress=progress)  # (b) draws profiles
+    res = warm_campaigns([baseline, candidate], progress=progress)  # (b) draws the override profiles too
     lv.notes.append(res.text().replace("\n ", ";"))
 
 

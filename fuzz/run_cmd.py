@@ -100,7 +100,7 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any
     from fuzz.progress import LiveProgress, chain
     from fuzz.sut import get as get_sut
     from fuzz.triage import run_triaged
-    from fuzz.warmup import warmup
+    from fuzz.warmup import warm_campaigns
     from fuzz.workers import default_workers, merged_text, run_workers
     from tbe import KernelConfig
 
@@ -112,9 +112,7 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any
     warm = None
     sut = getattr(args, "sut", "triton")
     if not args.no_warmup and get_sut(sut).capabilities.kernel_config:  # Triton kernels only
-        from fuzz.config_space import campaign_configs
-
-        warm = warmup(campaign_configs(config), args.warmup_processes, progress=_progress)
+        warm = warm_campaigns([config], args.warmup_processes, progress=_progress)
         _progress(warm.text())
     if n > 1:
         merged = run_workers(args, n, progress=_progress)

@@ -14,7 +14,7 @@ modules are built once and kept); its value is the geometric-mean speedup, repor
 shape so the pruner can stop a hopeless trial early. A candidate that crashes or cannot launch scores 0.
 
 ``--time`` is strict for the search: no trial starts, and a running trial stops at its next
-shape, once the search's share is spent: what is left after ``VERIFY_RESERVE_S`` (one
+shape, once the search's share is spent: what is left after ``verify_reserve`` (one
 cascade's measured cost), and never less than ``search_share`` of it. The rest goes to
 verifying the best trials with the full cascade (``fuzz.cascade``), best first, until one is
 accepted; its (d) level times the search shapes plus the segment-length bands, so a config
@@ -42,8 +42,10 @@ Measure = Callable[[KernelConfig, Callable[[int, float], bool]], float]
 # Verifying one candidate with the full cascade on a warm H200: the gate of the defaults took (a) 16 s,
 # (c) 43 s and (d) 6 s with every kernel already built (gate_defaults_h200.json); in the tune run from the
 # pre-tuning defaults, (a)-(c) of trial 97 and 4 of its 11 (d) shapes (each compiling the candidate's
-# kernels) filled 121 s, so (a), (c) and (d) take about 150 s and (b) gets the rest of the reserve.
-VERIFY_RESERVE_S = 180.0
+# kernels) filled 121 s. So (a), (c) and (d) take about CASCADE_FIXED_S, and (b) runs two phases per
+# seed of at least B_PHASE_S each.
+CASCADE_FIXED_S = 150.0
+B_PHASE_S = 5.0
 
 
 @dataclasses.dataclass
@@ -209,9 +211,14 @@ def search(baseline: KernelConfig, opts: TuneOptions, measure: Measure, deadline
     return trials
 
 
+def verify_reserve(opts: TuneOptions) -> float:
+    """Seconds one candidate's full cascade needs: (a), (c), (d) and the least (b) over the gate seeds."""
+    return CASCADE_FIXED_S + 2 * len(opts.gate_seeds) * B_PHASE_S
+
+
 def search_seconds(opts: TuneOptions) -> float:
     """The search's share of ``--time``: all but one verification's reserve, at least ``search_share``."""
-    return min(opts.seconds, max(opts.seconds * opts.search_share, opts.seconds - VERIFY_RESERVE_S))
+    return min(opts.seconds, max(opts.seconds * opts.search_share, opts.seconds - verify_reserve(opts)))
 
 
 def run_tune(baseline: KernelConfig, opts: TuneOptions, measure: Optional[Measure] = None,
@@ -252,7 +259,7 @@ def _gate(baseline: KernelConfig, opts: TuneOptions, progress) -> Callable[[Kern
 
     def verify(config: KernelConfig, end: float) -> CascadeResult:
         left = end - time.monotonic()
-        per_phase = max(3.0, (left - 150.0) / (2 * len(opts.gate_seeds)))  # (a), (c), (d): ~150 s measured
+        per_phase = max(3.0, (left - CASCADE_FIXED_S) / (2 * len(opts.gate_seeds)))
         names = {s.name for s in opts.shapes}
         shapes = list(opts.shapes) + [s for s in PRESETS["bands"] if s.name not in names]
         copts = CascadeOptions(budget=get("quick").with_overrides(seconds=per_phase), seeds=opts.gate_seeds,

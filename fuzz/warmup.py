@@ -195,3 +195,11 @@ def warmup(configs: Sequence[KernelConfig], processes: Optional[int] = None,
                 progress(f"  warm-up: {k}/{len(groups)} groups, {time.perf_counter() - t0:.0f}s")
     res.seconds = time.perf_counter() - t0
     return res
+
+
+def warm_campaigns(bases: Sequence[KernelConfig], processes: Optional[int] = None,
+                   progress: Optional[Callable[[str], None]] = None) -> WarmupResult:
+    """``warmup`` of what campaigns under ``bases`` run: each base and the override profiles drawn on it."""
+    from fuzz.config_space import campaign_configs
+
+    return warmup([c for b in bases for c in campaign_configs(b)], processes, progress)

@@ -221,11 +221,9 @@ def test_gpu_reference_runs_on_the_device_and_matches_the_cpu():
 def test_gpu_search_compiles_nothing_after_warmup():
     from fuzz.budgets import Budget
     from fuzz.campaign import run_campaign
-    from fuzz.warmup import warmup
+    from fuzz.warmup import warm_campaigns
 
-    from fuzz.config_space import campaign_configs
-
-    warm = warmup(campaign_configs(KernelConfig()))  # what `tbe-fuzz run` warms: the config and its profiles
+    warm = warm_campaigns([KernelConfig()])  # what `tbe-fuzz run` warms: the config and its profiles
     assert not warm.errors, warm.errors[:3]
     res = run_campaign(KernelConfig(), Budget("g", 20.0, 0.0, 10**6, 10_000), seed=1, artifacts_dir=None)
     assert res.ok and res.examples > 0

@@ -153,5 +153,5 @@ def test_tune_shape_file(tmp_path):
 def test_search_leaves_one_verification_its_reserve(seconds, share, expected):
     """A short --time still gives the search its least share; a long one leaves the cascade's reserve."""
     opts = tune.TuneOptions(shapes=SHAPES, seconds=seconds, search_share=share)
-    assert tune.VERIFY_RESERVE_S == 180.0  # the expectations below are worked out for this reserve
+    assert tune.verify_reserve(opts) == 180.0  # the expectations below are worked out for this reserve
     assert tune.search_seconds(opts) == pytest.approx(expected)
