@@ -74,7 +74,14 @@ def backward_long(
     ws = torch.empty((cls.chunk_upper, ws_stride), dtype=torch.float32, device=device)
     _chunk_kernel[(chunk_grid,)](*run_args, ws, ws, FUSED=False, SEM="relaxed", FAULT_NO_BARRIER=False, **common)
     apply_grid = persistent_grid(cfg.long_grid_multiplier, max(1, tr.n // cfg.long_run_threshold), device)
-    _apply_kernel[(apply_grid,)](*run_args, ws, **common)
+    # the apply kernel reads only the workspace and the rows: no gradient, weight or offsets pointer and no
+    # gradient flag in its signature, so their dtypes do not multiply its specializations
+    _apply_kernel[(apply_grid,)](
+        module.weights, module.momentum, cls.counts, cls.long_runs, cls.chunk_base, cls.num_chunks,
+        tr.run_linear, tr.run_start, tr.sorted_bag, lt["weights_offsets"], lt["dims"], lt["col_offsets"],
+        lt["hash_size_cumsum"], tr.batch_size, module.learning_rate, module.eps, ws_stride, ws,
+        ADAGRAD=common["ADAGRAD"], BLOCK_D=block_d, WIDE=wide, num_warps=cfg.bwd_long_num_warps,
+    )
 
 
 # ----------------------------------------------------------------------------- kernels
@@ -188,16 +195,12 @@ def _chunk_kernel(
         c += step
 
 
-@triton.jit(do_not_specialize=["grad_stride", "B", "CHUNK", "ws_stride"])
+@triton.jit(do_not_specialize=["B", "ws_stride"])
 def _apply_kernel(
-    weights_ptr, momentum_ptr, grad_ptr, grad_stride,
-    counts_ptr, long_ptr, chunk_base_ptr, num_chunks_ptr, chunk_slot_ptr, chunk_index_ptr,
-    run_linear_ptr, run_start_ptr, run_length_ptr, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr,
-    weights_offsets_ptr, dims_ptr, col_offsets_ptr, hcs_ptr,
-    B, lr, eps, CHUNK, ws_stride, ws_ptr,
-    WEIGHTED: tl.constexpr, MEAN: tl.constexpr, ADAGRAD: tl.constexpr, GATHER: tl.constexpr,
-    BLOCK_D: tl.constexpr, WIDE: tl.constexpr, FAULT_ACC_W: tl.constexpr, FAULT_SKIP_LAST: tl.constexpr,
-    FAULT_DROP_CHUNK: tl.constexpr, FAULT_ZERO_LONG: tl.constexpr, FAULT_CHUNK_LIMIT: tl.constexpr,
+    weights_ptr, momentum_ptr, counts_ptr, long_ptr, chunk_base_ptr, num_chunks_ptr,
+    run_linear_ptr, run_start_ptr, sorted_bag_ptr, weights_offsets_ptr, dims_ptr, col_offsets_ptr, hcs_ptr,
+    B, lr, eps, ws_stride, ws_ptr,
+    ADAGRAD: tl.constexpr, BLOCK_D: tl.constexpr, WIDE: tl.constexpr,
 ):
     """One program per long run (grid-stride): sum its chunk partials in chunk order, update once."""
     num_long = tl.load(counts_ptr + 1)

@@ -27,7 +27,7 @@ class Transposed:
 
     n: int                       # number of lookups
     batch_size: int
-    offsets: torch.Tensor        # [T*B + 1] the (checked) offsets, for L(t, b) under MEAN
+    offsets: torch.Tensor        # [T*B + 1] the (checked) offsets as int64, for L(t, b) under MEAN
     linear_dtype: torch.dtype    # int32 or int64
     bag_of: torch.Tensor         # [n] bag t*B + b of each lookup, original order (int32 when T*B fits)
     linear: torch.Tensor         # [n] linear index of each lookup, original order
@@ -101,8 +101,11 @@ def transpose(
     run_start = starts[:n]
     run_length = starts[1:] - run_start
     run_linear = torch.zeros(n + 1, dtype=ldtype, device=device).scatter_(0, slot, sorted_linear)[:n]
+    # int64 whatever the index dtype: the backward kernels read offsets only under MEAN, and one
+    # offsets dtype halves their specializations (a copy of T*B + 1 values when they are int32)
     return Transposed(
-        n=n, batch_size=batch_size, offsets=offsets, linear_dtype=ldtype, bag_of=bag_of, linear=linear, perm=perm,
+        n=n, batch_size=batch_size, offsets=offsets.to(torch.int64), linear_dtype=ldtype, bag_of=bag_of,
+        linear=linear, perm=perm,
         sorted_linear=sorted_linear, sorted_bag=sorted_bag, sorted_psw=sorted_psw,
         run_linear=run_linear, run_start=run_start, run_length=run_length, num_runs=num_runs,
     )
