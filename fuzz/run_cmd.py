@@ -41,7 +41,7 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
                      help="Hypothesis example database shared by the workers (default: <artifacts>/.hypothesis)")
     run.add_argument("--no-warmup", action="store_true", help="skip building the kernels before the search")
     run.add_argument("--warmup-processes", type=_workers_arg, default=None, metavar="N",
-                     help="processes compiling in the warm-up (default: CPU cores, at most 16)")
+                     help="processes compiling in the warm-up (default: CPU cores, at most 32)")
     run.add_argument("--progress", action="store_true", help="draw the live progress line even when stderr is no terminal")
     run.add_argument("--report-dir", type=Path, default=None, metavar="DIR",
                      help="write the report pictures here (default: beside the artifacts)")
@@ -54,7 +54,9 @@ def add_warmup_parser(sub: Any, config_type: Any) -> None:
     w.add_argument("--named-configs", action="store_true",
                    help="also the named configs the pytest fuzz tests run under (strategies.configs)")
     w.add_argument("--processes", type=_workers_arg, default=None, metavar="N",
-                   help="worker processes (default: CPU cores, at most 16)")
+                   help="worker processes (default: CPU cores, at most 32)")
+    w.add_argument("--force", action="store_true",
+                   help="run even if Triton's cache holds a stamp of the same warm-up (fuzz.warm_stamp)")
     w.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
@@ -74,7 +76,7 @@ def cmd_warmup(args: argparse.Namespace) -> int:
         from strategies.configs import NAMED
 
         configs += list(NAMED.values())
-    res = warmup(configs, args.processes, progress=_progress)
+    res = warmup(configs, args.processes, progress=_progress, force=args.force)
     print(json.dumps(res.to_dict(), indent=2) if args.json else res.text(), flush=True)
     return 1 if res.errors else 0
 

@@ -70,21 +70,27 @@ def group_cases(config: KernelConfig, w: str, o: str, idx: str, weighted: bool) 
     return out
 
 
-def small_table_cases(config: KernelConfig) -> list[WarmCase]:
+def small_table_cases(config: KernelConfig) -> list[list[WarmCase]]:
     """The histogram + tl.dot path: one table per (rows tile, column tile), every index dtype,
-    pooling and mode; forward only (its backward is the generic one, warmed above)."""
+    pooling and mode; forward only (its backward is the generic one, warmed above). One group
+    per tile pair: each case compiles a kernel of its own, so one group of all of them was the
+    warm-up's last and longest."""
     if not config.small_table_path:
         return []
     c = config
     rows = sorted({max(16, next_pow2(e)): e for e in range(1, c.small_table_max_rows + 1)}.values())
     dims = sorted({max(16, next_pow2(d)): d for d in range(c.small_table_min_dim, c.small_table_max_dim + 1)}.values())
     length = max(1, c.small_table_min_pooling)
-    out = []
-    for e, d, idx, pooling, mode in itertools.product(rows, dims, INDEX, POOLINGS, MODES):
-        spec = CaseSpec(tables=((e, d),), batch_size=1, pooling=pooling, weights_dtype="fp16", output_dtype="fp32",
-                        index_dtype=idx, length_profile="fixed", max_length=length, bounds_check=mode, seed=1)
-        out.append(WarmCase(config, spec, backward=False))
-    return out
+    groups = []
+    for e, d in itertools.product(rows, dims):
+        group = []
+        for idx, pooling, mode in itertools.product(INDEX, POOLINGS, MODES):
+            spec = CaseSpec(tables=((e, d),), batch_size=1, pooling=pooling, weights_dtype="fp16",
+                            output_dtype="fp32", index_dtype=idx, length_profile="fixed", max_length=length,
+                            bounds_check=mode, seed=1)
+            group.append(WarmCase(config, spec, backward=False))
+        groups.append(group)
+    return groups
 
 
 def warm_groups(configs: Sequence[KernelConfig]) -> list[list[WarmCase]]:
@@ -93,9 +99,7 @@ def warm_groups(configs: Sequence[KernelConfig]) -> list[list[WarmCase]]:
     for config in dict.fromkeys(configs):
         for w, o, idx, weighted in itertools.product(DTYPES, DTYPES, INDEX, (False, True)):
             groups.append(group_cases(config, w, o, idx, weighted))
-        small = small_table_cases(config)
-        if small:
-            groups.append(small)
+        groups += small_table_cases(config)
     return groups
 
 
@@ -146,12 +150,19 @@ class WarmupResult:
     loaded: int = 0
     errors: list[str] = dataclasses.field(default_factory=list)
     skipped: Optional[str] = None  # why nothing ran (the interpreter)
+    reused: int = 0  # configs whose warm-up Triton's cache already held (``fuzz.warm_stamp``)
+    stamped_at: Optional[str] = None  # set when every config was: the newest stamp
 
     def text(self) -> str:
         if self.skipped:
             return f"warm-up: skipped ({self.skipped})"
+        if self.stamped_at:
+            return (f"warm-up: all {self.reused} configs already built in Triton's cache (stamped "
+                    f"{self.stamped_at}); nothing compiled")
         line = (f"warm-up: {self.cases} cases in {self.groups} groups on {self.processes} processes, "
                 f"{self.seconds:.1f}s; {self.compiled} kernels compiled, {self.loaded} loaded from the disk cache")
+        if self.reused:
+            line += f"; {self.reused} config(s) already built (stamped)"
         if self.errors:
             line += f"\n  warm-up: {len(self.errors)} case(s) failed; first: {self.errors[0]}"
         return line
@@ -161,12 +172,14 @@ class WarmupResult:
 
 
 def default_processes() -> int:
-    return max(1, min(16, os.cpu_count() or 1))
+    return max(1, min(32, os.cpu_count() or 1))
 
 
 def warmup(configs: Sequence[KernelConfig], processes: Optional[int] = None,
-           progress: Optional[Callable[[str], None]] = None) -> WarmupResult:
-    """Build every specialization of ``configs`` into Triton's disk cache in parallel processes."""
+           progress: Optional[Callable[[str], None]] = None, force: bool = False) -> WarmupResult:
+    """Build every specialization of ``configs`` into Triton's disk cache in parallel processes.
+    A config whose finished warm-up is stamped in that cache (same sources, Triton, torch and
+    device) is not run again unless ``force``: loading a warm cache case by case costs minutes too."""
     from tbe.backend import INTERPRETED
 
     if INTERPRETED:
@@ -174,26 +187,44 @@ def warmup(configs: Sequence[KernelConfig], processes: Optional[int] = None,
     import concurrent.futures as cf
     import multiprocessing as mp
 
-    groups = warm_groups(configs)
-    n = processes or default_processes()
-    res = WarmupResult(cases=sum(map(len, groups)), groups=len(groups), processes=n)
+    from fuzz import warm_stamp
+
     t0 = time.perf_counter()
+    unique = list(dict.fromkeys(configs))
+    keys = {c: warm_stamp.stamp_key([c]) for c in unique}
+    stamps = {c: None if force else warm_stamp.find(keys[c]) for c in unique}
+    todo = [c for c in unique if stamps[c] is None]
+    groups = [(c, g) for c in todo for g in warm_groups([c])]
+    n = processes or default_processes()
+    res = WarmupResult(cases=sum(len(g) for _, g in groups), groups=len(groups), processes=n,
+                       reused=len(unique) - len(todo))
+    if not todo:
+        res.stamped_at = max(s.get("stamped_at", "?") for s in stamps.values())
+        res.seconds = time.perf_counter() - t0
+        return res
+    failed: set = set()
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # many processes: one thread each
     with cf.ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn")) as pool:
         # largest groups first, so the slowest work starts earliest
-        futures = [pool.submit(_run_group, g) for g in sorted(groups, key=len, reverse=True)]
+        futures = {pool.submit(_run_group, g): c for c, g in sorted(groups, key=lambda cg: len(cg[1]), reverse=True)}
         for k, fut in enumerate(cf.as_completed(futures), 1):
             try:
                 r = fut.result()
             except Exception as e:  # noqa: BLE001  (a worker that died: say so, keep the rest)
                 res.errors.append(f"warm-up worker failed: {type(e).__name__}: {e}")
+                failed.add(futures[fut])
                 continue
             res.compiled += r["compiled"]
             res.loaded += r["loaded"]
             res.errors += r["errors"]
+            if r["errors"]:
+                failed.add(futures[fut])
             if progress is not None and k % 8 == 0:
                 progress(f"  warm-up: {k}/{len(groups)} groups, {time.perf_counter() - t0:.0f}s")
     res.seconds = time.perf_counter() - t0
+    for c in todo:
+        if c not in failed:
+            warm_stamp.write(keys[c], {"seconds": round(res.seconds, 1), "configs_in_run": len(todo)})
     return res
 
 
