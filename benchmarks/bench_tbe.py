@@ -65,7 +65,8 @@ def floor_bytes(n: int, distinct: int, bags: int, dim: int, esize: int, adagrad:
     return {"forward_bytes": fwd, "iteration_bytes": fwd + bwd}
 
 
-def bench_shape(name, rows, dim, wdtype, bags, pooling, skew, weighted, optimizer, device, config, copy_gbps):
+def bench_shape(name, rows, dim, wdtype, bags, pooling, skew, weighted, optimizer, device, config, copy_gbps,
+                impls=("triton", "fbgemm", "torch")):
     ids, offsets, psw_all = make_batch(rows, bags, pooling, skew, device)
     psw = psw_all if weighted else None
     n = ids.numel()
@@ -89,7 +90,7 @@ def bench_shape(name, rows, dim, wdtype, bags, pooling, skew, weighted, optimize
     res["triton_iteration_ms"] = time_ms(lambda: m(ids, offsets, psw_leaf).backward(grad), warmup=2, repeat=10)
     table = m.split_embedding_weights()[0].detach()
 
-    fb = fbgemm_cuda(rows, dim, wdtype, optimizer)
+    fb = fbgemm_cuda(rows, dim, wdtype, optimizer) if "fbgemm" in impls else None
     if fb is not None:
         with torch.no_grad():
             fb.split_embedding_weights()[0].copy_(table)
@@ -99,9 +100,9 @@ def bench_shape(name, rows, dim, wdtype, bags, pooling, skew, weighted, optimize
         res["forward_max_abs_diff_vs_fbgemm"] = float((ours - theirs).abs().max())
         res["fbgemm_iteration_ms"] = time_ms(lambda: fb(ids, offsets, fpsw).backward(grad), warmup=2, repeat=10)
         del fb
-    else:
+    elif "fbgemm" in impls:
         res["fbgemm"] = fbgemm_cuda_error()
-    if wdtype == torch.float32:
+    if wdtype == torch.float32 and "torch" in impls:
         with torch.no_grad():
             res["torch_forward_ms"] = time_ms(lambda: torch_forward(table, ids, offsets, psw))
             res["forward_max_abs_diff_vs_torch"] = float((ours - torch_forward(table, ids, offsets, psw)).abs().max())
@@ -132,6 +133,8 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=None, help="append one JSON line per shape here")
     p.add_argument("--config", default=None, help="KernelConfig JSON (default: defaults)")
     p.add_argument("--shapes", default=None, help="comma-separated shape names (default: all)")
+    p.add_argument("--impls", default="triton,fbgemm,torch",
+                   help="which to time beside each other (triton alone: an A/B of two checkouts of tbe)")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
         print("benchmarks need a CUDA device", file=sys.stderr)
@@ -150,7 +153,7 @@ def main(argv=None) -> int:
     for shape in SHAPES:
         if wanted and shape[0] not in wanted:
             continue
-        r = bench_shape(*shape, device=device, config=config, copy_gbps=copy_gbps)
+        r = bench_shape(*shape, device=device, config=config, copy_gbps=copy_gbps, impls=args.impls.split(","))
         print(json.dumps(r), flush=True)
         lines.append(table_line(r))
         if args.out:
