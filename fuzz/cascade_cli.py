@@ -117,12 +117,15 @@ def add_tune_parser(sub, config_file, positive_int, positive_float, seed) -> Non
     tune.add_argument("--gamma", type=_gamma, default=1.03, help="the gate's least speedup (default 1.03)")
     tune.add_argument("--verify-top", type=positive_int, default=2, metavar="K",
                       help="gate up to K best trials, best first, until one passes (default 2)")
+    tune.add_argument("--worst-floor", type=positive_float, default=0.9, metavar="X",
+                      help="do not gate a trial whose slowest shape ran below X times the baseline in the "
+                           "search: the gate rejects a per-shape slowdown (default 0.9)")
     tune.add_argument("--out", type=_dir, default=Path("tune-out"), metavar="DIR",
                       help="where tune.json, tune.md, winner.json and the gate reports go (default tune-out)")
 
 
 def cmd_tune(args: argparse.Namespace, parser: argparse.ArgumentParser, progress) -> int:
-    from fuzz import tune
+    from fuzz import tune, tune_report
     from fuzz.perf_gate import gpu_unavailable
     from fuzz.tune_space import searched_fields
     from tbe import KernelConfig
@@ -139,10 +142,10 @@ def cmd_tune(args: argparse.Namespace, parser: argparse.ArgumentParser, progress
         parser.error(f"argument --fields: {e}")
     baseline = args.baseline[1] if args.baseline else KernelConfig()
     opts = tune.TuneOptions(shapes=shapes, seconds=args.time, trials=args.trials, seed=args.seed, fields=fields,
-                            gamma=args.gamma, verify_top=args.verify_top, out=args.out)
+                            gamma=args.gamma, verify_top=args.verify_top, worst_floor=args.worst_floor, out=args.out)
     progress(f"tbe-fuzz tune: {len(shapes)} shapes ({name}), {args.time:g}s, gamma {args.gamma:g}")
     res = tune.run_tune(baseline, opts, progress=progress)
-    for p in tune.write(res, args.out):
+    for p in tune_report.write(res, args.out):
         progress(f"wrote {p}")
-    print(tune.text(res), flush=True)
+    print(tune_report.text(res), flush=True)
     return 0 if res.winner is not None else 1

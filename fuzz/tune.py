@@ -25,11 +25,10 @@ winning config (if one passed) and the gate report of every verified candidate.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import time
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from fuzz.cascade import ACCEPT, CascadeOptions, CascadeResult, run_cascade
 from fuzz.perf_gate import DEFAULT_GAMMA
@@ -60,6 +59,7 @@ class TuneOptions:
     rounds: int = 3                   # interleaved rounds per trial measurement
     target_ms: float = 8.0
     verify_top: int = 2
+    worst_floor: float = 0.9          # a trial whose slowest shape ran below this in the search is not verified
     gate_seeds: Sequence[int] = (0, 1, 2)
     out: Optional[Path] = None
 
@@ -73,6 +73,7 @@ class Trial:
     state: str
     seconds: float
     error: Optional[str] = None
+    worst: Optional[float] = None  # slowest shape and phase in the search (speedup), where measured
 
 
 @dataclasses.dataclass
@@ -119,11 +120,13 @@ def gpu_measure(baseline: KernelConfig, opts: TuneOptions) -> Measure:
     def measure(config: KernelConfig, report: Callable[[int, float], bool]) -> float:
         warmer.warm(config)  # compile the trial's new kernels in parallel; timing then only loads them
         logs: list[float] = []
+        measure.last_worst = None  # type: ignore[attr-defined]
         for i, shape in enumerate(opts.shapes):
             for e in time_shape(shape, baseline, config, torch.device("cuda"), opts.rounds, opts.target_ms, cache):
                 if not e.ok:
                     raise RuntimeError(f"{e.shape} {e.phase}: {e.error}")
                 logs.append(math.log(e.speedup))
+            measure.last_worst = math.exp(min(logs))  # type: ignore[attr-defined]
             if not report(i, math.exp(sum(logs) / len(logs))):
                 return float("nan")
         return math.exp(sum(logs) / len(logs))
@@ -152,7 +155,7 @@ def search(baseline: KernelConfig, opts: TuneOptions, measure: Measure, deadline
         study.enqueue_trial(params_of(cfg, baseline, opts.shapes, fields))
     origins = ["baseline"] + ["hint"] * len(hints)
     trials: list[Trial] = []
-    seen: dict[str, float] = {}
+    seen: dict[str, tuple[float, Optional[float]]] = {}
     state = {"origin": "baseline", "repeats": 0}
 
     def objective(trial) -> float:
@@ -162,9 +165,10 @@ def search(baseline: KernelConfig, opts: TuneOptions, measure: Measure, deadline
         trials.append(record)
         key = cfg.to_json()
         if key in seen:  # the block-wise sampler proposed a config already timed: reuse its value
-            record.origin, record.value, record.state = "repeat", seen[key], "repeat"
+            record.origin, record.state = "repeat", "repeat"
+            record.value, record.worst = seen[key]
             state["repeats"] += 1
-            return seen[key]
+            return record.value
         state["repeats"] = 0
 
         def report(step: int, value: float) -> bool:
@@ -187,7 +191,8 @@ def search(baseline: KernelConfig, opts: TuneOptions, measure: Measure, deadline
                 progress(f"  trial {trial.number} ({record.origin}) {record.state} after {record.seconds:.0f}s")
             raise optuna.TrialPruned()
         record.value, record.state = value, "complete" if record.error is None else "error"
-        seen[key] = value
+        record.worst = getattr(measure, "last_worst", None)
+        seen[key] = (value, record.worst)
         if progress is not None:
             diff = baseline.diff(cfg)
             progress(f"  trial {trial.number} ({record.origin}) {value:.3f}x in {record.seconds:.0f}s "
@@ -221,6 +226,20 @@ def search_seconds(opts: TuneOptions) -> float:
     return min(opts.seconds, max(opts.seconds * opts.search_share, opts.seconds - verify_reserve(opts)))
 
 
+def verify_order(res: TuneResult, opts: TuneOptions) -> list[Trial]:
+    """The ``verify_top`` fastest trials the gate's (d) could pass: the per-shape rule rejects a slowdown
+    the geometric mean hides, so a trial whose slowest shape ran below ``worst_floor`` is noted, not verified."""
+    out = []
+    for t in [t for t in res.ranked if t.value > 1.0]:
+        if t.worst is not None and t.worst < opts.worst_floor:
+            if len(out) < opts.verify_top:
+                res.notes.append(f"trial {t.number} ({t.value:.3f}x) not verified: a shape ran {t.worst:.3f}x "
+                                 f"in the search (floor {opts.worst_floor})")
+            continue
+        out.append(t)
+    return out[: opts.verify_top]
+
+
 def run_tune(baseline: KernelConfig, opts: TuneOptions, measure: Optional[Measure] = None,
              verify: Optional[Callable[[KernelConfig, float], CascadeResult]] = None,
              progress: Optional[Callable[[str], None]] = None) -> TuneResult:
@@ -237,7 +256,7 @@ def run_tune(baseline: KernelConfig, opts: TuneOptions, measure: Optional[Measur
     if hasattr(measure, "close"):
         measure.close()
     verify = verify or _gate(baseline, opts, progress)
-    for trial in [t for t in res.ranked if t.value > 1.0][: opts.verify_top]:
+    for trial in verify_order(res, opts):
         if time.monotonic() > end:
             res.notes.append(f"out of time before verifying trial {trial.number} ({trial.value:.3f}x)")
             break
@@ -268,66 +287,3 @@ def _gate(baseline: KernelConfig, opts: TuneOptions, progress) -> Callable[[Kern
         return run_cascade(baseline, config, copts, progress)
 
     return verify
-
-
-def to_json(res: TuneResult) -> dict[str, Any]:
-    return {
-        "kind": "tune", "winner": None if res.winner is None else res.winner.config.to_dict(),
-        "winner_trial": None if res.winner is None else res.winner.number,
-        "baseline": res.baseline.to_dict(), "aa_value": res.aa_value, "notes": res.notes,
-        "seconds": round(res.seconds, 1), "search_seconds": round(res.search_seconds, 1),
-        "options": {"shapes": [s.name for s in res.options.shapes], "time": res.options.seconds,
-                    "gamma": res.options.gamma, "rounds": res.options.rounds, "seed": res.options.seed,
-                    "fields": res.options.fields, "verify_top": res.options.verify_top},
-        "trials": [{"number": t.number, "origin": t.origin, "value": t.value, "state": t.state,
-                    "seconds": round(t.seconds, 1), "error": t.error,
-                    "diff": {k: list(v) for k, v in res.baseline.diff(t.config).items()}} for t in res.trials],
-        "verified": [{"trial": t.number, "search_value": t.value, "verdict": g.verdict, "reasons": g.reasons}
-                     for t, g in res.verified],
-    }
-
-
-def write(res: TuneResult, out: Path) -> list[Path]:
-    """tune.json, tune.md, winner.json (when a candidate passed) and gate-<trial>/ reports under ``out``."""
-    from fuzz import cascade_report
-
-    out.mkdir(parents=True, exist_ok=True)
-    data = to_json(res)
-    paths = [out / "tune.json", out / "tune.md"]
-    paths[0].write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
-    paths[1].write_text(markdown(res))
-    if res.winner is not None:
-        paths.append(out / "winner.json")
-        paths[-1].write_text(res.winner.config.to_json())
-    for trial, gate in res.verified:
-        paths += cascade_report.write(gate, out / f"gate-trial{trial.number}")
-    return paths
-
-
-def text(res: TuneResult) -> str:
-    head = (f"tbe-fuzz tune: {'ACCEPTED trial ' + str(res.winner.number) if res.winner else 'KEEP the baseline'}"
-            f"  ({len(res.trials)} trials in {res.search_seconds:.0f}s of search, {res.seconds:.0f}s in all)")
-    lines = [head]
-    if res.aa_value is not None:
-        lines.append(f"  baseline against itself (the tuner's A/A): {res.aa_value:.3f}x")
-    for t in res.ranked[:5]:
-        diff = ", ".join(f"{k}={b}" for k, (_, b) in sorted(res.baseline.diff(t.config).items()))
-        lines.append(f"  trial {t.number:>3} {t.value:.3f}x  {diff}")
-    for trial, gate in res.verified:
-        lines.append(f"  verified trial {trial.number}: {gate.verdict} - " + "; ".join(gate.reasons[:3]))
-    lines += [f"  note: {n}" for n in res.notes]
-    return "\n".join(lines)
-
-
-def markdown(res: TuneResult) -> str:
-    lines = ["# tbe-fuzz tune", "", text(res).split("\n")[0].replace("tbe-fuzz tune: ", "Result: "), ""]
-    lines += ["| trial | origin | speedup (search) | state | seconds | changed fields |", "|---|---|---|---|---|---|"]
-    for t in sorted(res.trials, key=lambda t: -(t.value or 0)):
-        diff = ", ".join(f"{k}={b}" for k, (_, b) in sorted(res.baseline.diff(t.config).items())) or "(baseline)"
-        value = "-" if t.value is None else f"{t.value:.3f}x"
-        lines.append(f"| {t.number} | {t.origin} | {value} | {t.error or t.state} | {t.seconds:.0f} | {diff} |")
-    for trial, gate in res.verified:
-        lines += ["", f"Trial {trial.number} through the gate: **{gate.verdict}** - " + "; ".join(gate.reasons),
-                  f"(report: gate-trial{trial.number}/report.md)"]
-    lines += [f"- {n}" for n in res.notes]
-    return "\n".join(lines) + "\n"

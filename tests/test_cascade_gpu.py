@@ -52,13 +52,13 @@ def test_the_baseline_against_itself_is_not_slower_than_its_noise():
 
 def test_short_tune_run_completes_trials(tmp_path):
     pytest.importorskip("optuna", reason="optuna==5.0.0 not installed on this host")
-    from fuzz import tune
+    from fuzz import tune, tune_report
 
     opts = tune.TuneOptions(shapes=SHAPES[:2], seconds=90.0, search_share=1.0, verify_top=1, out=tmp_path)
     res = tune.run_tune(KernelConfig(), opts)
-    print(tune.text(res))
+    print(tune_report.text(res))
     assert res.trials[0].origin == "baseline" and res.trials[0].value is not None
     assert 0.95 < res.aa_value < 1.05
     assert len([t for t in res.trials if t.value is not None]) >= 3
-    tune.write(res, tmp_path)
+    tune_report.write(res, tmp_path)
     assert (tmp_path / "tune.json").is_file()

@@ -20,7 +20,7 @@ from fuzz.tune_space import GROUPS, TILES, hint_configs, params_of, searched_fie
 from tbe import KernelConfig
 
 optuna = pytest.importorskip("optuna", reason="optuna==5.0.0 (requirements) is not installed")
-from fuzz import tune  # noqa: E402
+from fuzz import tune, tune_report  # noqa: E402
 
 SHAPES = PRESETS["bench-lite"][:2]
 
@@ -89,7 +89,7 @@ def test_tune_finds_the_better_region_and_writes_the_winner(tmp_path):
     hints = max(t.value for t in res.trials if t.origin == "hint")
     assert best.value > hints and best.config.bwd_short_runs_per_program >= 8  # the sampler beat the hints
     assert res.winner is best and verify.calls == [best.config]
-    tune.write(res, tmp_path)
+    tune_report.write(res, tmp_path)
     assert KernelConfig.load(tmp_path / "winner.json") == best.config
     data = json.loads((tmp_path / "tune.json").read_text())
     assert data["winner_trial"] == best.number and len(data["trials"]) == len(res.trials)
@@ -117,9 +117,29 @@ def test_tune_keeps_the_baseline_when_the_gate_rejects(tmp_path):
     res = tune.run_tune(KernelConfig(), opts, measure=fake_measure(), verify=verify)
     assert res.winner is None and len(verify.calls) == 2 and len(res.verified) == 2
     assert [t.value for t, _ in res.verified] == sorted((t.value for t, _ in res.verified), reverse=True)
-    tune.write(res, tmp_path)
+    tune_report.write(res, tmp_path)
     assert not (tmp_path / "winner.json").exists()
-    assert "KEEP the baseline" in tune.text(res)
+    assert "KEEP the baseline" in tune_report.text(res)
+
+
+def test_trials_with_a_slow_shape_are_not_verified():
+    """A gather of 2 is fastest on average here but halves one shape: (d)'s per-shape rule would reject
+    it, so the tuner verifies the fastest trials without such a shape and notes the ones it passed over."""
+    inner = fake_measure()
+
+    def measure(config, report):
+        measure.last_worst = 0.5 if config.fwd_gather_unweighted == 2 else 1.0
+        return inner(config, report)
+
+    verify = fake_gate(ACCEPT)
+    opts = tune.TuneOptions(shapes=SHAPES, seconds=60.0, trials=25, seed=1, verify_top=2)
+    res = tune.run_tune(KernelConfig(), opts, measure=measure, verify=verify)
+    fastest = res.ranked[0]
+    assert fastest.config.fwd_gather_unweighted == 2 and fastest.worst == 0.5
+    assert verify.calls and all(c.fwd_gather_unweighted != 2 for c in verify.calls)
+    assert res.winner is not None and res.winner.worst == 1.0
+    assert any(f"trial {fastest.number} " in n and "0.500x" in n for n in res.notes)
+    assert "| slowest shape |" in tune_report.markdown(res)
 
 
 def test_tune_search_stops_at_its_time_budget():
