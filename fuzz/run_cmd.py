@@ -70,13 +70,13 @@ def cmd_warmup(args: argparse.Namespace) -> int:
 
     from fuzz.config_space import campaign_configs
 
-    configs = [c for _, c in args.config] if args.config else [KernelConfig()]
-    configs = [x for c in configs for x in campaign_configs(c)]  # campaigns also run the override profiles
+    bases = [c for _, c in args.config] if args.config else [KernelConfig()]
+    configs = [x for c in bases for x in campaign_configs(c)]  # campaigns also run the override profiles
     if args.named_configs:
         from strategies.configs import NAMED
 
         configs += list(NAMED.values())
-    res = warmup(configs, args.processes, progress=_progress, force=args.force)
+    res = warmup(configs, args.processes, progress=_progress, force=args.force, tours=bases)  # and the tour
     print(json.dumps(res.to_dict(), indent=2) if args.json else res.text(), flush=True)
     return 1 if res.errors else 0
 

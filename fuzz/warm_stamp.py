@@ -22,7 +22,7 @@ from typing import Any, Optional, Sequence
 from tbe.config import KernelConfig
 
 _REPO = Path(__file__).resolve().parent.parent
-_SOURCES = ("tbe", "fuzz/warmup.py", "fuzz/config_space.py", "strategies/case.py")
+_SOURCES = ("tbe", "fuzz/warmup.py", "fuzz/config_space.py", "fuzz/tour.py", "strategies/case.py")
 
 
 def cache_dir() -> Path:
@@ -44,8 +44,9 @@ def _sources_digest(h: "hashlib._Hash") -> None:
             h.update(f.read_bytes())
 
 
-def stamp_key(configs: Sequence[KernelConfig], device: Optional[str] = None) -> str:
-    """Key of a warm-up of ``configs`` with the installed Triton and torch on ``device``."""
+def stamp_key(configs: Sequence[KernelConfig], device: Optional[str] = None, tag: str = "matrix") -> str:
+    """Key of a warm-up of ``configs`` (``tag``: what was built for them) with the installed Triton and
+    torch on ``device``."""
     import torch
     import triton
 
@@ -54,7 +55,7 @@ def stamp_key(configs: Sequence[KernelConfig], device: Optional[str] = None) -> 
         device = f"{torch.cuda.get_device_name()} sm_{cap[0]}{cap[1]}"
     h = hashlib.sha256()
     h.update(json.dumps([c.to_dict() for c in dict.fromkeys(configs)], sort_keys=True).encode())
-    h.update(f"{triton.__version__} {torch.__version__} {device}".encode())
+    h.update(f"{tag} {triton.__version__} {torch.__version__} {device}".encode())
     _sources_digest(h)
     return h.hexdigest()[:24]
 

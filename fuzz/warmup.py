@@ -34,7 +34,7 @@ MODES = ("warning", "ignore", "fatal", "none")
 @dataclasses.dataclass(frozen=True)
 class WarmCase:
     config: KernelConfig
-    spec: CaseSpec
+    spec: Any  # a CaseSpec, or a tour's bad-input case
     backward: bool = True
 
 
@@ -103,24 +103,44 @@ def warm_groups(configs: Sequence[KernelConfig]) -> list[list[WarmCase]]:
     return groups
 
 
-def exercise(spec: CaseSpec, config: KernelConfig, backward: bool = True) -> None:
-    """Run ``spec`` through the module the way ``fuzz.differential`` does (forward, then the step)."""
+def exercise(case: Any, config: KernelConfig, backward: bool = True) -> None:
+    """Run ``case`` (a CaseSpec or a bad-input case) through the module the way ``fuzz.differential``
+    does (forward, then the step). A FATAL bounds check stops at its error, as it would there."""
     import torch
 
-    from strategies.case import materialize
+    from fuzz.cases import base_spec, tensors
     from strategies.run import build_module
+    from tbe.bounds_check import BoundsCheckError
 
-    case = materialize(spec)
-    module = build_module(spec, config)
+    t = tensors(case, config, steps=backward, weights=False)
+    module = build_module(base_spec(case), config)
     dev = module.device
     psw = None
-    steps = case.grad_outputs if backward else []
-    if case.per_sample_weights is not None:
-        psw = case.per_sample_weights.to(dev).clone().requires_grad_(bool(steps))
-    with torch.set_grad_enabled(bool(steps)):
-        out = module(case.indices.to(dev), case.offsets.to(dev), psw)
+    steps = t.grad_outputs
+    if t.per_sample_weights is not None:
+        psw = t.per_sample_weights.to(dev).clone().requires_grad_(bool(steps))
+    try:
+        with torch.set_grad_enabled(bool(steps)):
+            out = module(t.indices.to(dev), t.offsets.to(dev), psw)
+    except BoundsCheckError:
+        return
     if steps:
         out.backward(steps[0].to(dev))
+
+
+def tour_groups(config: KernelConfig, size: int = 4) -> list[list[WarmCase]]:
+    """The opening tour's own cases under ``config`` (both of its size budgets), a few per group: the
+    tour's overrides lie outside the profiles, and its cases reach only a handful of kernels."""
+    from fuzz.config_space import split_draw
+    from fuzz.tour import tour
+
+    seen: dict[str, WarmCase] = {}
+    for budget in (1, 1 << 62):
+        for drawn in tour(config, budget):
+            case, cfg, _ = split_draw(drawn, config)
+            seen.setdefault(repr((case, cfg)), WarmCase(cfg, case))
+    cases = list(seen.values())
+    return [cases[i:i + size] for i in range(0, len(cases), size)]
 
 
 def _run_group(cases: list[WarmCase]) -> dict[str, Any]:
@@ -150,14 +170,14 @@ class WarmupResult:
     loaded: int = 0
     errors: list[str] = dataclasses.field(default_factory=list)
     skipped: Optional[str] = None  # why nothing ran (the interpreter)
-    reused: int = 0  # configs whose warm-up Triton's cache already held (``fuzz.warm_stamp``)
+    reused: int = 0  # configs (and tours) whose warm-up Triton's cache already held (``fuzz.warm_stamp``)
     stamped_at: Optional[str] = None  # set when every config was: the newest stamp
 
     def text(self) -> str:
         if self.skipped:
             return f"warm-up: skipped ({self.skipped})"
         if self.stamped_at:
-            return (f"warm-up: all {self.reused} configs already built in Triton's cache (stamped "
+            return (f"warm-up: all {self.reused} configs and tours already built in Triton's cache (stamped "
                     f"{self.stamped_at}); nothing compiled")
         line = (f"warm-up: {self.cases} cases in {self.groups} groups on {self.processes} processes, "
                 f"{self.seconds:.1f}s; {self.compiled} kernels compiled, {self.loaded} loaded from the disk cache")
@@ -176,10 +196,12 @@ def default_processes() -> int:
 
 
 def warmup(configs: Sequence[KernelConfig], processes: Optional[int] = None,
-           progress: Optional[Callable[[str], None]] = None, force: bool = False) -> WarmupResult:
-    """Build every specialization of ``configs`` into Triton's disk cache in parallel processes.
-    A config whose finished warm-up is stamped in that cache (same sources, Triton, torch and
-    device) is not run again unless ``force``: loading a warm cache case by case costs minutes too."""
+           progress: Optional[Callable[[str], None]] = None, force: bool = False,
+           tours: Sequence[KernelConfig] = ()) -> WarmupResult:
+    """Build every specialization of ``configs`` (and the opening tour's cases under each of ``tours``)
+    into Triton's disk cache in parallel processes. A config or tour whose finished warm-up is stamped
+    in that cache (same sources, Triton, torch and device) is not run again unless ``force``: loading
+    a warm cache case by case costs minutes too."""
     from tbe.backend import INTERPRETED
 
     if INTERPRETED:
@@ -190,14 +212,14 @@ def warmup(configs: Sequence[KernelConfig], processes: Optional[int] = None,
     from fuzz import warm_stamp
 
     t0 = time.perf_counter()
-    unique = list(dict.fromkeys(configs))
-    keys = {c: warm_stamp.stamp_key([c]) for c in unique}
-    stamps = {c: None if force else warm_stamp.find(keys[c]) for c in unique}
-    todo = [c for c in unique if stamps[c] is None]
-    groups = [(c, g) for c in todo for g in warm_groups([c])]
+    units = [("matrix", c) for c in dict.fromkeys(configs)] + [("tour", c) for c in dict.fromkeys(tours)]
+    keys = {u: warm_stamp.stamp_key([u[1]], tag=u[0]) for u in units}
+    stamps = {u: None if force else warm_stamp.find(keys[u]) for u in units}
+    todo = [u for u in units if stamps[u] is None]
+    groups = [(u, g) for u in todo for g in (warm_groups([u[1]]) if u[0] == "matrix" else tour_groups(u[1]))]
     n = processes or default_processes()
     res = WarmupResult(cases=sum(len(g) for _, g in groups), groups=len(groups), processes=n,
-                       reused=len(unique) - len(todo))
+                       reused=len(units) - len(todo))
     if not todo:
         res.stamped_at = max(s.get("stamped_at", "?") for s in stamps.values())
         res.seconds = time.perf_counter() - t0
@@ -222,15 +244,16 @@ def warmup(configs: Sequence[KernelConfig], processes: Optional[int] = None,
             if progress is not None and k % 8 == 0:
                 progress(f"  warm-up: {k}/{len(groups)} groups, {time.perf_counter() - t0:.0f}s")
     res.seconds = time.perf_counter() - t0
-    for c in todo:
-        if c not in failed:
-            warm_stamp.write(keys[c], {"seconds": round(res.seconds, 1), "configs_in_run": len(todo)})
+    for u in todo:
+        if u not in failed:
+            warm_stamp.write(keys[u], {"seconds": round(res.seconds, 1), "units_in_run": len(todo)})
     return res
 
 
 def warm_campaigns(bases: Sequence[KernelConfig], processes: Optional[int] = None,
                    progress: Optional[Callable[[str], None]] = None) -> WarmupResult:
-    """``warmup`` of what campaigns under ``bases`` run: each base and the override profiles drawn on it."""
+    """``warmup`` of what campaigns under ``bases`` run: each base and the override profiles drawn on it,
+    and each base's opening tour."""
     from fuzz.config_space import campaign_configs
 
-    return warmup([c for b in bases for c in campaign_configs(b)], processes, progress)
+    return warmup([c for b in bases for c in campaign_configs(b)], processes, progress, tours=bases)

@@ -21,7 +21,8 @@ from fuzz.compile_watch import INTERPRETER_NOTE, CompileCounts, watch
 from fuzz.profiles import MAX_LOOKUPS
 from fuzz.space import campaign_cases
 from fuzz.specializations import record
-from fuzz.warmup import exercise, warm_groups
+from fuzz.tour import tour
+from fuzz.warmup import exercise, tour_groups, warm_groups
 from oracles import fbgemm_cpu
 from oracles.reference_bounds import _walk, reference_bounds_check
 from strategies.bad_inputs import bad_batch_specs, materialize_bad
@@ -30,6 +31,7 @@ from strategies.configs import NAMED
 from strategies.run import build_module
 from tbe import KernelConfig
 from tbe.backend import INTERPRETED
+from tbe.bounds_check import BoundsCheckError
 from tbe.modes import BoundsCheckMode
 
 
@@ -37,32 +39,43 @@ def _warm_keys(config: KernelConfig) -> set:
     from fuzz.config_space import campaign_configs
 
     with record(dry_run=True) as keys:
-        for group in warm_groups(campaign_configs(config)):
+        for group in warm_groups(campaign_configs(config)) + tour_groups(config):
             for c in group:
                 exercise(c.spec, c.config, c.backward)
     return keys
 
 
+def _launch_keys(case, cfg) -> set:
+    """What one case launches, built the way the campaign's checks build it."""
+    try:
+        t = tensors(case, cfg)
+    except ValueError:
+        return set()
+    with record(dry_run=True) as keys:
+        module = build_module(base_spec(case), cfg)
+        psw = None if t.per_sample_weights is None else t.per_sample_weights.clone().requires_grad_(True)
+        try:
+            out = module(t.indices, t.offsets, psw)
+        except BoundsCheckError:
+            return keys
+        out.backward(t.grad_outputs[0])
+    return keys
+
+
 def _campaign_keys(config: KernelConfig, examples: int) -> set:
+    """The launches of a campaign's opening tour (at the CPU's budget) and of ``examples`` drawn cases."""
+    from fuzz.config_space import split_draw
+
     found: set = set()
+    for drawn in tour(config, MAX_LOOKUPS):
+        found.update(_launch_keys(*split_draw(drawn, config)[:2]))
 
     @settings(max_examples=examples, derandomize=True, database=None, deadline=None,
               suppress_health_check=list(HealthCheck))
     @given(campaign_cases(config, MAX_LOOKUPS))
     def draw(drawn):
-        from fuzz.config_space import split_draw
-
         case, cfg, _ = split_draw(drawn, config)  # with the config overrides the campaign drew
-        try:
-            t = tensors(case, cfg)
-        except ValueError:
-            return
-        spec = base_spec(case)
-        with record(dry_run=True) as keys:
-            module = build_module(spec, cfg)
-            psw = None if t.per_sample_weights is None else t.per_sample_weights.clone().requires_grad_(True)
-            module(t.indices, t.offsets, psw).backward(t.grad_outputs[0])
-        found.update(keys)
+        found.update(_launch_keys(case, cfg))
 
     draw()
     return found
