@@ -145,13 +145,3 @@ def tour(config: KernelConfig, max_lookups: int, fixed: frozenset[str] = frozens
         if d is not None:
             out.append(d)
     return out
-
-
-def tour_configs(config: KernelConfig) -> list[KernelConfig]:
-    """Every config the tour runs under ``config``, whatever the campaign's size budget (the long-tier
-    overrides depend on it): what a warm-up must build besides the override profiles."""
-    out: dict[KernelConfig, None] = {}
-    for budget in (1, 1 << 62):
-        for drawn in tour(config, budget):
-            out[drawn.config(config) if isinstance(drawn, Drawn) else config] = None
-    return list(out)
