@@ -40,6 +40,11 @@ def examples(ci_count: int) -> int:
 # Largest batch (looked-up ids) one example may draw: interpreter cost bounds CPU runs.
 MAX_LOOKUPS = 4_000 if INTERPRETED else 12_000_000
 
+# Column blocks one row may span under the drawn config (``strategies.adversarial.fuzz_cases``):
+# the interpreter's cost per lookup grows with them; under the 4-wide ``narrow`` config a row of
+# D in the hundreds made one example cost 4 s on two cores, most of a dev run's time.
+MAX_COLUMN_BLOCKS = 16 if INTERPRETED else None
+
 # Distinct rows (runs) one example's background may touch: the interpreter's short backward
 # tier costs about 2 ms per run, so CPU examples keep most lookups in a few hot runs.
 MAX_RUNS = 300 if INTERPRETED else 4_000_000

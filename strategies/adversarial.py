@@ -60,12 +60,17 @@ def fuzz_cases(
     weighted: Optional[bool] = None,
     max_steps: int = 2,
     segment_profile: Optional[str] = None,
+    max_column_blocks: Optional[int] = None,
 ) -> FuzzCase:
     """A FuzzCase with at most ``max_lookups`` lookups, about ``max_runs`` background lookups
     (hot rows are few runs however long), at most ``max_bags`` bags; a long run's chunks cost
-    like runs, so hot rows get at most ``max_runs`` chunks' worth of lookups."""
+    like runs, so hot rows get at most ``max_runs`` chunks' worth of lookups. ``max_column_blocks``
+    caps how many column blocks of the drawn config one row spans (rows wider than the widest
+    bucket loop over it): an interpreter's cost per lookup grows with them, most under narrow buckets."""
     name = draw(config_names(configs))
     config = NAMED[name]
+    if max_column_blocks is not None:
+        max_dim = min(max_dim, max_column_blocks * max(config.dim_buckets))
     background = max(0, min(max_runs, max_lookups // 4))
     bags = max_bags if max_bags is not None else max(1, background)
     shape = draw(batch_shapes(max_lookups=background, max_bags=bags, max_tables=max_tables, max_dim=max_dim,

@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fuzz.profiles import MAX_LOOKUPS, MAX_RUNS, examples
+from fuzz.profiles import MAX_COLUMN_BLOCKS, MAX_LOOKUPS, MAX_RUNS, examples
 from strategies.adversarial import fuzz_cases
 from strategies.case import materialize
 from strategies.configs import NAMED
@@ -24,7 +24,8 @@ from tbe.layout import INT32_MAX
 pytestmark = pytest.mark.fuzz
 
 # the default profile of the adversarial fuzz test (tests/test_adversarial.py draws the same)
-DEFAULT_CASES = dict(max_lookups=MAX_LOOKUPS, max_runs=MAX_RUNS, max_total_dim=256)
+DEFAULT_CASES = dict(max_lookups=MAX_LOOKUPS, max_runs=MAX_RUNS, max_total_dim=256,
+                     max_column_blocks=MAX_COLUMN_BLOCKS)
 
 
 def test_segment_edges_follow_the_config():
@@ -87,6 +88,21 @@ def test_default_profile_hits_every_tier():
     collect()
     assert tiers == set(TIERS), f"tiers reached: {sorted(tiers)}"
     assert edges == set(LONG_EDGES), f"long-run edges reached: {sorted(edges)}"
+
+
+def test_column_block_cap_keeps_rows_wider_than_the_bucket():
+    """Under the 4-wide narrow config rows span at most 8 column blocks, and some still span several."""
+    widest = []
+
+    @settings(max_examples=60, database=None, derandomize=True)
+    @given(fuzz_cases(max_lookups=400, max_runs=40, max_column_blocks=8, configs=("narrow",)))
+    def collect(fc):
+        dims = [d for _, d in fc.spec.tables]
+        assert max(dims) <= 8 * max(NAMED["narrow"].dim_buckets), dims
+        widest.append(max(dims))
+
+    collect()
+    assert max(widest) > 2 * max(NAMED["narrow"].dim_buckets), "no row spans several column blocks"
 
 
 @settings(max_examples=examples(100))
