@@ -64,6 +64,19 @@ def worker_argv(args: Any, index: int, report_dir: Optional[Path]) -> list[str]:
     return argv
 
 
+def worker_env(index: int, n: int, gpus: list[str], base: Optional[dict[str, str]] = None) -> dict[str, str]:
+    """Worker ``index``'s environment: its GPU, and its share of the cores for torch's CPU threads (one
+    each without a GPU). Every campaign and its supervised worker otherwise start a thread per core, and
+    oversubscribed cores slow the FP64 references' small ops many times over (``tests/conftest.py``)."""
+    env = dict(os.environ if base is None else base)
+    if gpus:
+        env["CUDA_VISIBLE_DEVICES"] = gpus[index % len(gpus)]
+        env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // n)))
+    else:
+        env.setdefault("OMP_NUM_THREADS", "1")
+    return env
+
+
 def run_workers(args: Any, n: int, progress=None) -> dict[str, Any]:
     """Run ``n`` worker campaigns side by side; the merged summary as a dict (see ``merged_text``)."""
     gpus = visible_gpus()
@@ -72,11 +85,7 @@ def run_workers(args: Any, n: int, progress=None) -> dict[str, Any]:
     procs = []
     t0 = time.perf_counter()
     for i in range(n):
-        env = dict(os.environ)
-        if gpus:
-            env["CUDA_VISIBLE_DEVICES"] = gpus[i % len(gpus)]
-        else:
-            env.setdefault("OMP_NUM_THREADS", "1")
+        env = worker_env(i, n, gpus)
         argv = worker_argv(args, i, args.report_dir)
         log = open(logs / f"worker-{i}.log", "w")
         log.write("$ " + " ".join(argv) + f"\n# CUDA_VISIBLE_DEVICES={env.get('CUDA_VISIBLE_DEVICES', '')}\n")

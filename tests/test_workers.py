@@ -104,6 +104,18 @@ def test_redis_database_shares_a_failure_between_campaigns(redis_url, tmp_path):
     assert client.keys(b"tbe-fuzz:*") and not client.keys(b"hypothesis-example:*")
 
 
+def test_workers_get_their_gpu_and_a_share_of_the_cores(monkeypatch):
+    from fuzz.workers import worker_env
+
+    monkeypatch.setattr("os.cpu_count", lambda: 32)
+    a, b = (worker_env(i, 2, ["0", "1"], base={}) for i in (0, 1))
+    assert (a["CUDA_VISIBLE_DEVICES"], b["CUDA_VISIBLE_DEVICES"]) == ("0", "1")
+    assert a["OMP_NUM_THREADS"] == b["OMP_NUM_THREADS"] == "16"
+    assert worker_env(0, 1, ["0"], base={})["OMP_NUM_THREADS"] == "32"
+    assert worker_env(3, 4, [], base={})["OMP_NUM_THREADS"] == "1"  # interpreter workers: one thread each
+    assert worker_env(0, 2, ["0"], base={"OMP_NUM_THREADS": "3"})["OMP_NUM_THREADS"] == "3"  # the user's wins
+
+
 def test_bad_database_urls_are_refused(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["run", "--database", str(Path(__file__))])
