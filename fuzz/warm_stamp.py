@@ -35,28 +35,30 @@ def cache_dir() -> Path:
         return Path(os.environ.get("TRITON_CACHE_DIR") or Path.home() / ".triton" / "cache")
 
 
-def _sources_digest(h: "hashlib._Hash") -> None:
-    for name in _SOURCES:
-        root = _REPO / name
-        files = sorted(root.rglob("*.py")) if root.is_dir() else [root]
-        for f in files:
-            h.update(str(f.relative_to(_REPO)).encode())
-            h.update(f.read_bytes())
-
-
-def stamp_key(configs: Sequence[KernelConfig], device: Optional[str] = None, tag: str = "matrix") -> str:
-    """Key of a warm-up of ``configs`` (``tag``: what was built for them) with the installed Triton and
-    torch on ``device``."""
+def environment(device: Optional[str] = None) -> str:
+    """Digest of what every key shares: Triton and torch versions, ``device`` (default: the GPU's name and
+    capability) and the sources. A warm-up computes it once for all its configs (it reads every source)."""
     import torch
     import triton
 
     if device is None and torch.cuda.is_available():
         cap = torch.cuda.get_device_capability()
         device = f"{torch.cuda.get_device_name()} sm_{cap[0]}{cap[1]}"
-    h = hashlib.sha256()
-    h.update(json.dumps([c.to_dict() for c in dict.fromkeys(configs)], sort_keys=True).encode())
-    h.update(f"{tag} {triton.__version__} {torch.__version__} {device}".encode())
-    _sources_digest(h)
+    h = hashlib.sha256(f"{triton.__version__} {torch.__version__} {device}".encode())
+    for name in _SOURCES:
+        root = _REPO / name
+        for f in sorted(root.rglob("*.py")) if root.is_dir() else [root]:
+            h.update(str(f.relative_to(_REPO)).encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def stamp_key(configs: Sequence[KernelConfig], device: Optional[str] = None, tag: str = "matrix",
+              env: Optional[str] = None) -> str:
+    """Key of a warm-up of ``configs`` (``tag``: what was built for them) in ``env`` (``environment(device)``
+    unless given)."""
+    h = hashlib.sha256(json.dumps([c.to_dict() for c in dict.fromkeys(configs)], sort_keys=True).encode())
+    h.update(f"{tag} {env if env is not None else environment(device)}".encode())
     return h.hexdigest()[:24]
 
 

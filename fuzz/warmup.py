@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import os
 import time
 from typing import Any, Callable, Optional, Sequence
@@ -155,7 +156,7 @@ def _run_group(cases: list[WarmCase]) -> dict[str, Any]:
             try:
                 exercise(c.spec, c.config, c.backward)
             except Exception as e:  # noqa: BLE001  (a kernel that fails to build is reported, not hidden)
-                errors.append(f"{type(e).__name__}: {str(e)[:300]} (case {c.spec.to_json()})")
+                errors.append(f"{type(e).__name__}: {str(e)[:300]} (case {json.dumps(c.spec.to_dict())})")
     return {"cases": len(cases), "compiled": counts.compiled, "loaded": counts.loaded,
             "by_kernel": dict(counts.by_kernel), "errors": errors, "seconds": time.perf_counter() - t0}
 
@@ -182,7 +183,7 @@ class WarmupResult:
         line = (f"warm-up: {self.cases} cases in {self.groups} groups on {self.processes} processes, "
                 f"{self.seconds:.1f}s; {self.compiled} kernels compiled, {self.loaded} loaded from the disk cache")
         if self.reused:
-            line += f"; {self.reused} config(s) already built (stamped)"
+            line += f"; {self.reused} config(s) or tour(s) already built (stamped)"
         if self.errors:
             line += f"\n  warm-up: {len(self.errors)} case(s) failed; first: {self.errors[0]}"
         return line
@@ -213,7 +214,8 @@ def warmup(configs: Sequence[KernelConfig], processes: Optional[int] = None,
 
     t0 = time.perf_counter()
     units = [("matrix", c) for c in dict.fromkeys(configs)] + [("tour", c) for c in dict.fromkeys(tours)]
-    keys = {u: warm_stamp.stamp_key([u[1]], tag=u[0]) for u in units}
+    env = warm_stamp.environment()
+    keys = {u: warm_stamp.stamp_key([u[1]], tag=u[0], env=env) for u in units}
     stamps = {u: None if force else warm_stamp.find(keys[u]) for u in units}
     todo = [u for u in units if stamps[u] is None]
     groups = [(u, g) for u in todo for g in (warm_groups([u[1]]) if u[0] == "matrix" else tour_groups(u[1]))]
@@ -228,7 +230,7 @@ def warmup(configs: Sequence[KernelConfig], processes: Optional[int] = None,
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # many processes: one thread each
     with cf.ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn")) as pool:
         # largest groups first, so the slowest work starts earliest
-        futures = {pool.submit(_run_group, g): c for c, g in sorted(groups, key=lambda cg: len(cg[1]), reverse=True)}
+        futures = {pool.submit(_run_group, g): u for u, g in sorted(groups, key=lambda ug: len(ug[1]), reverse=True)}
         for k, fut in enumerate(cf.as_completed(futures), 1):
             try:
                 r = fut.result()

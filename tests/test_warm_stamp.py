@@ -22,6 +22,9 @@ def test_key_follows_configs_and_device():
     assert warm_stamp.stamp_key([a], "dev") != warm_stamp.stamp_key([b], "dev")
     assert warm_stamp.stamp_key([a], "dev") != warm_stamp.stamp_key([a, b], "dev")
     assert warm_stamp.stamp_key([a], "dev") != warm_stamp.stamp_key([a], "other device")
+    assert warm_stamp.stamp_key([a], "dev") != warm_stamp.stamp_key([a], "dev", tag="tour")
+    env = warm_stamp.environment("dev")
+    assert warm_stamp.stamp_key([a], "dev") == warm_stamp.stamp_key([a], tag="matrix", env=env)
 
 
 def test_key_follows_kernel_sources(tmp_path, monkeypatch):
@@ -68,3 +71,16 @@ def test_only_unstamped_configs_are_warmed(cache, monkeypatch):
     res = warmup([base, cand], processes=1)
     assert ran == [cand] and res.reused == 1 and not res.stamped_at
     assert warm_stamp.find(warm_stamp.stamp_key([cand])) is not None  # stamped once it finished
+
+
+def test_a_failing_tour_case_is_reported_with_its_case(monkeypatch):
+    """Tour groups hold bad-input cases too: a case that fails is named in the error, not a second crash."""
+    import fuzz.warmup as wu
+
+    def fail(case, config, backward=True):
+        raise RuntimeError("no kernel")
+
+    monkeypatch.setattr(wu, "exercise", fail)
+    bad = [c for g in wu.tour_groups(KernelConfig()) for c in g if type(c.spec).__name__ == "BadIdCase"]
+    r = wu._run_group(bad[:1])
+    assert len(r["errors"]) == 1 and "no kernel" in r["errors"][0] and '"bad"' in r["errors"][0]
