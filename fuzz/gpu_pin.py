@@ -37,6 +37,12 @@ def pick(worker: Optional[str], gpus: Sequence[str]) -> Optional[str]:
     return gpus[int(m.group(1)) % len(gpus)]
 
 
+def core_share(workers: int) -> str:
+    """OMP_NUM_THREADS for one of ``workers`` processes sharing this machine's cores: torch's default of a
+    thread per core in each of them oversubscribes the cores (xdist workers, ``--workers`` campaigns)."""
+    return str(max(1, (os.cpu_count() or 1) // max(1, workers)))
+
+
 def pin_xdist_worker(env: MutableMapping[str, str] = os.environ) -> Optional[str]:
     """Set CUDA_VISIBLE_DEVICES for this xdist worker; returns the GPU chosen (None: unchanged)."""
     gpu = pick(env.get("PYTEST_XDIST_WORKER"), gpu_ids(env) if env.get("PYTEST_XDIST_WORKER") else [])

@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from fuzz.gpu_pin import core_share
+
 
 def visible_gpus() -> list[str]:
     """GPU ids a worker can be pinned to ([] under the interpreter or without CUDA)."""
@@ -71,7 +73,7 @@ def worker_env(index: int, n: int, gpus: list[str], base: Optional[dict[str, str
     env = dict(os.environ if base is None else base)
     if gpus:
         env["CUDA_VISIBLE_DEVICES"] = gpus[index % len(gpus)]
-        env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // n)))
+        env.setdefault("OMP_NUM_THREADS", core_share(n))
     else:
         env.setdefault("OMP_NUM_THREADS", "1")
     return env

@@ -6,7 +6,7 @@ import os
 
 os.environ.setdefault("TBE_FUZZ_ALLOW_FAULTS", "1")
 
-from fuzz.gpu_pin import pin_xdist_worker  # noqa: E402
+from fuzz.gpu_pin import core_share, pin_xdist_worker  # noqa: E402
 
 pin_xdist_worker()  # before torch starts CUDA: `pytest -n N` puts one xdist worker on each GPU
 
@@ -14,8 +14,7 @@ pin_xdist_worker()  # before torch starts CUDA: `pytest -n N` puts one xdist wor
 # each supervised worker it starts) oversubscribes them, and the FP64 references' small ops slow down
 # many times over (fuzz/run_cmd.py's _one_thread_on_cpu measured 95 ms against 1 ms for one index_add_)
 if os.environ.get("PYTEST_XDIST_WORKER") and "OMP_NUM_THREADS" not in os.environ:
-    _workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // max(1, _workers)))
+    os.environ["OMP_NUM_THREADS"] = core_share(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
