@@ -56,19 +56,22 @@ def code(ptx: str) -> list[str]:
 
 
 def _run(checkout: Path, out: str) -> None:
+    # run as a script, this file's folder leads sys.path, then the checkout: its own tbe and fuzz
     env = dict(os.environ, PYTHONPATH=str(checkout))
-    subprocess.run([sys.executable, "-c", f"from benchmarks.ptx_compare import dump; dump({out!r})"],
-                   cwd=str(checkout), env=env, check=True)  # cwd leads sys.path: the checkout's own tbe
+    subprocess.run([sys.executable, __file__, "--dump", out], cwd=str(checkout), env=env, check=True)
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--old", type=Path, required=True, help="the other checkout (a git worktree, say)")
+    p.add_argument("--old", type=Path, help="the other checkout (a git worktree, say)")
+    p.add_argument("--dump", help=argparse.SUPPRESS)  # internal: one checkout's side, run by _run
     args = p.parse_args()
+    if args.dump:
+        dump(args.dump)
+        return 0
+    if args.old is None:
+        p.error("--old is required")
     with tempfile.TemporaryDirectory() as tmp:
-        # the old checkout's kernels with this checkout's dump(): copy it there so both run the same probes
-        (args.old / "benchmarks").mkdir(exist_ok=True)
-        (args.old / "benchmarks" / "ptx_compare.py").write_text(Path(__file__).read_text())
         _run(args.old.resolve(), f"{tmp}/old.json")
         _run(ROOT, f"{tmp}/new.json")
         old, new = (json.loads(Path(f"{tmp}/{n}.json").read_text()) for n in ("old", "new"))
