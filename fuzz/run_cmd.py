@@ -65,18 +65,16 @@ def _progress(line: str) -> None:
 
 
 def cmd_warmup(args: argparse.Namespace) -> int:
-    from fuzz.warmup import warmup
+    from fuzz.warmup import warm_campaigns
     from tbe import KernelConfig
 
-    from fuzz.config_space import campaign_configs
-
     bases = [c for _, c in args.config] if args.config else [KernelConfig()]
-    configs = [x for c in bases for x in campaign_configs(c)]  # campaigns also run the override profiles
+    extra = []
     if args.named_configs:
         from strategies.configs import NAMED
 
-        configs += list(NAMED.values())
-    res = warmup(configs, args.processes, progress=_progress, force=args.force, tours=bases)  # and the tour
+        extra = list(NAMED.values())
+    res = warm_campaigns(bases, args.processes, _progress, force=args.force, extra=extra)
     print(json.dumps(res.to_dict(), indent=2) if args.json else res.text(), flush=True)
     return 1 if res.errors else 0
 

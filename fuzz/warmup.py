@@ -253,9 +253,11 @@ def warmup(configs: Sequence[KernelConfig], processes: Optional[int] = None,
 
 
 def warm_campaigns(bases: Sequence[KernelConfig], processes: Optional[int] = None,
-                   progress: Optional[Callable[[str], None]] = None) -> WarmupResult:
+                   progress: Optional[Callable[[str], None]] = None, force: bool = False,
+                   extra: Sequence[KernelConfig] = ()) -> WarmupResult:
     """``warmup`` of what campaigns under ``bases`` run: each base and the override profiles drawn on it,
-    and each base's opening tour."""
+    and each base's opening tour (plus the ``extra`` configs, as they are)."""
     from fuzz.config_space import campaign_configs
 
-    return warmup([c for b in bases for c in campaign_configs(b)], processes, progress, tours=bases)
+    configs = [c for b in bases for c in campaign_configs(b)] + list(extra)
+    return warmup(configs, processes, progress, force=force, tours=bases)
