@@ -35,6 +35,7 @@ from typing import Optional
 
 import torch
 
+from oracles.compare import rounded_to_infinity
 from oracles.error_model import WORST, ErrorModel
 from oracles.exactness import fits
 from oracles.reference_backward import BackwardReference
@@ -165,6 +166,7 @@ def check_step(
         touched[flat.flatten()] = True
         got = after[flat].to(F64)
         err = (got - s.w_new).abs()
+        err = torch.where(rounded_to_infinity(got, s.w_new, tb.w_bound, wdt), torch.zeros_like(err), err)
         viol = ~(err <= tb.w_bound)  # NaN counts as a violation
         if bool(viol.any()):
             k = int(torch.argmax(torch.where(viol, (err / tb.w_bound).nan_to_num(float("inf")), torch.zeros_like(err))))

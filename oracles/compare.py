@@ -54,6 +54,17 @@ class Report:
         )
 
 
+def rounded_to_infinity(got: torch.Tensor, expected: torch.Tensor, bound: torch.Tensor,
+                        dtype: torch.dtype) -> torch.Tensor:
+    """Entries where ``got`` (float64 of a ``dtype`` result) is the infinity that round-to-nearest
+    gives: the exact value, within its bound, reaches ``dtype``'s overflow threshold with that sign.
+    Correct results, not errors, for every check of a rounded result (forward, weights)."""
+    if not dtype.is_floating_point or dtype == torch.float64:
+        return torch.zeros_like(got, dtype=torch.bool)
+    return (torch.isinf(got) & torch.isfinite(expected) & (torch.sign(got) == torch.sign(expected))
+            & (expected.abs() + bound >= overflow_threshold(dtype)))
+
+
 def compare(
     what: str,
     expected: torch.Tensor,
@@ -75,14 +86,7 @@ def compare(
     err = torch.where(same_nonfinite, torch.zeros_like(err), err)
     err = torch.where(torch.isnan(err), torch.full_like(err, float("inf")), err)
     bnd = bound.to(torch.float64).expand_as(exp)
-    if got.dtype.is_floating_point and got.dtype != torch.float64:
-        # round-to-nearest overflows to an infinity of the value's sign: correct, not an error,
-        # when the exact value (within its bound) reaches the dtype's overflow threshold
-        overflow = (
-            torch.isinf(g) & torch.isfinite(exp) & (torch.sign(g) == torch.sign(exp))
-            & (exp.abs() + bnd >= overflow_threshold(got.dtype))
-        )
-        err = torch.where(overflow, torch.zeros_like(err), err)
+    err = torch.where(rounded_to_infinity(g, exp, bnd, got.dtype), torch.zeros_like(err), err)
     bad = err > bnd
     num_bad = int(bad.sum())
     if exp.numel() == 0:
