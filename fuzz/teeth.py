@@ -24,6 +24,8 @@ BANDS: tuple[tuple[int, Optional[int]], ...] = (
 )
 BINS_PER_OCTAVE = 4
 _FLOOR_BIN = -BINS_PER_OCTAVE * 200  # ratios below 2^-200 (bound 0) share the lowest bin
+_TOP_BIN = BINS_PER_OCTAVE * 1000  # ratios above 2^1000 (an infinite bound) share the top bin
+_KEY_STRIDE = 8192  # (band, bin) as one integer: band * stride + bin - _FLOOR_BIN (bins span < 8192)
 
 
 def band_label(lo: int, hi: Optional[int]) -> str:
@@ -78,28 +80,31 @@ class Teeth:
     def add(self, seg_len: torch.Tensor, bound: torch.Tensor, update: torch.Tensor,
             exact: Optional[torch.Tensor] = None) -> None:
         """One table's step: ``seg_len`` [U] per row; ``bound``, ``update`` (exact, fp64), ``exact`` [U, D]."""
-        sl = seg_len.to(torch.int64)[:, None].expand_as(bound).reshape(-1)
+        sl = seg_len.to(torch.int64)[:, None].expand_as(bound).reshape(-1).contiguous()
         b = bound.to(torch.float64).reshape(-1)
         upd = update.to(torch.float64).abs().reshape(-1)
         ex = exact.reshape(-1) if exact is not None else torch.zeros_like(b, dtype=torch.bool)
-        finite = torch.isfinite(upd) & ~torch.isnan(b)
-        for (lo, hi), band in zip(BANDS, self.bands.values()):
-            m = finite & (sl >= lo)
-            if hi is not None:
-                m = m & (sl <= hi)
-            if not bool(m.any()):
-                continue
-            band.entries += int(m.sum())
-            band.exact += int((m & ex).sum())
-            zero = m & (upd == 0)
-            band.zero_update += int(zero.sum())
-            r = (b[m & ~zero] / upd[m & ~zero])
-            if r.numel() == 0:
-                continue
-            band.max_ratio = max(band.max_ratio, float(r.max()))
-            bins = torch.floor(torch.log2(r) * BINS_PER_OCTAVE).clamp(min=_FLOOR_BIN, max=4096).to(torch.int64)
-            keys, counts = torch.unique(bins, return_counts=True)
-            band.hist.update(dict(zip(keys.tolist(), counts.tolist())))
+        # every band at once (a few device round trips per table instead of several per band)
+        lows = torch.tensor([lo for lo, _ in BANDS], dtype=torch.int64, device=sl.device)
+        band = torch.bucketize(sl, lows, right=True) - 1  # the band whose low end is the last <= SL
+        keep = torch.isfinite(upd) & ~torch.isnan(b) & (band >= 0)
+        zero = keep & (upd == 0)
+        nb = len(BANDS)
+        counts = torch.stack([torch.bincount(band[m], minlength=nb) for m in (keep, keep & ex, zero)])
+        rated = keep & ~zero
+        r, rb = b[rated] / upd[rated], band[rated]
+        top = torch.zeros(nb, dtype=torch.float64, device=r.device).scatter_reduce_(0, rb, r, "amax")
+        bins = torch.floor(torch.log2(r) * BINS_PER_OCTAVE).clamp(min=_FLOOR_BIN, max=_TOP_BIN).to(torch.int64)
+        keys, n = torch.unique(rb * _KEY_STRIDE + (bins - _FLOOR_BIN), return_counts=True)
+        bands = list(self.bands.values())
+        for i, (entries, n_exact, n_zero) in enumerate(zip(*counts.tolist())):
+            bands[i].entries += entries
+            bands[i].exact += n_exact
+            bands[i].zero_update += n_zero
+        for i, m in enumerate(top.tolist()):
+            bands[i].max_ratio = max(bands[i].max_ratio, m)
+        for key, count in zip(keys.tolist(), n.tolist()):
+            bands[key // _KEY_STRIDE].hist[key % _KEY_STRIDE + _FLOOR_BIN] += count
 
     def merge(self, other: Optional["Teeth"]) -> None:
         if other is None:

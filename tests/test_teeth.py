@@ -41,6 +41,17 @@ def test_band_statistics():
 
 
 @pytest.mark.fuzz
+def test_an_infinite_bound_keeps_a_finite_median():
+    # gamma(n) has no bound for n u >= 1: such an entry's ratio is infinite, and the report still prints
+    t = Teeth()
+    t.add(torch.tensor([5, 6]), torch.tensor([[float("inf")], [1e-3]], dtype=torch.float64),
+          torch.tensor([[1.0], [1.0]], dtype=torch.float64))
+    j = t.to_json()["4-31"]
+    assert j["max"] == float("inf") and j["entries"] == 2
+    assert 1e-3 <= j["median"] < float("inf")
+    assert "inf" in "\n".join(t.lines())
+
+
 def test_a_checked_case_reports_its_teeth_and_campaign_reports_show_them():
     """Exact-value data: bound far below the update in every band the case reaches; random data:
     no exact entries in the long run. Both end up in the campaign's text and JSON."""
