@@ -10,7 +10,7 @@ from oracles.bounds import pooled_bound
 from oracles.compare import Report, compare
 from oracles.error_model import ErrorModel
 from oracles.exactness import forward_exact
-from oracles.reference import bag_lengths, reference_forward
+from oracles.reference import bag_lengths, reference_forward_and_magnitude
 from tbe.layout import TableLayout
 from tbe.modes import Pooling
 
@@ -28,9 +28,8 @@ def forward_expectation(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(expected float64 [B, sum D], elementwise error bound) for a valid batch; entries whose
     fp32 sum is exact (``oracles.exactness``) get no accumulation term."""
-    args = (layout, weights, indices, offsets, per_sample_weights, batch_size, pooling)
-    expected = reference_forward(*args)
-    magnitude = reference_forward(*args, abs_sum=True)
+    expected, magnitude = reference_forward_and_magnitude(
+        layout, weights, indices, offsets, per_sample_weights, batch_size, pooling)
     exact = forward_exact(layout, weights, indices, offsets, per_sample_weights, batch_size)
     lengths = bag_lengths(offsets).view(layout.num_tables, batch_size)
     bound = torch.empty_like(expected)

@@ -60,16 +60,31 @@ def reference_forward(
     per_sample_weights: Optional[torch.Tensor],
     batch_size: int,
     pooling: Pooling,
-    abs_sum: bool = False,
 ) -> torch.Tensor:
-    """Pooled output [B, sum D] in float64 (or, with ``abs_sum``, the sum of |w * row| per entry).
+    """Pooled output [B, sum D] in float64."""
+    return _pooled(layout, weights, indices, offsets, per_sample_weights, batch_size, pooling, False)[0]
 
-    ``abs_sum`` gives the magnitude term the error bound needs, from the same gather.
-    """
+
+def reference_forward_and_magnitude(
+    layout: TableLayout,
+    weights: torch.Tensor,
+    indices: torch.Tensor,
+    offsets: torch.Tensor,
+    per_sample_weights: Optional[torch.Tensor],
+    batch_size: int,
+    pooling: Pooling,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(pooled output, sum of |w * row| per entry), both [B, sum D] float64 and divided by L under
+    MEAN: the output and the magnitude term the error bound needs, from one gather."""
+    return _pooled(layout, weights, indices, offsets, per_sample_weights, batch_size, pooling, True)
+
+
+def _pooled(layout, weights, indices, offsets, per_sample_weights, batch_size, pooling, magnitude: bool):
     check_valid(layout, indices, offsets, batch_size)
     B = batch_size
     device = weights.device
     out = torch.zeros((B, layout.total_dim), dtype=torch.float64, device=device)
+    mag = torch.zeros_like(out) if magnitude else None
     off = offsets.to(torch.int64)
     lengths = bag_lengths(off).to(torch.float64)
     for t, (col, spec) in enumerate(zip(layout.col_offsets, layout.specs)):
@@ -78,6 +93,7 @@ def reference_forward(
             continue
         table = table_rows(layout, weights, t)
         acc = torch.zeros((B, spec.dim), dtype=torch.float64, device=device)
+        acc_abs = torch.zeros_like(acc) if magnitude else None
         bags = lookup_bags(off[t * B: (t + 1) * B + 1] - lo, hi - lo)
         for c0 in range(lo, hi, _CHUNK):
             c1 = min(hi, c0 + _CHUNK)
@@ -86,10 +102,11 @@ def reference_forward(
             rows = table[uniq].to(torch.float64)[inverse]
             if per_sample_weights is not None:
                 rows = rows * per_sample_weights[c0:c1].to(torch.float64)[:, None]
-            if abs_sum:
-                rows = rows.abs()
             acc.index_add_(0, bags[c0 - lo: c1 - lo], rows)
-        if pooling == Pooling.MEAN:
-            acc = acc / lengths[t * B: (t + 1) * B].clamp(min=1)[:, None]
-        out[:, col: col + spec.dim] = acc
-    return out
+            if magnitude:
+                acc_abs.index_add_(0, bags[c0 - lo: c1 - lo], rows.abs())
+        L = lengths[t * B: (t + 1) * B].clamp(min=1)[:, None] if pooling == Pooling.MEAN else None
+        out[:, col: col + spec.dim] = acc if L is None else acc / L
+        if magnitude:
+            mag[:, col: col + spec.dim] = acc_abs if L is None else acc_abs / L
+    return out, mag
