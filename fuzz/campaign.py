@@ -33,6 +33,7 @@ from fuzz.sut import DEFAULT as DEFAULT_SUT
 from fuzz.sut import get as get_sut
 from fuzz.sut_fit import fit_case, fit_strategy
 from fuzz.teeth import Teeth
+from fuzz.time_split import TimeSplit
 from fuzz.tour import tour
 from oracles.error_model import WORST, ErrorModel, from_env
 from tbe import KernelConfig
@@ -77,6 +78,7 @@ class CampaignResult:
     known: list[Any] = dataclasses.field(default_factory=list)  # fuzz.triage.KnownRecord, one per finding
     failure_config: Optional[KernelConfig] = None    # the failing case's effective config (drawn overrides applied)
     failure_overrides: dict[str, Any] = dataclasses.field(default_factory=dict)
+    time: TimeSplit = dataclasses.field(default_factory=TimeSplit)  # where the seconds went, per case
 
     @property
     def ok(self) -> bool:
@@ -172,6 +174,12 @@ def run_campaign(
     if database is not None and use_database:
         db = database
 
+    def run(case, cfg):  # one supervised case, its round trip and phases counted
+        t0 = time.perf_counter()
+        result = sup.run(case, cfg, pending=pending, model=model, sut=sut)
+        res.time.add(result.phases, time.perf_counter() - t0)
+        return result
+
     # settings outermost: @seed alone would switch the example database off (Hypothesis does so
     # for seeded runs), and a campaign needs both its seed and its (shared) database
     @settings(
@@ -189,7 +197,7 @@ def run_campaign(
         if best and now > search_end + budget.shrink_seconds:
             raise _OutOfTime()
         try:
-            result = sup.run(case, cfg, pending=pending, model=model, sut=sut)
+            result = run(case, cfg)
         except Unmaterializable as e:
             res.unmaterialized(e, case)
             reject()
@@ -212,9 +220,6 @@ def run_campaign(
 
     # the opening tour (fuzz.tour) runs first; a failure there ends the search unless it is to be shrunk:
     # then the random search runs for the shrink time, and a smaller failure it finds replaces it
-    def run(case, cfg):
-        return sup.run(case, cfg, pending=pending, model=model, sut=sut)
-
     if _tour(opening, config, res, best, configs, start, observe, run, expected):
         search_end = time.perf_counter()
         res.stopped_by = "failure"

@@ -23,6 +23,7 @@ from fuzz.differential import check_batch
 from fuzz.compile_watch import CompileCounts
 from fuzz.sanitizer import MemoryViolation
 from fuzz.teeth import Teeth
+from fuzz.time_split import Phases
 from oracles.compare import Report
 from oracles.error_model import ErrorModel
 from fuzz.sut import DEFAULT as DEFAULT_SUT
@@ -47,6 +48,7 @@ class CaseResult:
     error_kind: Optional[str] = None  # with ``error``: one of ERROR_KINDS
     notes: list[str] = dataclasses.field(default_factory=list)  # e.g. how a crash behaved in a fresh worker
     compiles: Optional[CompileCounts] = None  # Triton compilations the case caused (set by fuzz.worker)
+    phases: dict[str, float] = dataclasses.field(default_factory=dict)  # seconds per fuzz.time_split phase
 
     @property
     def ok(self) -> bool:
@@ -170,22 +172,28 @@ def run_case(
     config = config or KernelConfig()
     spec = base_spec(case)
     t0 = time.perf_counter()
-    t = saved if saved is not None else tensors(case, config, steps, weights=False)
+    phases = Phases()
+    with phases.timed("materialize"):
+        t = saved if saved is not None else tensors(case, config, steps, weights=False)
     grads = t.grad_outputs if steps else []
     reports: list[Report] = []
     error = kind = None
     teeth = Teeth()
+    t1 = time.perf_counter()
     try:
         reports = check_batch(spec, config, t.indices, t.offsets, t.per_sample_weights, grads, model, teeth,
-                              sut=sut, initial_weights=t.initial_weights)
+                              sut=sut, initial_weights=t.initial_weights, phases=phases)
     except Exception as e:  # a failure on a case is a finding, kept with its traceback
         kind, error = classify(e)
+    phases.seconds["oracles"] += max(0.0, time.perf_counter() - t1 - phases.seconds["sut"])
     fb_status = "" if sut == DEFAULT_SUT else f"n/a: SUT {sut}"  # the sample is an oracle beside our kernels
     if error is None and grads and sut == DEFAULT_SUT:
-        fb_status, fb_reports = _fbgemm(case, t, grads)
+        with phases.timed("fbgemm"):
+            fb_status, fb_reports = _fbgemm(case, t, grads)
         reports += fb_reports
-    result = case_result(case, t, config, time.perf_counter() - t0, kind, error, reports, sut)
-    result.fbgemm, result.teeth = fb_status, teeth
+    with phases.timed("bookkeeping"):
+        result = case_result(case, t, config, time.perf_counter() - t0, kind, error, reports, sut)
+    result.fbgemm, result.teeth, result.phases = fb_status, teeth, phases.to_dict()
     return result
 
 

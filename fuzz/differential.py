@@ -47,6 +47,7 @@ from tbe import KernelConfig
 from tbe.modes import BoundsCheckMode, Optimizer, parse_float_dtype
 from fuzz.cases import initial_weights as spec_weights
 from fuzz.teeth import Teeth
+from fuzz.time_split import Phases
 
 
 def _scalar_report(what: str, expected: float, got: float) -> Report:
@@ -94,6 +95,7 @@ def check_batch(
     teeth: Optional[Teeth] = None,
     sut: str = DEFAULT_SUT,
     initial_weights: Optional[torch.Tensor] = None,
+    phases: Optional[Phases] = None,
 ) -> list[Report]:
     """``check_case`` on explicit (possibly invalid) tensors; ``spec`` supplies tables, modes and
     dtypes. One step per entry of ``grad_outputs``; none = one forward only. CPU tensors in; the
@@ -101,7 +103,8 @@ def check_batch(
     outputs they judge. ``sut`` names the system under test (``fuzz.sut``); it starts from
     ``initial_weights`` (packed; default: the spec's seeded weights). ``model`` picks the
     accumulation bound (default ``$TBE_FUZZ_BOUND``, else worst case); ``teeth`` collects bound /
-    update per segment-length band."""
+    update per segment-length band; ``phases`` (``fuzz.time_split``) is charged the SUT's time."""
+    phases = phases or Phases()
     model = model or from_env()
     target = get_sut(sut)
     why = refusal(spec, target.capabilities)
@@ -112,7 +115,8 @@ def check_batch(
         initial_weights = spec_weights(spec)
     tables = [table_rows(layout, initial_weights, t).clone() for t in range(layout.num_tables)]
     params = params_for(spec, config if target.capabilities.kernel_config else None, tables)
-    instance = target.build(params)
+    with phases.timed("sut"):
+        instance = target.build(params)
     device = torch.device(getattr(instance, "device", "cpu"))
     mode, pooling = params.bounds_check, params.pooling
     first_bad = None  # what FATAL must name: ("offsets", entry) or ("id", position)
@@ -134,7 +138,7 @@ def check_batch(
         psw_in = None if per_sample_weights is None else per_sample_weights.clone()
         warn0 = warnings_count(instance) if mode == BoundsCheckMode.WARNING else 0
         try:
-            with torch.set_grad_enabled(backward):
+            with torch.set_grad_enabled(backward), phases.timed("sut", device):
                 out = instance.forward(indices.clone(), offsets.clone(), psw_in)
         except FatalBoundsCheck as e:
             # it must name the first offender, where the SUT says which it found
@@ -155,7 +159,8 @@ def check_batch(
         grad = grad_outputs[k]
         ref = reference_backward(layout, w_before, m_before, ref_idx, ref_off, ref_psw, B,
                                  pooling, params.optimizer, params.learning_rate, params.eps, grad.to(device))
-        psw_grad = instance.backward(grad.clone())
+        with phases.timed("sut", device):
+            psw_grad = instance.backward(grad.clone())
         if per_sample_weights is not None and per_sample_weights.numel() and psw_grad is None \
                 and target.capabilities.psw_grad:
             reports.append(Report(f"step {k} missing psw grad (the SUT returned none)", False, None, 1, 1))

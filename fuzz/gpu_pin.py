@@ -37,6 +37,17 @@ def pick(worker: Optional[str], gpus: Sequence[str]) -> Optional[str]:
     return gpus[int(m.group(1)) % len(gpus)]
 
 
+# torch CPU threads of a process whose kernels and FP64 references run on a GPU (see case_threads)
+GPU_CASE_THREADS = 4
+
+
+def case_threads(workers: int) -> str:
+    """OMP_NUM_THREADS for a campaign on a GPU and its supervised worker, ``workers`` campaigns per host:
+    the CPU side of a case is small ops (materialization, the bounds repair, tiers), which a thread
+    per core slows rather than speeds (benchmarks/results/README.md, "Fuzz throughput")."""
+    return str(min(GPU_CASE_THREADS, int(core_share(workers))))
+
+
 def core_share(workers: int) -> str:
     """OMP_NUM_THREADS for one of ``workers`` processes sharing this machine's cores: torch's default of a
     thread per core in each of them oversubscribes the cores (xdist workers, ``--workers`` campaigns)."""

@@ -70,6 +70,7 @@ def campaign_text(r: CampaignResult) -> str:
         "  max error/bound ratio per check (1.0 = at the bound):",
         *_ratios(r.max_ratio),
         f"  kernel compilations during the search: {r.compiles.text()}",
+        *r.time.lines(r.seconds),
         _fbgemm_line(r),
         *r.teeth.lines(),
     ]
@@ -124,6 +125,7 @@ def campaign_json(r: CampaignResult) -> dict[str, Any]:
         "teeth": r.teeth.to_json(),
         "config": r.config.to_dict(), "unmaterializable": r.unmaterializable, "compiles": r.compiles.to_dict(),
         "fbgemm": dict(r.fbgemm),
+        "time_split": r.time.to_json(r.seconds),
         "sut": r.sut,
         "expected_failures": r.expected_failures,
         "known": [{"id": k.finding.id, "description": k.finding.description, "case": case_to_dict(k.result.case),

@@ -39,6 +39,7 @@ from typing import Any, Optional
 from fuzz import check, forced_crash
 from fuzz.cases import AnyCase, case_size, case_to_dict, tensors
 from fuzz.check import CaseResult
+from fuzz.gpu_pin import case_threads
 from tbe import KernelConfig
 from tbe.backend import INTERPRETED
 
@@ -163,6 +164,8 @@ class Supervisor:
         self.env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in [self.env.get("PYTHONPATH")] if p])
         if sanitize is not None:
             self.env["TBE_FUZZ_SANITIZE"] = "1" if sanitize else "0"
+        if not INTERPRETED:  # kernels and references on the GPU: few CPU threads (fuzz.gpu_pin.case_threads)
+            self.env.setdefault("OMP_NUM_THREADS", case_threads(1))
         self.timeout_scale = timeout_scale
         self.tmp = Path(tempfile.mkdtemp(prefix="tbe-fuzz-workers-"))
         self._worker: Optional[_Worker] = None

@@ -55,6 +55,7 @@ def handle(req: dict[str, Any]) -> tuple[tuple[str, Any], bool]:
         t = artifacts.load_tensors(req["saved"]) if req["saved"] else tensors(case, config, req["steps"], False)
     except ValueError as e:
         return ("unmaterializable", str(e)), False
+    materialized = time.perf_counter() - t0
     forced = forced_crash.parse(req.get("forced"))
     result = None
     if forced is not None:
@@ -68,6 +69,7 @@ def handle(req: dict[str, Any]) -> tuple[tuple[str, Any], bool]:
         with watch() as compiles:
             result = check.run_case(case, config, t, req["steps"], **req.get("options", {}))
         result.compiles = compiles
+        result.phases["materialize"] = result.phases.get("materialize", 0.0) + materialized
     err = _sync_error()
     if err is not None and result.error_kind != check.CUDA_ERROR:
         result.error, result.error_kind = check.classify(err)[1], check.CUDA_ERROR

@@ -25,7 +25,8 @@ import time
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from fuzz.gpu_pin import core_share
+from fuzz import time_split
+from fuzz.gpu_pin import case_threads
 
 
 def visible_gpus() -> list[str]:
@@ -67,13 +68,13 @@ def worker_argv(args: Any, index: int, report_dir: Optional[Path]) -> list[str]:
 
 
 def worker_env(index: int, n: int, gpus: list[str], base: Optional[dict[str, str]] = None) -> dict[str, str]:
-    """Worker ``index``'s environment: its GPU, and its share of the cores for torch's CPU threads (one
-    each without a GPU). Every campaign and its supervised worker otherwise start a thread per core, and
-    oversubscribed cores slow the FP64 references' small ops many times over (``tests/conftest.py``)."""
+    """Worker ``index``'s environment: its GPU, and few torch CPU threads (``fuzz.gpu_pin.case_threads``;
+    one each without a GPU). Every campaign and its supervised worker otherwise start a thread per core,
+    and oversubscribed cores slow the small CPU ops of a case many times over (``tests/conftest.py``)."""
     env = dict(os.environ if base is None else base)
     if gpus:
         env["CUDA_VISIBLE_DEVICES"] = gpus[index % len(gpus)]
-        env.setdefault("OMP_NUM_THREADS", core_share(n))
+        env.setdefault("OMP_NUM_THREADS", case_threads(n))
     else:
         env.setdefault("OMP_NUM_THREADS", "1")
     return env
@@ -137,6 +138,7 @@ def merge(results: Sequence[dict[str, Any]], wall: float, budget: str) -> dict[s
         "examples_per_s": round(examples / wall, 3) if wall > 0 else 0.0,
         "lookups_per_s": round(lookups / wall, 1) if wall > 0 else 0.0,
         "tiers": dict(tiers), "max_ratio": ratios,
+        "time_split": time_split.merge([r["time_split"] for r in done if "time_split" in r]),
         "known": sorted({k["id"] for r in done for k in r.get("known", [])}),  # triaged findings met (fuzz.known)
         "compiles": {"interpreted": True} if interpreted else {"interpreted": False, "compiled": compiled, "loaded": loaded},
         "failed": [{"worker": r["worker"], "seed": r["seed"], "artifact": r.get("artifact"),
@@ -165,6 +167,7 @@ def merged_text(m: dict[str, Any]) -> str:
     lines.append("  kernel compilations during the search: " + (
         "none: kernels run in Triton's interpreter, nothing is compiled" if c["interpreted"]
         else f"{c['compiled']} compiled, {c['loaded']} loaded from Triton's disk cache (all workers)"))
+    lines += time_split.text(m.get("time_split", {}))
     for w in m["per_worker"]:
         state = "crashed" if w["crashed"] else ("PASS" if w["ok"] else "FAIL")
         extra = "" if w["crashed"] else f", {w['examples']} examples, {w['lookups']} lookups, {w['seconds']:.1f}s"

@@ -22,6 +22,7 @@ from fuzz.cases import BadIdCase, case_from_dict, case_to_dict
 from fuzz.check import CaseResult, check_name, run_case
 from fuzz.cli import main
 from fuzz.edges import edge_cases
+from fuzz.report import campaign_json, campaign_text
 from fuzz.gate import GateCase, GateResult, _judge
 from fuzz.selftest import run_selftest
 from oracles.compare import Mismatch, Report
@@ -49,6 +50,12 @@ def test_campaign_passes_on_default_config(tmp_path):
     assert all(0.0 <= r <= 1.0 for r in res.max_ratio.values()), res.max_ratio
     assert res.artifact is None
     assert not [p for p in tmp_path.iterdir() if not p.name.startswith(".")], "a passing campaign saves no failure"
+    split = campaign_json(res)["time_split"]  # every checked case's time, split into its parts
+    assert split["cases"] == res.examples
+    assert split["worker"]["sut"] > 0 and split["worker"]["oracles"] > 0 and split["driver"] > 0
+    parts = split["driver"] + split["supervision"] + sum(split["worker"].values())
+    assert parts == pytest.approx(res.seconds, rel=0.05)
+    assert "time per case" in campaign_text(res)
 
 
 @pytest.fixture(scope="module")

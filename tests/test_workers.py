@@ -104,14 +104,16 @@ def test_redis_database_shares_a_failure_between_campaigns(redis_url, tmp_path):
     assert client.keys(b"tbe-fuzz:*") and not client.keys(b"hypothesis-example:*")
 
 
-def test_workers_get_their_gpu_and_a_share_of_the_cores(monkeypatch):
+def test_workers_get_their_gpu_and_a_few_of_the_cores(monkeypatch):
     from fuzz.workers import worker_env
 
     monkeypatch.setattr("os.cpu_count", lambda: 32)
     a, b = (worker_env(i, 2, ["0", "1"], base={}) for i in (0, 1))
     assert (a["CUDA_VISIBLE_DEVICES"], b["CUDA_VISIBLE_DEVICES"]) == ("0", "1")
-    assert a["OMP_NUM_THREADS"] == b["OMP_NUM_THREADS"] == "16"
-    assert worker_env(0, 1, ["0"], base={})["OMP_NUM_THREADS"] == "32"
+    assert a["OMP_NUM_THREADS"] == b["OMP_NUM_THREADS"] == "4"  # a GPU campaign's CPU side: a few threads
+    monkeypatch.setattr("os.cpu_count", lambda: 4)
+    assert [worker_env(i, 4, ["0", "1"], base={})["OMP_NUM_THREADS"] for i in range(4)] == ["1"] * 4
+    assert worker_env(0, 1, ["0"], base={})["OMP_NUM_THREADS"] == "4"
     assert worker_env(3, 4, [], base={})["OMP_NUM_THREADS"] == "1"  # interpreter workers: one thread each
     assert worker_env(0, 2, ["0"], base={"OMP_NUM_THREADS": "3"})["OMP_NUM_THREADS"] == "3"  # the user's wins
 
@@ -120,3 +122,18 @@ def test_bad_database_urls_are_refused(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["run", "--database", str(Path(__file__))])
     assert exc.value.code == 2 and "not a directory" in capsys.readouterr().err
+
+
+def test_a_gpu_campaigns_supervised_worker_runs_few_cpu_threads(monkeypatch):
+    import fuzz.supervisor as sup
+
+    monkeypatch.setattr("os.cpu_count", lambda: 32)
+    monkeypatch.setattr(sup, "INTERPRETED", False)
+    gpu = sup.Supervisor(env={})
+    assert gpu.env["OMP_NUM_THREADS"] == "4"
+    assert sup.Supervisor(env={"OMP_NUM_THREADS": "7"}).env["OMP_NUM_THREADS"] == "7"  # the user's wins
+    monkeypatch.setattr(sup, "INTERPRETED", True)
+    cpu = sup.Supervisor(env={})
+    assert "OMP_NUM_THREADS" not in cpu.env  # interpreter: torch's default, as measured
+    gpu.close()
+    cpu.close()

@@ -1,0 +1,36 @@
+"""The campaign's time split (fuzz.time_split): phases sum per case, merged across workers."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from fuzz import time_split
+from fuzz.time_split import Phases, TimeSplit
+
+
+def test_phases_accumulate_and_the_split_accounts_for_the_wall():
+    p = Phases()
+    for _ in range(2):
+        with p.timed("sut"):
+            time.sleep(0.01)
+    with p.timed("oracles"):
+        time.sleep(0.02)
+    assert p.to_dict()["sut"] >= 0.02 and p.to_dict()["oracles"] >= 0.02
+    s = TimeSplit()
+    s.add(p.to_dict(), round_trip=0.05)
+    s.add({}, round_trip=0.01)  # a crash: the driver built its result, no phases
+    d = s.to_json(wall=0.1)
+    assert d["cases"] == 2 and d["driver"] == pytest.approx(0.04)
+    assert d["supervision"] == pytest.approx(0.06 - sum(p.to_dict().values()), abs=1e-3)
+    line = time_split.text(d)[0]
+    assert "2 cases" in line and "SUT (kernels)" in line and "driver and Hypothesis 20.0" in line
+
+
+def test_merge_sums_workers_and_an_empty_split_prints_nothing():
+    a = {"cases": 3, "wall": 1.0, "driver": 0.2, "supervision": 0.1, "worker": {"sut": 0.5, "oracles": 0.2}}
+    b = {"cases": 1, "wall": 1.0, "driver": 0.9, "supervision": 0.0, "worker": {"sut": 0.1}}
+    m = time_split.merge([a, b])
+    assert m["cases"] == 4 and m["driver"] == pytest.approx(1.1) and m["worker"]["sut"] == pytest.approx(0.6)
+    assert time_split.text(time_split.merge([])) == [] and TimeSplit().lines(1.0) == []
