@@ -33,8 +33,8 @@ class Phases:
         t0 = time.perf_counter()
         try:
             yield
+            _synchronize(device)  # not after an exception: a CUDA error would raise again and hide it
         finally:
-            _synchronize(device)
             self.seconds[phase] += time.perf_counter() - t0
 
     def to_dict(self) -> dict[str, float]:

@@ -34,3 +34,15 @@ def test_merge_sums_workers_and_an_empty_split_prints_nothing():
     m = time_split.merge([a, b])
     assert m["cases"] == 4 and m["driver"] == pytest.approx(1.1) and m["worker"]["sut"] == pytest.approx(0.6)
     assert time_split.text(time_split.merge([])) == [] and TimeSplit().lines(1.0) == []
+
+
+def test_a_failing_phase_is_still_timed_and_its_exception_kept(monkeypatch):
+    synced = []
+    monkeypatch.setattr(time_split, "_synchronize", lambda device: synced.append(device))
+    p = Phases()
+    with p.timed("sut", "cuda"):
+        pass
+    with pytest.raises(RuntimeError, match="kernel failed"):
+        with p.timed("sut", "cuda"):
+            raise RuntimeError("kernel failed")
+    assert synced == ["cuda"] and p.to_dict()["sut"] > 0  # no synchronization after the failure
