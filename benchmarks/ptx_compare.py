@@ -21,12 +21,19 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PROBES = [  # (label, Probe keyword arguments)
-    ("D128 fp32 int64 sum adagrad", dict(tables=((64, 128),), optimizer="exact_rowwise_adagrad", lookups_per_bag=6)),
+PROBES = [  # (label, Probe keyword arguments, KernelConfig overrides)
+    ("D128 fp32 int64 sum adagrad", dict(tables=((64, 128),), optimizer="exact_rowwise_adagrad", lookups_per_bag=6), {}),
     ("D256 fp16 int64 sum adagrad", dict(tables=((64, 256),), weights_dtype="fp16", optimizer="exact_rowwise_adagrad",
-                                         lookups_per_bag=6)),
+                                         lookups_per_bag=6), {}),
     ("D128 fp32 int32 mean weighted", dict(tables=((64, 128),), index_dtype="int32", pooling="mean", weighted=True,
-                                           lookups_per_bag=6)),
+                                           lookups_per_bag=6), {}),
+    # rows wider than the widest bucket: the column loops (WIDE) of the short tier and the apply kernel
+    ("D384 fp32 int64 sum adagrad wide", dict(tables=((64, 384),), optimizer="exact_rowwise_adagrad",
+                                              lookups_per_bag=6), {}),
+    ("D384 fp16 int64 mean sgd wide", dict(tables=((64, 384),), weights_dtype="fp16", pooling="mean",
+                                           lookups_per_bag=6), {}),
+    ("D384 fp32 adagrad wide, fused long", dict(tables=((64, 384),), optimizer="exact_rowwise_adagrad",
+                                                lookups_per_bag=6), {"fused_long_tier": True}),
 ]
 
 
@@ -36,9 +43,10 @@ def dump(out: str) -> None:
     from fuzz.launches import Probe, run_probe
     from tbe import KernelConfig
 
-    config = KernelConfig(long_run_threshold=4, chunk_size=2)  # long runs, so every backward kernel launches
+    base = KernelConfig(long_run_threshold=4, chunk_size=2)  # long runs, so every backward kernel launches
     res: dict[str, list] = {}
-    for label, kw in PROBES:
+    for label, kw, overrides in PROBES:
+        config = base.replace(**overrides) if overrides else base
         for c in compile_launches(run_probe(Probe(**kw), config, execute=True), use_cache=False):
             res.setdefault(c.launch.name, []).append([label, c.ptx, c.registers, c.error])
     Path(out).write_text(json.dumps(res))

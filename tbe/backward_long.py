@@ -26,7 +26,7 @@ import triton.language as tl
 
 from tbe.backward_short import gather_grad, row_of_run
 from tbe.classify import Classified, persistent_grid
-from tbe.optimizers import adagrad_rate, apply_row, update_columns
+from tbe.optimizers import update_row
 
 FAULT_CHUNK_LIMIT = 4096  # chunks per run past which the large-run faults act
 
@@ -113,35 +113,24 @@ def _run_of_chunk(
 
 
 @triton.jit
+def _workspace_block(src, flags: tl.constexpr, d0, cols, cmask):
+    """A column block of a long run's gradient (``update_row``'s source): its workspace rows summed in order."""
+    ws_ptr, nparts, ws_stride = src
+    VOLATILE: tl.constexpr = flags[0]
+    g = tl.zeros(cols.shape, dtype=tl.float32)
+    for p in range(0, nparts):
+        g += tl.load(ws_ptr + p * ws_stride + d0 + cols, mask=cmask, other=0.0, volatile=VOLATILE)
+    return g
+
+
+@triton.jit
 def _apply_from_workspace(
     ws_ptr, nparts, ws_stride, w_row, momentum_ptr, lin, D, lr, eps,
     ADAGRAD: tl.constexpr, BLOCK_D: tl.constexpr, WIDE: tl.constexpr, VOLATILE: tl.constexpr,
 ):
     """Sum ``nparts`` consecutive workspace rows in order (the row's gradient) and update the row."""
-    cols = tl.arange(0, BLOCK_D)
-    if not WIDE:
-        cmask = cols < D
-        g = tl.zeros([BLOCK_D], dtype=tl.float32)
-        for p in range(0, nparts):
-            g += tl.load(ws_ptr + p * ws_stride + cols, mask=cmask, other=0.0, volatile=VOLATILE)
-        apply_row(w_row, cols, cmask, g, momentum_ptr, lin, D, lr, eps, ADAGRAD)
-    else:
-        rate = lr
-        if ADAGRAD:
-            sq = 0.0
-            for d0 in range(0, D, BLOCK_D):
-                cm = (d0 + cols) < D
-                g = tl.zeros([BLOCK_D], dtype=tl.float32)
-                for p in range(0, nparts):
-                    g += tl.load(ws_ptr + p * ws_stride + d0 + cols, mask=cm, other=0.0, volatile=VOLATILE)
-                sq += tl.sum(g * g, axis=0)
-            rate = adagrad_rate(momentum_ptr, lin, sq, D, lr, eps)
-        for d0 in range(0, D, BLOCK_D):
-            cm = (d0 + cols) < D
-            g = tl.zeros([BLOCK_D], dtype=tl.float32)
-            for p in range(0, nparts):
-                g += tl.load(ws_ptr + p * ws_stride + d0 + cols, mask=cm, other=0.0, volatile=VOLATILE)
-            update_columns(w_row + d0, cols, cm, g, rate)
+    update_row(_workspace_block, (ws_ptr, nparts, ws_stride), (VOLATILE,), w_row, tl.arange(0, BLOCK_D), D,
+               momentum_ptr, lin, lr, eps, ADAGRAD, BLOCK_D, WIDE)
 
 
 @triton.jit(do_not_specialize=["grad_stride", "B", "CHUNK", "ws_stride"])

@@ -20,7 +20,7 @@ import triton
 import triton.language as tl
 
 from tbe.classify import Classified, persistent_grid
-from tbe.optimizers import adagrad_rate, apply_row, update_columns
+from tbe.optimizers import update_row
 from tbe.rounding import to_storage
 
 
@@ -94,6 +94,19 @@ def gather_grad(
     return acc
 
 
+@triton.jit
+def _run_block(src, flags: tl.constexpr, d0, cols, cmask):
+    """A column block of one short run's gradient (``update_row``'s source): ``gather_grad`` over it."""
+    grad_ptr, grad_stride, bag_ptr, psw_ptr, offsets_ptr, B, col0, start, end, weights_ptr = src
+    WEIGHTED: tl.constexpr = flags[0]
+    MEAN: tl.constexpr = flags[1]
+    GATHER: tl.constexpr = flags[2]
+    BLOCK_D: tl.constexpr = flags[3]
+    FAULT_ACC_W: tl.constexpr = flags[4]
+    return gather_grad(grad_ptr, grad_stride, bag_ptr, psw_ptr, offsets_ptr, B, col0, d0 + cols, cmask, start, end,
+                       weights_ptr.dtype.element_ty, WEIGHTED, MEAN, GATHER, BLOCK_D, FAULT_ACC_W)
+
+
 @triton.jit(do_not_specialize=["grad_stride", "B"])
 def _short_kernel(
     weights_ptr, momentum_ptr, grad_ptr, grad_stride, counts_ptr,
@@ -109,7 +122,6 @@ def _short_kernel(
     r = tl.program_id(0).to(tl.int64)
     step = tl.num_programs(0)
     cols = tl.arange(0, BLOCK_D)
-    wdt = weights_ptr.dtype.element_ty
     while r < num_short:
         start = tl.load(start_ptr + r)
         end = start + tl.load(length_ptr + r)
@@ -118,27 +130,9 @@ def _short_kernel(
         t = tl.load(table_ptr + r)
         D = tl.load(dims_ptr + t)
         col0 = tl.load(col_offsets_ptr + t)
-        if not WIDE:
-            cmask = cols < D
-            g = gather_grad(grad_ptr, grad_stride, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, B, col0,
-                            cols, cmask, start, end, wdt, WEIGHTED, MEAN, GATHER, BLOCK_D, FAULT_ACC_W)
-            apply_row(w_row, cols, cmask, g, momentum_ptr, lin, D, lr, eps, ADAGRAD)
-        else:
-            rate = lr
-            if ADAGRAD:
-                sq = 0.0
-                for d0 in range(0, D, BLOCK_D):
-                    c = d0 + cols
-                    g = gather_grad(grad_ptr, grad_stride, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, B,
-                                    col0, c, c < D, start, end, wdt, WEIGHTED, MEAN, GATHER, BLOCK_D,
-                                    FAULT_ACC_W)
-                    sq += tl.sum(g * g, axis=0)
-                rate = adagrad_rate(momentum_ptr, lin, sq, D, lr, eps)
-            for d0 in range(0, D, BLOCK_D):
-                c = d0 + cols
-                g = gather_grad(grad_ptr, grad_stride, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, B,
-                                col0, c, c < D, start, end, wdt, WEIGHTED, MEAN, GATHER, BLOCK_D, FAULT_ACC_W)
-                update_columns(w_row + d0, cols, (d0 + cols) < D, g, rate)
+        src = (grad_ptr, grad_stride, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, B, col0, start, end, weights_ptr)
+        update_row(_run_block, src, (WEIGHTED, MEAN, GATHER, BLOCK_D, FAULT_ACC_W), w_row, cols, D, momentum_ptr, lin,
+                   lr, eps, ADAGRAD, BLOCK_D, WIDE)
         r += step
 
 

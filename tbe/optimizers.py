@@ -6,7 +6,8 @@ index): ``m += mean(g * g)`` over the row's D columns, then ``w -= lr * g / (sqr
 Division and square root use the correctly rounded ``div_rn``/``sqrt_rn`` so the error
 bounds in ``oracles/bounds_backward.py`` hold on the GPU (plain ``/`` and ``sqrt`` are
 approximate there). New weights are rounded to nearest (even) in the weights' dtype
-through ``tbe.rounding.to_storage`` (the interpreter would truncate to bf16).
+through ``tbe.rounding.to_storage`` (the interpreter would truncate to bf16). ``update_row``
+is the one column loop both backward tiers use, narrow rows and rows wider than their bucket.
 """
 
 from __future__ import annotations
@@ -43,3 +44,28 @@ def apply_row(w_row_ptr, cols, cmask, g, momentum_ptr, linear_idx, D, lr, eps, A
         rate = adagrad_rate(momentum_ptr, linear_idx, tl.sum(g * g, axis=0), D, lr, eps)
     update_columns(w_row_ptr, cols, cmask, g, rate)
 
+
+@triton.jit
+def update_row(block_grad: tl.constexpr, src, flags: tl.constexpr, w_row_ptr, cols, D, momentum_ptr, linear_idx,
+               lr, eps, ADAGRAD: tl.constexpr, BLOCK_D: tl.constexpr, WIDE: tl.constexpr):
+    """Update one row whose gradient ``block_grad(src, flags, d0, cols, cmask)`` forms one column block
+    (columns ``d0 + cols``) at a time: the short tier gathers it, the long tier sums workspace rows;
+    ``src`` holds the source's run-time values, ``flags`` its constexprs (a constexpr passed inside a
+    run-time tuple would turn into a tensor). One block, or with ``WIDE`` a loop over blocks, twice
+    under Adagrad (its rate needs the whole row's sum of squares first)."""
+    if not WIDE:
+        cmask = cols < D
+        g = block_grad(src, flags, 0, cols, cmask)
+        apply_row(w_row_ptr, cols, cmask, g, momentum_ptr, linear_idx, D, lr, eps, ADAGRAD)
+    else:
+        rate = lr
+        if ADAGRAD:
+            sq = 0.0
+            for d0 in range(0, D, BLOCK_D):
+                g = block_grad(src, flags, d0, cols, (d0 + cols) < D)
+                sq += tl.sum(g * g, axis=0)
+            rate = adagrad_rate(momentum_ptr, linear_idx, sq, D, lr, eps)
+        for d0 in range(0, D, BLOCK_D):
+            cm = (d0 + cols) < D
+            g = block_grad(src, flags, d0, cols, cm)
+            update_columns(w_row_ptr + d0, cols, cm, g, rate)
