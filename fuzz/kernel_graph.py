@@ -10,15 +10,19 @@ from fuzz.mutants import KERNEL_FILES, is_jit
 
 
 def callers(root: Path) -> dict[str, set[str]]:
-    """jit function -> the jit functions that call it (directly), over every file under tbe/."""
+    """jit function -> the jit functions that call it (directly, or by passing it to a helper that
+    calls it, as ``update_row(_run_block, ...)`` does), over every file under tbe/."""
     out: dict[str, set[str]] = {}
-    for path in sorted((root / KERNEL_FILES).glob("*.py")):
-        tree = ast.parse(path.read_text())
-        for fn in tree.body:
-            if isinstance(fn, ast.FunctionDef) and is_jit(fn):
-                for n in ast.walk(fn):
-                    if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
-                        out.setdefault(n.func.id, set()).add(fn.name)
+    jit = [fn for path in sorted((root / KERNEL_FILES).glob("*.py")) for fn in ast.parse(path.read_text()).body
+           if isinstance(fn, ast.FunctionDef) and is_jit(fn)]
+    names = {fn.name for fn in jit}
+    for fn in jit:
+        for n in ast.walk(fn):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
+                out.setdefault(n.func.id, set()).add(fn.name)
+                for a in n.args:
+                    if isinstance(a, ast.Name) and a.id in names:
+                        out.setdefault(a.id, set()).add(fn.name)
     return out
 
 

@@ -127,6 +127,9 @@ def test_real_kernels_have_sites_in_every_file_and_helpers_map_to_kernels():
                                                   "classify.py", "backward_short.py", "backward_long.py"}
     calls = kernel_graph.callers(REPO)
     assert "_short_kernel" in kernel_graph.kernels_of("gather_grad", calls)
+    # a block-gradient function passed to the shared column loop reaches the kernels that pass it
+    assert kernel_graph.kernels_of("_workspace_block", calls) == ["_apply_kernel", "_chunk_kernel"]
+    assert "_run_block" not in kernel_graph.kernels_of("gather_grad", calls)
     assert kernel_graph.kernels_of("_forward_kernel", calls) == ["_forward_kernel"]
 
 
