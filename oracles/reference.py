@@ -62,7 +62,8 @@ def reference_forward(
     pooling: Pooling,
 ) -> torch.Tensor:
     """Pooled output [B, sum D] in float64."""
-    return _pooled(layout, weights, indices, offsets, per_sample_weights, batch_size, pooling, False)[0]
+    args = (layout, weights, indices, offsets, per_sample_weights, batch_size, pooling)
+    return reference_forward_and_magnitude(*args, magnitude=False)[0]
 
 
 def reference_forward_and_magnitude(
@@ -73,13 +74,11 @@ def reference_forward_and_magnitude(
     per_sample_weights: Optional[torch.Tensor],
     batch_size: int,
     pooling: Pooling,
-) -> tuple[torch.Tensor, torch.Tensor]:
+    magnitude: bool = True,
+) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
     """(pooled output, sum of |w * row| per entry), both [B, sum D] float64 and divided by L under
-    MEAN: the output and the magnitude term the error bound needs, from one gather."""
-    return _pooled(layout, weights, indices, offsets, per_sample_weights, batch_size, pooling, True)
-
-
-def _pooled(layout, weights, indices, offsets, per_sample_weights, batch_size, pooling, magnitude: bool):
+    MEAN: the output and the magnitude term the error bound needs, from one gather (the magnitude
+    is None without ``magnitude``)."""
     check_valid(layout, indices, offsets, batch_size)
     B = batch_size
     device = weights.device
