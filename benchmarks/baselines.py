@@ -22,7 +22,7 @@ def fbgemm_cuda_error() -> Optional[str]:
     if not torch.cuda.is_available():
         return "no CUDA device"
     logging.getLogger("fbgemm_gpu").setLevel(logging.ERROR)
-    from fuzz.sut_fbgemm_cuda import unavailable_reason  # a one-step training run on the device decides
+    from fuzz.sut.fbgemm_cuda import unavailable_reason  # a one-step training run on the device decides
 
     return unavailable_reason()
 

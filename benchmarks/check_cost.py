@@ -3,7 +3,7 @@
     python -m benchmarks.check_cost --cases 200 --max-lookups 10000 [--sut torch] [--profile 30]
 
 Draws ``--cases`` campaign cases (the search space of ``tbe-fuzz run``, seeded), times their
-generation, then checks them all twice with ``fuzz.check.run_case``: the first pass loads every
+generation, then checks them all twice with ``fuzz.judge.check.run_case``: the first pass loads every
 kernel into the process (from Triton's cache after a warm-up), the second is the steady state.
 ``--profile N`` prints the N costliest functions of a third pass (cProfile).
 """
@@ -17,9 +17,9 @@ from tbe.backend import INTERPRETED  # noqa: F401  (first: it picks the interpre
 
 from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
 
-from fuzz.check import run_case  # noqa: E402
-from fuzz.config_space import split_draw  # noqa: E402
-from fuzz.space import campaign_cases  # noqa: E402
+from fuzz.judge.check import run_case  # noqa: E402
+from strategies.config_space import split_draw  # noqa: E402
+from strategies.space import campaign_cases  # noqa: E402
 from tbe import KernelConfig  # noqa: E402
 
 

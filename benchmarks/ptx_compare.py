@@ -3,7 +3,7 @@
     python -m benchmarks.ptx_compare --old /path/to/other/checkout
 
 Both checkouts record the launches of the same probes (a forward and a step each) and compile
-them for sm_90 with the installed Triton (``fuzz.compile``). The table compares instruction
+them for sm_90 with the installed Triton (``fuzz.compile.cuda_target``). The table compares instruction
 streams with line info, debug sections, parameter declarations and register numbers set
 aside, so a change that only reorders a signature or renames reads as "same": evidence that
 a refactor leaves the timed code alone (the H200 is still where speed is measured).
@@ -39,8 +39,8 @@ PROBES = [  # (label, Probe keyword arguments, KernelConfig overrides)
 
 def dump(out: str) -> None:
     """In the checkout on sys.path: compile every probe's launches, write {kernel: [(probe, ptx, regs)]}."""
-    from fuzz.compile import compile_launches
-    from fuzz.launches import Probe, run_probe
+    from fuzz.compile.cuda_target import compile_launches
+    from fuzz.compile.launches import Probe, run_probe
     from tbe import KernelConfig
 
     base = KernelConfig(long_run_threshold=4, chunk_size=2)  # long runs, so every backward kernel launches

@@ -1,7 +1,7 @@
 """Race rates of the fused long tier: clean, without its fence, without its CTA barrier.
 
 ``python -m benchmarks.race_rates --out benchmarks/results/race_rates_h200.json`` runs, on a GPU,
-every stress variant of ``fuzz.race_stress`` (chunks of 1-4 lookups, 64-256 chunks per run,
+every stress variant of ``fuzz.memcheck.race_stress`` (chunks of 1-4 lookups, 64-256 chunks per run,
 one program per chunk, exact integer sums) for ``--trials`` trials of about 4.2M lookups each,
 clean and with each fault, and records per line: runs, runs that lost a partial sum, and the
 seconds and trials to the first loss. The first variant's clean line runs until at least
@@ -21,7 +21,7 @@ import torch
 
 os.environ.setdefault("TBE_FUZZ_ALLOW_FAULTS", "1")
 
-from fuzz.race_stress import VARIANTS, barrier_gap, run_stress  # noqa: E402
+from fuzz.memcheck.race_stress import VARIANTS, barrier_gap, run_stress  # noqa: E402
 
 
 def main(argv=None) -> int:

@@ -15,8 +15,8 @@ import os
 
 os.environ.setdefault("TBE_FUZZ_ALLOW_FAULTS", "1")
 
-from fuzz.race_stress import VARIANTS, barrier_gap  # noqa: E402
-from fuzz.sync_check import check_config  # noqa: E402
+from fuzz.memcheck.race_stress import VARIANTS, barrier_gap  # noqa: E402
+from fuzz.memcheck.sync_check import check_config  # noqa: E402
 from tbe import KernelConfig  # noqa: E402
 
 

@@ -5,7 +5,7 @@
 against the size of the exact update (``reference_backward``), for random N(0, 1) data
 under the worst-case and the probabilistic bound, and for exact-value (dyadic) data.
 
-``python -m benchmarks.teeth_tables kernels`` (GPU): ``fuzz.check.run_case`` on
+``python -m benchmarks.teeth_tables kernels`` (GPU): ``fuzz.judge.check.run_case`` on
 ``CaseSpec(tables=((1000, 16),), batch_size=512, hot_rows=(HotRow(0, 7, SL),),
 max_length=4, optimizer="exact_sgd", seed=5)`` for random and dyadic data, clean and with
 a planted fault (``skip_last_chunk_update``; past 4,096 chunks also the two large-run
@@ -79,7 +79,7 @@ def oracle_table(sls=ORACLE_SLS) -> list[dict]:
 
 
 def kernel_table(sls=KERNEL_SLS) -> list[dict]:
-    from fuzz.check import run_case
+    from fuzz.judge.check import run_case
     from tbe import KernelConfig
     from tbe.backward_long import FAULT_CHUNK_LIMIT
 

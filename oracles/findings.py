@@ -2,7 +2,7 @@
 
 An entry here is a documented semantic difference or an FBGEMM bug, never a bug of this
 project's kernels: they are always still checked against the FP64 reference for these
-inputs. ``fuzz/known.py`` matches them on failing cases when FBGEMM is the system under test.
+inputs. ``fuzz/judge/known.py`` matches them on failing cases when FBGEMM is the system under test.
 """
 
 from __future__ import annotations

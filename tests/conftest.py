@@ -6,13 +6,13 @@ import os
 
 os.environ.setdefault("TBE_FUZZ_ALLOW_FAULTS", "1")
 
-from fuzz.gpu_pin import core_share, pin_xdist_worker  # noqa: E402
+from fuzz.execution.gpu_pin import core_share, pin_xdist_worker  # noqa: E402
 
 pin_xdist_worker()  # before torch starts CUDA: `pytest -n N` puts one xdist worker on each GPU
 
 # xdist workers share the cores: torch's default of one intra-op thread per core in each worker (and in
 # each supervised worker it starts) oversubscribes them, and the FP64 references' small ops slow down
-# many times over (fuzz/run_cmd.py's _one_thread_on_cpu measured 95 ms against 1 ms for one index_add_)
+# many times over (fuzz/cli/run.py's _one_thread_on_cpu measured 95 ms against 1 ms for one index_add_)
 if os.environ.get("PYTEST_XDIST_WORKER") and "OMP_NUM_THREADS" not in os.environ:
     os.environ["OMP_NUM_THREADS"] = core_share(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
 
@@ -20,7 +20,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 import fuzz.profiles  # noqa: E402,F401  (registers and loads the Hypothesis profile)
-from fuzz import sanitizer  # noqa: E402
+from fuzz.memcheck import sanitizer  # noqa: E402
 from tbe.backend import INTERPRETED  # noqa: E402
 
 
@@ -34,15 +34,15 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_configure(config):
-    from fuzz.weak_memory import enable_from_env
+    from fuzz.memcheck.weak_memory import enable_from_env
 
     enable_from_env()  # TBE_WEAK_MEMORY=1 runs the whole session in the weak-memory mode
 
 
 @pytest.fixture
 def weak_memory():
-    """The weak-memory interpreter mode for one test (``fuzz.weak_memory``), seed 0."""
-    from fuzz import weak_memory as wm
+    """The weak-memory interpreter mode for one test (``fuzz.memcheck.weak_memory``), seed 0."""
+    from fuzz.memcheck import weak_memory as wm
 
     if not INTERPRETED:
         pytest.skip("the weak-memory mode runs in Triton's interpreter only")

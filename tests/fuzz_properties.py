@@ -4,7 +4,7 @@ shrinking tests so those prove the power of exactly what CI runs.
 Each ``check_*`` raises AssertionError (with the case's JSON) when the kernels disagree with
 the FP64 references; ``faults`` plants bugs on top of the case's config. Inside a Hypothesis
 test they also steer the search with ``hypothesis.target``: toward larger error / bound and
-toward longer runs. Cases run through ``fuzz.verdict`` in a supervised worker: a crash, a CUDA
+toward longer runs. Cases run through ``fuzz.execution.verdict`` in a supervised worker: a crash, a CUDA
 error or a hang fails the test (the final example saved as an artifact the message names) instead
 of killing the pytest-xdist worker. ``check_int32_case`` runs in process: the transpose it checks
 reads only its own inputs by position, never a table row by id.
@@ -17,9 +17,9 @@ import math
 from hypothesis import currently_in_test_context, target
 from hypothesis import strategies as st
 
-from fuzz.cases import AnyCase, BadIdCase
-from fuzz.int32_check import int32_problems
-from fuzz.verdict import assert_passes
+from strategies.cases import AnyCase, BadIdCase
+from fuzz.selftest.int32_check import int32_problems
+from fuzz.execution.verdict import assert_passes
 from strategies.adversarial import FuzzCase
 from strategies.case import CaseSpec
 from strategies.configs import named_config

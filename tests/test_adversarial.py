@@ -1,5 +1,5 @@
 """Adversarial differential fuzzing: segment-length profiles, shapes, weighted duplicates, bad
-input with duplicates, int32 edges; every case judged by fuzz.differential (FP64).
+input with duplicates, int32 edges; every case judged by fuzz.judge.differential (FP64).
 
 Example counts are the CI counts (fuzz.profiles.examples scales them for dev and nightly);
 case sizes come from the backend budget (fuzz.profiles.MAX_LOOKUPS / MAX_RUNS), so the same
@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fuzz.profiles import MAX_LOOKUPS, MAX_RUNS, examples
-from fuzz.differential import check_case, failures, summary
+from fuzz.judge.differential import check_case, failures, summary
 from strategies.adversarial import FuzzCase, fuzz_cases
 from strategies.case import CaseSpec, HotRow, materialize
 from strategies.configs import NAMED

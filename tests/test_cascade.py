@@ -13,12 +13,12 @@ import json
 import pytest
 import torch
 
-from fuzz import oracle_level
+from fuzz.gate import oracle as oracle_level
 from fuzz.cli import main
-from fuzz.oracle_level import DISAGREES, run_oracle_level
-from fuzz.perf_gate import run_perf
-from fuzz.perf_timing import BaselineCache, time_shape
-from fuzz.shapes import PerfShape
+from fuzz.gate.oracle import DISAGREES, run_oracle_level
+from fuzz.gate.perf import run_perf
+from fuzz.gate.timing import BaselineCache, time_shape
+from fuzz.gate.shapes import PerfShape
 from oracles import fbgemm_cpu
 from tbe import KernelConfig
 
@@ -92,7 +92,7 @@ def test_fused_tier_without_fence_fails_at_a(tmp_path, capsys):
 def test_static_level_runs_in_a_child_when_this_process_compiles(monkeypatch):
     """On a GPU host the launches are recorded in a child under the interpreter; the verdict comes back."""
     import tbe.backend
-    from fuzz.static_level import run_static_level
+    from fuzz.gate.static import run_static_level
 
     monkeypatch.setattr(tbe.backend, "INTERPRETED", False)
     res = run_static_level(KernelConfig(fused_long_tier=True, fence=False))
@@ -114,7 +114,7 @@ def test_oracle_level_catches_a_fault_and_names_the_baseline():
 def test_untriaged_oracle_disagreement_fails_c_as_an_oracle_finding(monkeypatch):
     """Un-triaging FBGEMM's fp16 SGD update (oracles/findings.py) makes it disagree with FP64 on the
     matrix's fp16 SGD case: level (c) fails, naming FBGEMM, with the kernel itself passing."""
-    from fuzz import fbgemm_sample
+    from fuzz.judge import fbgemm_sample
 
     monkeypatch.setattr(fbgemm_sample, "fbgemm_update_difference", lambda optimizer, dtype: None)
     monkeypatch.setattr(oracle_level, "fbgemm_update_difference", lambda optimizer, dtype: None)

@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 
 from fuzz.budgets import Budget
-from fuzz.cascade import CascadeOptions, run_cascade
-from fuzz.cascade_report import text
-from fuzz.perf_gate import FAIL, PASS
-from fuzz.shapes import PRESETS
+from fuzz.gate.cascade import CascadeOptions, run_cascade
+from fuzz.gate.report import text
+from fuzz.gate.perf import FAIL, PASS
+from fuzz.gate.shapes import PRESETS
 from tbe import KernelConfig
 
 pytestmark = pytest.mark.gpu
@@ -52,7 +52,8 @@ def test_the_baseline_against_itself_is_not_slower_than_its_noise():
 
 def test_short_tune_run_completes_trials(tmp_path):
     pytest.importorskip("optuna", reason="optuna==5.0.0 not installed on this host")
-    from fuzz import tune, tune_report
+    from fuzz.tune import search as tune
+    from fuzz.tune import report as tune_report
 
     opts = tune.TuneOptions(shapes=SHAPES[:2], seconds=90.0, search_share=1.0, verify_top=1, out=tmp_path)
     res = tune.run_tune(KernelConfig(), opts)

@@ -10,13 +10,13 @@ import pytest
 import torch
 
 from fuzz.budgets import Budget
-from fuzz.cascade import ACCEPT, FAIL, KEEP, NOT_RUN, PASS, UNVERIFIED, CascadeOptions, CascadeResult, Level
+from fuzz.gate.cascade import ACCEPT, FAIL, KEEP, NOT_RUN, PASS, UNVERIFIED, CascadeOptions, CascadeResult, Level
 from fuzz.cli import main
-from fuzz.edges import edge_cases, reseed
-from fuzz.perf_gate import PerfResult, judge, run_perf
-from fuzz.perf_timing import NOISE_FLOOR, Entry, interleaved
-from fuzz.shapes import PRESETS, PerfShape, load_shapes, make_ids, segment_lengths
-from fuzz.static_level import LIMITS, over_limits
+from strategies.edges import edge_cases, reseed
+from fuzz.gate.perf import PerfResult, judge, run_perf
+from fuzz.gate.timing import NOISE_FLOOR, Entry, interleaved
+from fuzz.gate.shapes import PRESETS, PerfShape, load_shapes, make_ids, segment_lengths
+from fuzz.gate.static import LIMITS, over_limits
 from tbe import KernelConfig
 
 TINY = Budget("tiny", seconds=1.0, shrink_seconds=1.0, max_examples=1, max_lookups=300)
@@ -103,7 +103,7 @@ def test_a_crash_fails_the_level():
 def test_interleaved_timing_order_and_arithmetic(monkeypatch):
     """A, B, A' per round, each over ``calls`` calls, on a clock the functions advance (1 ms for the
     baseline, 3 ms for the candidate; the baseline drifts by 0.1 ms per call)."""
-    from fuzz import perf_timing
+    from fuzz.gate import timing as perf_timing
 
     clock = {"t": 0.0, "calls": 0}
     order = []
@@ -234,7 +234,7 @@ def test_tune_needs_a_gpu(capsys):
 
 
 def test_report_shows_the_per_shape_table_and_the_noise(tmp_path):
-    from fuzz import cascade_report
+    from fuzz.gate import report as cascade_report
 
     res = cascade("pppf")
     res.candidate = KernelConfig(fwd_gather_unweighted=1)

@@ -11,11 +11,11 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 from fuzz.budgets import Budget
-from fuzz.campaign import run_campaign
+from fuzz.campaign.search import run_campaign
 from fuzz.cli import main
-from fuzz.config_space import Drawn, config_overrides, split_draw
-from fuzz.gate import shared_cases
-from fuzz.space import campaign_cases
+from strategies.config_space import Drawn, config_overrides, split_draw
+from fuzz.gate.correctness import shared_cases
+from strategies.space import campaign_cases
 from strategies.case import CaseSpec, HotRow
 from tbe import KernelConfig
 
@@ -114,9 +114,9 @@ def test_gate_shares_overrides_that_leave_the_changed_fields_alone():
                                                                  dim_buckets=(8, 32), small_table_path=False)])
 def test_the_opening_tour_reaches_every_path(config):
     """Without running kernels: the tour's cases take every forward path, backward tier and bounds check."""
-    from fuzz.cases import tensors
-    from fuzz.check import tiers_of
-    from fuzz.tour import tour
+    from strategies.cases import tensors
+    from fuzz.judge.check import tiers_of
+    from strategies.tour import tour
 
     seen = set()
     for d in tour(config, 4000):

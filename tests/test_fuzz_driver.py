@@ -15,16 +15,16 @@ from pathlib import Path
 import pytest
 import torch
 
-from fuzz import artifacts
+from fuzz.execution import artifacts
 from fuzz.budgets import Budget
-from fuzz.campaign import run_campaign
-from fuzz.cases import BadIdCase, case_from_dict, case_to_dict
-from fuzz.check import CaseResult, check_name, run_case
+from fuzz.campaign.search import run_campaign
+from strategies.cases import BadIdCase, case_from_dict, case_to_dict
+from fuzz.judge.check import CaseResult, check_name, run_case
 from fuzz.cli import main
-from fuzz.edges import edge_cases
-from fuzz.report import campaign_json, campaign_text
-from fuzz.gate import GateCase, GateResult, _judge
-from fuzz.selftest import run_selftest
+from strategies.edges import edge_cases
+from fuzz.campaign.report import campaign_json, campaign_text
+from fuzz.gate.correctness import GateCase, GateResult, _judge
+from fuzz.selftest.run import run_selftest
 from oracles.compare import Mismatch, Report
 from strategies.bad_inputs import BadBatchSpec, BadId
 from strategies.case import CaseSpec, HotRow
@@ -87,7 +87,7 @@ def test_planted_fault_produces_a_complete_artifact(fault_artifact):
 
 @pytest.mark.fuzz
 def test_fault_shrinks_to_a_small_case(fault_artifact):
-    from fuzz.cases import case_size
+    from strategies.cases import case_size
 
     tables, bags, _ = case_size(fault_artifact.failure.case)
     assert tables <= 2 and bags <= 8, fault_artifact.failure.case
@@ -177,7 +177,7 @@ def test_selftest_catches_a_fault_and_states_skips(capsys):
 
 def test_selftest_fails_when_a_fault_asked_for_by_name_is_skipped(monkeypatch, capsys):
     """A fault no detector can check here is 'skipped', never caught; naming it makes the exit non-zero."""
-    from fuzz import detectors
+    from fuzz.selftest import detectors
 
     monkeypatch.setattr(detectors, "_EXTRA", {})
     monkeypatch.setattr(detectors, "CAMPAIGN", detectors.Detector(

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from fuzz import large_runs
-from fuzz.detectors import Context, detectors_for
+from fuzz.selftest import large_runs
+from fuzz.selftest.detectors import Context, detectors_for
 from fuzz.budgets import Budget
 from tbe import KernelConfig, faults
 from tbe.backward_long import FAULT_CHUNK_LIMIT
@@ -60,8 +60,8 @@ def test_a_gpu_sized_campaign_reaches_past_4096_chunks():
     exact-value data; drawing specs only, no kernels."""
     from hypothesis import HealthCheck, Phase, given, settings
 
-    from fuzz.config_space import split_draw
-    from fuzz.space import campaign_cases
+    from strategies.config_space import split_draw
+    from strategies.space import campaign_cases
     from strategies.case import CaseSpec
 
     limit = FAULT_CHUNK_LIMIT * KernelConfig().chunk_size

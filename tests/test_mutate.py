@@ -15,10 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from fuzz import kernel_graph, mutants
+from fuzz.mutate import kernel_graph
+
+from fuzz.mutate import operators as mutants
 from fuzz.cli import main
-from fuzz.mutate import Check, Runner, load_state
-from fuzz.mutate_report import counts, score
+from fuzz.mutate.runner import Check, Runner, load_state
+from fuzz.mutate.report import counts, score
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -206,7 +208,7 @@ def test_cli_rejects_bad_mutate_options(argv, needle, capsys):
 def test_probes_execute_every_jit_statement_outside_fault_code(tmp_path):
     """The probe batch is the equivalence test's evidence: it must reach every kernel line."""
     out = tmp_path / "fp.json"
-    subprocess.run([sys.executable, "-m", "fuzz.mutate_probe", "--out", str(out), "--trace"], cwd=REPO, check=True,
+    subprocess.run([sys.executable, "-m", "fuzz.mutate.probe", "--out", str(out), "--trace"], cwd=REPO, check=True,
                    timeout=900)
     import json
 

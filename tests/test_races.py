@@ -1,4 +1,4 @@
-"""Race checks of the fused long tier (fuzz.race_stress): the fence and the CTA barrier are both needed.
+"""Race checks of the fused long tier (fuzz.memcheck.race_stress): the fence and the CTA barrier are both needed.
 
 Each trial applies one exact-SGD step to a batch whose sums are exact in fp32
 (strategies/race.py), so any row off by any amount lost a partial sum to a race. On a GPU:
@@ -13,7 +13,7 @@ FP64 reference, and the stress finding nothing with the interpreter's in-order p
 import pytest
 import torch
 
-from fuzz.race_stress import LOOKUPS_PER_TRIAL, VARIANTS, Variant, barrier_gap, catch, run_stress
+from fuzz.memcheck.race_stress import LOOKUPS_PER_TRIAL, VARIANTS, Variant, barrier_gap, catch, run_stress
 from strategies.race import race_batch
 from tbe import KernelConfig
 

@@ -9,8 +9,8 @@ import torch
 import triton
 import triton.language as tl
 
-from fuzz import sanitizer
-from fuzz.differential import check_case, failures, summary
+from fuzz.memcheck import sanitizer
+from fuzz.judge.differential import check_case, failures, summary
 from strategies.case import CaseSpec, HotRow
 from strategies.configs import NAMED
 from tbe import KernelConfig, TritonTBE

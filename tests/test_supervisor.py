@@ -1,7 +1,7 @@
 """Supervised execution: a worker that crashes, hangs or hits a CUDA error gives a failing result with
 its artifact, in a campaign, a replay and a pytest fuzz test; the normal path reuses one worker.
 
-Failures are forced with ``fuzz.forced_crash`` (TBE_FUZZ_FORCE_CRASH), which fails the worker for cases
+Failures are forced with ``fuzz.execution.forced_crash`` (TBE_FUZZ_FORCE_CRASH), which fails the worker for cases
 past a size, so shrinking has a threshold to find.
 """
 
@@ -16,11 +16,13 @@ import time
 
 import pytest
 
-from fuzz import artifacts, forced_crash
-from fuzz.campaign import run_campaign
-from fuzz.check import classify
+from fuzz.execution import artifacts
+
+from fuzz.execution import forced_crash
+from fuzz.campaign.search import run_campaign
+from fuzz.judge.check import classify
 from fuzz.cli import main
-from fuzz.supervisor import Supervisor, leftover_pending, timeout_for
+from fuzz.execution.supervisor import Supervisor, leftover_pending, timeout_for
 from strategies.case import CaseSpec
 from tbe import KernelConfig
 from tests.test_fuzz_driver import REPO, TINY

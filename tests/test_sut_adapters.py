@@ -15,18 +15,18 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
 
 from fuzz.budgets import Budget
-from fuzz.cases import BadIdCase, base_spec, initial_weights
-from fuzz.check import CaseResult, run_case
+from strategies.cases import BadIdCase, base_spec, initial_weights
+from fuzz.judge.check import CaseResult, run_case
 from fuzz.cli import main
-from fuzz.differential import check_case, failures
-from fuzz.gate import run_gate
-from fuzz.known import CRASH, TRIAGE, KnownFinding, explain, for_sut
+from fuzz.judge.differential import check_case, failures
+from fuzz.gate.correctness import run_gate
+from fuzz.judge.known import CRASH, TRIAGE, KnownFinding, explain, for_sut
 from fuzz.profiles import examples
-from fuzz.space import campaign_cases
-from fuzz.sut import SUTError, get, packed_weights, params_for
-from fuzz.sut_fit import fit_case, fit_strategy, refusal
-from fuzz.torch_bounds import TorchBoundsError, check_bounds
-from fuzz.triage import run_triaged
+from strategies.space import campaign_cases
+from fuzz.sut.protocol import SUTError, get, packed_weights, params_for
+from fuzz.sut.fit import fit_case, fit_strategy, refusal
+from fuzz.sut.torch_bounds import TorchBoundsError, check_bounds
+from fuzz.campaign.triage import run_triaged
 from oracles import fbgemm_cpu
 from oracles.compare import Mismatch, Report
 from oracles.reference_bounds import reference_bounds_check
@@ -55,7 +55,7 @@ def test_adapters_agree_with_fp64(sut, pooling, weighted, optimizer):
 def test_torch_adapter_is_checked_for_real(monkeypatch):
     """The same checks fail a torch SUT whose update uses twice the learning rate, or whose
     pooling is off by one part in 10^4: the adapter's agreement above is not vacuous."""
-    from fuzz import sut_torch
+    from fuzz.sut import torch_tbe as sut_torch
 
     spec = dataclasses.replace(SPEC, optimizer="exact_rowwise_adagrad", learning_rate=0.5)
     real_backward = sut_torch.TorchInstance.backward
@@ -94,7 +94,7 @@ def test_adapters_start_from_the_given_weights_and_count_warnings(sut):
 
 @pytest.mark.parametrize("sut", ["torch", pytest.param("fbgemm-cpu", marks=needs_fbgemm)])
 def test_fatal_rejects_bad_input(sut):
-    from fuzz.sut import FatalBoundsCheck
+    from fuzz.sut.protocol import FatalBoundsCheck
 
     spec = dataclasses.replace(SPEC, bounds_check="fatal")
     inst = get(sut).build(params_for(spec, None, [torch.zeros(20, 4), torch.zeros(9, 8)]))
@@ -121,7 +121,7 @@ def test_torch_bounds_check_matches_the_reference(spec):
 
 
 def test_fbgemm_cuda_says_why_it_is_not_available():
-    from fuzz import sut_fbgemm_cuda
+    from fuzz.sut import fbgemm_cuda as sut_fbgemm_cuda
 
     sut = get("fbgemm-cuda")
     assert sut.capabilities.dim_multiple == 4 and "fatal" not in sut.capabilities.bounds_modes
@@ -231,7 +231,7 @@ def forward_findings_sut():
     fed valid batches without a bounds check: under the fused check the planted fault also skips
     copying the last id of a bag to the checked ids the backward reads (garbage there, a crash),
     which the finding does not explain."""
-    from fuzz.sut_triton import factory
+    from fuzz.sut.triton_tbe import factory
 
     finding = KnownFinding("any-forward", (), "test entry: every forward mismatch is triaged", lambda case: True,
                            ("forward vs fp64",))
@@ -256,7 +256,7 @@ def test_a_suts_own_findings_are_known_in_campaigns_and_the_gate():
 @needs_fbgemm
 def test_fbgemm_fp16_sgd_finding_is_the_step_rounding():
     """Pins fbgemm-fp16-sgd-step-rounding: FBGEMM's new rows equal w - fp16(lr * g), bit for bit."""
-    from fuzz.sut_fbgemm import FbgemmInstance
+    from fuzz.sut.fbgemm_cpu import FbgemmInstance
 
     spec = CaseSpec(tables=((50, 8),), batch_size=32, weights_dtype="fp16", length_profile="fixed", max_length=3)
     w0 = initial_weights(spec).view(50, 8)

@@ -1,6 +1,6 @@
 """FBGEMM's CUDA TBE as the system under test, on a GPU (skipped where it is not available).
 
-Pins what ``fuzz/known.py`` says of ``fbgemm-cuda``: it trains like the FP64 reference at
+Pins what ``fuzz/judge/known.py`` says of ``fbgemm-cuda``: it trains like the FP64 reference at
 fp32 and fp16 with both optimizers, and under MEAN with per-sample weights only its
 per-sample-weight gradient disagrees (not divided by L).
 """
@@ -11,9 +11,9 @@ import dataclasses
 
 import pytest
 
-from fuzz.check import check_name, run_case
-from fuzz.known import explain
-from fuzz.sut import get
+from fuzz.judge.check import check_name, run_case
+from fuzz.judge.known import explain
+from fuzz.sut.protocol import get
 from strategies.case import CaseSpec
 
 pytestmark = pytest.mark.gpu

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from fuzz import sut as sut_mod
+from fuzz.sut import protocol as sut_mod
 from fuzz.budgets import Budget
 from fuzz.cli import main
-from fuzz.sut import SUTError
-from fuzz.triage import run_triaged
+from fuzz.sut.protocol import SUTError
+from fuzz.campaign.triage import run_triaged
 from tbe import KernelConfig
 
 REPO = Path(__file__).resolve().parent.parent
@@ -89,8 +89,8 @@ def test_builtin_suts_are_declared_as_entry_points():
 @pytest.mark.parametrize("name, needle", [
     ("nope", "unknown SUT 'nope'"),
     ("no_such_module_xyz:factory", "cannot import 'no_such_module_xyz'"),
-    ("fuzz.sut:no_factory", "has no 'no_factory'"),
-    ("fuzz.sut:DEFAULT", "not a fuzz.sut.SUT"),
+    ("fuzz.sut.protocol:no_factory", "has no 'no_factory'"),
+    ("fuzz.sut.protocol:DEFAULT", "not a fuzz.sut.protocol.SUT"),
     ("", "non-empty"),
 ])
 def test_bad_sut_names_are_clear_errors(name, needle):
@@ -132,7 +132,7 @@ def test_every_command_takes_sut(argv, needle, tmp_path, capsys):
 
 
 def test_a_sut_that_is_not_available_here_is_refused(capsys):
-    from fuzz import sut_fbgemm_cuda
+    from fuzz.sut import fbgemm_cuda as sut_fbgemm_cuda
 
     if sut_fbgemm_cuda.unavailable_reason() is None:
         pytest.skip("FBGEMM's CUDA TBE is available here")
@@ -160,13 +160,13 @@ def test_gate_and_selftest_accept_the_default_sut_by_name(tmp_path, capsys, monk
     out = capsys.readouterr().out
     assert "UNVERIFIED" in out and "(b)" in out and "FAIL" not in out, out
     # the self-test hands --sut to its detectors (a stand-in campaign detector records it)
-    from fuzz import detectors
+    from fuzz.selftest import detectors
 
     seen = []
     monkeypatch.setattr(detectors, "_EXTRA", {})
     monkeypatch.setattr(detectors, "CAMPAIGN", detectors.Detector(
         "campaign", lambda f, ctx: seen.append(ctx.sut) or detectors.Detection("campaign", detectors.CAUGHT)))
-    (user_sut / "planted_tbe.py").write_text("from fuzz.sut_triton import factory\n")  # a fork, by module:factory
+    (user_sut / "planted_tbe.py").write_text("from fuzz.sut.triton_tbe import factory\n")  # a fork, by module:factory
     assert main(["selftest", "--sut", "planted_tbe:factory", "--fault", "fwd_skip_last_id"]) == 0
     assert seen == ["planted_tbe:factory"] and "1 caught" in capsys.readouterr().out
 

@@ -2,13 +2,13 @@
 
 Each case is a small PTX body with one partial-sum ``red`` and one countdown ``atom`` whose
 result picks a branch; the analysis must accept exactly the orderings the sync check claims
-to accept (see fuzz/sync_analysis.py) and name the lines it relied on or the path that breaks.
+to accept (see fuzz/memcheck/sync_analysis.py) and name the lines it relied on or the path that breaks.
 """
 
 import pytest
 
-from fuzz.ptx import PTXError, parse
-from fuzz.sync_analysis import analyse
+from fuzz.memcheck.ptx import PTXError, parse
+from fuzz.memcheck.sync_analysis import analyse
 
 HEAD = """
 .version 8.0

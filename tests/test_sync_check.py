@@ -1,11 +1,11 @@
-"""The static sync check on the real kernels, compiled for sm_90 without a GPU (fuzz.sync_check).
+"""The static sync check on the real kernels, compiled for sm_90 without a GPU (fuzz.memcheck.sync_check).
 
 The fused long tier must pass with the PTX lines it relied on; ``no_fence`` (and a config
 with ``fence=False``) must fail in every specialization; ``no_barrier`` must fail, or be
 masked by a barrier the compiler emits with the countdown itself (measured: triton 3.6
 leaves none for BLOCK_D >= 128 at 4 warps, triton 3.9 puts one before every release
 atomic). The list of kernels that hand data between programs is re-derived from the PTX of
-every kernel a probe launches. Compiles are cached on disk (fuzz.compile).
+every kernel a probe launches. Compiles are cached on disk (fuzz.compile.cuda_target).
 """
 
 import re
@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import triton
 
-from fuzz.compile import compile_launches
-from fuzz.launches import Probe, int_class, run_probe
-from fuzz.sync_analysis import analyse
-from fuzz.sync_check import SYNC_KERNELS, check_config, discover, hands_off
+from fuzz.compile.cuda_target import compile_launches
+from fuzz.compile.launches import Probe, int_class, run_probe
+from fuzz.memcheck.sync_analysis import analyse
+from fuzz.memcheck.sync_check import SYNC_KERNELS, check_config, discover, hands_off
 from tbe import KernelConfig
 from tbe.backend import INTERPRETED
 

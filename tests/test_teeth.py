@@ -1,4 +1,4 @@
-"""The teeth table (fuzz.teeth): bound / |update| per segment-length band, in campaign reports."""
+"""The teeth table (fuzz.judge.teeth): bound / |update| per segment-length band, in campaign reports."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from fuzz.budgets import Budget
-from fuzz.campaign import CampaignResult
-from fuzz.check import run_case
-from fuzz.report import campaign_json, campaign_text
-from fuzz.teeth import BANDS, Teeth, band_label
+from fuzz.campaign.search import CampaignResult
+from fuzz.judge.check import run_case
+from fuzz.campaign.report import campaign_json, campaign_text
+from fuzz.judge.teeth import BANDS, Teeth, band_label
 from strategies.case import CaseSpec, HotRow
 from tbe import KernelConfig
 

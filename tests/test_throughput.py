@@ -1,7 +1,7 @@
 """Throughput machinery: warm-up coverage, compile counting, the FBGEMM sample, the reference
 bounds fast path, GPU pinning of xdist workers, progress and pictures.
 
-The warm-up's coverage is checked on the CPU: ``fuzz.specializations`` works out, without
+The warm-up's coverage is checked on the CPU: ``fuzz.compile.specializations`` works out, without
 running a kernel, which specializations the warm-up cases reach and which ones campaign
 draws reach; every one a campaign reaches must be among the warm-up's.
 """
@@ -15,14 +15,16 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fuzz import fbgemm_sample, gpu_pin
-from fuzz.cases import tensors
-from fuzz.compile_watch import INTERPRETER_NOTE, CompileCounts, watch
+from fuzz.judge import fbgemm_sample
+
+from fuzz.execution import gpu_pin
+from strategies.cases import tensors
+from fuzz.compile.watch import INTERPRETER_NOTE, CompileCounts, watch
 from fuzz.profiles import MAX_LOOKUPS
-from fuzz.space import campaign_cases
-from fuzz.specializations import record
-from fuzz.tour import tour
-from fuzz.warmup import exercise, tour_groups, warm_groups
+from strategies.space import campaign_cases
+from fuzz.compile.specializations import record
+from strategies.tour import tour
+from fuzz.compile.warmup import exercise, tour_groups, warm_groups
 from oracles import fbgemm_cpu
 from oracles.reference_bounds import _walk, reference_bounds_check
 from strategies.bad_inputs import bad_batch_specs, materialize_bad
@@ -35,7 +37,7 @@ from tbe.modes import BoundsCheckMode
 
 
 def _warm_keys(config: KernelConfig) -> set:
-    from fuzz.config_space import campaign_configs
+    from strategies.config_space import campaign_configs
 
     with record(dry_run=True) as keys:
         for group in warm_groups(campaign_configs(config)) + tour_groups(config):
@@ -57,7 +59,7 @@ def _launch_keys(case, cfg) -> set:
 
 def _campaign_keys(config: KernelConfig, examples: int) -> set:
     """The launches of a campaign's opening tour (at the CPU's budget) and of ``examples`` drawn cases."""
-    from fuzz.config_space import split_draw
+    from strategies.config_space import split_draw
 
     found: set = set()
     for drawn in tour(config, MAX_LOOKUPS):
@@ -172,9 +174,9 @@ def test_xdist_workers_are_pinned_round_robin():
 
 
 def test_progress_line_draws_only_when_asked():
-    from fuzz.campaign import CampaignResult
+    from fuzz.campaign.search import CampaignResult
     from fuzz.budgets import get
-    from fuzz.progress import LiveProgress
+    from fuzz.campaign.progress import LiveProgress
 
     res = CampaignResult(KernelConfig(), get("quick"), 0, examples=3, lookups=300)
     res.max_ratio["forward vs fp64"] = 0.5
@@ -190,8 +192,8 @@ def test_progress_line_draws_only_when_asked():
 
 def test_pictures_are_written(tmp_path):
     pytest.importorskip("matplotlib")
-    from fuzz import pictures
-    from fuzz.check import run_case
+    from fuzz.campaign import pictures
+    from fuzz.judge.check import run_case
 
     col = pictures.Collector()
     spec = CaseSpec(tables=((20, 8),), batch_size=2, max_length=3, hot_rows=())
@@ -226,8 +228,8 @@ def test_gpu_reference_runs_on_the_device_and_matches_the_cpu():
 @pytest.mark.slow
 def test_gpu_search_compiles_nothing_after_warmup():
     from fuzz.budgets import Budget
-    from fuzz.campaign import run_campaign
-    from fuzz.warmup import warm_campaigns
+    from fuzz.campaign.search import run_campaign
+    from fuzz.compile.warmup import warm_campaigns
 
     warm = warm_campaigns([KernelConfig()])  # what `tbe-fuzz run` warms: the config and its profiles
     assert not warm.errors, warm.errors[:3]

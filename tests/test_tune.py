@@ -13,14 +13,15 @@ import time
 
 import pytest
 
-from fuzz.cascade import ACCEPT, KEEP, CascadeOptions, CascadeResult, Level
+from fuzz.gate.cascade import ACCEPT, KEEP, CascadeOptions, CascadeResult, Level
 from fuzz.budgets import Budget
-from fuzz.shapes import PRESETS, PerfShape
-from fuzz.tune_space import GROUPS, TILES, hint_configs, params_of, searched_fields, suggest
+from fuzz.gate.shapes import PRESETS, PerfShape
+from fuzz.tune.space import GROUPS, TILES, hint_configs, params_of, searched_fields, suggest
 from tbe import KernelConfig
 
 optuna = pytest.importorskip("optuna", reason="optuna==5.0.0 (requirements) is not installed")
-from fuzz import tune, tune_report  # noqa: E402
+from fuzz.tune import search as tune  # noqa: E402
+from fuzz.tune import report as tune_report
 
 SHAPES = PRESETS["bench-lite"][:2]
 
@@ -152,8 +153,8 @@ def test_tune_search_stops_at_its_time_budget():
 
 def test_trial_warm_up_cases_are_the_shapes_kinds_and_run():
     """One tiny case per kind of shape (width, weight dtype, weighting, optimizer), runnable as is."""
-    from fuzz.tune_warm import tiny_specs
-    from fuzz.warmup import WarmCase, _run_group
+    from fuzz.tune.warm import tiny_specs
+    from fuzz.compile.warmup import WarmCase, _run_group
 
     specs = tiny_specs(PRESETS["quick"], KernelConfig())
     kinds = {(s.tables[0][1], s.weights_dtype, s.weighted, s.optimizer) for s in specs}

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 import tbe.backend
-from fuzz import warm_stamp
-from fuzz.warmup import warmup
+from fuzz.compile import stamp as warm_stamp
+from fuzz.compile.warmup import warmup
 from tbe import KernelConfig
 
 
@@ -61,7 +61,7 @@ def test_stamped_warmup_returns_at_once(cache, monkeypatch):
 
 def test_only_unstamped_configs_are_warmed(cache, monkeypatch):
     """A stamped baseline beside a new candidate: only the candidate's groups are run."""
-    import fuzz.warmup as wu
+    import fuzz.compile.warmup as wu
 
     monkeypatch.setattr(tbe.backend, "INTERPRETED", False)
     ran = []
@@ -75,7 +75,7 @@ def test_only_unstamped_configs_are_warmed(cache, monkeypatch):
 
 def test_a_failing_tour_case_is_reported_with_its_case(monkeypatch):
     """Tour groups hold bad-input cases too: a case that fails is named in the error, not a second crash."""
-    import fuzz.warmup as wu
+    import fuzz.compile.warmup as wu
 
     def fail(case, config, backward=True):
         raise RuntimeError("no kernel")

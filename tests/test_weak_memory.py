@@ -1,4 +1,4 @@
-"""The weak-memory interpreter mode (fuzz.weak_memory): its rules on small kernels of their own,
+"""The weak-memory interpreter mode (fuzz.memcheck.weak_memory): its rules on small kernels of their own,
 and its power on the fused long tier (no_fence caught on CPU, the clean tier never flagged)."""
 
 import contextlib
@@ -10,9 +10,9 @@ import triton
 import triton.language as tl
 from hypothesis import HealthCheck, Phase, given, settings
 
-from fuzz import weak_memory as wm
+from fuzz.memcheck import weak_memory as wm
 from fuzz.profiles import examples
-from fuzz.weak_memory_detector import lost_sums
+from fuzz.selftest.race_detectors import lost_sums
 from strategies.adversarial import fuzz_cases
 from tbe.backend import INTERPRETED
 from tests.fuzz_properties import check_fuzz_case

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from fuzz import workers
+from fuzz.execution import workers
 from fuzz.budgets import Budget
-from fuzz.campaign import run_campaign
+from fuzz.campaign.search import run_campaign
 from fuzz.cli import main
-from fuzz.database import open_database
+from fuzz.campaign.database import open_database
 from tbe import KernelConfig
 
 TINY = Budget("tiny", seconds=10.0, shrink_seconds=15.0, max_examples=6, max_lookups=300)
@@ -105,7 +105,7 @@ def test_redis_database_shares_a_failure_between_campaigns(redis_url, tmp_path):
 
 
 def test_workers_get_their_gpu_and_a_few_of_the_cores(monkeypatch):
-    from fuzz.workers import worker_env
+    from fuzz.execution.workers import worker_env
 
     monkeypatch.setattr("os.cpu_count", lambda: 32)
     a, b = (worker_env(i, 2, ["0", "1"], base={}) for i in (0, 1))
@@ -125,7 +125,7 @@ def test_bad_database_urls_are_refused(capsys):
 
 
 def test_a_gpu_campaigns_supervised_worker_runs_few_cpu_threads(monkeypatch):
-    import fuzz.supervisor as sup
+    import fuzz.execution.supervisor as sup
 
     monkeypatch.setattr("os.cpu_count", lambda: 32)
     monkeypatch.setattr(sup, "INTERPRETED", False)

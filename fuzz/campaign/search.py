@@ -1,0 +1,287 @@
+"""A Hypothesis-driven campaign: check generated cases under one config until a failure or the budget.
+
+Hypothesis runs programmatically (a ``@given`` function with a directory database under
+the artifacts dir, shrinking on) and climbs ``hypothesis.target`` on the normalized error
+(error / bound) and on the longest segment length. The campaign stops at the first failure, after shrinking it, or when the
+time or example budget is spent; a failure is saved whole as an artifact directory. Every case runs in a
+supervised worker (``fuzz.execution.supervisor``): a crash, a CUDA error or a hang is a failure like a mismatch,
+shrunk the same way (each candidate after a failure runs in a fresh worker).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from hypothesis import HealthCheck, Phase, given, reject, settings, target
+from hypothesis import seed as hypothesis_seed
+from hypothesis.database import DirectoryBasedExampleDatabase
+from hypothesis.errors import HypothesisException
+
+from fuzz.execution import artifacts
+from fuzz.budgets import Budget
+from strategies.cases import CaseTensors, case_size, tensors
+from fuzz.judge.check import CaseResult
+from fuzz.compile.watch import CompileCounts
+from strategies.config_space import split_draw
+from strategies.space import campaign_cases
+from fuzz.execution.supervisor import Supervisor, Unmaterializable, leftover_pending, shared
+from fuzz.sut.protocol import DEFAULT as DEFAULT_SUT
+from fuzz.sut.protocol import get as get_sut
+from fuzz.sut.fit import fit_case, fit_strategy
+from fuzz.judge.teeth import Teeth
+from fuzz.time_split import TimeSplit
+from strategies.tour import tour
+from oracles.error_model import WORST, ErrorModel, from_env
+from tbe import KernelConfig
+
+
+class _OutOfTime(BaseException):
+    """Raised inside the property to end Hypothesis's run when the budget is spent (not a failure)."""
+
+
+class _CaseFailed(AssertionError):
+    def __init__(self, result: CaseResult) -> None:
+        super().__init__(result.text())
+        self.result = result
+
+
+@dataclasses.dataclass
+class CampaignResult:
+    config: KernelConfig
+    budget: Budget
+    seed: int
+    examples: int = 0                 # cases checked before the first failure (or all, on a pass)
+    shrink_examples: int = 0          # cases checked while shrinking
+    lookups: int = 0
+    seconds: float = 0.0
+    tiers: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    max_ratio: dict[str, float] = dataclasses.field(default_factory=dict)  # per check
+    failure: Optional[CaseResult] = None
+    first_failure_examples: Optional[int] = None
+    first_failure_seconds: Optional[float] = None
+    first_failure_headline: Optional[str] = None  # how it failed before shrinking (a crash may shrink to a mismatch)
+    artifact: Optional[Path] = None
+    stopped_by: str = ""              # "failure", "time", "examples"
+    unmaterializable: int = 0         # drawn specs materialize refused (a generator bug, not the kernel's)
+    unmaterializable_example: Optional[str] = None
+    compiles: CompileCounts = dataclasses.field(default_factory=CompileCounts)  # during the search
+    fbgemm: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # status -> examples
+    model: ErrorModel = WORST         # the accumulation bound the checks used
+    teeth: Teeth = dataclasses.field(default_factory=Teeth)  # bound / |update| per SL band, passing cases
+    leftover: list[Path] = dataclasses.field(default_factory=list)  # pending cases of drivers that died
+    sut: str = DEFAULT_SUT            # the system under test (fuzz.sut.protocol registry name)
+    expected_failures: int = 0        # cases failing only with known findings already recorded
+    known: list[Any] = dataclasses.field(default_factory=list)  # fuzz.campaign.triage.KnownRecord, one per finding
+    failure_config: Optional[KernelConfig] = None    # the failing case's effective config (drawn overrides applied)
+    failure_overrides: dict[str, Any] = dataclasses.field(default_factory=dict)
+    time: TimeSplit = dataclasses.field(default_factory=TimeSplit)  # where the seconds went, per case
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
+
+    def record(self, result: CaseResult, ratios: bool = True) -> None:
+        self.examples += 1
+        self.lookups += result.lookups
+        self.tiers.update(result.tiers)
+        self.fbgemm[result.fbgemm or "not run"] += 1
+        for name, ratio in (result.ratios_by_check() if ratios else {}).items():
+            self.max_ratio[name] = max(self.max_ratio.get(name, 0.0), ratio)
+        self.teeth.merge(result.teeth)
+        if result.compiles is not None:
+            self.compiles.add(result.compiles)
+
+    def count(self, result: CaseResult, known: bool, triaged: bool, observe: Any) -> None:
+        """A checked example of the search or the tour (not a shrink step); ``known``: a failure the
+        triage list explains. Triaged runs keep the ratios of passing cases only."""
+        self.record(result, ratios=not triaged or result.ok)
+        self.expected_failures += known
+        if observe is not None:
+            observe(self, result)
+
+    def first_failed(self, result: CaseResult, start: float) -> None:
+        self.first_failure_examples = self.examples
+        self.first_failure_seconds = time.perf_counter() - start
+        self.first_failure_headline = result.headline
+
+    def unmaterialized(self, error: Exception, case: Any) -> None:
+        self.unmaterializable += 1
+        self.unmaterializable_example = self.unmaterializable_example or f"{error}: {case}"
+
+
+def _explained(result: CaseResult, expected: Any) -> bool:
+    """A failure that ``expected`` (the triage list's predicate, if any) explains."""
+    return not result.ok and expected is not None and bool(expected(result))
+
+
+def _database(root: Path, config: KernelConfig, sut: str = DEFAULT_SUT) -> DirectoryBasedExampleDatabase:
+    """One example database per config (and SUT), so a fault's failures are not replayed against another."""
+    import hashlib
+
+    key = hashlib.sha1((config.to_json() + ("" if sut == DEFAULT_SUT else sut)).encode()).hexdigest()[:12]
+    return DirectoryBasedExampleDatabase(str(Path(root) / ".hypothesis" / key))
+
+
+def run_campaign(
+    config: KernelConfig,
+    budget: Budget,
+    seed: int = 0,
+    artifacts_dir: Optional[Path] = artifacts.DEFAULT_DIR,
+    strategy: Any = None,
+    shrink: bool = True,
+    meta: Optional[dict[str, Any]] = None,
+    progress: Any = None,
+    use_database: bool = True,
+    database: Any = None,
+    observe: Any = None,
+    model: Optional[ErrorModel] = None,
+    supervisor: Optional[Supervisor] = None,
+    sut: str = DEFAULT_SUT,
+    expected: Optional[Callable[[CaseResult], Any]] = None,
+) -> CampaignResult:
+    """Search for a case that fails under ``config``. ``artifacts_dir=None`` saves nothing; the example
+    database lives under it unless ``use_database`` is off (then every run starts from the seed alone);
+    ``progress`` (a callable taking a line) receives occasional status lines; ``database`` (a Hypothesis
+    ExampleDatabase, e.g. Redis-backed) replaces the directory database; ``observe(res, result)`` sees
+    every checked example (live progress, report pictures); ``model`` picks the accumulation bound
+    (default ``$TBE_FUZZ_BOUND``, else worst case); the opening tour (``strategies.tour``) runs every
+    kernel path first; ``supervisor`` runs the cases (default: this
+    process's shared one). ``sut`` names the system under test (cases are drawn within its
+    capabilities); a failing case for which ``expected(result)`` is truthy (already triaged) counts
+    as a pass (``fuzz.campaign.triage`` drives that)."""
+    model = model or from_env()
+    res = CampaignResult(config, budget, seed, model=model, sut=sut)
+    sup = supervisor or shared()
+    pending = None if artifacts_dir is None else Path(artifacts_dir) / ".pending"
+    res.leftover = leftover_pending(pending) if pending is not None else []
+    caps = get_sut(sut).capabilities
+    opening: list = []
+    if strategy is None:  # config-space search and the opening tour need a SUT that takes a KernelConfig
+        strategy = fit_strategy(campaign_cases(config, budget.max_lookups, search_config=caps.kernel_config), caps)
+        if caps.kernel_config:
+            opening = [d for d in (fit_case(d, caps) for d in tour(config, budget.max_lookups)) if d is not None]
+    start = time.perf_counter()
+    search_end = start + budget.seconds
+    best: list[CaseResult] = []  # smallest failure seen, in case shrinking runs out of time
+    configs: dict[int, tuple[KernelConfig, dict[str, Any]]] = {}  # id(failing result) -> its config, overrides
+
+    phases = [Phase.explicit, Phase.reuse, Phase.generate, Phase.target] + ([Phase.shrink] if shrink else [])
+    db = _database(artifacts_dir, config, sut) if artifacts_dir is not None and use_database else None
+    if database is not None and use_database:
+        db = database
+
+    def run(case, cfg):  # one supervised case, its round trip and phases counted
+        t0 = time.perf_counter()
+        result = sup.run(case, cfg, pending=pending, model=model, sut=sut)
+        res.time.add(result.phases, time.perf_counter() - t0)
+        return result
+
+    # settings outermost: @seed alone would switch the example database off (Hypothesis does so
+    # for seeded runs), and a campaign needs both its seed and its (shared) database
+    @settings(
+        max_examples=budget.max_examples, database=db, phases=phases, deadline=None, derandomize=False,
+        suppress_health_check=list(HealthCheck), report_multiple_bugs=False, print_blob=False,
+    )
+    @hypothesis_seed(seed)
+    @given(strategy)
+    def prop(drawn):
+        case, cfg, overrides = split_draw(drawn, config)  # config-space search: overrides drawn around config
+        now = time.perf_counter()
+        if res.failure is None and not best and now > search_end:
+            res.stopped_by = "time"
+            raise _OutOfTime()
+        if best and now > search_end + budget.shrink_seconds:
+            raise _OutOfTime()
+        try:
+            result = run(case, cfg)
+        except Unmaterializable as e:
+            res.unmaterialized(e, case)
+            reject()
+        known = _explained(result, expected)
+        target(0.0 if known else min(result.max_ratio, 1e12), label="error / bound")
+        target(float(result.max_segment), label="longest segment")
+        if best:
+            res.shrink_examples += 1
+        else:
+            res.count(result, known, expected is not None, observe)
+        if not result.ok and not known:
+            if not best:
+                res.first_failed(result, start)
+            configs[id(result)] = (cfg, overrides)
+            if not best or case_size(result.case) <= case_size(best[0].case):
+                best[:] = [result]
+            raise _CaseFailed(result)
+        if progress is not None and res.examples % 10 == 0:
+            progress(f"  {res.examples} examples, {res.lookups} lookups, {time.perf_counter() - start:.0f}s")
+
+    # the opening tour (strategies.tour) runs first; a failure there ends the search unless it is to be shrunk:
+    # then the random search runs for the shrink time, and a smaller failure it finds replaces it
+    if _tour(opening, config, res, best, configs, start, observe, run, expected):
+        search_end = time.perf_counter()
+        res.stopped_by = "failure"
+    try:
+        if not best or shrink:
+            prop()
+        if not res.stopped_by:
+            res.stopped_by = "examples"
+    except _CaseFailed as e:
+        res.failure = e.result
+        res.stopped_by = "failure"
+    except _OutOfTime:
+        if best:
+            res.failure = best[0]
+            res.stopped_by = "failure"
+    except (HypothesisException, AssertionError):  # e.g. Flaky: a failure that did not reproduce
+        if not best:
+            raise
+        res.failure = best[0]
+        res.stopped_by = "failure"
+    if best and (res.failure is None or case_size(best[0].case) < case_size(res.failure.case)):
+        res.failure, res.stopped_by = best[0], "failure"
+    res.seconds = time.perf_counter() - start
+    if res.failure is not None:
+        res.failure_config, res.failure_overrides = configs.get(id(res.failure), (config, {}))
+    if res.failure is not None and artifacts_dir is not None:
+        res.artifact = save_result(artifacts_dir, res.failure, res.failure_config, {
+            "source": "campaign", "budget": budget.name, "seed": seed, "sut": sut,
+            "examples_before_failure": res.first_failure_examples, "bound": model.kind, **(meta or {}),
+            "config_overrides": res.failure_overrides, "config_under_test": config.to_dict(),
+        }, sup.environment)
+    return res
+
+
+def _tour(opening: list, config: KernelConfig, res: CampaignResult, best: list, configs: dict, start: float,
+          observe: Any, run: Any, expected: Any) -> bool:
+    """Run the opening tour's cases in order (``run(case, cfg)``); True (and ``best`` set) at the first
+    failure that ``expected`` does not explain."""
+    for drawn in opening:
+        if time.perf_counter() > start + res.budget.seconds:
+            res.stopped_by = "time"
+            return False
+        case, cfg, overrides = split_draw(drawn, config)
+        try:
+            result = run(case, cfg)
+        except Unmaterializable as e:
+            res.unmaterialized(e, f"tour: {case}")
+            continue
+        known = _explained(result, expected)
+        res.count(result, known, expected is not None, observe)
+        if not result.ok and not known:
+            res.first_failed(result, start)
+            configs[id(result)] = (cfg, overrides)
+            best[:] = [result]
+            return True
+    return False
+
+
+def save_result(root: Path, result: CaseResult, config: KernelConfig, meta: dict[str, Any],
+                environment: Optional[dict[str, Any]] = None) -> Path:
+    """Save a failing CaseResult as an artifact directory (tensors re-materialized from its case on the
+    CPU); ``environment`` is the worker's, where the kernels ran."""
+    saved: CaseTensors = tensors(result.case, config)
+    meta = {"failure_kind": result.kind, **meta}
+    return artifacts.save_failure(root, result.case, config, saved, result.text(), meta, environment)

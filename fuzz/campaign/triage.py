@@ -1,0 +1,135 @@
+"""A campaign against a SUT with known findings: record each, shrunk, and keep searching for new ones.
+
+``run_triaged`` runs ``fuzz.campaign.search.run_campaign`` repeatedly. A failing case that the
+already-recorded findings explain counts as a pass; any other failure is shrunk. If the
+shrunk case is explained by the triage list (``fuzz.judge.known``), each finding it shows is
+recorded with that case (and saved under ``<artifacts>/known/``) and the search goes on
+with the time left; a failure the list does not explain ends the campaign as a failure.
+Each round starts from the next seed, so rounds do not redraw the same examples. Known
+findings' shrinking comes out of the search time: the whole run stays within the
+budget's search plus shrink time. Without the example database: a finding is rediscovered
+by the search every run, never replayed from a file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from fuzz.execution import artifacts
+from fuzz.budgets import Budget
+from fuzz.campaign.search import CampaignResult, run_campaign, save_result
+from strategies.cases import case_size
+from fuzz.judge.check import CaseResult
+from fuzz.judge.known import TRIAGE, KnownFinding, explain, for_sut
+from oracles.error_model import ErrorModel, from_env
+from tbe import KernelConfig
+
+
+@dataclasses.dataclass
+class KnownRecord:
+    """One known finding as a campaign met it: its shrunk case, when it was first seen, its artifact."""
+
+    finding: KnownFinding
+    result: CaseResult
+    examples: int           # examples (all rounds) before the round that found it ended in it
+    seconds: float          # since the campaign started, shrinking included
+    artifact: Optional[Path] = None
+
+    @property
+    def size(self) -> tuple[int, int, int]:
+        tables, bags, _ = case_size(self.result.case)
+        return tables, bags, self.result.lookups
+
+
+def _merge(total: CampaignResult, part: CampaignResult) -> None:
+    total.examples += part.examples
+    total.shrink_examples += part.shrink_examples
+    total.lookups += part.lookups
+    total.tiers.update(part.tiers)
+    total.expected_failures += part.expected_failures
+    total.unmaterializable += part.unmaterializable
+    total.unmaterializable_example = total.unmaterializable_example or part.unmaterializable_example
+    for name, ratio in part.max_ratio.items():
+        total.max_ratio[name] = max(total.max_ratio.get(name, 0.0), ratio)
+    total.compiles.add(part.compiles)
+    total.fbgemm.update(part.fbgemm)
+    total.teeth.merge(part.teeth)
+    total.leftover += [p for p in part.leftover if p not in total.leftover]
+
+
+def run_triaged(
+    config: KernelConfig,
+    budget: Budget,
+    seed: int = 0,
+    artifacts_dir: Optional[Path] = artifacts.DEFAULT_DIR,
+    sut: str = "triton",
+    progress: Any = None,
+    meta: Optional[dict[str, Any]] = None,
+    triage: Sequence[KnownFinding] = TRIAGE,
+    use_database: bool = True,
+    database: Any = None,
+    observe: Any = None,
+    model: Optional[ErrorModel] = None,
+    supervisor: Any = None,
+) -> CampaignResult:
+    """A campaign against ``sut`` that reports its triaged findings as known (see the module docstring).
+    With no finding triaged for ``sut`` it is exactly ``run_campaign`` (``database`` and ``observe`` as
+    there; rounds of a triaged campaign use no database)."""
+    model = model or from_env()
+    common = dict(artifacts_dir=artifacts_dir, progress=progress, meta=meta, sut=sut, observe=observe, model=model,
+                  supervisor=supervisor)
+    if not for_sut(sut, triage):
+        return run_campaign(config, budget, seed=seed, use_database=use_database, database=database, **common)
+    start = time.perf_counter()
+    total = CampaignResult(config, budget, seed, sut=sut, model=model)
+    found: dict[str, KnownRecord] = {}
+    round_ = 0
+    while True:
+        left = budget.seconds - (time.perf_counter() - start)
+        examples_left = budget.max_examples - total.examples
+        if left <= 0 or examples_left <= 0:
+            total.stopped_by = "time" if left <= 0 else "examples"
+            break
+        only = tuple(found)
+        part = run_campaign(
+            config, dataclasses.replace(budget, seconds=left, max_examples=examples_left), seed=seed + round_,
+            use_database=False, expected=lambda r: explain(sut, r, triage, only=only) is not None,
+            **{**common, "artifacts_dir": None},
+        )
+        _merge(total, part)
+        round_ += 1
+        if part.ok:
+            total.stopped_by = part.stopped_by
+            break
+        known = explain(sut, part.failure, triage)
+        if known is None:  # not on the list: a failure, saved whole
+            total.failure = part.failure
+            total.first_failure_examples = total.examples - part.examples + (part.first_failure_examples or 0)
+            total.first_failure_seconds = time.perf_counter() - start - part.seconds + (part.first_failure_seconds or 0)
+            total.stopped_by = "failure"
+            if artifacts_dir is not None:
+                total.artifact = save_result(artifacts_dir, part.failure, config, {
+                    "source": "campaign", "budget": budget.name, "seed": seed + round_ - 1, "sut": sut,
+                    "bound": model.kind,
+                    "examples_before_failure": total.first_failure_examples, **(meta or {})})
+            break
+        new = [f for f in known if f.id not in found]
+        artifact = None
+        if artifacts_dir is not None and new:
+            artifact = save_result(Path(artifacts_dir) / "known", part.failure, config, {
+                "source": "campaign (known finding)", "known": [f.id for f in known], "budget": budget.name,
+                "seed": seed + round_ - 1, "sut": sut, **(meta or {})})
+        for f in new:
+            found[f.id] = KnownRecord(f, part.failure, total.examples, time.perf_counter() - start, artifact)
+        if progress is not None:
+            progress(f"  known finding(s) {', '.join(f.id for f in known)} after {total.examples} examples, "
+                     f"shrunk to {case_size(part.failure.case)[1]} bag(s); searching on")
+        if not new:  # shrinking drifted to findings already recorded: the search goes on
+            continue
+    order = [f.id for f in for_sut(sut, triage)]
+    total.known = sorted(found.values(), key=lambda k: order.index(k.finding.id))
+    total.seconds = time.perf_counter() - start
+    return total

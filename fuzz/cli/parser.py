@@ -1,0 +1,323 @@
+"""The ``tbe-fuzz`` command line: run, warmup, replay, gate, tune, selftest, mutate.
+
+Exit codes: 0 pass (failures, if any, all triaged known findings of the SUT), 1 a case failed
+(or a planted fault went unnoticed; for gate and tune, see ``fuzz.cli.gate``), 2 bad usage
+(an error naming the option and the value; never a traceback), including a ``--sut`` that is
+unknown, not available here, or lacks what the command needs (a KernelConfig for the gate,
+planted faults for the self-test), or a kernel worker that could not start (nothing was judged).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
+
+from fuzz.cli.gate import add_gate_options, add_tune_parser
+
+BUDGET_NAMES = ("quick", "ci", "nightly")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer in [0, 2^32), got {text!r}") from None
+    if not 0 <= value < 2**32:
+        raise argparse.ArgumentTypeError(f"expected an integer in [0, 2^32), got {text!r}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
+
+
+def _config_file(text: str):
+    """Load a KernelConfig JSON file; every problem becomes an argparse error naming the file."""
+    from tbe import KernelConfig
+
+    path = Path(text)
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"no such file: {text!r}")
+    try:
+        return path, KernelConfig.load(path)
+    except json.JSONDecodeError as e:
+        raise argparse.ArgumentTypeError(f"{text!r} is not valid JSON ({e})") from None
+    except (TypeError, ValueError) as e:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a valid KernelConfig: {e}") from None
+    except OSError as e:
+        raise argparse.ArgumentTypeError(f"cannot read {text!r}: {e}") from None
+
+
+def _artifacts_dir(text: str) -> Path:
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} exists and is not a directory")
+    return path
+
+
+def _sut_name(text: str) -> str:
+    """A SUT name the registry resolves (built-in, ``tbe_fuzz.suts`` entry point, or module:factory)."""
+    from fuzz.sut.protocol import SUTError, get
+
+    try:
+        get(text)
+    except SUTError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
+
+
+def _sut_option(p: argparse.ArgumentParser, default: Optional[str] = "triton") -> None:
+    p.add_argument("--sut", type=_sut_name, default=default, metavar="NAME",
+                   help="system under test: triton (default), fbgemm-cpu, fbgemm-cuda, torch, a name registered "
+                        "under the tbe_fuzz.suts entry-point group, or module:factory"
+                        + ("" if default else " (default: the one the artifact records)"))
+
+
+def _budget_options(p: argparse.ArgumentParser, default: str = "quick") -> None:
+    p.add_argument("--budget", choices=BUDGET_NAMES, default=default,
+                   help=f"search budget (default {default}; quick stays under 2 minutes on the CPU interpreter)")
+    p.add_argument("--seed", type=_seed, default=0, help="Hypothesis seed (default 0: runs are reproducible)")
+    p.add_argument("--max-examples", type=_positive_int, default=None, help="cap on examples")
+    p.add_argument("--time", type=_positive_float, default=None, metavar="S", help="search time in seconds")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    _sanitize_option(p)
+
+
+def _sanitize_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--sanitize", action="store_true",
+                   help="check every load, store and atomic of the interpreted kernels (TBE_FUZZ_SANITIZE=1; "
+                        "CPU interpreter only)")
+
+
+def _bound_option(p: argparse.ArgumentParser, default: str = "$TBE_FUZZ_BOUND, else worst") -> None:
+    p.add_argument("--bound", choices=("worst", "probabilistic"), default=None,
+                   help="accumulation error bound: worst case (valid for any input) or probabilistic "
+                        f"(Higham-Mary lambda sqrt(n) u, false alarm <= 1e-6 per check; see README) (default: {default})")
+
+
+def _model(args: argparse.Namespace):
+    from oracles.error_model import ErrorModel
+
+    return None if args.bound is None else ErrorModel(args.bound)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tbe-fuzz", description="Differential fuzzing of a TBE (this project's Triton TBE unless --sut names another).")
+    from fuzz.cli.run import add_run_options, add_warmup_parser
+
+    sub = parser.add_subparsers(dest="command", metavar="{run,warmup,replay,gate,tune,selftest,mutate}")
+    sub.required = True
+
+    run = sub.add_parser("run", help="run a campaign under one config")
+    _budget_options(run)
+    run.add_argument("--config", type=_config_file, default=None, help="KernelConfig JSON (default: defaults)")
+    run.add_argument("--artifacts", type=_artifacts_dir, default=Path("fuzz-artifacts"), metavar="DIR",
+                     help="where failures and the example database go (default fuzz-artifacts)")
+    _sut_option(run)
+    add_run_options(run)
+    add_warmup_parser(sub, _config_file)
+    _bound_option(run)
+
+    rp = sub.add_parser("replay", help="re-run a saved failure (artifact dir or case.json)")
+    rp.add_argument("target", type=Path, help="an artifact directory or a case.json")
+    rp.add_argument("--config", type=_config_file, default=None,
+                    help="KernelConfig JSON to replay under (default: the artifact's config.json)")
+    rp.add_argument("--rematerialize", action="store_true",
+                    help="rebuild tensors from the spec instead of the saved tensors.pt")
+    rp.add_argument("--json", action="store_true", help="print the result as JSON")
+    _bound_option(rp, "the artifact's meta.json, else $TBE_FUZZ_BOUND, else worst")
+    _sanitize_option(rp)
+    _sut_option(rp, default=None)
+
+    gate = sub.add_parser("gate", help="the verification cascade: a candidate KernelConfig against a baseline")
+    add_gate_options(gate, _config_file, _positive_int)
+    _budget_options(gate)
+    gate.add_argument("--artifacts", type=_artifacts_dir, default=Path("fuzz-artifacts"), metavar="DIR",
+                      help="where the candidate's failures go (default fuzz-artifacts)")
+    _sut_option(gate)
+
+    add_tune_parser(sub, _config_file, _positive_int, _positive_float, _seed)
+
+    st = sub.add_parser("selftest", help="prove each planted fault is caught on this backend")
+    _budget_options(st)
+    st.add_argument("--fault", action="append", default=None, metavar="NAME",
+                    help="only this fault (repeatable; default: every known fault)")
+    st.add_argument("--artifacts", type=_artifacts_dir, default=None, metavar="DIR",
+                    help="save each caught fault's shrunk case here (default: not saved)")
+    _sut_option(st)
+    from fuzz.cli import mutate as mutate_cli  # mutation testing: options and command live in their own module
+
+    mutate_cli.add_parser(sub, _positive_int, _seed, _positive_float)
+    return parser
+
+
+def _budget(args: argparse.Namespace):
+    from fuzz.budgets import get
+
+    return get(args.budget).with_overrides(seconds=args.time, max_examples=args.max_examples)
+
+
+def _progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _emit(args: argparse.Namespace, text: str, data: dict) -> None:
+    print(json.dumps(data, indent=2, sort_keys=True, default=str) if args.json else text, flush=True)
+
+
+def _backend_line(sut: str = "triton") -> str:
+    from fuzz.sut.protocol import get
+    from tbe.backend import INTERPRETED
+
+    if sut != "triton":
+        return f"SUT {sut}: {get(sut).description or get(sut).capabilities.describe()}"
+    return "CPU, Triton interpreter" if INTERPRETED else "CUDA, compiled Triton"
+
+
+def _require(parser: argparse.ArgumentParser, name: str, **needs: bool) -> None:
+    """Refuse (exit 2, naming --sut) a SUT that is not available here or cannot do what the command needs."""
+    from fuzz.sut.protocol import SUTError, require
+
+    try:
+        require(name, **needs)
+    except SUTError as e:
+        parser.error(f"argument --sut: {e}")
+
+
+def cmd_run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from fuzz.cli.run import cmd_run as run
+
+    _require(parser, args.sut, kernel_config=args.config is not None)
+    return run(args, _budget(args), _backend_line(args.sut), _model(args))
+
+
+def cmd_replay(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from fuzz.campaign import report
+    from fuzz.campaign.replay import replay
+
+    try:
+        res = replay(args.target, args.config[0] if args.config else None, args.rematerialize, _model(args),
+                     sut=args.sut)
+    except (ValueError, TypeError, OSError) as e:
+        parser.error(f"argument target: cannot replay {str(args.target)!r}: {e}")
+    _emit(args, report.replay_text(res), report.replay_json(res))
+    return 0 if res.ok else 1
+
+
+def cmd_gate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from fuzz.cli.gate import cmd_gate as run
+
+    _require(parser, args.sut, kernel_config=True)
+    return run(args, _budget(args), _progress, _backend_line(args.sut))
+
+
+def cmd_selftest(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from fuzz.campaign import report
+    from fuzz.selftest.run import all_ok, run_selftest
+    from tbe import faults
+
+    _require(parser, args.sut, planted_faults=True)
+    for name in args.fault or ():
+        if name not in faults.KNOWN:
+            parser.error(f"argument --fault: unknown fault {name!r} (known: {', '.join(sorted(faults.KNOWN))})")
+    budget = _budget(args)
+    if args.time is None:  # per fault: a short campaign each
+        budget = budget.with_overrides(seconds=min(budget.seconds, 60.0))
+    _progress(f"tbe-fuzz selftest: up to {budget.seconds:g}s per fault, seed {args.seed}, {_backend_line(args.sut)}")
+    results = run_selftest(budget, seed=args.seed, only=args.fault, artifacts_dir=args.artifacts,
+                           progress=_progress, sut=args.sut)
+    _emit(args, report.selftest_text(results), report.selftest_json(results))
+    return 0 if all_ok(results) else 1
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        from fuzz.memcheck.weak_memory import enable_from_env
+
+        enable_from_env()  # TBE_WEAK_MEMORY=1: every interpreted kernel runs in the weak-memory mode
+    except (ValueError, RuntimeError) as e:
+        parser.error(f"TBE_WEAK_MEMORY: {e}")
+    try:
+        return _dispatch(args, parser)
+    except KeyboardInterrupt:
+        print("tbe-fuzz: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # output piped into head and friends
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
+def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from fuzz.execution import forced_crash
+    from fuzz.memcheck import sanitizer
+    from fuzz.execution.supervisor import WorkerError
+
+    try:
+        forced_crash.from_env()
+        sanitizer.requested()
+    except ValueError as e:
+        parser.error(str(e))
+    try:
+        return _command(args, parser)
+    except WorkerError as e:  # the harness could not run the kernels: not a verdict on them
+        print(f"tbe-fuzz: not run: {e}", file=sys.stderr)
+        return 2
+
+
+def _command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    if getattr(args, "sanitize", False):
+        from tbe.backend import INTERPRETED
+
+        if not INTERPRETED:
+            parser.error("argument --sanitize: the sanitizer checks the Triton interpreter's accesses and kernels "
+                         "here are compiled; run the replay under compute-sanitizer instead")
+        import os
+
+        os.environ["TBE_FUZZ_SANITIZE"] = "1"  # read by every worker the supervisor starts
+    if args.command == "run":
+        return cmd_run(args, parser)
+    if args.command == "warmup":
+        from fuzz.cli.run import cmd_warmup
+
+        return cmd_warmup(args)
+    if args.command == "replay":
+        return cmd_replay(args, parser)
+    if args.command == "gate":
+        return cmd_gate(args, parser)
+    if args.command == "tune":
+        from fuzz.cli.gate import cmd_tune
+
+        return cmd_tune(args, parser, _progress)
+    if args.command == "mutate":
+        from fuzz.cli import mutate as mutate_cli
+
+        return mutate_cli.command(args, parser)
+    return cmd_selftest(args, parser)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,147 @@
+"""``tbe-fuzz run`` and ``tbe-fuzz warmup``: options and the command bodies.
+
+``run`` warms the kernel cache first on a GPU (``fuzz.compile.warmup``), runs one campaign in this
+process or N worker processes (``fuzz.execution.workers``), draws a live progress line on a
+terminal (``fuzz.campaign.progress``) and the report pictures (``fuzz.campaign.pictures``), and counts what
+Triton compiled during the search (``fuzz.compile.watch``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def _database_arg(text: str) -> str:
+    from fuzz.campaign.database import check_url
+
+    try:
+        return check_url(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _workers_arg(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number of workers, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive number of workers, got {text!r}")
+    return value
+
+
+def add_run_options(run: argparse.ArgumentParser) -> None:
+    run.add_argument("--workers", type=_workers_arg, default=None, metavar="N",
+                     help="campaign processes (default: one per visible GPU; one without a GPU)")
+    run.add_argument("--database", type=_database_arg, default=None, metavar="DIR|redis://HOST:PORT/DB",
+                     help="Hypothesis example database shared by the workers (default: <artifacts>/.hypothesis)")
+    run.add_argument("--no-warmup", action="store_true", help="skip building the kernels before the search")
+    run.add_argument("--warmup-processes", type=_workers_arg, default=None, metavar="N",
+                     help="processes compiling in the warm-up (default: CPU cores, at most 32)")
+    run.add_argument("--progress", action="store_true", help="draw the live progress line even when stderr is no terminal")
+    run.add_argument("--report-dir", type=Path, default=None, metavar="DIR",
+                     help="write the report pictures here (default: beside the artifacts)")
+
+
+def add_warmup_parser(sub: Any, config_type: Any) -> None:
+    w = sub.add_parser("warmup", help="build every kernel a campaign can reach into Triton's disk cache")
+    w.add_argument("--config", type=config_type, action="append", default=None,
+                   help="KernelConfig JSON (repeatable; default: the default config)")
+    w.add_argument("--named-configs", action="store_true",
+                   help="also the named configs the pytest fuzz tests run under (strategies.configs)")
+    w.add_argument("--processes", type=_workers_arg, default=None, metavar="N",
+                   help="worker processes (default: CPU cores, at most 32)")
+    w.add_argument("--force", action="store_true",
+                   help="run even if Triton's cache holds a stamp of the same warm-up (fuzz.compile.stamp)")
+    w.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def _progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def cmd_warmup(args: argparse.Namespace) -> int:
+    from fuzz.compile.warmup import warm_campaigns
+    from tbe import KernelConfig
+
+    bases = [c for _, c in args.config] if args.config else [KernelConfig()]
+    extra = []
+    if args.named_configs:
+        from strategies.configs import NAMED
+
+        extra = list(NAMED.values())
+    res = warm_campaigns(bases, args.processes, _progress, force=args.force, extra=extra)
+    print(json.dumps(res.to_dict(), indent=2) if args.json else res.text(), flush=True)
+    return 1 if res.errors else 0
+
+
+def _one_thread_on_cpu(sut: str) -> None:
+    """Without a GPU, a SUT other than the Triton kernels runs with one intra-op thread unless
+    OMP_NUM_THREADS says otherwise (as the workers do): on a busy two-core machine the FP64
+    references' index_add_ took 95 ms with two threads and 1 ms with one, and an fbgemm-cpu
+    quick campaign checked 1,043 examples instead of 62. (Interpreter campaigns of the Triton
+    kernels were not measured to gain, so they keep torch's default.)"""
+    import os
+
+    import torch
+
+    from fuzz.sut.protocol import get
+
+    if not torch.cuda.is_available() and "OMP_NUM_THREADS" not in os.environ and not get(sut).capabilities.kernel_config:
+        torch.set_num_threads(1)
+
+
+def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any = None) -> int:
+    from fuzz.campaign import pictures
+    from fuzz.campaign import report
+    from fuzz.campaign.progress import LiveProgress, chain
+    from fuzz.sut.protocol import get as get_sut
+    from fuzz.campaign.triage import run_triaged
+    from fuzz.compile.warmup import warm_campaigns
+    from fuzz.execution.workers import default_workers, merged_text, run_workers
+    from tbe import KernelConfig
+
+    config = args.config[1] if args.config else KernelConfig()
+    n = args.workers if args.workers is not None else default_workers()
+    _progress(f"tbe-fuzz run: budget {budget.name} ({budget.seconds:g}s search, up to {budget.max_examples} "
+              f"examples of <= {budget.max_lookups} lookups), seed {args.seed}, {backend_line}"
+              + (f", {n} workers" if n > 1 else ""))
+    warm = None
+    sut = getattr(args, "sut", "triton")
+    if not args.no_warmup and get_sut(sut).capabilities.kernel_config:  # Triton kernels only
+        warm = warm_campaigns([config], args.warmup_processes, progress=_progress)
+        _progress(warm.text())
+    if n > 1:
+        merged = run_workers(args, n, progress=_progress)
+        if warm is not None:
+            merged["warmup"] = warm.to_dict()
+        print(json.dumps(merged, indent=2, sort_keys=True, default=str) if args.json else merged_text(merged))
+        return 0 if merged["ok"] else 1
+    _one_thread_on_cpu(sut)
+    database = None
+    if args.database is not None:
+        from fuzz.campaign.database import open_database
+
+        database = open_database(args.database, config)
+    live = LiveProgress(budget.seconds, enabled=True if args.progress else None)
+    collector = pictures.Collector()
+    try:
+        res = run_triaged(config, budget, seed=args.seed, artifacts_dir=args.artifacts, database=database,
+                          progress=None if live.enabled else _progress, observe=chain(live, collector),
+                          meta={"config_file": str(args.config[0]) if args.config else None}, sut=sut,
+                          model=model)
+    finally:
+        live.close()
+    report_dir = args.report_dir or Path(args.artifacts) / "report"
+    drawn, why_not = pictures.write(collector, config, report_dir)
+    data = report.campaign_json(res)
+    data["pictures"] = [str(p) for p in drawn] if drawn else f"not drawn: {why_not}"
+    if warm is not None:
+        data["warmup"] = warm.to_dict()
+    text = report.campaign_text(res) + "\n  pictures: " + (", ".join(map(str, drawn)) or f"not drawn ({why_not})")
+    print(json.dumps(data, indent=2, sort_keys=True, default=str) if args.json else text, flush=True)
+    return 0 if res.ok else 1

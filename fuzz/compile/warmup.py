@@ -1,0 +1,263 @@
+"""Warm-up: build every kernel specialization a campaign can reach into Triton's disk cache.
+
+A campaign that compiles while it searches spends its time in the compiler (about half of
+a minute-long GPU campaign did). The warm-up enumerates what the campaign can draw under
+its KernelConfig(s): weights, output and index dtypes, per-sample weights, pooling,
+optimizer, bounds-check mode (standalone or fused), every dimension bucket and rows wider
+than the largest, the small-table path, the long tiers the config routes to. It then runs
+one tiny case per combination (forward, backward and update; no oracle) in parallel worker
+processes, so every specialization lands in the disk cache and the search only loads.
+Which launches a case makes depends on host-known values only, so tiny cases reach the
+same specializations as large ones (``fuzz.compile.specializations`` checks that on the CPU).
+Under the interpreter nothing is compiled and the warm-up does nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import os
+import time
+from typing import Any, Callable, Optional, Sequence
+
+from strategies.case import CaseSpec, HotRow
+from tbe.buckets import next_pow2
+from tbe.config import KernelConfig
+
+DTYPES = ("fp32", "fp16", "bf16")
+INDEX = ("int32", "int64")
+POOLINGS = ("sum", "mean")
+OPTIMIZERS = ("exact_sgd", "exact_rowwise_adagrad")
+MODES = ("warning", "ignore", "fatal", "none")
+
+
+@dataclasses.dataclass(frozen=True)
+class WarmCase:
+    config: KernelConfig
+    spec: Any  # a CaseSpec, or a tour's bad-input case
+    backward: bool = True
+
+
+def _shapes(config: KernelConfig, weighted: bool) -> list[tuple[tuple[int, int], ...]]:
+    """Tables covering every dimension bucket (each launch is per bucket); the per-sample-weight
+    gradient's tile follows the widest table, so weighted cases also take each prefix; and once
+    more with a row wider than the largest bucket (the column-loop variant)."""
+    buckets = list(config.dim_buckets)
+    full = tuple((4, b) for b in buckets)
+    prefixes = [full[: k + 1] for k in range(len(buckets))] if weighted else [full]
+    return prefixes + [full + ((4, buckets[-1] + 1),)]
+
+
+def _spec(tables, w, o, idx, weighted, pooling, opt, mode, hot: int = 0) -> CaseSpec:
+    return CaseSpec(tables=tables, batch_size=2, pooling=pooling, weights_dtype=w, output_dtype=o,
+                    index_dtype=idx, weighted=weighted, optimizer=opt, bounds_check=mode,
+                    length_profile="fixed", max_length=2, steps=1, seed=1,
+                    hot_rows=(HotRow(0, 0, hot),) if hot else ())
+
+
+def group_cases(config: KernelConfig, w: str, o: str, idx: str, weighted: bool) -> list[WarmCase]:
+    """Every case of one (weights, output, index dtype, weighted) group, for one worker: the cases in
+    a group share forward kernels, so one process compiles each of those once."""
+    out = []
+    shapes = _shapes(config, weighted)
+    hots = [0]
+    if config.fused_long_tier and config.fused_long_min_lookups > 0:
+        hots.append(config.fused_long_min_lookups)  # the fused tier runs only from this many lookups
+    for pooling, opt, tables, hot in itertools.product(POOLINGS, OPTIMIZERS, shapes, hots):
+        out.append(WarmCase(config, _spec(tables, w, o, idx, weighted, pooling, opt, "warning", hot)))
+    for mode in MODES[1:]:  # the bounds check's kernels (and the fused forward's flags) per mode
+        out.append(WarmCase(config, _spec(shapes[-1], w, o, idx, weighted, "sum", OPTIMIZERS[0], mode)))
+    return out
+
+
+def small_table_cases(config: KernelConfig) -> list[list[WarmCase]]:
+    """The histogram + tl.dot path: one table per (rows tile, column tile), every index dtype,
+    pooling and mode; forward only (its backward is the generic one, warmed above). One group
+    per tile pair: each case compiles a kernel of its own, so one group of all of them was the
+    warm-up's last and longest."""
+    if not config.small_table_path:
+        return []
+    c = config
+    rows = sorted({max(16, next_pow2(e)): e for e in range(1, c.small_table_max_rows + 1)}.values())
+    dims = sorted({max(16, next_pow2(d)): d for d in range(c.small_table_min_dim, c.small_table_max_dim + 1)}.values())
+    length = max(1, c.small_table_min_pooling)
+    groups = []
+    for e, d in itertools.product(rows, dims):
+        group = []
+        for idx, pooling, mode in itertools.product(INDEX, POOLINGS, MODES):
+            spec = CaseSpec(tables=((e, d),), batch_size=1, pooling=pooling, weights_dtype="fp16",
+                            output_dtype="fp32", index_dtype=idx, length_profile="fixed", max_length=length,
+                            bounds_check=mode, seed=1)
+            group.append(WarmCase(config, spec, backward=False))
+        groups.append(group)
+    return groups
+
+
+def warm_groups(configs: Sequence[KernelConfig]) -> list[list[WarmCase]]:
+    """All warm-up cases of ``configs``, in groups meant for one worker each."""
+    groups = []
+    for config in dict.fromkeys(configs):
+        for w, o, idx, weighted in itertools.product(DTYPES, DTYPES, INDEX, (False, True)):
+            groups.append(group_cases(config, w, o, idx, weighted))
+        groups += small_table_cases(config)
+    return groups
+
+
+def exercise(case: Any, config: KernelConfig, backward: bool = True) -> None:
+    """Run ``case`` (a CaseSpec or a bad-input case) through the module the way ``fuzz.judge.differential``
+    does (forward, then the step). A FATAL bounds check stops at its error, as it would there."""
+    import torch
+
+    from strategies.cases import base_spec, tensors
+    from strategies.run import build_module
+    from tbe.bounds_check import BoundsCheckError
+
+    t = tensors(case, config, steps=backward, weights=False)
+    module = build_module(base_spec(case), config)
+    dev = module.device
+    psw = None
+    steps = t.grad_outputs
+    if t.per_sample_weights is not None:
+        psw = t.per_sample_weights.to(dev).clone().requires_grad_(bool(steps))
+    try:
+        with torch.set_grad_enabled(bool(steps)):
+            out = module(t.indices.to(dev), t.offsets.to(dev), psw)
+    except BoundsCheckError:
+        return
+    if steps:
+        out.backward(steps[0].to(dev))
+
+
+def tour_groups(config: KernelConfig, size: int = 4) -> list[list[WarmCase]]:
+    """The opening tour's own cases under ``config`` (both of its size budgets), a few per group: the
+    tour's overrides lie outside the profiles, and its cases reach only a handful of kernels."""
+    from strategies.config_space import split_draw
+    from strategies.tour import tour
+
+    seen: dict[str, WarmCase] = {}
+    for budget in (1, 1 << 62):
+        for drawn in tour(config, budget):
+            case, cfg, _ = split_draw(drawn, config)
+            seen.setdefault(repr((case, cfg)), WarmCase(cfg, case))
+    cases = list(seen.values())
+    return [cases[i:i + size] for i in range(0, len(cases), size)]
+
+
+def _run_group(cases: list[WarmCase]) -> dict[str, Any]:
+    """Worker: run one group's cases, count what Triton compiled and loaded."""
+    from fuzz.compile.watch import watch
+    from tbe import faults
+
+    t0 = time.perf_counter()
+    errors = []
+    with faults.allow(), watch() as counts:
+        for c in cases:
+            try:
+                exercise(c.spec, c.config, c.backward)
+            except Exception as e:  # noqa: BLE001  (a kernel that fails to build is reported, not hidden)
+                errors.append(f"{type(e).__name__}: {str(e)[:300]} (case {json.dumps(c.spec.to_dict())})")
+    return {"cases": len(cases), "compiled": counts.compiled, "loaded": counts.loaded,
+            "by_kernel": dict(counts.by_kernel), "errors": errors, "seconds": time.perf_counter() - t0}
+
+
+@dataclasses.dataclass
+class WarmupResult:
+    cases: int = 0
+    groups: int = 0
+    processes: int = 0
+    seconds: float = 0.0
+    compiled: int = 0
+    loaded: int = 0
+    errors: list[str] = dataclasses.field(default_factory=list)
+    skipped: Optional[str] = None  # why nothing ran (the interpreter)
+    reused: int = 0  # configs (and tours) whose warm-up Triton's cache already held (``fuzz.compile.stamp``)
+    stamped_at: Optional[str] = None  # set when every config was: the newest stamp
+
+    def text(self) -> str:
+        if self.skipped:
+            return f"warm-up: skipped ({self.skipped})"
+        if self.stamped_at:
+            return (f"warm-up: all {self.reused} configs and tours already built in Triton's cache (stamped "
+                    f"{self.stamped_at}); nothing compiled")
+        line = (f"warm-up: {self.cases} cases in {self.groups} groups on {self.processes} processes, "
+                f"{self.seconds:.1f}s; {self.compiled} kernels compiled, {self.loaded} loaded from the disk cache")
+        if self.reused:
+            line += f"; {self.reused} config(s) or tour(s) already built (stamped)"
+        if self.errors:
+            line += f"\n  warm-up: {len(self.errors)} case(s) failed; first: {self.errors[0]}"
+        return line
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def default_processes() -> int:
+    return max(1, min(32, os.cpu_count() or 1))
+
+
+def warmup(configs: Sequence[KernelConfig], processes: Optional[int] = None,
+           progress: Optional[Callable[[str], None]] = None, force: bool = False,
+           tours: Sequence[KernelConfig] = ()) -> WarmupResult:
+    """Build every specialization of ``configs`` (and the opening tour's cases under each of ``tours``)
+    into Triton's disk cache in parallel processes. A config or tour whose finished warm-up is stamped
+    in that cache (same sources, Triton, torch and device) is not run again unless ``force``: loading
+    a warm cache case by case costs minutes too."""
+    from tbe.backend import INTERPRETED
+
+    if INTERPRETED:
+        return WarmupResult(skipped="kernels run in Triton's interpreter: nothing to compile")
+    import concurrent.futures as cf
+    import multiprocessing as mp
+
+    from fuzz.compile import stamp as warm_stamp
+
+    t0 = time.perf_counter()
+    units = [("matrix", c) for c in dict.fromkeys(configs)] + [("tour", c) for c in dict.fromkeys(tours)]
+    env = warm_stamp.environment()
+    keys = {u: warm_stamp.stamp_key([u[1]], tag=u[0], env=env) for u in units}
+    stamps = {u: None if force else warm_stamp.find(keys[u]) for u in units}
+    todo = [u for u in units if stamps[u] is None]
+    groups = [(u, g) for u in todo for g in (warm_groups([u[1]]) if u[0] == "matrix" else tour_groups(u[1]))]
+    n = processes or default_processes()
+    res = WarmupResult(cases=sum(len(g) for _, g in groups), groups=len(groups), processes=n,
+                       reused=len(units) - len(todo))
+    if not todo:
+        res.stamped_at = max(s.get("stamped_at", "?") for s in stamps.values())
+        res.seconds = time.perf_counter() - t0
+        return res
+    failed: set = set()
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # many processes: one thread each
+    with cf.ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn")) as pool:
+        # largest groups first, so the slowest work starts earliest
+        futures = {pool.submit(_run_group, g): u for u, g in sorted(groups, key=lambda ug: len(ug[1]), reverse=True)}
+        for k, fut in enumerate(cf.as_completed(futures), 1):
+            try:
+                r = fut.result()
+            except Exception as e:  # noqa: BLE001  (a worker that died: say so, keep the rest)
+                res.errors.append(f"warm-up worker failed: {type(e).__name__}: {e}")
+                failed.add(futures[fut])
+                continue
+            res.compiled += r["compiled"]
+            res.loaded += r["loaded"]
+            res.errors += r["errors"]
+            if r["errors"]:
+                failed.add(futures[fut])
+            if progress is not None and k % 8 == 0:
+                progress(f"  warm-up: {k}/{len(groups)} groups, {time.perf_counter() - t0:.0f}s")
+    res.seconds = time.perf_counter() - t0
+    for u in todo:
+        if u not in failed:
+            warm_stamp.write(keys[u], {"seconds": round(res.seconds, 1), "units_in_run": len(todo)})
+    return res
+
+
+def warm_campaigns(bases: Sequence[KernelConfig], processes: Optional[int] = None,
+                   progress: Optional[Callable[[str], None]] = None, force: bool = False,
+                   extra: Sequence[KernelConfig] = ()) -> WarmupResult:
+    """``warmup`` of what campaigns under ``bases`` run: each base and the override profiles drawn on it,
+    and each base's opening tour (plus the ``extra`` configs, as they are)."""
+    from strategies.config_space import campaign_configs
+
+    configs = [c for b in bases for c in campaign_configs(b)] + list(extra)
+    return warmup(configs, processes, progress, force=force, tours=bases)

@@ -1,0 +1,103 @@
+"""Failing cases saved whole: one directory per failure, enough to replay it anywhere.
+
+``fuzz-artifacts/<timestamp>-<hash>/`` holds case.json (the spec), config.json (the
+KernelConfig), tensors.pt (the materialized batch, d_out of every step and the initial
+weights, so a replay survives changes to the materialization code), report.txt (every
+Report), environment.json (versions, device, interpreter), meta.json (how the campaign
+was run) and replay.txt (the exact command).
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Optional
+
+import torch
+
+from strategies.cases import AnyCase, CaseTensors, case_from_dict, case_to_dict
+from tbe import KernelConfig
+from tbe.backend import INTERPRETED
+
+FILES = ("case.json", "config.json", "tensors.pt", "report.txt", "environment.json", "meta.json", "replay.txt")
+DEFAULT_DIR = Path("fuzz-artifacts")
+
+
+def _version(dist: str) -> Optional[str]:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _git_commit() -> Optional[str]:
+    try:
+        root = Path(__file__).resolve().parents[2]
+        out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+        commit = out.stdout.strip()
+        return commit if out.returncode == 0 and len(commit) == 40 else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def environment() -> dict[str, Any]:
+    """Versions and device this run used (what a replay on another machine should compare)."""
+    cuda = torch.cuda.is_available() and not INTERPRETED
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "torch": torch.__version__,
+        "triton": _version("triton"),
+        "fbgemm_gpu": _version("fbgemm-gpu-cpu") or _version("fbgemm-gpu") or _version("fbgemm_gpu"),
+        "hypothesis": _version("hypothesis"),
+        "device": torch.cuda.get_device_name() if cuda else "cpu",
+        "triton_interpreter": INTERPRETED,
+        "git_commit": _git_commit(),
+    }
+
+
+def replay_command(path: Path, config: KernelConfig) -> str:
+    forced = os.environ.get("TBE_FUZZ_FORCE_CRASH")  # a test's forced failure is part of how the case ran
+    prefix = "TBE_FUZZ_ALLOW_FAULTS=1 " if config.faults or forced else ""
+    prefix += f"TBE_FUZZ_FORCE_CRASH={shlex.quote(forced)} " if forced else ""
+    return f"{prefix}tbe-fuzz replay {shlex.quote(str(path))}   (or: {prefix}python -m fuzz replay {shlex.quote(str(path))})"
+
+
+def save_failure(
+    root: Path, case: AnyCase, config: KernelConfig, saved: CaseTensors, report_text: str,
+    meta: Optional[dict[str, Any]] = None, env: Optional[dict[str, Any]] = None,
+) -> Path:
+    """Write one failure's directory under ``root``; returns its path. ``env`` is the environment the
+    kernels ran in (a worker's), default this process's."""
+    case_json = json.dumps(case_to_dict(case), indent=2, sort_keys=True) + "\n"
+    digest = hashlib.sha1((case_json + config.to_json()).encode()).hexdigest()[:10]
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+    path = Path(root) / f"{stamp}-{digest}"
+    path.mkdir(parents=True, exist_ok=False)
+    (path / "case.json").write_text(case_json)
+    config.save(path / "config.json")
+    torch.save(saved.to_dict(), path / "tensors.pt")
+    (path / "report.txt").write_text(report_text.rstrip() + "\n")
+    (path / "environment.json").write_text(json.dumps(env or environment(), indent=2, sort_keys=True) + "\n")
+    meta = dict(meta or {})
+    meta.setdefault("argv", sys.argv)
+    meta.setdefault("cwd", os.getcwd())
+    (path / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n")
+    (path / "replay.txt").write_text(replay_command(path, config) + "\n")
+    return path
+
+
+def load_case(path: Path) -> AnyCase:
+    return case_from_dict(json.loads(Path(path).read_text()))
+
+
+def load_tensors(directory: Path) -> CaseTensors:
+    return CaseTensors.from_dict(torch.load(Path(directory) / "tensors.pt", weights_only=True))

@@ -1,0 +1,327 @@
+"""Supervised execution: every case's kernels run in a worker process (``fuzz.execution.worker``) this driver watches.
+
+A kernel that kills its process (a signal such as SIGSEGV, or SIGABRT from glibc on heap corruption),
+poisons its CUDA context, or never returns ends as a failing CaseResult of kind crash, cuda_error or
+hang (``fuzz.judge.check.ERROR_KINDS``), never as a lost run. Before a case runs, its case.json and
+config.json are written under a pending directory, so a driver that dies too leaves the case behind
+(``leftover_pending`` lists them; ``tbe-fuzz replay`` runs such a directory).
+
+Workers persist across cases; a worker is replaced after any failing case (a CUDA error leaves the
+context unusable, and an out-of-range write may have damaged memory without crashing yet) except a
+sanitized interpreter worker's mismatch, finding or exception (nothing out of range was touched), and
+after the first replacement a spare is kept warm so shrinking does not wait for start-ups. A
+crash in a worker that had run earlier cases is re-run in a fresh one, and the fresh verdict is
+the one kept (what a replay sees). Tensors never cross the pipe (the worker materializes from the
+spec, or reads an artifact's tensors.pt), so the normal path costs a pickled spec each way.
+
+The timeout of a case grows with its size: ``timeout_for`` (formula and its measurement there).
+A subprocess, not multiprocessing: the worker never re-imports a ``__main__`` (pytest-xdist's
+workers have none that could be imported) and its stdout/stderr go to a log whose tail the crash
+report quotes. The driver itself never touches a device.
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any, Optional
+
+from fuzz.judge import check
+
+from fuzz.execution import forced_crash
+from strategies.cases import AnyCase, case_size, case_to_dict, tensors
+from fuzz.judge.check import CaseResult
+from fuzz.execution.gpu_pin import case_threads
+from tbe import KernelConfig
+from tbe.backend import INTERPRETED
+
+ROOT = Path(__file__).resolve().parents[2]
+START_TIMEOUT_S = 300.0  # imports, and on a GPU the CUDA context
+# timeout = FLOOR + SLACK * (PER_CASE + PER_LOOKUP * lookups + PER_BAG * bags + PER_TABLE * tables) * (steps + 1)
+# with lookups, bags and tables from ``strategies.cases.case_size``. The bracket is an upper envelope of the
+# CPU interpreter's cost over 80 drawn campaign cases (configs default and small, up to 2.3k lookups,
+# 20 s) measured on 2 cores at load average 10; SLACK covers slower machines and configs. On a GPU the
+# per-lookup term is the H200 campaign's 40k checked lookups/s (FP64 references and materialization on
+# the CPU dominate), and the floor covers compiling new specializations.
+FLOOR_S = 60.0 if INTERPRETED else 180.0
+SLACK = 10.0
+PER_CASE_S, PER_BAG_S, PER_TABLE_S = 0.5, 2.0e-2, 0.2
+PER_LOOKUP_S = 4.5e-3 if INTERPRETED else 2.5e-5
+
+
+# failures that leave a sanitized interpreter worker intact: the sanitizer stops every out-of-range
+# access before it happens, so a mismatch or an exception there damaged no memory
+_HARMLESS = ("mismatch", check.SANITIZER, check.EXCEPTION)
+
+
+class Unmaterializable(ValueError):
+    """The case's spec cannot be materialized (a generator bug, not a kernel failure)."""
+
+
+class WorkerError(RuntimeError):
+    """The worker failed in harness code (not in the case's kernels)."""
+
+
+def timeout_for(case: AnyCase, steps: bool = True, scale: float = 1.0) -> float:
+    tables, bags, lookups = case_size(case)
+    n_steps = getattr(getattr(case, "spec", case), "steps", 1) if steps else 0
+    work = PER_CASE_S + PER_LOOKUP_S * lookups + PER_BAG_S * bags + PER_TABLE_S * tables
+    return scale * (FLOOR_S + SLACK * work * (n_steps + 1))
+
+
+class _Worker:
+    def __init__(self, env: dict[str, str], logdir: Path) -> None:
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        self.log_path = logdir / f"worker-{time.time_ns()}.log"
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "fuzz.execution.worker", str(req_r), str(rep_w)], pass_fds=(req_r, rep_w),
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=os.getcwd(),
+                start_new_session=True,  # a Ctrl-C at the terminal reaches the driver, which ends the worker
+            )
+        os.close(req_r)
+        os.close(rep_w)
+        self.requests, self.replies = Connection(req_w, readable=False), Connection(rep_r, writable=False)
+        self.hello: Optional[dict[str, Any]] = None
+        self.cases = 0
+
+    def ready(self) -> dict[str, Any]:
+        if self.hello is None:
+            try:
+                msg = self._wait(START_TIMEOUT_S)
+            except TimeoutError:
+                self.stop(kill=True)
+                msg = None
+            if msg is None or msg[0] != "hello":
+                raise WorkerError(f"the worker did not start ({self.describe_exit()}):\n{self.tail(0)}")
+            self.hello = msg[1]
+        return self.hello
+
+    def _wait(self, timeout: float) -> Any:
+        """The next message; None when the process ended; TimeoutError after ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.replies.poll(max(0.0, min(1.0, deadline - time.monotonic()))):
+                try:
+                    return self.replies.recv()
+                except (EOFError, OSError):
+                    return None
+            if self.proc.poll() is not None and not self.replies.poll(0):
+                return None
+            if time.monotonic() >= deadline:
+                raise TimeoutError
+
+    def describe_exit(self) -> str:
+        try:
+            rc = self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            return "no answer and no exit"
+        if rc < 0:
+            try:
+                name = signal.Signals(-rc).name
+            except ValueError:
+                name = f"signal {-rc}"
+            return f"killed by {name} (signal {-rc}, exit status {128 - rc} in a shell)"
+        return f"exited with status {rc} without answering"
+
+    def tail(self, since: int, limit: int = 6000) -> str:
+        with open(self.log_path, "rb") as f:
+            f.seek(since)
+            text = f.read().decode("utf-8", "replace")
+        text = "\n".join(line for line in text.splitlines() if not line.startswith("Extension modules:"))
+        return text[-limit:] if text.strip() else "(no output)"
+
+    def stop(self, kill: bool = False) -> None:
+        if self.proc.poll() is None and not kill:
+            try:
+                self.requests.send(None)
+                self.proc.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        for c in (self.requests, self.replies):
+            c.close()
+
+
+class Supervisor:
+    """Runs cases in a persistent worker; ``sanitize`` (None: inherit TBE_FUZZ_SANITIZE) sets the worker's
+    interpreter sanitizer; ``timeout_scale`` multiplies every case's timeout."""
+
+    def __init__(self, sanitize: Optional[bool] = None, timeout_scale: float = 1.0,
+                 env: Optional[dict[str, str]] = None) -> None:
+        self.env = dict(os.environ if env is None else env)
+        self.env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in [self.env.get("PYTHONPATH")] if p])
+        if sanitize is not None:
+            self.env["TBE_FUZZ_SANITIZE"] = "1" if sanitize else "0"
+        if not INTERPRETED:  # kernels and references on the GPU: few CPU threads (fuzz.execution.gpu_pin.case_threads)
+            self.env.setdefault("OMP_NUM_THREADS", case_threads(1))
+        self.timeout_scale = timeout_scale
+        self.tmp = Path(tempfile.mkdtemp(prefix="tbe-fuzz-workers-"))
+        self._worker: Optional[_Worker] = None
+        self._spare: Optional[_Worker] = None
+        self._keep_spare = False
+        self._seq = itertools.count()
+        self.started = 0  # workers started, for reports and tests
+        self.environment: Optional[dict[str, Any]] = None
+
+    # ------------------------------------------------------------------ workers
+    def _spawn(self) -> _Worker:
+        self.started += 1
+        return _Worker(self.env, self.tmp)
+
+    def _current(self) -> _Worker:
+        if self._worker is None:
+            self._worker, self._spare = (self._spare or self._spawn()), None
+        hello = self._worker.ready()
+        self.environment = hello["environment"]
+        if self._keep_spare and self._spare is None:
+            self._spare = self._spawn()
+        return self._worker
+
+    def _retire(self, kill: bool = False) -> None:
+        if self._worker is not None:
+            self._worker.stop(kill)
+            self._worker = None
+
+    def close(self) -> None:
+        self._retire()
+        if self._spare is not None:
+            self._spare.stop()
+            self._spare = None
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    # ------------------------------------------------------------------ cases
+    def run(self, case: AnyCase, config: Optional[KernelConfig] = None, saved: Optional[Path] = None,
+            steps: bool = True, pending: Optional[Path] = None, **options: Any) -> CaseResult:
+        """``fuzz.judge.check.run_case`` in a worker: ``saved`` is an artifact directory whose tensors.pt replaces
+        materialization; ``pending`` the directory the case is written under first (default: a temporary
+        one); ``options`` go to ``run_case``. Raises Unmaterializable for a spec that cannot be built."""
+        config = config or KernelConfig()
+        forced = forced_crash.from_env()
+        req = {"case": case_to_dict(case), "config": config.to_dict(), "steps": steps, "options": options,
+               "saved": None if saved is None else str(saved), "allow_faults": bool(config.faults),
+               "forced": None if forced is None else str(forced),
+               "sys_path": [p for p in sys.path if p]}  # a user's SUT module importable here is there too
+        where = self._write_pending(pending or self.tmp / "pending", req)
+        try:
+            result, earlier = self._run_once(case, config, req, saved)
+            if result.error_kind == check.CRASH and earlier:  # confirm it alone, as a replay would run it
+                first = result
+                result, _ = self._run_once(case, config, req, saved)
+                result.notes.insert(0, f"first run, after {earlier} other case(s) in the same worker: "
+                                       f"{first.error.splitlines()[0]}; this is the run in a fresh worker")
+                if result.ok:
+                    first.notes = [f"in a fresh worker the case passed: the crash may come from damage one of the "
+                                   f"{earlier} earlier case(s) in the same worker did"]
+                    result = first
+        finally:
+            shutil.rmtree(where, ignore_errors=True)
+        return result
+
+    def _run_once(self, case: AnyCase, config: KernelConfig, req: dict[str, Any],
+                  saved: Optional[Path]) -> tuple[CaseResult, int]:
+        """(result, how many cases the worker had run before this one)."""
+        w = self._current()
+        if w.proc.poll() is not None:  # it died idle (e.g. killed from outside): not this case's doing
+            self._retire(kill=True)
+            w = self._current()
+        since, earlier = os.path.getsize(w.log_path), w.cases
+        t0 = time.perf_counter()
+        timeout = timeout_for(case, req["steps"], self.timeout_scale)
+        try:
+            w.requests.send(req)
+        except OSError:  # it died between the check and the request; its exit is reported below
+            pass
+        try:
+            msg = w._wait(timeout)
+        except TimeoutError:
+            msg = "hang"
+        if msg is not None and msg != "hang" and msg[0] != "result":
+            if msg[0] == "unmaterializable":
+                raise Unmaterializable(msg[1])
+            self._retire()
+            raise WorkerError(f"the worker failed outside the kernels:\n{msg[1]}")
+        if msg is not None and msg != "hang":
+            w.cases += 1
+            if not msg[1].ok and not (w.hello.get("sanitizer") and msg[1].kind in _HARMLESS):
+                self._keep_spare = True
+                self._retire(kill=msg[1].error_kind == check.CUDA_ERROR)
+            return msg[1], earlier
+        if msg == "hang":
+            if hasattr(signal, "SIGUSR1"):
+                os.kill(w.proc.pid, signal.SIGUSR1)  # faulthandler dumps the stacks to the log
+                time.sleep(1.0)
+            self._retire(kill=True)
+            kind, text = check.HANG, f"no answer after {timeout:.0f}s ({_formula(case, req['steps'])}); worker killed"
+        else:
+            kind, text = check.CRASH, w.describe_exit() + " while running the case"
+            self._retire(kill=True)
+        self._keep_spare = True
+        t = _tensors(case, config, req["steps"], saved)
+        result = check.case_result(case, t, config, time.perf_counter() - t0, kind,
+                                   f"{text}\n--- worker output (pid {w.proc.pid}) ---\n{w.tail(since)}")
+        return result, earlier
+
+    def _write_pending(self, root: Path, req: dict[str, Any]) -> Path:
+        where = Path(root) / f"{os.getpid()}-{next(self._seq)}"
+        where.mkdir(parents=True, exist_ok=True)
+        _write(where / "case.json", json.dumps(req["case"], indent=2, sort_keys=True) + "\n")
+        _write(where / "config.json", json.dumps(req["config"], indent=2, sort_keys=True) + "\n")
+        _write(where / "pending.json", json.dumps({"pid": os.getpid(), "started": time.time(), "saved": req["saved"],
+                                                   "argv": sys.argv}, indent=2) + "\n")
+        return where
+
+
+def _formula(case: AnyCase, steps: bool) -> str:
+    tables, bags, lookups = case_size(case)
+    return f"timeout for {lookups} lookups, {bags} bags, {tables} tables; fuzz.execution.supervisor.timeout_for"
+
+
+def _tensors(case: AnyCase, config: KernelConfig, steps: bool, saved: Optional[Path]):
+    from fuzz.execution import artifacts
+
+    return artifacts.load_tensors(saved) if saved is not None else tensors(case, config, steps, weights=False)
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def leftover_pending(root: Path) -> list[Path]:
+    """Pending case directories under ``root`` whose driver process is gone (it died mid-case)."""
+    out = []
+    for d in sorted(Path(root).glob("*-*")) if Path(root).is_dir() else ():
+        try:
+            os.kill(int(d.name.split("-")[0]), 0)
+        except (ValueError, ProcessLookupError):
+            out.append(d)
+        except PermissionError:
+            pass
+    return out
+
+
+_SHARED: dict[Any, Supervisor] = {}
+
+
+def shared(sanitize: Optional[bool] = None) -> Supervisor:
+    """One supervisor per process and sanitize setting, closed at exit (its worker persists across calls)."""
+    if sanitize not in _SHARED:
+        _SHARED[sanitize] = Supervisor(sanitize)
+        if len(_SHARED) == 1:
+            atexit.register(lambda: [s.close() for s in _SHARED.values()])
+    return _SHARED[sanitize]

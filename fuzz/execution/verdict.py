@@ -1,0 +1,68 @@
+"""The verdict of one case inside a test: run it supervised, steer Hypothesis, save the final failure.
+
+``assert_passes`` runs the case in this process's shared supervised worker, so a kernel that
+crashes fails the test instead of killing the pytest(-xdist) process (the case is written under
+``$TBE_FUZZ_ARTIFACTS/.pending`` while it runs). Inside a Hypothesis test it
+targets the normalized error (and whatever else the caller adds). A failure of the final example
+(Hypothesis's shrunk one, or any failure outside Hypothesis) is saved whole under
+``$TBE_FUZZ_ARTIFACTS`` (default ./fuzz-artifacts) and the AssertionError names the directory, so CI
+can upload it and ``tbe-fuzz replay DIR`` runs it as it is. Under the weak-memory mode
+(``fuzz.memcheck.weak_memory``, an interpreter mode of this process) the case runs in this process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Optional
+
+from hypothesis import currently_in_test_context, target
+from hypothesis.control import current_build_context
+
+from fuzz.campaign.search import save_result
+from strategies.cases import AnyCase, case_to_dict
+from fuzz.judge.check import CaseResult
+from fuzz.execution.supervisor import shared
+from tbe import KernelConfig
+
+ARTIFACTS_ENV = "TBE_FUZZ_ARTIFACTS"
+RATIO_CAP = 1e12  # hypothesis.target needs a finite score; inf (NaN out, bound 0, a crash) is capped
+
+
+def artifacts_dir() -> Path:
+    return Path(os.environ.get(ARTIFACTS_ENV) or "fuzz-artifacts")
+
+
+def failing_text(result: CaseResult) -> str:
+    """The failing Reports and the error (crash, finding, traceback) of a failed result."""
+    lines = [str(r) for r in result.reports if not r.ok]
+    return "\n".join(lines + [line for line in result.text().splitlines()
+                              if result.error is not None and not line.startswith("step ")])
+
+
+def assert_passes(case: AnyCase, config: KernelConfig, label: str = "", test: Optional[str] = None) -> CaseResult:
+    """The case's CaseResult when it passes; else AssertionError with its failure, the case JSON and the
+    saved artifact (final examples only: shrink candidates are not saved)."""
+    from fuzz.memcheck import weak_memory
+
+    if weak_memory.active() is not None:  # an interpreter mode of this process: the case runs here, in it
+        from fuzz.judge.check import run_case
+
+        result = run_case(case, config)
+    else:
+        result = shared().run(case, config, pending=artifacts_dir() / ".pending")
+    in_hypothesis = currently_in_test_context()
+    if in_hypothesis:
+        target(min(result.max_ratio, RATIO_CAP), label="max error / bound")
+    if result.ok:
+        return result
+    where = "not saved (an intermediate example; the final one is)"
+    if not in_hypothesis or current_build_context().is_final:
+        sup = shared()
+        path = save_result(artifacts_dir(), result, config, {
+            "source": "pytest", "test": test or os.environ.get("PYTEST_CURRENT_TEST"), "label": label,
+        }, sup.environment)
+        where = f"{path}\nreplay: tbe-fuzz replay {path}"
+    raise AssertionError(f"{label}: {result.kind}\n{failing_text(result)}\n"
+                         f"case: {json.dumps(case_to_dict(case), sort_keys=True)}\nartifact: {where}")

@@ -1,0 +1,131 @@
+"""The kernel side of supervised execution: a process that runs cases for ``fuzz.execution.supervisor``.
+
+Started as ``python -m fuzz.execution.worker REQUEST_FD REPLY_FD``; greets with its environment, then answers
+each request (a case as JSON, a config, where its saved tensors are) with ("result", CaseResult) or
+("unmaterializable", message). Tensors never cross the pipe: the worker materializes the case from
+its spec (deterministic) or loads an artifact's tensors.pt itself. ``faulthandler`` writes the Python
+stack of a fatal signal to stderr (the supervisor's log), so a crash report shows the kernel line
+that was running. After a CUDA error the worker answers and exits: its context is unusable.
+``TBE_FUZZ_WORKER_PROFILE=DIR`` profiles the cases a worker runs (cProfile, written to
+``DIR/worker-<pid>.prof`` after every case, so a worker that is killed leaves its profile too).
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+import signal
+import sys
+import time
+import traceback
+from contextlib import nullcontext
+from multiprocessing.connection import Connection
+from typing import Any
+
+
+def _sync_error() -> Any:
+    """The exception a device synchronization raises (an asynchronous CUDA error), or None."""
+    import torch
+
+    if not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return None
+    try:
+        torch.cuda.synchronize()
+    except Exception as e:  # noqa: BLE001 - any failure here is the context's
+        return e
+    return None
+
+
+def handle(req: dict[str, Any]) -> tuple[tuple[str, Any], bool]:
+    """(reply, whether this process must exit after sending it)."""
+    from fuzz.execution import artifacts
+    from fuzz.judge import check
+    from fuzz.execution import forced_crash
+    from strategies.cases import case_from_dict, case_size, tensors
+    from fuzz.compile.watch import watch
+    from tbe import KernelConfig, faults
+    from tbe.backend import default_device
+
+    for p in reversed(req.get("sys_path", ())):  # the driver's import path (e.g. a --sut module beside it)
+        if p not in sys.path:
+            sys.path.insert(0, p)
+    with faults.allow() if req["allow_faults"] else nullcontext():
+        config = KernelConfig.from_dict(req["config"])
+    case = case_from_dict(req["case"])
+    t0 = time.perf_counter()
+    try:
+        t = artifacts.load_tensors(req["saved"]) if req["saved"] else tensors(case, config, req["steps"], False)
+    except ValueError as e:
+        return ("unmaterializable", str(e)), False
+    materialized = time.perf_counter() - t0
+    forced = forced_crash.parse(req.get("forced"))
+    result = None
+    if forced is not None:
+        tables, bags, _ = case_size(case)
+        if forced.matches(tables, bags // max(1, tables), int(t.indices.numel())):
+            try:
+                forced.fire(default_device())
+            except Exception as e:  # noqa: BLE001 - classified like a kernel's exception
+                result = check.case_result(case, t, config, time.perf_counter() - t0, *check.classify(e))
+    if result is None:
+        with watch() as compiles:
+            result = check.run_case(case, config, t, req["steps"], **req.get("options", {}))
+        result.compiles = compiles
+        result.phases["materialize"] = result.phases.get("materialize", 0.0) + materialized
+    err = _sync_error()
+    if err is not None and result.error_kind != check.CUDA_ERROR:
+        result.error, result.error_kind = check.classify(err)[1], check.CUDA_ERROR
+    return ("result", _plain(result)), result.error_kind == check.CUDA_ERROR
+
+
+def _plain(result: Any) -> Any:
+    """The result with Python numbers only, so unpickling it never needs a device in the driver."""
+    for r in result.reports:
+        for name, value in vars(r.worst).items() if r.worst is not None else ():
+            if hasattr(value, "item"):
+                setattr(r.worst, name, value.item())
+    return result
+
+
+def main(argv: list[str]) -> int:
+    faulthandler.enable(file=sys.stderr, all_threads=True)
+    if hasattr(signal, "SIGUSR1"):  # the supervisor asks for the stacks of a hung case before killing it
+        faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
+    requests = Connection(int(argv[1]), writable=False)
+    replies = Connection(int(argv[2]), readable=False)
+    from fuzz.execution import artifacts
+    from fuzz.memcheck import sanitizer
+
+    sanitize = sanitizer.enable_from_env()
+    profile_dir = os.environ.get("TBE_FUZZ_WORKER_PROFILE")
+    profiler = None
+    if profile_dir:
+        import cProfile
+
+        os.makedirs(profile_dir, exist_ok=True)
+        profiler = cProfile.Profile()
+    replies.send(("hello", {"pid": os.getpid(), "environment": artifacts.environment(), "sanitizer": sanitize}))
+    while True:
+        try:
+            req = requests.recv()
+        except EOFError:  # the driver went away
+            return 0
+        if req is None:
+            return 0
+        if profiler is not None:
+            profiler.enable()
+        try:
+            reply, must_exit = handle(req)
+        except Exception:  # noqa: BLE001 - a harness bug: report it, never pass it off as the kernel's
+            reply, must_exit = ("error", traceback.format_exc()), False
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(os.path.join(profile_dir, f"worker-{os.getpid()}.prof"))
+        replies.send(reply)
+        if must_exit:
+            sys.stdout.flush()
+            os._exit(0)  # no clean-up: it could touch the poisoned context
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv))

@@ -1,0 +1,225 @@
+"""The config gate as a verification cascade: four levels, a verdict, an exit code.
+
+(a) static: the config validates, compiles for sm_90 within resource limits and synchronises
+    (``fuzz.gate.static``); (b) correctness over several seeds: the campaign plus targeted
+    edges, both configs on the same cases (``fuzz.gate.correctness.run_gate`` once per seed); (c) the
+    dtype and mode matrix against FP64 and FBGEMM's CPU TBE (``fuzz.gate.oracle``); (d)
+    performance on a GPU, interleaved against the baseline (``fuzz.gate.perf``).
+
+Levels run in order and stop at the first failure (``keep_going`` runs the rest anyway). The
+verdict is ACCEPT (every level passed), KEEP (a level failed: the baseline stays) or
+UNVERIFIED (nothing failed but a level did not run). Exit codes: ACCEPT 0, KEEP 1;
+UNVERIFIED 0 only when (a)-(c) passed and (d) alone did not run (no GPU) unless
+``require_perf`` is set, else 1: a level that did not run never counts as passed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence, Union
+
+from fuzz.budgets import Budget
+from fuzz.gate.correctness import GateResult, run_gate
+from fuzz.gate.oracle import OracleResult, run_oracle_level
+from fuzz.gate.perf import DEFAULT_GAMMA, PerfResult, run_perf
+from fuzz.gate.shapes import PRESETS, PerfShape
+from fuzz.gate.static import StaticResult, run_static_level
+from tbe import KernelConfig
+
+PASS, FAIL, NOT_RUN = "pass", "fail", "not run"
+ACCEPT, KEEP, UNVERIFIED = "ACCEPT", "KEEP", "UNVERIFIED"
+LEVELS = {
+    "a": "static: validates, compiles for sm_90 within limits, synchronises",
+    "b": "correctness over seeds: campaign + targeted edges, both configs",
+    "c": "FP64 and FBGEMM CPU on the dtype and mode matrix",
+    "d": "performance on a GPU, interleaved against the baseline",
+}
+
+
+@dataclasses.dataclass
+class CascadeOptions:
+    budget: Budget                           # level (b), per seed and phase (targeted, shared)
+    seeds: Sequence[int] = (0, 1, 2)
+    levels: str = "abcd"
+    gamma: float = DEFAULT_GAMMA
+    shapes: Sequence[PerfShape] = tuple(PRESETS["quick"])
+    shapes_name: str = "quick"
+    rounds: int = 5
+    target_ms: float = 20.0
+    oracle_cases: Optional[int] = None       # level (c): only the first N matrix cases
+    artifacts_dir: Optional[Path] = None
+    keep_going: bool = False
+    require_perf: bool = False
+    deadline: Optional[float] = None         # time.monotonic() after which (c) and (d) start no case or shape
+    sut: str = "triton"                      # level (b) runs this SUT; (a), (c), (d) check this project's kernels
+
+
+@dataclasses.dataclass
+class Level:
+    key: str
+    status: str = NOT_RUN
+    reasons: list[str] = dataclasses.field(default_factory=list)
+    notes: list[str] = dataclasses.field(default_factory=list)
+    seconds: float = 0.0
+    result: Any = None  # StaticResult, list[GateResult], OracleResult or PerfResult
+
+    @property
+    def name(self) -> str:
+        return LEVELS[self.key]
+
+
+@dataclasses.dataclass
+class CascadeResult:
+    baseline: KernelConfig
+    candidate: Optional[KernelConfig]           # None when the candidate did not validate
+    candidate_data: dict[str, Any]
+    options: CascadeOptions
+    levels: dict[str, Level]
+    seconds: float = 0.0
+
+    @property
+    def diff(self) -> dict[str, tuple[Any, Any]]:
+        """Fields that change, baseline -> candidate (of an invalid candidate: the fields its file sets)."""
+        if self.candidate is not None:
+            return self.baseline.diff(self.candidate)
+        base = self.baseline.to_dict()
+        return {k: (base.get(k), v) for k, v in sorted(self.candidate_data.items()) if base.get(k) != v}
+
+    @property
+    def first_failure(self) -> Optional[Level]:
+        return next((lv for lv in self.levels.values() if lv.status == FAIL), None)
+
+    @property
+    def verdict(self) -> str:
+        if self.first_failure is not None:
+            return KEEP
+        return ACCEPT if all(lv.status == PASS for lv in self.levels.values()) else UNVERIFIED
+
+    @property
+    def exit_code(self) -> int:
+        if self.verdict == ACCEPT:
+            return 0
+        if self.verdict == KEEP:
+            return 1
+        correctness = all(self.levels[k].status == PASS for k in "abc")
+        return 0 if correctness and not self.options.require_perf else 1
+
+    @property
+    def reasons(self) -> list[str]:
+        """Why the verdict is what it is, one line each."""
+        bad = self.first_failure
+        if bad is not None:
+            return [f"level ({bad.key}) fails: {r}" for r in bad.reasons] or [f"level ({bad.key}) fails"]
+        if self.verdict == ACCEPT:
+            perf: Optional[PerfResult] = self.levels["d"].result
+            speed = "" if perf is None else f"; geometric-mean speedup {perf.geomean():.3f}"
+            return [f"every level passed{speed} >= gamma {self.options.gamma:g}"]
+        out = []
+        for lv in self.levels.values():
+            if lv.status == NOT_RUN:
+                what = "performance unverified" if lv.key == "d" else "correctness unverified"
+                out.append(f"level ({lv.key}) not run ({'; '.join(lv.reasons) or 'not asked for'}): {what}")
+        return out
+
+
+WARMUP_MIN_SECONDS = 30.0  # below this (b) budget per phase, warming every specialization costs more than it saves
+
+
+def _warm(baseline, candidate, opts: CascadeOptions, lv: Level, progress) -> None:
+    """On a GPU with a (b) budget of at least WARMUP_MIN_SECONDS, build both configs' specializations
+    into Triton's disk cache in parallel first (``fuzz.compile.warmup``), so (b) and (c) check cases instead
+    of waiting on the compiler; short budgets compile only what their few cases meet."""
+    from tbe.backend import INTERPRETED
+
+    if INTERPRETED or opts.budget.seconds < WARMUP_MIN_SECONDS:
+        return
+    from fuzz.compile.warmup import warm_campaigns
+
+    res = warm_campaigns([baseline, candidate], progress=progress)  # (b) draws the override profiles too
+    lv.notes.append(res.text().replace("\n ", ";"))
+
+
+def _level_b(baseline, candidate, opts: CascadeOptions, lv: Level, progress) -> None:
+    results: list[GateResult] = []
+    lv.result = results
+    _warm(baseline, candidate, opts, lv, progress)
+    for i, seed in enumerate(opts.seeds):
+        if opts.deadline is not None and time.monotonic() > opts.deadline:
+            lv.status, lv.reasons = NOT_RUN, [f"out of time after {i} of {len(opts.seeds)} seeds"]
+            return
+        if progress is not None:
+            progress(f"  (b) seed {seed}")
+        g = run_gate(baseline, candidate, opts.budget, seed=seed, artifacts_dir=opts.artifacts_dir,
+                     progress=progress, sut=opts.sut)
+        results.append(g)
+        lv.notes += [f"seed {seed}: {n}" for n in g.notes if f"seed {seed}: {n}" not in lv.notes]
+        if not g.ok:
+            lv.reasons += [f"seed {seed}: {r}" for r in g.reasons]
+            lv.status = FAIL
+            return
+    lv.status = PASS
+
+
+def _static(candidate_data: dict[str, Any], candidate: Optional[KernelConfig], progress) -> StaticResult:
+    if candidate is None:
+        res = StaticResult()
+        try:
+            KernelConfig.from_dict(candidate_data)
+        except (TypeError, ValueError) as e:
+            res.step("config validates", FAIL, str(e))
+            res.reasons.append(f"the config does not validate: {e}")
+        return res
+    return run_static_level(candidate, progress)
+
+
+def run_cascade(
+    baseline: KernelConfig, candidate: Union[KernelConfig, dict[str, Any]], opts: CascadeOptions,
+    progress: Optional[Callable[[str], None]] = None,
+) -> CascadeResult:
+    """Run the asked-for levels in order (see the module docstring)."""
+    t0 = time.perf_counter()
+    data = candidate.to_dict() if isinstance(candidate, KernelConfig) else dict(candidate)
+    try:
+        config = candidate if isinstance(candidate, KernelConfig) else KernelConfig.from_dict(data)
+    except (TypeError, ValueError):
+        config = None
+    res = CascadeResult(baseline, config, data, opts, {k: Level(k) for k in LEVELS})
+    stop: Optional[str] = None
+    for key, lv in res.levels.items():
+        if key not in opts.levels:
+            lv.reasons.append("not asked for (--levels)")
+            continue
+        if stop is not None:
+            lv.reasons.append(f"level ({stop}) failed")
+            continue
+        if config is None and key != "a":
+            lv.reasons.append("the candidate does not validate")
+            continue
+        if opts.sut != "triton" and key != "b":
+            lv.reasons.append(f"SUT {opts.sut}: level ({key}) checks this project's own kernels")
+            continue
+        if progress is not None:
+            progress(f"level ({key}) {lv.name}")
+        start = time.perf_counter()
+        if key == "a":
+            r = _static(data, config, progress)
+            lv.result, lv.status, lv.reasons, lv.notes = r, r.status, list(r.reasons), list(r.notes)
+        elif key == "b":
+            _level_b(baseline, config, opts, lv, progress)
+        elif key == "c":
+            limit = opts.oracle_cases
+            r: OracleResult = run_oracle_level(baseline, config, progress=progress, max_cases=limit,
+                                               deadline=opts.deadline)
+            lv.result, lv.status, lv.reasons = r, r.status, list(r.reasons)
+            lv.notes = list(r.notes)
+        else:
+            p = run_perf(baseline, config, opts.shapes, opts.gamma, opts.rounds, opts.target_ms, opts.deadline,
+                         progress)
+            lv.result, lv.status, lv.reasons, lv.notes = p, p.status, list(p.reasons), list(p.notes)
+        lv.seconds = time.perf_counter() - start
+        if lv.status == FAIL and not opts.keep_going:
+            stop = key
+    res.seconds = time.perf_counter() - t0
+    return res

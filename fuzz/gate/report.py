@@ -1,0 +1,182 @@
+"""The gate's report: terminal text, JSON and Markdown (with the per-shape performance table)."""
+
+from __future__ import annotations
+
+import json
+import platform
+from pathlib import Path
+from typing import Any
+
+from fuzz.gate.cascade import ACCEPT, FAIL, KEEP, LEVELS, PASS, CascadeResult, Level
+from strategies.cases import case_to_dict
+from fuzz.gate.perf import PerfResult
+from fuzz.campaign.report import _failure_lines
+
+HEADLINE = {ACCEPT: "ACCEPT the candidate", KEEP: "KEEP the baseline", "UNVERIFIED": "UNVERIFIED"}
+
+
+def _status(lv: Level) -> str:
+    return lv.status.upper() if lv.status == FAIL else lv.status
+
+
+def perf_rows(p: PerfResult) -> list[list[str]]:
+    """Shape, phase, lookups, baseline ms, candidate ms, speedup, noise, verdict: one row per entry."""
+    rows = []
+    for e in p.entries:
+        if not e.ok:
+            rows.append([e.shape, e.phase, f"{e.lookups:,}", "-", "-", "-", "-", e.error or "not measured"])
+            continue
+        verdict = "SLOWER" if e.slower else ("faster" if e.speedup > 1 + e.noise else "same")
+        rows.append([e.shape, e.phase, f"{e.lookups:,}", f"{e.base_ms:.3f}", f"{e.cand_ms:.3f}",
+                     f"{e.speedup:.3f}x", f"±{100 * e.noise:.1f}%", verdict])
+    return rows
+
+
+PERF_HEAD = ["shape", "phase", "lookups", "baseline ms", "candidate ms", "speedup", "noise", "verdict"]
+
+
+def _perf_summary(p: PerfResult) -> list[str]:
+    if not p.measured:
+        return []
+    return [f"geometric-mean speedup {p.geomean():.3f} (forward {p.geomean('forward'):.3f}, iteration "
+            f"{p.geomean('iteration'):.3f}) over {len(p.measured)} measurements; gamma {p.gamma:g}; mean noise "
+            f"±{100 * p.mean_noise:.1f}% (largest A/A difference per shape, {p.rounds} interleaved A/B/A' rounds "
+            f"of ~{p.target_ms:g} ms each); {p.device}"]
+
+
+def _level_lines(lv: Level) -> list[str]:
+    r = lv.result
+    out: list[str] = []
+    if lv.key == "a" and r is not None:
+        out += [f"{check}: {status}" + (f" - {detail}" if detail else "") for check, status, detail in r.steps]
+        out += [f"over limits: {s['kernel']} {s['over_limits']}" for s in r.specializations if s.get("over_limits")]
+        if r.sync_text and lv.status == FAIL:
+            out += r.sync_text.splitlines()[:12]
+    elif lv.key == "b" and r:
+        for g in r:
+            out.append(f"seed {g.seed}: {'pass' if g.ok else 'FAIL'} - {g.targeted_run} of {g.targeted} targeted, "
+                       f"{len(g.cases) - g.targeted_run} shared cases, {g.lookups} lookups, {g.seconds:.1f}s; "
+                       f"max error/bound " + ", ".join(f"{k} {v:.3g}" for k, v in sorted(g.cand_ratio.items())))
+            for c in g.cases:
+                if not c.cand.ok:
+                    out.append(f"candidate fails {c.label}" + (" (the baseline fails it too)" if not c.base.ok else ""))
+                    out += [ln.strip() for ln in _failure_lines(c.cand)]
+            out += [f"artifact: {a}" for a in g.artifacts]
+    elif lv.key == "c" and r is not None:
+        for c in r.cases:
+            out.append(f"{c.label}: {'ok' if c.ok else 'FAIL'} (max error/bound {c.kernel.max_ratio:.3g}); "
+                       f"FBGEMM {c.fbgemm}")
+            if c.fbgemm == "DISAGREES":
+                out += [f"FBGEMM: {d}" for d in c.fbgemm_detail[:3]]
+            if not c.ok:
+                out += [ln.strip() for ln in _failure_lines(c.kernel)]
+    elif lv.key == "d" and r is not None:
+        out += _perf_summary(r)
+    return out
+
+
+def text(res: CascadeResult) -> str:
+    bad = res.first_failure
+    lines = [f"tbe-fuzz gate: {HEADLINE[res.verdict]}"
+             + (f"  (first failing level: ({bad.key}))" if bad else "") + f"  ({res.seconds:.1f}s)"]
+    diff = res.diff
+    lines.append("  changed fields (baseline -> candidate):" if diff else "  the two configs are identical")
+    lines += [f"    {k}: {a!r} -> {b!r}" for k, (a, b) in sorted(diff.items())]
+    for lv in res.levels.values():
+        why = f"  ({'; '.join(lv.reasons)})" if lv.status != PASS and lv.reasons and lv.status != FAIL else ""
+        lines.append(f"  ({lv.key}) {lv.name}: {_status(lv)}" + (f"  {lv.seconds:.1f}s" if lv.seconds else "") + why)
+        lines += [f"      {ln}" for ln in _level_lines(lv)]
+        lines += [f"      note: {n}" for n in lv.notes]
+    perf = res.levels["d"].result
+    if perf is not None and perf.entries:
+        lines.append("  performance per shape:")
+        widths = [max(len(x) for x in col) for col in zip(PERF_HEAD, *perf_rows(perf))]
+        for row in [PERF_HEAD] + perf_rows(perf):
+            lines.append("    " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+    lines.append(f"  verdict: {HEADLINE[res.verdict]} - " + "; ".join(res.reasons[:4])
+                 + (" ..." if len(res.reasons) > 4 else ""))
+    lines.append(f"  exit code {res.exit_code}")
+    return "\n".join(lines)
+
+
+def to_json(res: CascadeResult) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "kind": "gate", "verdict": res.verdict, "exit_code": res.exit_code, "reasons": res.reasons,
+        "first_failing_level": None if res.first_failure is None else res.first_failure.key,
+        "seconds": round(res.seconds, 2), "baseline": res.baseline.to_dict(), "candidate": res.candidate_data,
+        "diff": {k: list(v) for k, v in res.diff.items()},
+        "options": {"seeds": list(res.options.seeds), "levels": res.options.levels, "gamma": res.options.gamma,
+                    "budget": res.options.budget.name, "seconds_per_phase": res.options.budget.seconds,
+                    "max_examples": res.options.budget.max_examples, "shapes": res.options.shapes_name,
+                    "rounds": res.options.rounds, "require_perf": res.options.require_perf},
+        "environment": _environment(), "levels": {},
+    }
+    for key, lv in res.levels.items():
+        d: dict[str, Any] = {"name": lv.name, "status": lv.status, "reasons": lv.reasons, "notes": lv.notes,
+                             "seconds": round(lv.seconds, 2)}
+        r = lv.result
+        if key == "b" and r:
+            d["seeds"] = [{"seed": g.seed, "ok": g.ok, "targeted": g.targeted, "targeted_run": g.targeted_run,
+                           "cases": len(g.cases), "lookups": g.lookups, "seconds": round(g.seconds, 2),
+                           "base_ratio": g.base_ratio, "cand_ratio": g.cand_ratio, "reasons": g.reasons,
+                           "failing_cases": [{"label": c.label, "case": case_to_dict(c.cand.case),
+                                              "baseline_ok": c.base.ok} for c in g.cases if not c.cand.ok],
+                           "artifacts": [str(a) for a in g.artifacts]}
+                          for g in r]
+        elif r is not None and hasattr(r, "to_dict"):
+            d["detail"] = r.to_dict()
+        out["levels"][key] = d
+    return out
+
+
+def _environment() -> dict[str, Any]:
+    import torch
+    import triton
+
+    from tbe.backend import INTERPRETED
+
+    return {"torch": torch.__version__, "triton": triton.__version__, "python": platform.python_version(),
+            "device": torch.cuda.get_device_name() if torch.cuda.is_available() and not INTERPRETED
+            else "CPU (Triton interpreter)"}
+
+
+def _md_table(head: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in rows]
+
+
+def markdown(res: CascadeResult) -> str:
+    bad = res.first_failure
+    lines = [f"# Config gate: {HEADLINE[res.verdict]}", ""]
+    lines.append(f"Exit code {res.exit_code}. " + ("First failing level: (" + bad.key + "). " if bad else "")
+                 + " ".join(r.rstrip(".") + "." for r in res.reasons))
+    lines += ["", "## Changed fields", ""]
+    diff = res.diff
+    lines += _md_table(["field", "baseline", "candidate"], [[k, f"`{a!r}`", f"`{b!r}`"] for k, (a, b) in
+                                                            sorted(diff.items())]) if diff else ["(none)"]
+    lines += ["", "## Levels", ""]
+    lines += _md_table(["level", "what", "status", "seconds", "why"], [
+        [f"({lv.key})", LEVELS[lv.key], f"**{lv.status}**" if lv.status == FAIL else lv.status,
+         f"{lv.seconds:.1f}", "; ".join(lv.reasons[:3]).replace("|", "\\|")] for lv in res.levels.values()])
+    for lv in res.levels.values():
+        detail = _level_lines(lv) + [f"note: {n}" for n in lv.notes]
+        if detail:
+            lines += ["", f"### ({lv.key}) {lv.name}", ""] + [f"- {d}" for d in detail]
+    perf = res.levels["d"].result
+    if perf is not None and perf.entries:
+        lines += ["", "## Performance per shape", ""] + _md_table(PERF_HEAD, perf_rows(perf))
+        lines += ["", "Speedup = baseline time / candidate time (median over rounds; the baseline's time in a "
+                  "round is the geometric mean of the A and A' runs around B). Noise = the largest |ln(A/A')| "
+                  "of the shape's rounds (at least 0.5%). SLOWER = slower by more than that noise."]
+    return "\n".join(lines) + "\n"
+
+
+def write(res: CascadeResult, directory: Path) -> list[Path]:
+    """Write report.json, report.md and the two configs into ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = [directory / "report.json", directory / "report.md", directory / "baseline.json",
+             directory / "candidate.json"]
+    paths[0].write_text(json.dumps(to_json(res), indent=2, sort_keys=True, default=str) + "\n")
+    paths[1].write_text(markdown(res))
+    paths[2].write_text(res.baseline.to_json())
+    paths[3].write_text(json.dumps(res.candidate_data, indent=2, sort_keys=True) + "\n")
+    return paths

@@ -1,0 +1,208 @@
+"""Interleaved A/B/A' timing of two configs in one process, for the performance gate and the tuner.
+
+Each round times the baseline (A), the candidate (B) and the baseline again (A'), each over
+``calls`` back-to-back calls between device synchronisations. Drift that is linear over a
+round hits A and A' symmetrically around B, so the baseline's time in a round is
+sqrt(A * A'), and |ln(A / A')| is an A/A measurement of the noise at exactly that spacing.
+Wall-clock time around synchronisations (not CUDA events) keeps the host-side cost of a call
+(autograd, launches) in the measurement, as a training step pays it; the same code runs on
+the CPU with plain callables, which is how its logic is tested.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+import time
+import traceback
+from typing import Callable, Optional
+
+import torch
+
+from fuzz.gate.shapes import WEIGHT_DTYPES, PerfShape, Workload, make_workload
+
+NOISE_FLOOR = 0.005  # differences below 0.5% are never called a slowdown (timer and launch jitter)
+
+
+@dataclasses.dataclass
+class Entry:
+    """One (shape, phase) measured under both configs: ms per call in every round."""
+
+    shape: str
+    phase: str                  # "forward" or "iteration"
+    lookups: int = 0
+    calls: int = 0              # calls per measurement
+    base: list[float] = dataclasses.field(default_factory=list)   # A, ms per call
+    cand: list[float] = dataclasses.field(default_factory=list)   # B
+    base2: list[float] = dataclasses.field(default_factory=list)  # A'
+    error: Optional[str] = None  # why it could not be measured (a crash of either config)
+    detail: str = ""             # the traceback behind ``error``
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and bool(self.cand)
+
+    def _baseline_round(self, r: int) -> float:
+        return math.sqrt(self.base[r] * self.base2[r])
+
+    @property
+    def base_ms(self) -> float:
+        return statistics.median(self._baseline_round(r) for r in range(len(self.cand)))
+
+    @property
+    def cand_ms(self) -> float:
+        return statistics.median(self.cand)
+
+    @property
+    def speedup(self) -> float:
+        """Median over rounds of baseline time / candidate time (> 1: the candidate is faster)."""
+        return statistics.median(self._baseline_round(r) / self.cand[r] for r in range(len(self.cand)))
+
+    @property
+    def noise(self) -> float:
+        """Largest A/A disagreement of the round, |ln(A / A')|, floored at NOISE_FLOOR."""
+        aa = [abs(math.log(a / b)) for a, b in zip(self.base, self.base2)]
+        return max([NOISE_FLOOR] + aa)
+
+    @property
+    def slower(self) -> bool:
+        """The candidate is slower by more than this entry's measured noise."""
+        return self.ok and math.log(self.speedup) < -self.noise
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        if self.ok:
+            d.update(base_ms=self.base_ms, cand_ms=self.cand_ms, speedup=self.speedup, noise=self.noise,
+                     slower=self.slower)
+        return d
+
+
+def interleaved(fa: Callable[[], object], fb: Callable[[], object], rounds: int, calls: int,
+                sync: Callable[[], object]) -> tuple[list[float], list[float], list[float]]:
+    """(A, B, A') ms per call for each of ``rounds`` rounds of ``calls`` calls each."""
+    def measure(fn) -> float:
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        sync()
+        return (time.perf_counter() - t0) * 1e3 / calls
+
+    a, b, a2 = [], [], []
+    for _ in range(rounds):
+        a.append(measure(fa))
+        b.append(measure(fb))
+        a2.append(measure(fa))
+    return a, b, a2
+
+
+def calls_for(fn: Callable[[], object], sync: Callable[[], object], target_ms: float, cap: int = 200) -> int:
+    """Calls per measurement so one measurement lasts about ``target_ms`` (one timed call decides)."""
+    sync()
+    t0 = time.perf_counter()
+    fn()
+    sync()
+    ms = (time.perf_counter() - t0) * 1e3
+    return max(1, min(cap, math.ceil(target_ms / max(ms, 1e-3))))
+
+
+def measure_pair(shape: str, phase: str, lookups: int, fa, fb, rounds: int, target_ms: float,
+                 sync: Callable[[], object]) -> Entry:
+    """Warm both (compiles), size the measurement on the baseline, time interleaved; a crash is recorded."""
+    entry = Entry(shape, phase, lookups)
+    for who, fn in (("baseline", fa), ("candidate", fb), ("baseline", fa), ("candidate", fb)):
+        try:
+            fn()
+        except Exception as e:  # noqa: BLE001  (a config that crashes or cannot launch is a result)
+            entry.error = f"the {who} raised {_one_line(e)}"
+            entry.detail = traceback.format_exc(limit=4)
+            return entry
+    entry.calls = calls_for(fa, sync, target_ms)
+    entry.base, entry.cand, entry.base2 = interleaved(fa, fb, rounds, entry.calls, sync)
+    return entry
+
+
+def _one_line(e: BaseException) -> str:
+    text = f"{type(e).__name__}: {e}".strip().splitlines()
+    return text[0][:300] if text else type(e).__name__
+
+
+# ----------------------------------------------------------------------------- the TBE on a shape
+def build_module(shape: PerfShape, config, device):
+    """A TritonTBE for ``shape`` whose weights are drawn on the device (a CPU draw of 20M rows is slow)."""
+    from tbe import TritonTBE
+
+    class _DeviceInit(TritonTBE):
+        def reset_weights(self, seed: int = 0) -> None:
+            with torch.no_grad():
+                self.weights.uniform_(-0.01, 0.01)
+                self.momentum.zero_()
+
+    return _DeviceInit([(shape.rows, shape.dim)], optimizer=shape.optimizer,
+                       weights_dtype=WEIGHT_DTYPES[shape.weights_dtype], bounds_check="none", config=config,
+                       device=device, learning_rate=0.01, eps=1e-8)
+
+
+def phase_fns(module, wl: Workload) -> dict[str, Callable[[], object]]:
+    """The two timed phases of a module on a workload: forward alone and a full training iteration."""
+    def forward():
+        with torch.no_grad():
+            return module(wl.indices, wl.offsets, wl.per_sample_weights)
+
+    def iteration():
+        module(wl.indices, wl.offsets, wl.per_sample_weights).backward(wl.grad)
+
+    return {"forward": forward, "iteration": iteration}
+
+
+def device_sync(device) -> Callable[[], object]:
+    device = torch.device(device)
+    if device.type == "cuda":
+        return lambda: torch.cuda.synchronize(device)
+    return lambda: None
+
+
+class BaselineCache:
+    """Keeps each shape's workload and baseline module between trials (the tuner times many candidates)."""
+
+    def __init__(self, config, device) -> None:
+        self.config, self.device = config, device
+        self._items: dict[str, tuple[Workload, object]] = {}
+
+    def get(self, shape: PerfShape):
+        if shape.name not in self._items:
+            wl = make_workload(shape, self.device)
+            self._items[shape.name] = (wl, build_module(shape, self.config, self.device))
+        return self._items[shape.name]
+
+    def clear(self) -> None:
+        self._items.clear()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+
+def time_shape(shape: PerfShape, baseline, candidate, device, rounds: int, target_ms: float,
+               cache: Optional[BaselineCache] = None, phases=("forward", "iteration")) -> list[Entry]:
+    """Entries for ``phases`` of one shape, candidate against baseline, on the same batch and weights."""
+    sync = device_sync(device)
+    if cache is not None:
+        wl, base = cache.get(shape)
+    else:
+        wl, base = make_workload(shape, device), build_module(shape, baseline, device)
+    try:
+        cand = build_module(shape, candidate, device)
+    except Exception as e:  # noqa: BLE001
+        return [Entry(shape.name, p, shape.lookups, error=f"the candidate's module failed to build: {_one_line(e)}")
+                for p in phases]
+    with torch.no_grad():
+        cand.weights.copy_(base.weights)
+        cand.momentum.copy_(base.momentum)
+    fa, fb = phase_fns(base, wl), phase_fns(cand, wl)
+    out = [measure_pair(shape.name, p, shape.lookups, fa[p], fb[p], rounds, target_ms, sync) for p in phases]
+    del cand
+    if cache is None:
+        del base, wl
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    return out

@@ -1,0 +1,217 @@
+"""Judge one case: run it through ``fuzz.judge.differential`` and record what it exercised.
+
+The verdict itself is ``fuzz.judge.differential.check_batch`` (forward + every training step
+against FP64); this module only adds what a campaign counts (lookups, tiers, the largest
+error/bound ratio per check) and turns a kernel exception into a failing result instead of an
+escaped exception. A failure has a kind: a mismatch (some Report failed), an exception, a
+sanitizer finding (``fuzz.memcheck.sanitizer``), a CUDA error, or, seen by ``fuzz.execution.supervisor`` from
+outside the process, a crash (a signal or an exit) or a hang.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import time
+import traceback
+from typing import Optional
+
+import torch
+
+from strategies.cases import AnyCase, BadIdCase, CaseTensors, base_spec, tensors
+from fuzz.judge.differential import check_batch
+from fuzz.compile.watch import CompileCounts
+from fuzz.memcheck.sanitizer import MemoryViolation
+from fuzz.judge.teeth import Teeth
+from fuzz.time_split import Phases
+from oracles.compare import Report
+from oracles.error_model import ErrorModel
+from fuzz.sut.protocol import DEFAULT as DEFAULT_SUT
+from fuzz.sut.protocol import get as get_sut
+from tbe import KernelConfig
+from tbe.forward_dispatch import choose_path
+from tbe.modes import parse_float_dtype
+
+
+@dataclasses.dataclass
+class CaseResult:
+    case: AnyCase
+    reports: list[Report]
+    lookups: int
+    tiers: frozenset[str]
+    seconds: float
+    error: Optional[str] = None  # what went wrong besides a Report: a traceback, a finding, the crash
+    max_segment: int = 0         # longest run (lookups of one distinct row), for targeting SL extremes
+    segment_hist: tuple = ()     # (segment length, runs) per distinct length, ascending
+    fbgemm: str = ""             # the FBGEMM CPU oracle's status for this case (fuzz.judge.fbgemm_sample)
+    teeth: Optional[Teeth] = None  # each weight bound relative to its update, per SL band
+    error_kind: Optional[str] = None  # with ``error``: one of ERROR_KINDS
+    notes: list[str] = dataclasses.field(default_factory=list)  # e.g. how a crash behaved in a fresh worker
+    compiles: Optional[CompileCounts] = None  # Triton compilations the case caused (set by fuzz.execution.worker)
+    phases: dict[str, float] = dataclasses.field(default_factory=dict)  # seconds per fuzz.time_split phase
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and all(r.ok for r in self.reports)
+
+    @property
+    def kind(self) -> str:
+        """"ok", "mismatch", or how it failed otherwise (one of ERROR_KINDS)."""
+        if self.error is not None:
+            return self.error_kind or EXCEPTION
+        return "ok" if self.ok else "mismatch"
+
+    @property
+    def max_ratio(self) -> float:
+        if self.error is not None:
+            return float("inf")
+        return max((r.max_ratio for r in self.reports), default=0.0)
+
+    @property
+    def headline(self) -> str:
+        """One line saying how it failed: the kind and the error's last line or the first failing check."""
+        if self.error is not None:
+            lines = [line for line in self.error.strip().splitlines() if line.strip()]
+            last = lines[-1] if self.kind == EXCEPTION else lines[0]
+            return f"{self.kind}: {last.strip()}"
+        bad = [r.what for r in self.reports if not r.ok]
+        return f"mismatch: {bad[0]}" if bad else "ok"
+
+    def ratios_by_check(self) -> dict[str, float]:
+        """Largest ratio per kind of check ('forward vs fp64', 'weights after update', ...)."""
+        out: dict[str, float] = {}
+        for r in self.reports:
+            key = check_name(r.what)
+            out[key] = max(out.get(key, 0.0), r.max_ratio)
+        return out
+
+    def text(self) -> str:
+        """Every Report's str (and the crash, if any): what report.txt holds."""
+        lines = [str(r) for r in self.reports]
+        if self.error is not None:
+            lines.append(ERROR_KINDS[self.kind] + ":\n" + self.error)
+        lines += [f"note: {n}" for n in self.notes]
+        return "\n".join(lines) if lines else "(no reports)"
+
+
+EXCEPTION, SANITIZER, CUDA_ERROR, CRASH, HANG = "exception", "sanitizer", "cuda_error", "crash", "hang"
+# kind -> the heading report.txt and replay print above the details
+ERROR_KINDS = {
+    EXCEPTION: "kernel raised",
+    SANITIZER: "sanitizer finding (out-of-range access; the launch was stopped before it)",
+    CUDA_ERROR: "CUDA error (the worker's context is unusable after it; the worker was replaced)",
+    CRASH: "worker crashed",
+    HANG: "worker hung",
+}
+_CUDA_MARKS = ("CUDA error", "Triton Error [CUDA]", "cudaError", "illegal memory access", "AcceleratorError")
+
+
+def classify(exc: BaseException) -> tuple[str, str]:
+    """(kind, text) of an exception a check raised: a sanitizer finding anywhere in its chain, a CUDA
+    error (the process's context is then poisoned), or a plain exception with its traceback."""
+    seen, e = set(), exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, MemoryViolation):
+            return SANITIZER, str(e.finding)
+        e = e.__cause__ or e.__context__
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=8))
+    if any(mark in text for mark in _CUDA_MARKS):
+        return CUDA_ERROR, text
+    return EXCEPTION, text
+
+
+def check_name(what: str) -> str:
+    """Group a Report's label across steps and tables: 'step 1 table 3 weights ...' -> 'weights ...'."""
+    name = re.sub(r"^step \d+ ", "", what)
+    name = re.sub(r"^table \d+ ", "", name)
+    name = re.sub(r" at .*$", "", name)
+    name = re.sub(r" \(.*\)$", "", name)
+    return name
+
+
+def tiers_of(case: AnyCase, t: CaseTensors, config: KernelConfig) -> tuple[frozenset[str], int, tuple]:
+    """(kernel paths the case takes: forward path, backward tiers by segment length, bad ids;
+    the longest segment length; (segment length, runs) per distinct length)."""
+    spec = base_spec(case)
+    layout = spec.layout
+    B = spec.batch_size
+    found = set()
+    if isinstance(case, BadIdCase):
+        found.add("bounds:" + ("fused" if config.fused_bounds_check else "standalone"))
+        return frozenset(found), 0, ()
+    found.add("fwd:" + choose_path(
+        layout.dims, layout.rows, t.indices.numel(), B, parse_float_dtype("w", spec.weights_dtype),
+        parse_float_dtype("o", spec.output_dtype), spec.weighted, config,
+    ))
+    if not t.grad_outputs or t.indices.numel() == 0:
+        return frozenset(found), 0, ()
+    off = t.offsets.to(torch.int64)
+    table_of = torch.repeat_interleave(torch.arange(layout.num_tables), off[B::B] - off[:-1:B])
+    lin = torch.tensor(layout.hash_size_cumsum[:-1], dtype=torch.int64)[table_of] + t.indices.to(torch.int64)
+    sl = torch.unique(lin, return_counts=True)[1]
+    if bool((sl < config.long_run_threshold).any()):
+        found.add("bwd:short")
+    if bool((sl >= config.long_run_threshold).any()):
+        found.add("bwd:long_fused" if config.fused_long_tier else "bwd:long")
+        if bool((sl > config.chunk_size).any()):
+            found.add("bwd:multi_chunk")
+    lengths, runs = torch.unique(sl, return_counts=True)
+    return frozenset(found), int(sl.max()), tuple(zip(lengths.tolist(), runs.tolist()))
+
+
+def run_case(
+    case: AnyCase, config: Optional[KernelConfig] = None, saved: Optional[CaseTensors] = None,
+    steps: bool = True, model: Optional[ErrorModel] = None, sut: str = DEFAULT_SUT,
+) -> CaseResult:
+    """Check ``case`` under ``config`` in this process; ``saved`` tensors (already materialized, or from
+    an artifact) replace materialization, initial weights included. ``model`` picks the accumulation
+    bound (default: ``$TBE_FUZZ_BOUND``, else worst case); ``sut`` is the registry name of the system
+    under test (``fuzz.sut.protocol``; a string, so a worker process can resolve it again). A spec that cannot
+    be materialized raises ValueError (a generator bug). Drivers call it through ``fuzz.execution.supervisor``."""
+    config = config or KernelConfig()
+    spec = base_spec(case)
+    t0 = time.perf_counter()
+    phases = Phases()
+    with phases.timed("materialize"):
+        t = saved if saved is not None else tensors(case, config, steps, weights=False)
+    grads = t.grad_outputs if steps else []
+    reports: list[Report] = []
+    error = kind = None
+    teeth = Teeth()
+    t1 = time.perf_counter()
+    try:
+        reports = check_batch(spec, config, t.indices, t.offsets, t.per_sample_weights, grads, model, teeth,
+                              sut=sut, initial_weights=t.initial_weights, phases=phases)
+    except Exception as e:  # a failure on a case is a finding, kept with its traceback
+        kind, error = classify(e)
+    phases.seconds["oracles"] += max(0.0, time.perf_counter() - t1 - phases.seconds["sut"])
+    fb_status = "" if sut == DEFAULT_SUT else f"n/a: SUT {sut}"  # the sample is an oracle beside our kernels
+    if error is None and grads and sut == DEFAULT_SUT:
+        with phases.timed("fbgemm"):
+            fb_status, fb_reports = _fbgemm(case, t, grads)
+        reports += fb_reports
+    with phases.timed("bookkeeping"):
+        result = case_result(case, t, config, time.perf_counter() - t0, kind, error, reports, sut)
+    result.fbgemm, result.teeth, result.phases = fb_status, teeth, phases.to_dict()
+    return result
+
+
+def case_result(case: AnyCase, t: CaseTensors, config: KernelConfig, seconds: float, kind: Optional[str],
+                error: Optional[str], reports: Optional[list[Report]] = None, sut: str = DEFAULT_SUT) -> CaseResult:
+    """The CaseResult of ``case`` (materialized as ``t``) with ``error`` of ``kind`` (None: judged by reports)."""
+    tiers, max_segment, hist = tiers_of(case, t, config)
+    if sut != DEFAULT_SUT and not get_sut(sut).capabilities.kernel_config:  # --sut: no Triton paths
+        tiers = frozenset(x for x in tiers if x.startswith("bwd:"))
+    return CaseResult(case, reports or [], int(t.indices.numel()), tiers, seconds, error, max_segment,
+                      hist, error_kind=None if error is None else kind)
+
+
+def _fbgemm(case: AnyCase, t: CaseTensors, grads) -> tuple[str, list[Report]]:
+    """FBGEMM's CPU TBE on a sample of the cases (``fuzz.judge.fbgemm_sample``); its crash is an oracle finding."""
+    from fuzz.judge import fbgemm_sample
+
+    try:
+        return fbgemm_sample.check(case, dataclasses.replace(t, grad_outputs=list(grads)))
+    except Exception as e:  # noqa: BLE001
+        return fbgemm_sample.CHECKED, [Report(f"step 0 fbgemm raised ({type(e).__name__}: {e})", False, None, 1, 1)]

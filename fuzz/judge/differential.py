@@ -1,0 +1,196 @@
+"""One differential check of one case: the system under test against the FP64 references, every step.
+
+Tests, the fuzz campaign driver and replay all judge a case through ``check_case`` so a
+failure means the same thing everywhere. It lives in ``fuzz/`` because it runs the SUT
+(``fuzz.sut.protocol``: this project's kernels by default); the ``oracles/`` it compares with never do.
+
+Contract of ``check_case(spec, config, steps=True, sut="triton") -> list[Report]``:
+
+- Builds a fresh instance of the SUT for ``spec`` (with ``config`` where the SUT takes a
+  KernelConfig) from the spec's seeded initial weights, materializes the batch
+  deterministically and runs ``spec.steps`` training steps (forward, then backward with
+  ``case.grad_outputs[k]``, the optimizer applied by the SUT). With ``steps=False`` or
+  ``spec.steps == 0`` it runs one forward only, under no_grad.
+- Every step yields: a forward Report (vs ``oracles.checks.check_forward`` on the weights
+  before the step and the reference-repaired batch); per table, a Report of the updated
+  touched rows against ``reference_backward`` under ``bounds_backward.table_bounds`` (its
+  ``worst.sample`` is the row id); one failing Report per other ``check_step`` violation
+  (momentum, untouched rows changed, per-sample-weight gradient); under WARNING, a Report
+  of the warning count; under FATAL with invalid input, a Report of whether it raised.
+- ``model`` (``oracles.error_model``; default ``$TBE_FUZZ_BOUND`` or worst case) picks the
+  accumulation bound; ``teeth`` (a ``fuzz.judge.teeth.Teeth``), when given, collects each
+  weight bound relative to its update, per segment-length band.
+- The case passes iff every Report is ``ok``; ``max(r.max_ratio)`` is the normalized error
+  (error / bound) for ``hypothesis.target``. SUT exceptions other than FATAL's
+  ``FatalBoundsCheck`` propagate: a crash is a failure the caller sees as such.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import torch
+
+from fuzz.sut.protocol import DEFAULT as DEFAULT_SUT
+from fuzz.sut.protocol import FatalBoundsCheck, SUTError, packed_momentum, packed_weights, params_for, warnings_count
+from fuzz.sut.protocol import get as get_sut
+from fuzz.sut.fit import refusal
+from oracles.bounds_backward import check_step, table_bounds
+from oracles.checks import check_forward
+from oracles.compare import Mismatch, Report, compare
+from oracles.error_model import ErrorModel, from_env
+from oracles.reference import table_rows
+from oracles.reference_backward import reference_backward
+from oracles.reference_bounds import reference_bounds_check
+from strategies.case import CaseSpec, materialize
+from tbe import KernelConfig
+from tbe.modes import BoundsCheckMode, Optimizer, parse_float_dtype
+from strategies.cases import initial_weights as spec_weights
+from fuzz.judge.teeth import Teeth
+from fuzz.time_split import Phases
+
+
+def _scalar_report(what: str, expected: float, got: float) -> Report:
+    ok = expected == got
+    return Report(what, ok, Mismatch(-1, -1, -1, float(expected), float(got), 0.0), 0 if ok else 1, 1)
+
+
+def _step_reports(k: int, ref, layout, w_before: torch.Tensor, instance, psw_grad, psw_dtype,
+                  model: ErrorModel, teeth: Optional[Teeth]) -> list[Report]:
+    """Backward Reports of step ``k``: weights per table with ratios, then the other violations."""
+    after = packed_weights(instance, w_before.device)  # on the reference's device
+    momentum = packed_momentum(instance, w_before.device)
+    if after.numel() != layout.total_elements:
+        raise SUTError(f"the SUT's weights hold {after.numel()} values, the tables {layout.total_elements}")
+    if ref.optimizer == Optimizer.EXACT_ROWWISE_ADAGRAD and momentum.numel() != layout.total_rows:
+        raise SUTError(f"the SUT's row-wise momentum holds {momentum.numel()} values, the tables have "
+                       f"{layout.total_rows} rows")
+    reports = []
+    for s, tb in zip(ref.tables, table_bounds(ref, after.dtype, model)):
+        if teeth is not None:
+            teeth.add(s.seg_len, tb.w_bound, s.w_new - s.w_old, tb.exact)
+        flat = layout.weights_offsets[s.table] + s.rows[:, None] * s.dim + torch.arange(s.dim, device=s.rows.device)
+        r = compare(f"step {k} table {s.table} weights after update (sample = row)", s.w_new, after[flat], tb.w_bound)
+        if r.worst is not None:
+            r.worst.table, r.worst.sample = s.table, int(s.rows[r.worst.sample])
+        reports.append(r)
+    violations = check_step(ref, layout, w_before, after, momentum, psw_grad, psw_dtype, model)
+    weights_failed = any(not r.ok for r in reports)
+    for v in violations:
+        if v.what == "weight" and weights_failed:
+            continue  # already reported above, with its ratio
+        reports.append(Report(f"step {k} {v.what} at {v.where}", False,
+                              Mismatch(-1, -1, -1, v.exact, v.got, v.bound), 1, 1))
+    return reports
+
+
+def check_batch(
+    spec: CaseSpec,
+    config: Optional[KernelConfig],
+    indices: torch.Tensor,
+    offsets: torch.Tensor,
+    per_sample_weights: Optional[torch.Tensor],
+    grad_outputs: Sequence[torch.Tensor],
+    model: Optional[ErrorModel] = None,
+    teeth: Optional[Teeth] = None,
+    sut: str = DEFAULT_SUT,
+    initial_weights: Optional[torch.Tensor] = None,
+    phases: Optional[Phases] = None,
+) -> list[Report]:
+    """``check_case`` on explicit (possibly invalid) tensors; ``spec`` supplies tables, modes and
+    dtypes. One step per entry of ``grad_outputs``; none = one forward only. CPU tensors in; the
+    FP64 references run on the SUT's device (its instance's ``device``, else the CPU), beside the
+    outputs they judge. ``sut`` names the system under test (``fuzz.sut.protocol``); it starts from
+    ``initial_weights`` (packed; default: the spec's seeded weights). ``model`` picks the
+    accumulation bound (default ``$TBE_FUZZ_BOUND``, else worst case); ``teeth`` collects bound /
+    update per segment-length band; ``phases`` (``fuzz.time_split``) is charged the SUT's time."""
+    phases = phases or Phases()
+    model = model or from_env()
+    target = get_sut(sut)
+    why = refusal(spec, target.capabilities)
+    if why is not None:
+        raise SUTError(f"SUT {sut!r} cannot run this case: {why}")
+    layout, B = spec.layout, spec.batch_size
+    if initial_weights is None:
+        initial_weights = spec_weights(spec)
+    tables = [table_rows(layout, initial_weights, t).clone() for t in range(layout.num_tables)]
+    params = params_for(spec, config if target.capabilities.kernel_config else None, tables)
+    with phases.timed("sut"):
+        instance = target.build(params)
+    device = torch.device(getattr(instance, "device", "cpu"))
+    mode, pooling = params.bounds_check, params.pooling
+    first_bad = None  # what FATAL must name: ("offsets", entry) or ("id", position)
+    if mode == BoundsCheckMode.NONE:
+        ref_idx, ref_off, fatal, expected_warn = indices, offsets, False, 0
+    else:
+        rb = reference_bounds_check(layout.rows, indices, offsets, mode)
+        ref_idx, ref_off, fatal, expected_warn = rb.indices, rb.offsets, rb.fatal, rb.warnings
+        first_bad = rb.first_bad
+    ref_idx, ref_off = ref_idx.to(device), ref_off.to(device)
+    ref_psw = None if per_sample_weights is None else per_sample_weights.to(device)
+    if mode != BoundsCheckMode.FATAL:
+        fatal = False
+    backward = len(grad_outputs) > 0
+    reports: list[Report] = []
+    for k in range(max(1, len(grad_outputs))):
+        w_before = packed_weights(instance, device)
+        m_before = packed_momentum(instance, device)
+        psw_in = None if per_sample_weights is None else per_sample_weights.clone()
+        warn0 = warnings_count(instance) if mode == BoundsCheckMode.WARNING else 0
+        try:
+            with torch.set_grad_enabled(backward), phases.timed("sut", device):
+                out = instance.forward(indices.clone(), offsets.clone(), psw_in)
+        except FatalBoundsCheck as e:
+            # it must name the first offender, where the SUT says which it found
+            ok = fatal and (e.position is None or (e.kind, e.position) == first_bad)
+            why = "" if ok or not fatal else f"; expected it to name {first_bad[0]} entry {first_bad[1]}"
+            reports.append(Report(f"step {k} FATAL bounds check raised ({e}){why}", ok, None, 0 if ok else 1, 1))
+            return reports
+        if fatal:
+            reports.append(Report(f"step {k} FATAL bounds check did not raise on invalid input", False, None, 1, 1))
+            return reports
+        if mode == BoundsCheckMode.WARNING:
+            reports.append(_scalar_report(f"step {k} bounds-check warnings", expected_warn,
+                                          warnings_count(instance) - warn0))
+        reports.append(check_forward(layout, w_before, ref_idx, ref_off, ref_psw, B, pooling,
+                                     out.detach().to(device), what=f"step {k} forward vs fp64", model=model))
+        if not backward:
+            break
+        grad = grad_outputs[k]
+        ref = reference_backward(layout, w_before, m_before, ref_idx, ref_off, ref_psw, B,
+                                 pooling, params.optimizer, params.learning_rate, params.eps, grad.to(device))
+        with phases.timed("sut", device):
+            psw_grad = instance.backward(grad.clone())
+        if per_sample_weights is not None and per_sample_weights.numel() and psw_grad is None \
+                and target.capabilities.psw_grad:
+            reports.append(Report(f"step {k} missing psw grad (the SUT returned none)", False, None, 1, 1))
+        psw_grad = None if psw_grad is None else psw_grad.detach().to(device)
+        reports += _step_reports(k, ref, layout, w_before, instance, psw_grad,
+                                 None if per_sample_weights is None else per_sample_weights.dtype, model, teeth)
+    return reports
+
+
+def check_case(spec: CaseSpec, config: Optional[KernelConfig] = None, steps: bool = True,
+               model: Optional[ErrorModel] = None, teeth: Optional[Teeth] = None,
+               sut: str = DEFAULT_SUT) -> list[Report]:
+    """Run ``spec`` through the SUT and judge every output against FP64 (see module docstring)."""
+    case = materialize(spec)
+    grads = case.grad_outputs if steps else []
+    return check_batch(spec, config, case.indices, case.offsets, case.per_sample_weights, grads, model, teeth,
+                       sut=sut)
+
+
+def failures(reports: Sequence[Report]) -> list[Report]:
+    return [r for r in reports if not r.ok]
+
+
+def max_ratio(reports: Sequence[Report]) -> float:
+    """The normalized error of a checked case: the largest error / bound over all Reports."""
+    return max((r.max_ratio for r in reports), default=0.0)
+
+
+def summary(reports: Sequence[Report], spec: Optional[CaseSpec] = None) -> str:
+    """The failing Reports (or 'ok') and the spec's JSON, for assertion messages and artifacts."""
+    bad = failures(reports)
+    text = "ok" if not bad else "\n".join(str(r) for r in bad)
+    return text if spec is None else f"{text}\nspec: {spec.to_json()}"

@@ -1,0 +1,94 @@
+"""The second oracle in campaigns: FBGEMM's CPU TBE on a sample of the examples.
+
+A fixed fraction (``SAMPLE``, chosen by a hash of the case, so a replay makes the same
+choice) of the examples FBGEMM's CPU TBE can run (fp32/fp16 weights and output, every
+D % 4 == 0, a valid batch, at most ``MAX_LOOKUPS`` lookups) also runs through FBGEMM,
+step by step from the same initial weights. FBGEMM's outputs and updates are judged
+against the FP64 reference under the same derived bounds as the kernel's; settings where
+FBGEMM is known to differ (``oracles/findings.py``) are judged against the semantics it
+implements or not at all, as the finding says. A disagreement left is an oracle finding
+to triage: its Report names FBGEMM, so it is never mistaken for a kernel bug.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import torch
+
+from strategies.cases import BadIdCase, CaseTensors, initial_weights
+from oracles import fbgemm_cpu
+from oracles.bounds_backward import check_step
+from oracles.checks import check_forward
+from oracles.compare import Mismatch, Report
+from oracles.findings import fbgemm_backward_difference, fbgemm_forward_difference, fbgemm_update_difference
+from oracles.reference_backward import reference_backward
+from tbe.modes import Optimizer, Pooling, parse_float_dtype
+
+SAMPLE = 4              # one in SAMPLE of the examples FBGEMM applies to
+MAX_LOOKUPS = 1_000_000  # FBGEMM's CPU step costs up to ~0.3 s per million lookups
+CHECKED, NOT_SAMPLED = "checked", "not sampled"
+RULE = (f"1 in {SAMPLE} of the examples it applies to: fp32/fp16 weights and output, D % 4 == 0, "
+        f"valid batches of <= {MAX_LOOKUPS:,} lookups")
+
+
+def not_applicable(case: Any, lookups: int) -> str | None:
+    """Why FBGEMM's CPU TBE cannot check ``case`` (a status string), or None."""
+    if isinstance(case, BadIdCase):
+        return "n/a: bad-id batch"
+    w, o = parse_float_dtype("w", case.weights_dtype), parse_float_dtype("o", case.output_dtype)
+    if not fbgemm_cpu.supports(w, o, [d for _, d in case.tables]):
+        return "n/a: dtype or D"
+    if lookups > MAX_LOOKUPS or lookups == 0 or case.batch_size == 0:
+        return "n/a: size"
+    if not fbgemm_cpu.available():
+        return "n/a: fbgemm_gpu not loaded"
+    return None
+
+
+def sampled(case: Any) -> bool:
+    return int(hashlib.sha1(case.to_json().encode()).hexdigest()[:8], 16) % SAMPLE == 0
+
+
+def check(case: Any, t: CaseTensors) -> tuple[str, list[Report]]:
+    """(status, FBGEMM's Reports) for one example; no Reports unless it was sampled."""
+    why = not_applicable(case, int(t.indices.numel()))
+    if why is not None:
+        return why, []
+    if not sampled(case):
+        return NOT_SAMPLED, []
+    return CHECKED, run(case, t)
+
+
+def run(case: Any, t: CaseTensors) -> list[Report]:
+    """FBGEMM's steps on ``case`` judged against FP64 (the caller checked ``not_applicable``)."""
+    spec, layout, B = case, case.layout, case.batch_size
+    wdt, odt = parse_float_dtype("w", spec.weights_dtype), parse_float_dtype("o", spec.output_dtype)
+    pooling, opt = Pooling(spec.pooling), Optimizer(spec.optimizer)
+    fb = fbgemm_cpu.FbgemmTBE(spec.tables, opt, spec.learning_rate, spec.eps, wdt, odt, pooling)
+    w0 = t.initial_weights if t.initial_weights is not None else initial_weights(spec)
+    fb.load([w0[o: o + e * d].view(e, d) for o, (e, d) in zip(layout.weights_offsets, spec.tables)])
+    idx, off, psw = t.indices, t.offsets, t.per_sample_weights
+    reports: list[Report] = []
+    for k, grad in enumerate(t.grad_outputs):
+        w_before = torch.cat([w.flatten() for w in fb.weights()])
+        m_list = fb.momentum()
+        m_before = torch.cat(m_list) if m_list else torch.zeros(0)
+        out, psw_grad = fb.step(idx, off, psw, grad)
+        if fbgemm_forward_difference(pooling, spec.weighted, odt) is None:
+            reports.append(check_forward(layout, w_before, idx, off, psw, B, pooling, out,
+                                         what=f"step {k} fbgemm forward vs fp64"))
+        if fbgemm_update_difference(opt, wdt) is not None:
+            continue  # triaged: FBGEMM's update is outside the one-rounding bound here
+        fb_pool = Pooling.SUM if fbgemm_backward_difference(pooling, spec.weighted) else pooling
+        ref = reference_backward(layout, w_before, m_before, idx, off, psw, B, fb_pool, opt,
+                                 spec.learning_rate, spec.eps, grad)
+        after = torch.cat([w.flatten() for w in fb.weights()])
+        m_after = fb.momentum()
+        violations = check_step(ref, layout, w_before, after, torch.cat(m_after) if m_after else None, psw_grad)
+        reports.append(Report(f"step {k} fbgemm update vs fp64", not violations, None, len(violations), 1))
+        for v in violations:
+            reports.append(Report(f"step {k} fbgemm {v.what} at {v.where}", False,
+                                  Mismatch(-1, -1, -1, v.exact, v.got, v.bound), 1, 1))
+    return reports

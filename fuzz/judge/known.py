@@ -1,0 +1,107 @@
+"""Known findings: triaged disagreements of a SUT with the FP64 references, matched on a failing case.
+
+Each ``KnownFinding`` names the SUTs it applies to, a predicate on the case and the checks
+it explains (prefixes of ``fuzz.judge.check.check_name``; ``CRASH`` for an exception whose
+traceback matches ``error``). ``TRIAGE`` is this project's list; a SUT registered from
+outside may carry its own (``SUT(..., findings=...)``, where ``suts`` may stay empty). A failing case is *known* when every failing check is
+explained by some finding that applies to the SUT and the case; anything else (a failing
+check no finding explains, a crash no finding expects) is a new failure. The texts live
+in ``oracles/findings.py``, with the tests that pin them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Callable, Optional, Sequence
+
+from strategies.cases import AnyCase, BadIdCase, base_spec
+from fuzz.judge.check import CaseResult, check_name
+from oracles import findings
+
+CRASH = "crash"
+ANY = ("forward vs fp64", "weights after update", "momentum", "psw grad", "bounds-check warnings",
+       "FATAL bounds check", "untouched weight changed")
+UPDATE = ("weights after update", "momentum", "psw grad")
+
+
+@dataclasses.dataclass(frozen=True)
+class KnownFinding:
+    id: str
+    suts: tuple[str, ...]
+    description: str
+    applies: Callable[[AnyCase], bool]  # predicate on the case
+    checks: tuple[str, ...]             # check-name prefixes it explains, or CRASH
+    error: str = ""                     # with CRASH: a regex the traceback must match
+
+    def explains_check(self, name: str) -> bool:
+        return any(name.startswith(c) for c in self.checks if c != CRASH)
+
+    def explains_crash(self, traceback_text: str) -> bool:
+        return CRASH in self.checks and re.search(self.error, traceback_text) is not None
+
+
+def _spec(pred: Callable) -> Callable[[AnyCase], bool]:
+    return lambda case: bool(pred(base_spec(case)))
+
+
+def _bad(id_kind: str = "", offset_kind: str = "") -> Callable[[AnyCase], bool]:
+    def pred(case: AnyCase) -> bool:
+        if not isinstance(case, BadIdCase):
+            return False
+        return (any(b.kind == id_kind for b in case.bad.bad_ids) if id_kind
+                else offset_kind in case.bad.bad_offsets)
+    return pred
+
+
+CPU, CUDA = "fbgemm-cpu", "fbgemm-cuda"
+TRIAGE: tuple[KnownFinding, ...] = (
+    KnownFinding("fbgemm-weighted-mean-fp16-forward", (CPU,), findings.FBGEMM_WEIGHTED_MEAN_FP16_FORWARD,
+                 _spec(lambda s: s.pooling == "mean" and s.weighted and s.output_dtype == "fp16"),
+                 ("forward vs fp64",)),
+    KnownFinding("fbgemm-weighted-mean-backward", (CPU,), findings.FBGEMM_WEIGHTED_MEAN_BACKWARD,
+                 _spec(lambda s: s.pooling == "mean" and s.weighted), UPDATE),
+    KnownFinding("fbgemm-fp16-sgd-step-rounding", (CPU,), findings.FBGEMM_FP16_SGD_UPDATE,
+                 _spec(lambda s: s.weights_dtype == "fp16" and s.optimizer == "exact_sgd"),
+                 ("weights after update",)),
+    KnownFinding("fbgemm-minus-one-raises", (CPU,), findings.FBGEMM_MINUS_ONE_CPU, _bad(id_kind="minus_one"),
+                 (CRASH,), error=r"out of bounds: -1"),
+    KnownFinding("fbgemm-first-offset-kept", (CPU,), findings.FBGEMM_FIRST_OFFSET_KEPT,
+                 _bad(offset_kind="first_positive"), ANY),
+    KnownFinding("fbgemm-cuda-weighted-mean-psw-grad", (CUDA,), findings.FBGEMM_CUDA_WEIGHTED_MEAN_PSW_GRAD,
+                 _spec(lambda s: s.pooling == "mean" and s.weighted), ("psw grad",)),
+    KnownFinding("fbgemm-cuda-mean-grad-rounded", (CUDA,), findings.FBGEMM_CUDA_MEAN_GRAD_ROUNDED,
+                 _spec(lambda s: s.pooling == "mean" and s.output_dtype in ("fp16", "bf16")),
+                 ("weights after update", "momentum")),
+)
+
+
+def for_sut(sut: str, triage: Sequence[KnownFinding] = TRIAGE) -> tuple[KnownFinding, ...]:
+    """The findings triaged for ``sut``: the entries of ``triage`` naming it, then those the SUT
+    carries itself (``fuzz.sut.protocol.SUT.findings``, for SUTs registered from outside this project)."""
+    from fuzz.sut.protocol import get
+
+    return tuple(f for f in triage if sut in f.suts) + tuple(get(sut).findings)
+
+
+def explain(sut: str, result: CaseResult, triage: Sequence[KnownFinding] = TRIAGE,
+            only: Optional[Sequence[str]] = None) -> Optional[tuple[KnownFinding, ...]]:
+    """The known findings that together explain every failure of ``result`` (in triage order), or None
+    when it passed or some failure is not on the list. ``only`` restricts the findings used to these ids."""
+    if result.ok:
+        return None
+    usable = [f for f in for_sut(sut, triage) if (only is None or f.id in only) and f.applies(result.case)]
+    used: list[KnownFinding] = []
+
+    def take(pred) -> bool:
+        hit = next((f for f in usable if pred(f)), None)
+        if hit is not None and hit not in used:
+            used.append(hit)
+        return hit is not None
+
+    if result.error is not None and not take(lambda f: f.explains_crash(result.error)):
+        return None
+    for r in result.reports:
+        if not r.ok and not take(lambda f, name=check_name(r.what): f.explains_check(name)):
+            return None
+    return tuple(f for f in usable if f in used)

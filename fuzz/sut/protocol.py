@@ -1,0 +1,242 @@
+"""The system under test (SUT): the protocol a TBE implements to be fuzzed, and the registry of them.
+
+A SUT is a ``SUT`` record: a name, its ``Capabilities`` (what it can be asked to do; the
+strategies draw only that), ``build(params) -> instance`` and ``available() -> reason or
+None``. An instance is duck-typed:
+
+- ``forward(indices, offsets, per_sample_weights=None) -> [B, sum D]`` in the output dtype.
+  Inputs arrive as CPU tensors (the instance moves them; an optional ``device`` attribute
+  names where it computes, and the FP64 references run there too); with grad enabled the
+  forward keeps what its ``backward`` needs. Under FATAL it raises ``FatalBoundsCheck`` on
+  invalid input.
+- ``backward(grad_output) -> per-sample-weight gradient or None``: backward of the last
+  forward with the optimizer update applied in place, once per distinct row.
+- ``weights() -> [E_t, D_t] per table`` (or ``packed_weights()``, flat in table order) and
+  ``momentum() -> [E_t] fp32 per table`` (row-wise Adagrad; None for SGD).
+- ``bounds_check_warnings() -> int``: the cumulative count (only if it offers WARNING).
+
+The driver always passes ``params.initial_weights`` (per table, the weights' dtype) and
+reads every result back, so an instance may keep its state anywhere. Names resolve to
+built-in adapters, to the ``tbe_fuzz.suts`` entry-point group, or to ``module:factory``;
+a factory is a callable returning a ``SUT`` (or the ``SUT`` itself).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib
+from importlib import metadata
+from typing import Any, Callable, Optional, Sequence
+
+import torch
+
+from strategies.bad_inputs import ID_KINDS, OFFSET_KINDS
+from tbe.modes import BoundsCheckMode, Optimizer, Pooling
+
+GROUP = "tbe_fuzz.suts"
+DEFAULT = "triton"
+BUILTIN = {
+    "triton": "fuzz.sut.triton_tbe:factory",
+    "fbgemm-cpu": "fuzz.sut.fbgemm_cpu:factory",
+    "fbgemm-cuda": "fuzz.sut.fbgemm_cuda:factory",
+    "torch": "fuzz.sut.torch_tbe:factory",
+}
+ALL_DTYPES = ("fp32", "fp16", "bf16")
+ALL_BOUNDS = ("fatal", "warning", "ignore", "none")
+
+
+class FatalBoundsCheck(Exception):
+    """Raised by an instance's forward when FATAL bounds checking rejects the batch; ``kind``
+    ("offsets" or "id") and ``position`` name the first offender where the SUT says which."""
+
+    def __init__(self, message: str, kind: Optional[str] = None, position: Optional[int] = None) -> None:
+        super().__init__(message)
+        self.kind, self.position = kind, position
+
+
+class SUTError(ValueError):
+    """A SUT that cannot be resolved or used here; the message names it and says why."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Capabilities:
+    """What a SUT can be asked to do; campaigns, the gate and the self-test draw within it."""
+
+    weights_dtypes: tuple[str, ...] = ALL_DTYPES
+    output_dtypes: tuple[str, ...] = ALL_DTYPES
+    index_dtypes: tuple[str, ...] = ("int32", "int64")
+    dim_multiple: int = 1                       # every D is a multiple of this
+    max_dim: Optional[int] = None
+    poolings: tuple[str, ...] = ("sum", "mean")
+    optimizers: tuple[str, ...] = ("exact_sgd", "exact_rowwise_adagrad")
+    bounds_modes: tuple[str, ...] = ALL_BOUNDS  # WARNING means it counts (bounds_check_warnings)
+    bad_ids: tuple[str, ...] = ID_KINDS         # invalid ids it may be fed (strategies.bad_inputs kinds)
+    bad_offsets: tuple[str, ...] = OFFSET_KINDS  # broken offsets it may be fed
+    per_sample_weights: bool = True
+    psw_grad: bool = True                       # backward returns the per-sample-weight gradient
+    empty_batch: bool = True                    # accepts B = 0
+    devices: tuple[str, ...] = ("cpu",)
+    kernel_config: bool = False                 # params.config (a KernelConfig) tunes it
+    planted_faults: bool = False                # KernelConfig.faults plants its known bugs
+
+    def __post_init__(self) -> None:
+        for field, allowed in (("weights_dtypes", ALL_DTYPES), ("output_dtypes", ALL_DTYPES),
+                               ("index_dtypes", ("int32", "int64")), ("poolings", ("sum", "mean")),
+                               ("optimizers", tuple(o.value for o in Optimizer)), ("bounds_modes", ALL_BOUNDS),
+                               ("bad_ids", ID_KINDS), ("bad_offsets", OFFSET_KINDS)):
+            values = tuple(getattr(self, field))
+            if (not values and not field.startswith("bad_")) or any(v not in allowed for v in values):
+                raise ValueError(f"Capabilities.{field} must be a non-empty subset of {allowed}, got {values!r}")
+            object.__setattr__(self, field, values)
+        if self.dim_multiple < 1 or (self.max_dim is not None and self.max_dim < self.dim_multiple):
+            raise ValueError(f"Capabilities: dim_multiple={self.dim_multiple}, max_dim={self.max_dim} allow no D")
+
+    @property
+    def everything(self) -> bool:
+        """Whether every case the strategies draw is within these capabilities (no fitting needed)."""
+        full = Capabilities()
+        return (all(set(getattr(full, f)) <= set(getattr(self, f)) for f in
+                    ("weights_dtypes", "output_dtypes", "index_dtypes", "poolings", "optimizers", "bounds_modes",
+                     "bad_ids", "bad_offsets"))
+                and self.dim_multiple == 1 and self.max_dim is None
+                and self.per_sample_weights and self.empty_batch)
+
+    def dims_text(self) -> str:
+        text = f"D % {self.dim_multiple} == 0" if self.dim_multiple > 1 else "any D"
+        return text if self.max_dim is None else f"{text}, D <= {self.max_dim}"
+
+    def describe(self) -> str:
+        return (f"weights {'/'.join(self.weights_dtypes)}, output {'/'.join(self.output_dtypes)}, {self.dims_text()}, "
+                f"pooling {'/'.join(self.poolings)}, {'/'.join(self.optimizers)}, "
+                f"bounds {'/'.join(self.bounds_modes)}, per-sample weights {'yes' if self.per_sample_weights else 'no'}, "
+                f"devices {'/'.join(self.devices)}, KernelConfig {'yes' if self.kernel_config else 'no'}, "
+                f"planted faults {'yes' if self.planted_faults else 'no'}")
+
+
+@dataclasses.dataclass(frozen=True)
+class TBEParams:
+    """Everything ``SUT.build`` gets: the tables, the training set-up, modes and the start weights."""
+
+    tables: tuple[tuple[int, int], ...]      # (E_t, D_t)
+    optimizer: Optimizer
+    learning_rate: float
+    eps: float
+    weights_dtype: torch.dtype
+    output_dtype: torch.dtype
+    pooling: Pooling
+    bounds_check: BoundsCheckMode
+    seed: int = 0
+    initial_weights: Optional[tuple[torch.Tensor, ...]] = None  # per table [E_t, D_t], CPU, weights dtype
+    config: Any = None                       # a tbe.KernelConfig for SUTs with kernel_config
+
+
+@dataclasses.dataclass(frozen=True)
+class SUT:
+    name: str
+    capabilities: Capabilities
+    build: Callable[[TBEParams], Any]
+    available: Callable[[], Optional[str]] = lambda: None  # None = usable here, else why not
+    description: str = ""
+    findings: tuple = ()  # its own triaged disagreements (fuzz.judge.known.KnownFinding), beside fuzz.judge.known.TRIAGE
+
+
+# ----------------------------------------------------------------------------- instance helpers
+def packed_weights(instance: Any, device: Any = "cpu") -> torch.Tensor:
+    """A copy of the instance's weights, flat in table order, on ``device``."""
+    if hasattr(instance, "packed_weights"):
+        return instance.packed_weights().detach().to(device, copy=True).reshape(-1)
+    return torch.cat([w.detach().to(device).reshape(-1) for w in instance.weights()])
+
+
+def packed_momentum(instance: Any, device: Any = "cpu") -> torch.Tensor:
+    """A copy of the row-wise momentum, flat in table order, on ``device`` (empty when there is none)."""
+    if hasattr(instance, "packed_momentum"):
+        return instance.packed_momentum().detach().to(device, copy=True).reshape(-1)
+    m = instance.momentum()
+    if not m:
+        return torch.zeros(0, dtype=torch.float32, device=device)
+    return torch.cat([x.detach().to(device).reshape(-1) for x in m])
+
+
+def warnings_count(instance: Any) -> int:
+    if not hasattr(instance, "bounds_check_warnings"):
+        raise SUTError(f"{type(instance).__name__} offers WARNING bounds checking but has no bounds_check_warnings()")
+    return int(instance.bounds_check_warnings())
+
+
+# ----------------------------------------------------------------------------- registry
+def _entry_points() -> dict[str, Any]:
+    return {ep.name: ep for ep in metadata.entry_points(group=GROUP)}
+
+
+def names() -> list[str]:
+    """Every SUT name known here: the built-in ones and those registered under ``tbe_fuzz.suts``."""
+    return sorted(set(BUILTIN) | set(_entry_points()))
+
+
+def _load(target: str) -> Any:
+    module, _, attr = target.partition(":")
+    if not module or not attr:
+        raise SUTError(f"{target!r} is not module:factory")
+    try:
+        obj = importlib.import_module(module)
+    except ImportError as e:
+        raise SUTError(f"cannot import {module!r} for SUT {target!r} ({e})") from e
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise SUTError(f"module {module!r} has no {attr!r} (SUT {target!r})")
+        obj = getattr(obj, part)
+    return obj
+
+
+@functools.lru_cache(maxsize=None)
+def get(name: str) -> SUT:
+    """Resolve ``name`` (built-in, entry point, or module:factory); the SUT's name is set to ``name``."""
+    if not isinstance(name, str) or not name:
+        raise SUTError(f"a SUT name must be a non-empty string, got {name!r}")
+    if name in BUILTIN:
+        obj = _load(BUILTIN[name])
+    elif name in (eps := _entry_points()):
+        try:
+            obj = eps[name].load()
+        except Exception as e:  # noqa: BLE001  (a broken plug-in is reported, not raised through)
+            raise SUTError(f"entry point {name!r} ({eps[name].value}) failed to load: {type(e).__name__}: {e}") from e
+    elif ":" in name:
+        obj = _load(name)
+    else:
+        raise SUTError(f"unknown SUT {name!r} (known: {', '.join(names())}; or module:factory)")
+    sut = obj if isinstance(obj, SUT) else obj() if callable(obj) else obj
+    if not isinstance(sut, SUT):
+        raise SUTError(f"SUT {name!r} resolved to {type(sut).__name__}, not a fuzz.sut.protocol.SUT")
+    return dataclasses.replace(sut, name=name)
+
+
+def require(name: str, kernel_config: bool = False, planted_faults: bool = False) -> SUT:
+    """``get(name)``, refusing one that is unavailable here or lacks a capability the command needs."""
+    sut = get(name)
+    reason = sut.available()
+    if reason is not None:
+        raise SUTError(f"SUT {name!r} is not available here: {reason}")
+    if kernel_config and not sut.capabilities.kernel_config:
+        raise SUTError(f"SUT {name!r} takes no KernelConfig, so there are no two configs of it to compare")
+    if planted_faults and not sut.capabilities.planted_faults:
+        raise SUTError(f"SUT {name!r} has no planted faults (KernelConfig.faults); the self-test needs them")
+    return sut
+
+
+def params_for(spec: Any, config: Any, initial_weights: Optional[Sequence[torch.Tensor]]) -> TBEParams:
+    """TBEParams for a ``strategies.case.CaseSpec``."""
+    from tbe.modes import parse_enum, parse_float_dtype
+
+    return TBEParams(
+        tables=tuple(tuple(t) for t in spec.tables),
+        optimizer=parse_enum(Optimizer, "optimizer", spec.optimizer),
+        learning_rate=float(spec.learning_rate), eps=float(spec.eps),
+        weights_dtype=parse_float_dtype("weights_dtype", spec.weights_dtype),
+        output_dtype=parse_float_dtype("output_dtype", spec.output_dtype),
+        pooling=parse_enum(Pooling, "pooling", spec.pooling),
+        bounds_check=parse_enum(BoundsCheckMode, "bounds_check", spec.bounds_check),
+        seed=int(spec.seed), initial_weights=None if initial_weights is None else tuple(initial_weights),
+        config=config,
+    )

@@ -1,0 +1,113 @@
+"""The ``torch`` SUT: ``F.embedding_bag`` (what ``nn.EmbeddingBag`` runs) with the optimizer in torch ops.
+
+A baseline users know. Per table, the distinct rows a batch reads are gathered once and
+upcast to fp32 (so fp16/bf16 tables are pooled in fp32, as the TBE does), pooled with
+``F.embedding_bag`` (SUM, or MEAN; per-sample weights with MEAN are pooled as SUM and
+divided by the bag length, since ``embedding_bag`` takes weights with SUM only), and the
+output is rounded once to the output dtype. Autograd yields each distinct row's gradient
+and the per-sample-weight gradient; the backward then applies exact SGD or exact row-wise
+Adagrad once per distinct row (``lr / (sqrt(m) + eps)`` as one correctly rounded division)
+and rounds the new rows to the weights' dtype. Bounds checking is ``fuzz.sut.torch_bounds``.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+
+from fuzz.sut.protocol import SUT, Capabilities, FatalBoundsCheck, TBEParams
+from fuzz.sut.torch_bounds import TorchBoundsError, check_bounds
+from tbe.modes import BoundsCheckMode, Optimizer, Pooling
+
+
+def _device() -> torch.device:
+    return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+
+
+class TorchInstance:
+    def __init__(self, p: TBEParams) -> None:
+        self.p = p
+        self.device = _device()
+        self.rows = [e for e, _ in p.tables]
+        self.dims = [d for _, d in p.tables]
+        self.tables = [w.to(self.device, p.weights_dtype).clone() for w in p.initial_weights]
+        self.adagrad = Optimizer(p.optimizer) == Optimizer.EXACT_ROWWISE_ADAGRAD
+        self.state = [torch.zeros(e, dtype=torch.float32, device=self.device) for e in self.rows] if self.adagrad else None
+        self.warnings = 0
+        self._out: Optional[torch.Tensor] = None
+        self._psw: Optional[torch.Tensor] = None
+        self._gathered: list[tuple[int, torch.Tensor, torch.Tensor]] = []
+
+    def forward(self, indices, offsets, per_sample_weights=None) -> torch.Tensor:
+        T = len(self.tables)
+        B = (offsets.numel() - 1) // T
+        try:
+            ids, off, warnings = check_bounds(self.rows, indices.to(self.device), offsets.to(self.device),
+                                              BoundsCheckMode(self.p.bounds_check))
+        except TorchBoundsError as e:
+            raise FatalBoundsCheck(str(e)) from e
+        self.warnings += warnings
+        grad = torch.is_grad_enabled()
+        psw = None
+        if per_sample_weights is not None:
+            psw = per_sample_weights.to(self.device).clone().requires_grad_(grad)
+        mean = Pooling(self.p.pooling) == Pooling.MEAN
+        outs, self._gathered = [], []
+        for t in range(T):
+            lo, hi = int(off[t * B]), int(off[(t + 1) * B])
+            if B == 0 or hi == lo:
+                outs.append(torch.zeros(B, self.dims[t], device=self.device))
+                continue
+            uniq, inverse = torch.unique(ids[lo:hi], return_inverse=True)
+            rows = self.tables[t][uniq].float().requires_grad_(grad)
+            bags = off[t * B: (t + 1) * B] - lo
+            if psw is None:
+                pooled = F.embedding_bag(inverse, rows, bags, mode="mean" if mean else "sum")
+            else:
+                pooled = F.embedding_bag(inverse, rows, bags, mode="sum", per_sample_weights=psw[lo:hi].float())
+                if mean:
+                    lengths = (off[t * B + 1: (t + 1) * B + 1] - off[t * B: (t + 1) * B]).clamp(min=1)
+                    pooled = pooled / lengths.to(torch.float32)[:, None]
+            outs.append(pooled)
+            self._gathered.append((t, uniq, rows))
+        out = torch.cat(outs, 1).to(self.p.output_dtype)
+        self._out, self._psw = out, psw
+        return out
+
+    def backward(self, grad_output: torch.Tensor) -> Optional[torch.Tensor]:
+        out, self._out = self._out, None
+        if out.requires_grad:
+            out.backward(grad_output.to(self.device, out.dtype))
+        lr = torch.tensor(self.p.learning_rate, dtype=torch.float32, device=self.device)
+        with torch.no_grad():
+            for t, uniq, rows in self._gathered:
+                g = rows.grad if rows.grad is not None else torch.zeros_like(rows)
+                w = rows.detach()  # the rows before the step, already fp32
+                if self.adagrad:
+                    m = self.state[t][uniq] + (g * g).mean(1)
+                    self.state[t][uniq] = m
+                    rate = torch.div(lr, m.sqrt() + self.p.eps)
+                    new = w - rate[:, None] * g
+                else:
+                    new = w - lr * g
+                self.tables[t][uniq] = new.to(self.tables[t].dtype)
+        self._gathered = []
+        if self._psw is None:
+            return None
+        return self._psw.grad if self._psw.grad is not None else torch.zeros_like(self._psw)  # no lookups
+
+    def weights(self) -> list[torch.Tensor]:
+        return [w.detach().cpu().clone() for w in self.tables]
+
+    def momentum(self) -> Optional[list[torch.Tensor]]:
+        return None if self.state is None else [m.cpu().clone() for m in self.state]
+
+    def bounds_check_warnings(self) -> int:
+        return self.warnings
+
+
+def factory() -> SUT:
+    return SUT("torch", Capabilities(devices=("cpu", "cuda")), TorchInstance,
+               description="F.embedding_bag with exact SGD / row-wise Adagrad in torch ops")

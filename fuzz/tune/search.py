@@ -1,0 +1,289 @@
+"""``tbe-fuzz tune``: search KernelConfig for speed on given shapes, then gate the best candidates.
+
+The search is Optuna's TPE sampler (define-by-run, so per-bucket tiles follow the trial's
+buckets) with a median pruner. Trial 0 is the baseline itself, so the study records the
+tuner's own A/A noise; the next trials are the hints of ``fuzz.tune.space``. After them each
+trial frees one group of fields that share kernels (``tune_space.GROUPS``, in turn) and fixes
+the rest at the best trial's values (Optuna's PartialFixedSampler around the TPE sampler):
+Triton compiles only the kernels the free group touches, so a trial costs seconds instead
+of a full recompilation, and a few minutes of GPU time hold many more trials.
+Before it is timed, a trial's kernels are compiled side by side in worker processes
+(``fuzz.tune.warm``). A trial times its candidate against the baseline on every shape,
+forward and iteration, with a few interleaved rounds (``fuzz.gate.timing``; the baseline's
+modules are built once and kept); its value is the geometric-mean speedup, reported shape by
+shape so the pruner can stop a hopeless trial early. A candidate that crashes or cannot launch scores 0.
+
+``--time`` is strict for the search: no trial starts, and a running trial stops at its next
+shape, once the search's share is spent: what is left after ``verify_reserve`` (one
+cascade's measured cost), and never less than ``search_share`` of it. The rest goes to
+verifying the best trials with the full cascade (``fuzz.gate.cascade``), best first, until one is
+accepted; its (d) level times the search shapes plus the segment-length bands, so a config
+tuned on realistic shapes cannot slow a band down unseen. Tune writes every trial, the
+winning config (if one passed) and the gate report of every verified candidate.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+from fuzz.gate.cascade import ACCEPT, CascadeOptions, CascadeResult, run_cascade
+from fuzz.gate.perf import DEFAULT_GAMMA
+from fuzz.gate.shapes import PRESETS, PerfShape
+from fuzz.tune.space import active_groups, group_of, hint_configs, params_of, searched_fields, suggest
+from tbe import KernelConfig
+
+OPTUNA_PIN = "optuna==5.0.0"
+Measure = Callable[[KernelConfig, Callable[[int, float], bool]], float]
+# Verifying one candidate with the full cascade on a warm H200: the gate of the defaults took (a) 16 s,
+# (c) 43 s and (d) 6 s with every kernel already built (gate_defaults_h200.json); in the tune run from the
+# pre-tuning defaults, (a)-(c) of trial 97 and 4 of its 11 (d) shapes (each compiling the candidate's
+# kernels) filled 121 s. So (a), (c) and (d) take about CASCADE_FIXED_S, and (b) runs two phases per
+# seed of at least B_PHASE_S each.
+CASCADE_FIXED_S = 150.0
+B_PHASE_S = 5.0
+
+
+@dataclasses.dataclass
+class TuneOptions:
+    shapes: Sequence[PerfShape]
+    seconds: float = 240.0
+    search_share: float = 0.3         # least share of --time for the search (see search_seconds)
+    trials: Optional[int] = None      # cap on trials
+    seed: int = 0
+    fields: Optional[Sequence[str]] = None
+    gamma: float = DEFAULT_GAMMA
+    rounds: int = 3                   # interleaved rounds per trial measurement
+    target_ms: float = 8.0
+    verify_top: int = 2
+    worst_floor: float = 0.9          # a trial whose slowest shape ran below this in the search is not verified
+    gate_seeds: Sequence[int] = (0, 1, 2)
+    out: Optional[Path] = None
+
+
+@dataclasses.dataclass
+class Trial:
+    number: int
+    origin: str                   # "baseline", "hint" or "search"
+    config: KernelConfig
+    value: Optional[float]        # geometric-mean speedup; None when pruned before the end
+    state: str
+    seconds: float
+    error: Optional[str] = None
+    worst: Optional[float] = None  # slowest shape and phase in the search (speedup), where measured
+
+
+@dataclasses.dataclass
+class TuneResult:
+    baseline: KernelConfig
+    options: TuneOptions
+    trials: list[Trial] = dataclasses.field(default_factory=list)
+    verified: list[tuple[Trial, CascadeResult]] = dataclasses.field(default_factory=list)
+    winner: Optional[Trial] = None
+    notes: list[str] = dataclasses.field(default_factory=list)
+    search_seconds: float = 0.0
+    seconds: float = 0.0
+
+    @property
+    def ranked(self) -> list[Trial]:
+        done = [t for t in self.trials if t.value is not None and t.origin != "baseline" and t.error is None]
+        return sorted(done, key=lambda t: -t.value)
+
+    @property
+    def aa_value(self) -> Optional[float]:
+        """The baseline trial's speedup against itself: how far from 1.0 the tuner's noise reaches."""
+        base = [t for t in self.trials if t.origin == "baseline" and t.value is not None]
+        return base[0].value if base else None
+
+
+def optuna_missing() -> Optional[str]:
+    try:
+        import optuna  # noqa: F401
+    except ImportError:
+        return f"tbe-fuzz tune needs {OPTUNA_PIN} (pip install {OPTUNA_PIN})"
+    return None
+
+
+def gpu_measure(baseline: KernelConfig, opts: TuneOptions) -> Measure:
+    """A trial's measurement on the GPU: every shape, both phases, against cached baseline modules."""
+    import torch
+
+    from fuzz.gate.timing import BaselineCache, time_shape
+    from fuzz.tune.warm import TrialWarmer
+
+    cache = BaselineCache(baseline, torch.device("cuda"))
+    warmer = TrialWarmer(opts.shapes)
+
+    def measure(config: KernelConfig, report: Callable[[int, float], bool]) -> float:
+        warmer.warm(config)  # compile the trial's new kernels in parallel; timing then only loads them
+        logs: list[float] = []
+        measure.last_worst = None  # type: ignore[attr-defined]
+        for i, shape in enumerate(opts.shapes):
+            for e in time_shape(shape, baseline, config, torch.device("cuda"), opts.rounds, opts.target_ms, cache):
+                if not e.ok:
+                    raise RuntimeError(f"{e.shape} {e.phase}: {e.error}")
+                logs.append(math.log(e.speedup))
+            measure.last_worst = math.exp(min(logs))  # type: ignore[attr-defined]
+            if not report(i, math.exp(sum(logs) / len(logs))):
+                return float("nan")
+        return math.exp(sum(logs) / len(logs))
+
+    measure.cache = cache  # type: ignore[attr-defined]
+    measure.close = warmer.close  # type: ignore[attr-defined]
+    return measure
+
+
+def search(baseline: KernelConfig, opts: TuneOptions, measure: Measure, deadline: float,
+           progress: Optional[Callable[[str], None]] = None) -> list[Trial]:
+    """Run the Optuna study until ``deadline`` (time.monotonic()) or the trial cap."""
+    import warnings
+
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    fields = searched_fields(opts.shapes, opts.fields)
+    groups = active_groups(fields)
+    tpe = optuna.samplers.TPESampler(seed=opts.seed)
+    study = optuna.create_study(direction="maximize", sampler=tpe,
+                                pruner=optuna.pruners.MedianPruner(n_startup_trials=4, n_warmup_steps=2))
+    hints = hint_configs(baseline, fields)
+    for cfg in [baseline] + hints:
+        study.enqueue_trial(params_of(cfg, baseline, opts.shapes, fields))
+    origins = ["baseline"] + ["hint"] * len(hints)
+    trials: list[Trial] = []
+    seen: dict[str, tuple[float, Optional[float]]] = {}
+    state = {"origin": "baseline", "repeats": 0}
+
+    def objective(trial) -> float:
+        t0 = time.perf_counter()
+        cfg = suggest(trial, baseline, opts.shapes, fields)
+        record = Trial(trial.number, state["origin"], cfg, None, "running", 0.0)
+        trials.append(record)
+        key = cfg.to_json()
+        if key in seen:  # the block-wise sampler proposed a config already timed: reuse its value
+            record.origin, record.state = "repeat", "repeat"
+            record.value, record.worst = seen[key]
+            state["repeats"] += 1
+            return record.value
+        state["repeats"] = 0
+
+        def report(step: int, value: float) -> bool:
+            trial.report(value, step)
+            if time.monotonic() > deadline:
+                record.state = "stopped: out of time"
+                return False
+            if record.origin.startswith("search") and trial.should_prune():
+                record.state = "pruned"
+                return False
+            return True
+
+        try:
+            value = measure(cfg, report)
+        except Exception as e:  # noqa: BLE001  (a config that crashes or cannot launch scores 0)
+            record.error, value = f"{type(e).__name__}: {e}".splitlines()[0][:300], 0.0
+        record.seconds = time.perf_counter() - t0
+        if value != value:  # NaN: stopped early
+            if progress is not None:
+                progress(f"  trial {trial.number} ({record.origin}) {record.state} after {record.seconds:.0f}s")
+            raise optuna.TrialPruned()
+        record.value, record.state = value, "complete" if record.error is None else "error"
+        record.worst = getattr(measure, "last_worst", None)
+        seen[key] = (value, record.worst)
+        if progress is not None:
+            diff = baseline.diff(cfg)
+            progress(f"  trial {trial.number} ({record.origin}) {value:.3f}x in {record.seconds:.0f}s "
+                     + (record.error or ", ".join(f"{k}={b}" for k, (_, b) in sorted(diff.items())) or "baseline"))
+        return value
+
+    k = 0
+    while time.monotonic() < deadline and (opts.trials is None or len(trials) < opts.trials):
+        n = len(trials)  # study.trials also lists the enqueued ones still waiting
+        if n < len(origins):
+            state["origin"] = origins[n]
+        else:  # free one group, keep the others at the best trial's values
+            group = groups[k % len(groups)]
+            k += 1
+            fixed = {p: v for p, v in study.best_trial.params.items() if group_of(p) != group}
+            study.sampler = optuna.samplers.PartialFixedSampler(fixed, tpe)
+            state["origin"] = f"search: {group}"
+        if state["repeats"] >= 8 * len(groups):
+            break  # every group keeps proposing timed configs: the space is exhausted
+        study.optimize(objective, n_trials=1)
+    return trials
+
+
+def verify_reserve(opts: TuneOptions) -> float:
+    """Seconds one candidate's full cascade needs: (a), (c), (d) and the least (b) over the gate seeds."""
+    return CASCADE_FIXED_S + 2 * len(opts.gate_seeds) * B_PHASE_S
+
+
+def search_seconds(opts: TuneOptions) -> float:
+    """The search's share of ``--time``: all but one verification's reserve, at least ``search_share``."""
+    return min(opts.seconds, max(opts.seconds * opts.search_share, opts.seconds - verify_reserve(opts)))
+
+
+def verify_order(res: TuneResult, opts: TuneOptions) -> list[Trial]:
+    """The ``verify_top`` fastest trials the gate's (d) could pass: the per-shape rule rejects a slowdown
+    the geometric mean hides, so a trial whose slowest shape ran below ``worst_floor`` is noted, not verified."""
+    out = []
+    for t in [t for t in res.ranked if t.value > 1.0]:
+        if t.worst is not None and t.worst < opts.worst_floor:
+            if len(out) < opts.verify_top:
+                res.notes.append(f"trial {t.number} ({t.value:.3f}x) not verified: a shape ran {t.worst:.3f}x "
+                                 f"in the search (floor {opts.worst_floor})")
+            continue
+        out.append(t)
+    return out[: opts.verify_top]
+
+
+def run_tune(baseline: KernelConfig, opts: TuneOptions, measure: Optional[Measure] = None,
+             verify: Optional[Callable[[KernelConfig, float], CascadeResult]] = None,
+             progress: Optional[Callable[[str], None]] = None) -> TuneResult:
+    """Search, then gate the best trials until one is accepted or the time is spent."""
+    t0 = time.monotonic()
+    end = t0 + opts.seconds
+    res = TuneResult(baseline, opts)
+    measure = measure or gpu_measure(baseline, opts)
+    res.trials = search(baseline, opts, measure, t0 + search_seconds(opts), progress)
+    res.search_seconds = time.monotonic() - t0
+    cache = getattr(measure, "cache", None)
+    if cache is not None:
+        cache.clear()  # the verification builds its own modules
+    if hasattr(measure, "close"):
+        measure.close()
+    verify = verify or _gate(baseline, opts, progress)
+    for trial in verify_order(res, opts):
+        if time.monotonic() > end:
+            res.notes.append(f"out of time before verifying trial {trial.number} ({trial.value:.3f}x)")
+            break
+        if progress is not None:
+            progress(f"verifying trial {trial.number} ({trial.value:.3f}x in the search) with the full cascade")
+        gate = verify(trial.config, end)
+        res.verified.append((trial, gate))
+        if gate.verdict == ACCEPT:
+            res.winner = trial
+            break
+    if not res.ranked or res.ranked[0].value <= 1.0:
+        res.notes.append("no trial was faster than the baseline in the search")
+    res.seconds = time.monotonic() - t0
+    return res
+
+
+def _gate(baseline: KernelConfig, opts: TuneOptions, progress) -> Callable[[KernelConfig, float], CascadeResult]:
+    from fuzz.budgets import get
+
+    def verify(config: KernelConfig, end: float) -> CascadeResult:
+        left = end - time.monotonic()
+        per_phase = max(3.0, (left - CASCADE_FIXED_S) / (2 * len(opts.gate_seeds)))
+        names = {s.name for s in opts.shapes}
+        shapes = list(opts.shapes) + [s for s in PRESETS["bands"] if s.name not in names]
+        copts = CascadeOptions(budget=get("quick").with_overrides(seconds=per_phase), seeds=opts.gate_seeds,
+                               gamma=opts.gamma, shapes=shapes, shapes_name="search shapes + bands",
+                               deadline=end, artifacts_dir=None if opts.out is None else opts.out / "artifacts")
+        return run_cascade(baseline, config, copts, progress)
+
+    return verify

@@ -1,0 +1,124 @@
+"""The campaign's search space: general CaseSpecs plus bad-id batches, aimed at the config's edges.
+
+Hot-row counts are drawn around the config's ``long_run_threshold`` and ``chunk_size`` (the
+segment lengths where the backward changes tier or splits a run) and at power-of-two
+chunk counts, so a campaign under a moved threshold probes the moved edge. General cases
+draw random-magnitude or exact-value data (``strategies.dyadic``) at every SL. One draw
+in five is a single fp16 table at the small-table path's edges, one a bad-id batch for
+the bounds check (repair under WARNING/IGNORE, MEAN over the repaired length). Learning
+rates are drawn too, so the optimizer update can dominate a row and gradient errors
+become visible.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from hypothesis import strategies as st
+
+from strategies.cases import BadIdCase
+from strategies.bad_inputs import bad_batch_specs
+from strategies.case import CaseSpec
+from strategies.dyadic import VALUE_KINDS
+from strategies.specs import case_specs
+from tbe import KernelConfig
+
+
+def segment_edges(config: KernelConfig, limit: int) -> list[int]:
+    """Segment lengths at the backward's routing and chunking edges, each +-1, within ``limit``."""
+    th, ch = config.long_run_threshold, config.chunk_size
+    around = {th - 1, th, th + 1, ch - 1, ch, ch + 1, 2 * ch, 2 * ch + 1, 3 * ch - 1}
+    return sorted(x for x in around if 1 <= x <= limit)
+
+
+def chunk_count_edges(config: KernelConfig, limit: int) -> list[int]:
+    """Runs of a power-of-two number of chunks, exactly full and one lookup into the next chunk
+    (1, 2, 4, ..., 4096 chunks, then 4,097: a counter or limit in chunks breaks at such a count)."""
+    ch = config.chunk_size
+    out = {c * ch + d for j in range(13) for c in (2 ** j,) for d in (0, 1)}
+    return sorted(x for x in out if 1 <= x <= limit)
+
+
+def hot_row_counts(config: KernelConfig, max_lookups: int) -> st.SearchStrategy[int]:
+    """Short runs, the routing/chunking edges, the exact threshold (the edge that matters most) and
+    power-of-two chunk counts (up to one past 4,096 chunks where the budget reaches)."""
+    limit = max(1, max_lookups // 2)
+    edges = segment_edges(config, limit)
+    small = st.integers(1, 40)
+    if not edges:
+        return small
+    exact = [st.just(config.long_run_threshold)] if config.long_run_threshold <= limit else []
+    # on a GPU budget, runs far past the chunk size too (thousands of chunks in one run)
+    huge = [st.integers(3 * config.chunk_size, limit)] if limit > 10 * config.chunk_size else []
+    counts = chunk_count_edges(config, max_lookups - 64)  # leave a few lookups for the background
+    # the two largest chunk counts the budget reaches get a branch of their own (4,096 and 4,097
+    # chunks on a GPU's quick budget), so a short campaign meets them
+    by_count = [st.sampled_from(counts), st.sampled_from(counts[-2:])] if counts else []
+    return st.one_of(small, st.sampled_from(edges), *exact, *huge, *by_count)
+
+
+def max_batch(max_lookups: int) -> int:
+    """Bags per table: 16 on the interpreter's budget, growing with the lookup budget on a GPU."""
+    return max(16, min(8192, max_lookups // 256))
+
+
+@st.composite
+def bad_id_cases(draw: st.DrawFn) -> BadIdCase:
+    """A bad-id batch with a module spec that matches it (pooling, mode, optimizer drawn)."""
+    bad = draw(bad_batch_specs(allow_empty_batch=False))
+    spec = CaseSpec(
+        tables=bad.tables, batch_size=bad.batch_size, pooling=draw(st.sampled_from(["mean", "sum"])),
+        index_dtype=bad.index_dtype, weighted=bad.weighted,
+        optimizer=draw(st.sampled_from(["exact_sgd", "exact_rowwise_adagrad"])),
+        bounds_check=draw(st.sampled_from(["warning", "ignore", "fatal"])), max_length=bad.max_length,
+        seed=bad.seed,
+    )
+    return BadIdCase(spec, bad)
+
+
+@st.composite
+def small_table_specs(draw: st.DrawFn, config: KernelConfig, max_lookups: int) -> CaseSpec:
+    """One fp16 table on either side of the small-table path's edges (rows, D, mean bag length)."""
+    c = config
+    rows = draw(st.sampled_from(sorted({1, 2, c.small_table_max_rows, c.small_table_max_rows + 1})))
+    dim = draw(st.sampled_from(sorted({c.small_table_min_dim - 1, c.small_table_min_dim, c.small_table_max_dim,
+                                       c.small_table_max_dim + 1} - {0})))
+    length = draw(st.sampled_from(sorted({c.small_table_min_pooling - 1, c.small_table_min_pooling,
+                                          c.small_table_histogram_ids, c.small_table_histogram_ids + 1} - {0})))
+    batch = draw(st.integers(1, max(1, min(2 * c.small_table_bags_per_program + 2, max_lookups // length))))
+    return CaseSpec(
+        tables=((rows, dim),), batch_size=batch, length_profile="fixed", max_length=length,
+        weights_dtype="fp16", output_dtype="fp32", pooling=draw(st.sampled_from(["sum", "mean"])),
+        optimizer=draw(st.sampled_from(["exact_sgd", "exact_rowwise_adagrad"])),
+        index_dtype=draw(st.sampled_from(["int64", "int32"])), seed=draw(st.integers(0, 2**31 - 1)),
+    )
+
+
+def learning_rates() -> st.SearchStrategy[float]:
+    """The default rate first (shrinking goes there); large rates make the update dominate the row,
+    so errors in the accumulated gradient show above the weights' own rounding."""
+    return st.sampled_from([0.05, 0.5, 2.0])
+
+
+def campaign_cases(config: KernelConfig, max_lookups: int, search_config: bool = True,
+                   fixed: frozenset[str] = frozenset()) -> st.SearchStrategy:
+    """What a campaign draws: ``strategies.config_space.Drawn`` (a case and KernelConfig overrides drawn
+    around ``config``, never of ``fixed`` fields), or with ``search_config=False`` plain cases."""
+    if search_config:
+        from strategies.config_space import drawn_cases
+
+        return drawn_cases(config, lambda c: plain_cases(c, max_lookups), fixed)
+    return plain_cases(config, max_lookups)
+
+
+def plain_cases(config: KernelConfig, max_lookups: int) -> st.SearchStrategy:
+    """Cases at ``config``'s edges: mostly general cases (shrinking prefers them), some bad-id batches
+    and some single fp16 tables at the small-table (histogram + tl.dot) path's edges."""
+    general = st.tuples(
+        case_specs(max_lookups=max_lookups, max_batch=max_batch(max_lookups),
+                   hot_row_counts=hot_row_counts(config, max_lookups), values=VALUE_KINDS),
+        learning_rates(),
+    ).map(lambda s_lr: dataclasses.replace(s_lr[0], learning_rate=s_lr[1]))
+    small = st.tuples(small_table_specs(config, max_lookups), learning_rates()).map(
+        lambda s_lr: dataclasses.replace(s_lr[0], learning_rate=s_lr[1]))
+    return st.one_of(general, general, general, bad_id_cases(), small)
