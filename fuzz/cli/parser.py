@@ -111,7 +111,7 @@ def _sanitize_option(p: argparse.ArgumentParser) -> None:
 def _bound_option(p: argparse.ArgumentParser, default: str = "$TBE_FUZZ_BOUND, else worst") -> None:
     p.add_argument("--bound", choices=("worst", "probabilistic"), default=None,
                    help="accumulation error bound: worst case (valid for any input) or probabilistic "
-                        f"(Higham-Mary lambda sqrt(n) u, false alarm <= 1e-6 per check; see README) (default: {default})")
+                        f"(Higham-Mary lambda sqrt(n) u, false alarm <= 1e-6 per check; see docs/design/bounds.md) (default: {default})")
 
 
 def _model(args: argparse.Namespace):
