@@ -125,7 +125,7 @@ def _documented_commands() -> list[tuple[str, list[str]]]:
     found = []
     for page in _pages():
         for line in page.read_text().splitlines():
-            for m in re.finditer(r"(?:tbe-fuzz|python -m fuzz)\s+([a-z]+)([^`\n#|;]*)", line):
+            for m in re.finditer(r"(?:tbe-fuzz|python -m fuzz)\s+([a-z]+)(.*?)(?=$|[`#|;(]|tbe-fuzz|python -m)", line):
                 try:
                     words = shlex.split(m.group(2))
                 except ValueError:
