@@ -69,6 +69,7 @@ class Readiness:
         self.examples = 0
         self.examples_before_built: Optional[int] = None
         self.seconds_to_built: Optional[float] = None
+        self.first_example_s: Optional[float] = None  # from the warm-up's start to the first case sent to run
         self._t0 = time.perf_counter()
 
     def plan(self, keys: Sequence[tuple]) -> None:
@@ -131,11 +132,14 @@ class Readiness:
         return True
 
     def checked(self) -> None:
+        if self.first_example_s is None:
+            self.first_example_s = time.perf_counter() - self._t0
         self.examples += 1
 
     def to_dict(self) -> dict[str, Any]:
         return {"deferred_draws": self.deferred, "examples_before_built": self.examples_before_built,
                 "seconds_to_built": None if self.seconds_to_built is None else round(self.seconds_to_built, 1),
+                "first_example_seconds": None if self.first_example_s is None else round(self.first_example_s, 1),
                 "built": self.finished}
 
 
