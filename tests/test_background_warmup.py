@@ -126,8 +126,9 @@ def test_stop_drops_the_groups_not_started():
     timer.start()
     res = handle.stop()
     timer.cancel()
-    assert handle.cancelled > 0 and handle.readiness.finished
-    assert any("not built" in e for e in res.errors)
+    assert handle.cancelled > 0 and res.not_built == handle.cancelled and not res.errors
+    assert handle.readiness.finished and not handle.readiness.built
+    assert handle.readiness.examples_before_built is None and "not built" in res.text()
 
 
 def test_the_interpreter_builds_nothing():

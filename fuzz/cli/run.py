@@ -124,8 +124,10 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any
             from fuzz.compile import background
             from strategies.config_space import campaign_configs
 
-            background = background.start(campaign_configs(config), [config], args.warmup_processes,
-                                          progress=_progress)
+            from fuzz.compile.warmup import default_processes
+
+            processes = args.warmup_processes or max(1, default_processes() - 2)  # two cores for the search
+            background = background.start(campaign_configs(config), [config], processes, progress=_progress)
             if background.thread is not None:
                 _progress(f"warm-up: building {background.result.groups} groups in the background on "
                           f"{background.result.processes} processes; the search starts now")

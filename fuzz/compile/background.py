@@ -30,7 +30,7 @@ from tbe.config import KernelConfig
 
 from fuzz.compile.warmup import WarmCase, WarmupResult, default_processes, tour_groups, warm_groups
 
-PAUSE_S = 0.02  # after a deferral, while groups are still building
+PAUSE_S = 0.005  # after a deferral, while groups are still building
 
 
 def _matrix_key(config: KernelConfig, spec: Any) -> tuple:
@@ -65,6 +65,7 @@ class Readiness:
         self._pending: dict[tuple, int] = {}
         self._tour: set[tuple] = set()  # keys of the opening tour's cases: such a case needs its tour group only
         self.finished = True
+        self.built = True  # False when the warm-up was stopped before every group finished
         self.deferred = 0
         self.examples = 0
         self.examples_before_built: Optional[int] = None
@@ -90,13 +91,16 @@ class Readiness:
                     self._pending.pop(k, None)
             self._lock.notify_all()
 
-    def all_done(self) -> None:
+    def all_done(self, built: bool = True) -> None:
+        """Every group finished (``built``), or the warm-up stopped: either way nothing is deferred any more."""
         with self._lock:
             self._pending.clear()
             if not self.finished:
                 self.finished = True
-                self.examples_before_built = self.examples
-                self.seconds_to_built = time.perf_counter() - self._t0
+                self.built = built
+                if built:
+                    self.examples_before_built = self.examples
+                    self.seconds_to_built = time.perf_counter() - self._t0
             self._lock.notify_all()
 
     def _needs(self, case: Any, config: KernelConfig) -> list[tuple]:
@@ -140,7 +144,7 @@ class Readiness:
         return {"deferred_draws": self.deferred, "examples_before_built": self.examples_before_built,
                 "seconds_to_built": None if self.seconds_to_built is None else round(self.seconds_to_built, 1),
                 "first_example_seconds": None if self.first_example_s is None else round(self.first_example_s, 1),
-                "built": self.finished}
+                "built": self.built}
 
 
 @dataclasses.dataclass
@@ -154,6 +158,7 @@ class BackgroundWarmup:
     futures: list = dataclasses.field(default_factory=list)
     cancelled: int = 0
     stopping: bool = False
+    pool: Any = None
 
     def join(self, timeout: Optional[float] = None) -> WarmupResult:
         if self.thread is not None:
@@ -164,10 +169,11 @@ class BackgroundWarmup:
         """The campaign ended: drop the groups not started (their units get no stamp), let running ones finish."""
         self.stopping = True
         self.cancelled = sum(f.cancel() for f in list(self.futures))
+        if self.pool is not None and self.cancelled:
+            _terminate(self.pool)  # groups in flight too: Triton writes each cache file whole, so none is torn
         self.join()
-        if self.cancelled:
-            self.result.skipped = None
-            self.result.errors.append(f"{self.cancelled} group(s) not built: the campaign ended first")
+        self.result.not_built = self.cancelled + sum(1 for f in self.futures if not f.cancelled()
+                                                     and f.done() and f.exception() is not None)
         return self.result
 
 
@@ -215,6 +221,7 @@ def start(configs: Sequence[KernelConfig], tours: Sequence[KernelConfig], proces
         os.environ.setdefault("OMP_NUM_THREADS", "1")
         try:
             with make_pool(n) as pool:
+                handle.pool = pool
                 futures = {pool.submit(run_group, g): (u, g) for u, g in groups}
                 handle.futures[:] = list(futures)
                 if handle.stopping:  # stop() came before the futures existed
@@ -227,6 +234,9 @@ def start(configs: Sequence[KernelConfig], tours: Sequence[KernelConfig], proces
                         failed.add(u)
                         continue
                     except Exception as e:  # noqa: BLE001  (a worker that died: say so, keep the rest)
+                        failed.add(u)
+                        if handle.stopping:  # terminated by stop(): counted there, not an error
+                            continue
                         res.errors.append(f"warm-up worker failed: {type(e).__name__}: {e}")
                         failed.add(u)
                     else:
@@ -240,7 +250,7 @@ def start(configs: Sequence[KernelConfig], tours: Sequence[KernelConfig], proces
                         progress(f"  warm-up (background): {k}/{len(groups)} groups, {time.perf_counter() - t0:.0f}s")
         finally:
             res.seconds = time.perf_counter() - t0
-            readiness.all_done()
+            readiness.all_done(built=not handle.stopping)
         for u in todo:
             if u not in failed and u in keys:
                 warm_stamp.write(keys[u], {"seconds": round(res.seconds, 1), "units_in_run": len(todo)})
@@ -248,6 +258,16 @@ def start(configs: Sequence[KernelConfig], tours: Sequence[KernelConfig], proces
     handle.thread = threading.Thread(target=build, name="tbe-fuzz-warmup", daemon=True)
     handle.thread.start()
     return handle
+
+
+def _terminate(pool: Any) -> None:
+    """End a process pool's workers now (``ProcessPoolExecutor`` gains ``terminate_workers`` only in 3.14)."""
+    stop = getattr(pool, "terminate_workers", None)
+    if stop is not None:
+        stop()
+        return
+    for proc in list(getattr(pool, "_processes", {}).values()):
+        proc.terminate()
 
 
 def _process_pool(n: int) -> cf.Executor:
