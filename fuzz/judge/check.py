@@ -77,6 +77,11 @@ class CaseResult:
         bad = [r.what for r in self.reports if not r.ok]
         return f"mismatch: {bad[0]}" if bad else "ok"
 
+    @property
+    def failed_check(self) -> Optional[str]:
+        """The kind of check (``check_name``) of the first failing Report, None if none failed."""
+        return next((check_name(r.what) for r in self.reports if not r.ok), None)
+
     def ratios_by_check(self) -> dict[str, float]:
         """Largest ratio per kind of check ('forward vs fp64', 'weights after update', ...)."""
         out: dict[str, float] = {}
