@@ -52,7 +52,7 @@ from fuzz.time_split import Phases
 
 def _scalar_report(what: str, expected: float, got: float) -> Report:
     ok = expected == got
-    return Report(what, ok, Mismatch(-1, -1, -1, float(expected), float(got), 0.0), 0 if ok else 1, 1)
+    return Report(what, ok, Mismatch(-1, -1, -1, float(expected), float(got), 0.0), 0 if ok else 1, 1, graded=False)
 
 
 def _step_reports(k: int, ref, layout, w_before: torch.Tensor, instance, psw_grad, psw_dtype,
@@ -144,10 +144,12 @@ def check_batch(
             # it must name the first offender, where the SUT says which it found
             ok = fatal and (e.position is None or (e.kind, e.position) == first_bad)
             why = "" if ok or not fatal else f"; expected it to name {first_bad[0]} entry {first_bad[1]}"
-            reports.append(Report(f"step {k} FATAL bounds check raised ({e}){why}", ok, None, 0 if ok else 1, 1))
+            reports.append(Report(f"step {k} FATAL bounds check raised ({e}){why}", ok, None, 0 if ok else 1, 1,
+                                  graded=False))
             return reports
         if fatal:
-            reports.append(Report(f"step {k} FATAL bounds check did not raise on invalid input", False, None, 1, 1))
+            reports.append(Report(f"step {k} FATAL bounds check did not raise on invalid input", False, None, 1, 1,
+                                  graded=False))
             return reports
         if mode == BoundsCheckMode.WARNING:
             reports.append(_scalar_report(f"step {k} bounds-check warnings", expected_warn,
@@ -163,7 +165,7 @@ def check_batch(
             psw_grad = instance.backward(grad.clone())
         if per_sample_weights is not None and per_sample_weights.numel() and psw_grad is None \
                 and target.capabilities.psw_grad:
-            reports.append(Report(f"step {k} missing psw grad (the SUT returned none)", False, None, 1, 1))
+            reports.append(Report(f"step {k} missing psw grad (the SUT returned none)", False, None, 1, 1, graded=False))
         psw_grad = None if psw_grad is None else psw_grad.detach().to(device)
         reports += _step_reports(k, ref, layout, w_before, instance, psw_grad,
                                  None if per_sample_weights is None else per_sample_weights.dtype, model, teeth)
