@@ -35,6 +35,7 @@ from fuzz.sut.protocol import DEFAULT as DEFAULT_SUT
 from fuzz.sut.protocol import FatalBoundsCheck, SUTError, packed_momentum, packed_weights, params_for, warnings_count
 from fuzz.sut.protocol import get as get_sut
 from fuzz.sut.fit import refusal
+from oracles.bounds import unit_roundoff
 from oracles.bounds_backward import check_step, table_bounds
 from oracles.checks import check_forward
 from oracles.compare import Mismatch, Report, compare
@@ -68,7 +69,7 @@ def _step_reports(k: int, ref, layout, w_before: torch.Tensor, instance, psw_gra
     reports = []
     for s, tb in zip(ref.tables, table_bounds(ref, after.dtype, model)):
         if teeth is not None:
-            teeth.add(s.seg_len, tb.w_bound, s.w_new - s.w_old, tb.exact)
+            teeth.add(s.seg_len, tb.w_bound, s.w_new - s.w_old, tb.exact, s.w_new, unit_roundoff(after.dtype))
         flat = layout.weights_offsets[s.table] + s.rows[:, None] * s.dim + torch.arange(s.dim, device=s.rows.device)
         r = compare(f"step {k} table {s.table} weights after update (sample = row)", s.w_new, after[flat], tb.w_bound)
         if r.worst is not None:
