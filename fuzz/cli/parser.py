@@ -198,7 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     cf = sub.add_parser("config", help="print the default KernelConfig (what --config files change)")
     cf.add_argument("--defaults", action="store_true", required=True,
-                    help="the default KernelConfig, every field (required)")
+                    help="the default KernelConfig, every field")
     cf.add_argument("--json", action="store_true", help="as the JSON a --config file holds (KernelConfig.load reads it)")
     return parser
 
