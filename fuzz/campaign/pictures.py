@@ -179,7 +179,8 @@ def _ratio_vs_segment(plt: Any, pl: Plan, config: Any, path: Path) -> Path:
             ax_zero.scatter(nudged(zero, i), [zero_rows.index(name)] * len(zero), **style)
     failing = pl.failing
     if failing:
-        handles.append(ax.scatter([p.sl for p in failing], [min(p.ratio, pl.clip) for p in failing], s=160,
+        handles.append(ax.scatter([nudged_x(p.sl, graded.index(p.check), len(graded)) for p in failing],
+                                  [min(p.ratio, pl.clip) for p in failing], s=160,
                                   facecolors="none", edgecolors="#cc3311", linewidths=2.0, clip_on=False,
                                   label=f"failing check ({len(failing)})"))
     handles.append(ax.axhline(1.0, color="#cc3311", label="bound: error = bound (ratio 1); above it a check fails"))
@@ -193,8 +194,8 @@ def _ratio_vs_segment(plt: Any, pl: Plan, config: Any, path: Path) -> Path:
     ax.set_ylim(min(min(lows, default=1e-3), 1e-3) / 2, pl.clip)
     ax.set_ylabel("error / bound (largest per check)")
     n = sum(len(pl.points(panel)) for panel in Panel)
-    ax.set_title(f"error / bound against segment length: {n} checks"
-                 + (f", {len(failing)} failing" if failing else ""))
+    n_bad = len(failing) + sum(not p.ok for p in pl.points(Panel.YES_NO))
+    ax.set_title(f"error / bound against segment length: {n} checks" + (f", {n_bad} failing" if n_bad else ""))
     if pl.clipped:
         top = max(p.ratio for p in pl.points(Panel.CLIPPED))
         ax.text(0.01, 0.97, f"{pl.clipped} point(s) above {pl.clip:g} drawn on the top edge (largest {top:.3g})",
@@ -208,10 +209,12 @@ def _ratio_vs_segment(plt: Any, pl: Plan, config: Any, path: Path) -> Path:
     if ax_yn is not None:
         ok = [(p.sl, yes_no.index(p.check)) for p in pl.points(Panel.YES_NO) if p.ok]
         bad = [(p.sl, yes_no.index(p.check)) for p in pl.points(Panel.YES_NO) if not p.ok]
-        handles.append(ax_yn.scatter([x for x, _ in ok], [y for _, y in ok], marker="o", facecolors="none",
-                                     edgecolors="#228833", s=22, label=f"yes/no check passed ({len(ok)})"))
-        handles.append(ax_yn.scatter([x for x, _ in bad], [y for _, y in bad], marker="X", color="#cc3311", s=60,
-                                     label=f"yes/no check failed ({len(bad)})"))
+        if ok:  # a legend entry only for what the picture shows
+            handles.append(ax_yn.scatter([x for x, _ in ok], [y for _, y in ok], marker="o", facecolors="none",
+                                         edgecolors="#228833", s=22, label=f"yes/no check passed ({len(ok)})"))
+        if bad:
+            handles.append(ax_yn.scatter([x for x, _ in bad], [y for _, y in bad], marker="X", color="#cc3311", s=60,
+                                         label=f"yes/no check failed ({len(bad)})"))
         ax_yn.set_ylim(-0.6, len(yes_no) - 0.4)
         ax_yn.set_yticks(range(len(yes_no)), yes_no, fontsize=7)
         ax_yn.set_ylabel("yes/no\n(no bound)", fontsize=8)
