@@ -162,7 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_warmup_parser(sub, _config_file)
     _bound_option(run)
 
-    rp = sub.add_parser("replay", help="re-run a saved failure (artifact dir or case.json), or list an artifacts root's")
+    rp = sub.add_parser("replay", help="re-run a saved failure (artifact dir or case.json); on an artifacts root, list its cases")
     rp.add_argument("target", type=Path,
                     help="an artifact directory or a case.json; an artifacts root (e.g. fuzz-artifacts) lists the "
                          "cases it holds, with the path to replay each")
