@@ -1,6 +1,7 @@
 """Suite-wide set-up: xdist workers pinned to GPUs, planted faults allowed, Hypothesis profile loaded,
 Hypothesis tests marked ``property``, GPU tests skipped on CPU, and, with TBE_FUZZ_SANITIZE=1 (what
-``make test`` sets), the interpreter sanitizer on for every ``fuzz`` test (in process here; supervised workers read the variable themselves)."""
+``make test`` sets), the interpreter sanitizer on for every ``fuzz`` test (in process here; supervised
+workers read the variable themselves)."""
 
 import os
 

@@ -139,7 +139,8 @@ def _segment_lengths(plt: Any, collector: Collector, config: Any, path: Path) ->
     th, ch = config.long_run_threshold, config.chunk_size
     ax.axvline(th, color="#cc3311", label=f"long_run_threshold = {th}")
     for k in (1, 2, 3):
-        ax.axvline(k * ch + 0.5, color="#ee7733", linestyle=":", label=f"chunk_size multiples ({ch})" if k == 1 else None)
+        ax.axvline(k * ch + 0.5, color="#ee7733", linestyle=":",
+                   label=f"chunk_size multiples ({ch})" if k == 1 else None)
     ax.set_xlabel("segment length (lookups of one distinct row)")
     ax.set_ylabel("runs")
     ax.set_title(f"segment lengths checked: {sum(collector.runs.values())} runs")
@@ -151,7 +152,8 @@ def _ratio_vs_segment(plt: Any, pl: Plan, config: Any, path: Path) -> Path:
     graded, yes_no = pl.graded_checks(), pl.yes_no_checks()
     has_zero = bool(pl.points(Panel.ZERO))
     zero_rows = [c for c in graded if c in pl.by_panel[Panel.ZERO]]  # one row each in the zero band
-    heights = [6.0] + ([0.3 + 0.3 * len(zero_rows)] if has_zero else []) + ([0.4 + 0.35 * len(yes_no)] if yes_no else [])
+    heights = ([6.0] + ([0.3 + 0.3 * len(zero_rows)] if has_zero else [])
+               + ([0.4 + 0.35 * len(yes_no)] if yes_no else []))
     fig, axes = plt.subplots(len(heights), 1, sharex=True, figsize=(10, 1.2 + sum(heights) * 0.75),
                              gridspec_kw={"height_ratios": heights, "hspace": 0.08}, squeeze=False)
     axes = list(axes[:, 0])
@@ -170,8 +172,8 @@ def _ratio_vs_segment(plt: Any, pl: Plan, config: Any, path: Path) -> Path:
         shown = pl.by_panel[Panel.RATIO].get(name, [])
         over = pl.by_panel[Panel.CLIPPED].get(name, [])
         zero = pl.by_panel[Panel.ZERO].get(name, [])
-        h = ax.scatter(nudged(shown, i), [p.ratio for p in shown], label=f"{name} ({len(shown) + len(over) + len(zero)})",
-                       **style)
+        h = ax.scatter(nudged(shown, i), [p.ratio for p in shown],
+                       label=f"{name} ({len(shown) + len(over) + len(zero)})", **style)
         handles.append(h)
         if over:
             ax.scatter(nudged(over, i), [pl.clip] * len(over), clip_on=False, **style)
@@ -204,7 +206,8 @@ def _ratio_vs_segment(plt: Any, pl: Plan, config: Any, path: Path) -> Path:
         ax_zero.set_ylim(-0.7, len(zero_rows) - 0.3)
         ax_zero.set_yticks([])
         ax_zero.set_ylabel("error = 0", rotation=0, ha="right", va="center", fontsize=8)
-        ax_zero.text(0.01, 0.97, f"{len(pl.points(Panel.ZERO))} check(s) with no error at all (ratio 0: not on a log axis)",
+        ax_zero.text(0.01, 0.97,
+                     f"{len(pl.points(Panel.ZERO))} check(s) with no error at all (ratio 0: not on a log axis)",
                      transform=ax_zero.transAxes, va="top", fontsize=7, color="#555555")
     if ax_yn is not None:
         ok = [(p.sl, yes_no.index(p.check)) for p in pl.points(Panel.YES_NO) if p.ok]

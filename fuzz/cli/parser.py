@@ -162,7 +162,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_warmup_parser(sub, _config_file)
     _bound_option(run)
 
-    rp = sub.add_parser("replay", help="re-run a saved failure (artifact dir or case.json); on an artifacts root, list its cases")
+    rp = sub.add_parser("replay",
+                        help="re-run a saved failure (artifact dir or case.json); on an artifacts root, list its cases")
     rp.add_argument("target", type=Path,
                     help="an artifact directory or a case.json; an artifacts root (e.g. fuzz-artifacts) lists the "
                          "cases it holds, with the path to replay each")
@@ -186,7 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     st = sub.add_parser("selftest", help="prove each planted fault is caught on this backend", epilog_fn=_faults_epilog)
     _budget_options(st)
-    st.add_argument("--list", action="store_true", help="list the planted faults (name and the bug each plants) and exit")
+    st.add_argument("--list", action="store_true",
+                    help="list the planted faults (name and the bug each plants) and exit")
     st.add_argument("--fault", action="append", default=None, metavar="NAME",
                     help="only this fault (repeatable; default: every known fault)")
     st.add_argument("--artifacts", type=_artifacts_dir, default=None, metavar="DIR",
@@ -199,7 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
     cf = sub.add_parser("config", help="print the default KernelConfig (what --config files change)")
     cf.add_argument("--defaults", action="store_true", required=True,
                     help="the default KernelConfig, every field")
-    cf.add_argument("--json", action="store_true", help="as the JSON a --config file holds (KernelConfig.load reads it)")
+    cf.add_argument("--json", action="store_true",
+                    help="as the JSON a --config file holds (KernelConfig.load reads it)")
     return parser
 
 
