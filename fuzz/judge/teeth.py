@@ -92,10 +92,14 @@ class Band:
         if not self.over:
             return None
         wide = self.over - self.over_rounding
+        why = []
+        if self.over_rounding:
+            why.append(f"{self.over_rounding} because the update is within one rounding of the stored weight "
+                       f"(|update| <= u|w|: a correct store may keep the old value)")
+        if wide:
+            why.append(f"{wide} because the allowance exceeds the update (e.g. a run whose gradients nearly cancel)")
         return (f"{name}: {self.over} entries in {self.over_cases} example(s), {self.over_exact} of them exact-value; "
-                f"{self.over_rounding} because the update is within one rounding of the stored weight (|update| <= "
-                f"u|w|: a correct store may keep the old value), {wide} because the allowance exceeds the update "
-                f"(e.g. a run whose gradients nearly cancel)")
+                + ", ".join(why))
 
 
 @dataclasses.dataclass
