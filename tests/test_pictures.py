@@ -59,6 +59,9 @@ def test_outcomes_keep_yes_no_checks_apart_and_drop_empty_comparisons():
     assert not o["bounds-check warnings"].graded and not o["bounds-check warnings"].ok
     assert o["bounds-check warnings"].ratio == 0.0  # a count that differs by one is no error / bound
     assert not o["fbgemm update vs fp64"].graded
+    # the summary's per-check ratios (and the gate's) hold graded checks only: a count has no error / bound
+    assert set(r.ratios_by_check()) == {"forward vs fp64", "weights after update"}
+    assert r.ratios_by_check()["forward vs fp64"] == 0.5
 
 
 def test_a_crash_fails_the_ran_check(tmp_path):

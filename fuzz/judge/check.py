@@ -95,9 +95,12 @@ class CaseResult:
         return next((check_name(r.what) for r in self.reports if not r.ok), None)
 
     def ratios_by_check(self) -> dict[str, float]:
-        """Largest ratio per kind of check ('forward vs fp64', 'weights after update', ...)."""
+        """Largest ratio per kind of graded check ('forward vs fp64', 'weights after update', ...); yes/no
+        checks have no bound, so no ratio (``outcomes_by_check`` keeps them)."""
         out: dict[str, float] = {}
         for r in self.reports:
+            if not r.graded:
+                continue
             key = check_name(r.what)
             out[key] = max(out.get(key, 0.0), r.max_ratio)
         return out
