@@ -292,5 +292,5 @@ def save_result(root: Path, result: CaseResult, config: KernelConfig, meta: dict
     """Save a failing CaseResult as an artifact directory (tensors re-materialized from its case on the
     CPU); ``environment`` is the worker's, where the kernels ran."""
     saved: CaseTensors = tensors(result.case, config)
-    meta = {"failure_kind": result.kind, **meta}
+    meta = {"failure_kind": result.kind, "failed_check": result.failed_check, **meta}
     return artifacts.save_failure(root, result.case, config, saved, result.text(), meta, environment)
