@@ -31,6 +31,7 @@ from fuzz.sut.protocol import get as get_sut
 from tbe import KernelConfig
 from tbe.forward_dispatch import choose_path
 from tbe.modes import parse_float_dtype
+from tbe.routing import route
 
 
 @dataclasses.dataclass
@@ -150,12 +151,13 @@ def tiers_of(case: AnyCase, t: CaseTensors, config: KernelConfig) -> tuple[froze
     table_of = torch.repeat_interleave(torch.arange(layout.num_tables), off[B::B] - off[:-1:B])
     lin = torch.tensor(layout.hash_size_cumsum[:-1], dtype=torch.int64)[table_of] + t.indices.to(torch.int64)
     sl = torch.unique(lin, return_counts=True)[1]
-    if bool((sl < config.long_run_threshold).any()):
+    routing = route(sl, t.indices.numel(), config)
+    if routing.short:
         found.add("bwd:short")
-    if bool((sl >= config.long_run_threshold).any()):
-        found.add("bwd:long_fused" if config.fused_long_tier else "bwd:long")
-        if bool((sl > config.chunk_size).any()):
-            found.add("bwd:multi_chunk")
+    if routing.long:
+        found.add("bwd:long_fused" if routing.fused else "bwd:long")
+    if routing.multi_chunk:
+        found.add("bwd:multi_chunk")
     lengths, runs = torch.unique(sl, return_counts=True)
     return frozenset(found), int(sl.max()), tuple(zip(lengths.tolist(), runs.tolist()))
 
