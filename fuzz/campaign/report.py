@@ -119,15 +119,10 @@ def _sanitizer_hint(f: CaseResult, replay: str) -> list[str]:
 def campaign_json(r: CampaignResult) -> dict[str, Any]:
     return {
         "kind": "campaign", "ok": r.ok, "budget": r.budget.name, "seed": r.seed, "stopped_by": r.stopped_by,
-        "examples": r.examples, "shrink_examples": r.shrink_examples, "lookups": r.lookups,
-        "seconds": round(r.seconds, 3), "tiers": dict(r.tiers), "max_ratio": r.max_ratio,
+        **r.to_state(),
         "bound": r.model.kind, "false_alarm": r.model.false_alarm if r.model.kind != "worst" else None,
-        "teeth": r.teeth.to_json(),
-        "config": r.config.to_dict(), "unmaterializable": r.unmaterializable, "compiles": r.compiles.to_dict(),
-        "fbgemm": dict(r.fbgemm),
-        "time_split": r.time.to_json(r.seconds),
+        "config": r.config.to_dict(),
         "sut": r.sut,
-        "expected_failures": r.expected_failures,
         "known": [{"id": k.finding.id, "description": k.finding.description, "case": case_to_dict(k.result.case),
                    "examples": k.examples, "seconds": round(k.seconds, 3), "lookups": k.result.lookups,
                    "reports": k.result.text().splitlines(),
