@@ -10,7 +10,7 @@ from fuzz.compile.watch import CompileCounts
 from fuzz.execution import workers
 from fuzz.execution.stats import CampaignStats
 from fuzz.judge.check import CaseResult
-from oracles.compare import Mismatch, Report
+from oracles.compare import Check, Mismatch, Report
 from strategies.case import CaseSpec
 
 SPEC = CaseSpec(tables=((4, 2),), batch_size=1)
@@ -18,8 +18,9 @@ SPEC = CaseSpec(tables=((4, 2),), batch_size=1)
 
 def _result(lookups: int, tiers: set, ratio: float, fbgemm: str = "") -> CaseResult:
     worst = Mismatch(0, 0, 0, expected=0.0, got=ratio, bound=1.0)  # |got - expected| / bound = ratio
-    r = CaseResult(SPEC, [Report("step 0 table 0 weights after update", ratio <= 1, worst, int(ratio > 1), 8)],
-                   lookups, frozenset(tiers), 0.1, fbgemm=fbgemm)
+    report = Report("step 0 table 0 weights after update", ratio <= 1, worst, int(ratio > 1), 8,
+                    check=Check.WEIGHTS, step=0, table=0)
+    r = CaseResult(SPEC, [report], lookups, frozenset(tiers), 0.1, fbgemm=fbgemm)
     r.compiles = CompileCounts(compiled=1, loaded=2, interpreted=False)
     return r
 

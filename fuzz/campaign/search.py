@@ -24,6 +24,7 @@ from fuzz.execution import artifacts
 from fuzz.budgets import Budget
 from strategies.cases import CaseTensors, case_size, tensors
 from fuzz.judge.check import CaseResult
+from fuzz.status import StopReason
 from strategies.config_space import split_draw
 from strategies.space import campaign_cases
 from fuzz.execution.stats import CampaignStats
@@ -58,7 +59,7 @@ class CampaignResult(CampaignStats):
     first_failure_seconds: Optional[float] = None
     first_failure_headline: Optional[str] = None  # how it failed before shrinking (a crash may shrink to a mismatch)
     artifact: Optional[Path] = None
-    stopped_by: str = ""              # a StopReason, "" while running
+    stopped_by: StopReason | str = ""  # "" while running
     model: ErrorModel = WORST         # the accumulation bound the checks used
     sut: str = DEFAULT_SUT            # the system under test (fuzz.sut.protocol registry name)
     known: list[Any] = dataclasses.field(default_factory=list)  # fuzz.campaign.triage.KnownRecord, one per finding
@@ -167,7 +168,7 @@ def run_campaign(
         case, cfg, overrides = split_draw(drawn, config)  # config-space search: overrides drawn around config
         now = time.perf_counter()
         if res.failure is None and not best and now > search_end:
-            res.stopped_by = "time"
+            res.stopped_by = StopReason.TIME
             raise _OutOfTime()
         if best and now > search_end + budget.shrink_seconds:
             raise _OutOfTime()
@@ -197,26 +198,26 @@ def run_campaign(
     # then the random search runs for the shrink time, and a smaller failure it finds replaces it
     if _tour(opening, config, res, best, configs, start, observe, run, expected):
         search_end = time.perf_counter()
-        res.stopped_by = "failure"
+        res.stopped_by = StopReason.FAILURE
     try:
         if not best or shrink:
             prop()
         if not res.stopped_by:
-            res.stopped_by = "examples"
+            res.stopped_by = StopReason.EXAMPLES
     except _CaseFailed as e:
         res.failure = e.result
-        res.stopped_by = "failure"
+        res.stopped_by = StopReason.FAILURE
     except _OutOfTime:
         if best:
             res.failure = best[0]
-            res.stopped_by = "failure"
+            res.stopped_by = StopReason.FAILURE
     except (HypothesisException, AssertionError):  # e.g. Flaky: a failure that did not reproduce
         if not best:
             raise
         res.failure = best[0]
-        res.stopped_by = "failure"
+        res.stopped_by = StopReason.FAILURE
     if best and (res.failure is None or case_size(best[0].case) < case_size(res.failure.case)):
-        res.failure, res.stopped_by = best[0], "failure"
+        res.failure, res.stopped_by = best[0], StopReason.FAILURE
     res.seconds = time.perf_counter() - start
     res.environment = sup.environment
     if res.failure is not None:
@@ -242,7 +243,7 @@ def _tour(opening: list, config: KernelConfig, res: CampaignResult, best: list, 
     failure that ``expected`` does not explain."""
     for drawn in opening:
         if time.perf_counter() > start + res.budget.seconds:
-            res.stopped_by = "time"
+            res.stopped_by = StopReason.TIME
             return False
         case, cfg, overrides = split_draw(drawn, config)
         try:

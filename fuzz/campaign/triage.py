@@ -23,6 +23,7 @@ from fuzz.budgets import Budget
 from fuzz.campaign.search import CampaignResult, run_campaign, save_campaign_failure
 from strategies.cases import case_size
 from fuzz.judge.check import CaseResult
+from fuzz.status import StopReason
 from fuzz.judge.known import TRIAGE, KnownFinding, explain, for_sut
 from oracles.error_model import ErrorModel, from_env
 from tbe import KernelConfig
@@ -76,7 +77,7 @@ def run_triaged(
         left = budget.seconds - (time.perf_counter() - start)
         examples_left = budget.max_examples - total.examples
         if left <= 0 or examples_left <= 0:
-            total.stopped_by = "time" if left <= 0 else "examples"
+            total.stopped_by = StopReason.TIME if left <= 0 else StopReason.EXAMPLES
             break
         only = tuple(found)
         part = run_campaign(
@@ -94,7 +95,7 @@ def run_triaged(
             total.failure = part.failure
             total.first_failure_examples = total.examples - part.examples + (part.first_failure_examples or 0)
             total.first_failure_seconds = time.perf_counter() - start - part.seconds + (part.first_failure_seconds or 0)
-            total.stopped_by = "failure"
+            total.stopped_by = StopReason.FAILURE
             total.failure_config, total.failure_overrides = part.failure_config, part.failure_overrides
             total.environment = part.environment
             if artifacts_dir is not None:  # the round's seed and config, the whole campaign's example count
