@@ -253,6 +253,12 @@ def cmd_selftest(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    from fuzz import profiles
+
+    try:
+        profiles.load()  # the Hypothesis profile $HYPOTHESIS_PROFILE names (settings a campaign leaves unset)
+    except ValueError as e:
+        parser.error(str(e))
     try:
         from fuzz.memcheck.weak_memory import enable_from_env
 
@@ -295,9 +301,9 @@ def _command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         if not INTERPRETED:
             parser.error("argument --sanitize: the sanitizer checks the Triton interpreter's accesses and kernels "
                          "here are compiled; run the replay under compute-sanitizer instead")
-        import os
+        from tbe.env import SANITIZE
 
-        os.environ["TBE_FUZZ_SANITIZE"] = "1"  # read by every worker the supervisor starts
+        SANITIZE.set("1")  # read by every worker the supervisor starts
     if args.command == "run":
         return cmd_run(args, parser)
     if args.command == "warmup":

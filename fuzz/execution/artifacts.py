@@ -26,6 +26,7 @@ import torch
 from strategies.cases import AnyCase, CaseTensors, case_from_dict, case_to_dict
 from tbe import KernelConfig
 from tbe.backend import INTERPRETED
+from tbe.env import ALLOW_FAULTS, FORCE_CRASH
 
 FILES = ("case.json", "config.json", "tensors.pt", "report.txt", "environment.json", "meta.json", "replay.txt")
 DEFAULT_DIR = Path("fuzz-artifacts")
@@ -65,9 +66,9 @@ def environment() -> dict[str, Any]:
 
 
 def replay_command(path: Path, config: KernelConfig) -> str:
-    forced = os.environ.get("TBE_FUZZ_FORCE_CRASH")  # a test's forced failure is part of how the case ran
-    prefix = "TBE_FUZZ_ALLOW_FAULTS=1 " if config.faults or forced else ""
-    prefix += f"TBE_FUZZ_FORCE_CRASH={shlex.quote(forced)} " if forced else ""
+    forced = FORCE_CRASH.raw()  # a test's forced failure is part of how the case ran
+    prefix = f"{ALLOW_FAULTS.name}=1 " if config.faults or forced else ""
+    prefix += f"{FORCE_CRASH.name}={shlex.quote(forced)} " if forced else ""
     return f"{prefix}tbe-fuzz replay {shlex.quote(str(path))}   (or: {prefix}python -m fuzz replay {shlex.quote(str(path))})"
 
 

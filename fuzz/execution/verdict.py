@@ -25,13 +25,13 @@ from strategies.cases import AnyCase, case_to_dict
 from fuzz.judge.check import CaseResult
 from fuzz.execution.supervisor import shared
 from tbe import KernelConfig
+from tbe.env import ARTIFACTS
 
-ARTIFACTS_ENV = "TBE_FUZZ_ARTIFACTS"
 RATIO_CAP = 1e12  # hypothesis.target needs a finite score; inf (NaN out, bound 0, a crash) is capped
 
 
 def artifacts_dir() -> Path:
-    return Path(os.environ.get(ARTIFACTS_ENV) or "fuzz-artifacts")
+    return ARTIFACTS.path()
 
 
 def failing_text(result: CaseResult) -> str:

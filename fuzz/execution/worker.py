@@ -95,9 +95,10 @@ def main(argv: list[str]) -> int:
     replies = Connection(int(argv[2]), readable=False)
     from fuzz.execution import artifacts
     from fuzz.memcheck import sanitizer
+    from tbe.env import WORKER_PROFILE
 
     sanitize = sanitizer.enable_from_env()
-    profile_dir = os.environ.get("TBE_FUZZ_WORKER_PROFILE")
+    profile_dir = WORKER_PROFILE.path()
     profiler = None
     if profile_dir:
         import cProfile
