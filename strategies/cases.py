@@ -20,7 +20,7 @@ from strategies.case import CaseSpec, materialize
 from strategies.dyadic import dyadic_grads, dyadic_weights
 from tbe import KernelConfig
 from tbe.modes import parse_float_dtype
-from tbe.module import seeded_weights
+from tbe.layout import seeded_weights
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,7 +89,7 @@ class CaseTensors:
 
 
 def initial_weights(spec: CaseSpec, config: Optional[KernelConfig] = None) -> torch.Tensor:
-    """The packed weights every SUT starts ``spec`` from: ``tbe.module.seeded_weights`` (what a fresh
+    """The packed weights every SUT starts ``spec`` from: ``tbe.layout.seeded_weights`` (what a fresh
     TritonTBE holds), or for ``values="dyadic"`` exact-value weights (``strategies.dyadic``);
     ``config`` is unused and kept for callers that pass it."""
     dtype = parse_float_dtype("weights_dtype", spec.weights_dtype)

@@ -32,7 +32,7 @@ from oracles.compare import Mismatch, Report
 from oracles.reference_bounds import reference_bounds_check
 from strategies.bad_inputs import BadBatchSpec, BadId, bad_batch_specs, materialize_bad
 from strategies.case import CaseSpec
-from strategies.run import build_module
+from fuzz.sut.build import build_module
 from tbe import KernelConfig
 from tbe.modes import BoundsCheckMode
 

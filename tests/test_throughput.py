@@ -30,7 +30,7 @@ from oracles.reference_bounds import _walk, reference_bounds_check
 from strategies.bad_inputs import bad_batch_specs, materialize_bad
 from strategies.case import CaseSpec
 from strategies.configs import NAMED
-from strategies.run import build_module
+from fuzz.sut.build import build_module
 from tbe import KernelConfig
 from tbe.backend import INTERPRETED
 from tbe.modes import BoundsCheckMode

@@ -23,7 +23,7 @@ from hypothesis.errors import HypothesisException
 
 from fuzz.execution import artifacts
 from fuzz.budgets import Budget
-from strategies.cases import CaseTensors, case_size, tensors
+from strategies.cases import case_size
 from fuzz.judge.check import CaseResult
 from fuzz.compile.watch import CompileCounts
 from strategies.config_space import split_draw
@@ -246,7 +246,7 @@ def run_campaign(
     if res.failure is not None:
         res.failure_config, res.failure_overrides = configs.get(id(res.failure), (config, {}))
     if res.failure is not None and artifacts_dir is not None:
-        res.artifact = save_result(artifacts_dir, res.failure, res.failure_config, {
+        res.artifact = artifacts.save_result(artifacts_dir, res.failure, res.failure_config, {
             "source": "campaign", "budget": budget.name, "seed": seed, "sut": sut,
             "examples_before_failure": res.first_failure_examples, "bound": model.kind, **(meta or {}),
             "config_overrides": res.failure_overrides, "config_under_test": config.to_dict(),
@@ -276,12 +276,3 @@ def _tour(opening: list, config: KernelConfig, res: CampaignResult, best: list, 
             best[:] = [result]
             return True
     return False
-
-
-def save_result(root: Path, result: CaseResult, config: KernelConfig, meta: dict[str, Any],
-                environment: Optional[dict[str, Any]] = None) -> Path:
-    """Save a failing CaseResult as an artifact directory (tensors re-materialized from its case on the
-    CPU); ``environment`` is the worker's, where the kernels ran."""
-    saved: CaseTensors = tensors(result.case, config)
-    meta = {"failure_kind": result.kind, **meta}
-    return artifacts.save_failure(root, result.case, config, saved, result.text(), meta, environment)

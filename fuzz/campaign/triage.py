@@ -20,7 +20,8 @@ from typing import Any, Optional, Sequence
 
 from fuzz.execution import artifacts
 from fuzz.budgets import Budget
-from fuzz.campaign.search import CampaignResult, run_campaign, save_result
+from fuzz.campaign.search import CampaignResult, run_campaign
+from fuzz.execution.artifacts import save_result
 from strategies.cases import case_size
 from fuzz.judge.check import CaseResult
 from fuzz.judge.known import TRIAGE, KnownFinding, explain, for_sut

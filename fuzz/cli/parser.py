@@ -232,7 +232,7 @@ def cmd_gate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 
 def cmd_selftest(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from fuzz.campaign import report
+    from fuzz.selftest import report as selftest_report
     from fuzz.selftest.run import all_ok, run_selftest
     from tbe import faults
 
@@ -246,7 +246,7 @@ def cmd_selftest(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     _progress(f"tbe-fuzz selftest: up to {budget.seconds:g}s per fault, seed {args.seed}, {_backend_line(args.sut)}")
     results = run_selftest(budget, seed=args.seed, only=args.fault, artifacts_dir=args.artifacts,
                            progress=_progress, sut=args.sut)
-    _emit(args, report.selftest_text(results), report.selftest_json(results))
+    _emit(args, selftest_report.selftest_text(results), selftest_report.selftest_json(results))
     return 0 if all_ok(results) else 1
 
 

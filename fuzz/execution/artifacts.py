@@ -19,14 +19,17 @@ import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import torch
 
-from strategies.cases import AnyCase, CaseTensors, case_from_dict, case_to_dict
+from strategies.cases import AnyCase, CaseTensors, case_from_dict, case_to_dict, tensors
 from tbe import KernelConfig
 from tbe.backend import INTERPRETED
 from tbe.env import ALLOW_FAULTS, FORCE_CRASH
+
+if TYPE_CHECKING:
+    from fuzz.judge.check import CaseResult
 
 FILES = ("case.json", "config.json", "tensors.pt", "report.txt", "environment.json", "meta.json", "replay.txt")
 DEFAULT_DIR = Path("fuzz-artifacts")
@@ -94,6 +97,15 @@ def save_failure(
     (path / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n")
     (path / "replay.txt").write_text(replay_command(path, config) + "\n")
     return path
+
+
+def save_result(root: Path, result: CaseResult, config: KernelConfig, meta: dict[str, Any],
+                environment: Optional[dict[str, Any]] = None) -> Path:
+    """Save a failing CaseResult as an artifact directory (tensors re-materialized from its case on the
+    CPU); ``environment`` is the worker's, where the kernels ran."""
+    saved = tensors(result.case, config)
+    meta = {"failure_kind": result.kind, **meta}
+    return save_failure(root, result.case, config, saved, result.text(), meta, environment)
 
 
 def load_case(path: Path) -> AnyCase:

@@ -20,7 +20,7 @@ from typing import Optional
 from hypothesis import currently_in_test_context, target
 from hypothesis.control import current_build_context
 
-from fuzz.campaign.search import save_result
+from fuzz.execution.artifacts import save_result
 from strategies.cases import AnyCase, case_to_dict
 from fuzz.judge.check import CaseResult
 from fuzz.execution.supervisor import shared

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
 
 from fuzz.budgets import Budget
-from fuzz.campaign.search import save_result
+from fuzz.execution.artifacts import save_result
 from strategies.cases import AnyCase
 from fuzz.judge.check import CaseResult
 from strategies.config_space import Drawn, split_draw

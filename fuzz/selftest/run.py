@@ -23,8 +23,6 @@ from fuzz.selftest.detectors import CAUGHT, MASKED, MISSED, SKIPPED, Context, De
 from tbe import faults
 
 # modules that register detectors of their own
-import fuzz.memcheck.race_stress  # noqa: E402,F401
-import fuzz.memcheck.sync_check  # noqa: E402,F401
 import fuzz.selftest.race_detectors  # noqa: E402,F401
 
 
