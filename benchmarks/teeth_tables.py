@@ -80,7 +80,7 @@ def oracle_table(sls=ORACLE_SLS) -> list[dict]:
 
 
 def kernel_table(sls=KERNEL_SLS) -> list[dict]:
-    from fuzz.judge.check import run_case
+    from fuzz.judge import run_case
     from tbe import KernelConfig
     from tbe.backward_long import FAULT_CHUNK_LIMIT
 

@@ -4,7 +4,7 @@ sanitizer on for every ``fuzz`` test (in process here; supervised workers read t
 
 import os
 
-from fuzz.execution.gpu_pin import core_share, pin_xdist_worker  # noqa: E402
+from fuzz.execution import core_share, pin_xdist_worker  # noqa: E402
 
 pin_xdist_worker()  # before torch starts CUDA: `pytest -n N` puts one xdist worker on each GPU
 

@@ -17,8 +17,8 @@ from fuzz.gate import oracle as oracle_level
 from fuzz.cli import main
 from fuzz.gate.oracle import DISAGREES, run_oracle_level
 from fuzz.gate.perf import run_perf
-from fuzz.gate.timing import BaselineCache, time_shape
-from fuzz.gate.shapes import PerfShape
+from fuzz.gate import BaselineCache, time_shape
+from fuzz.gate import PerfShape
 from oracles import fbgemm_cpu
 from tbe import KernelConfig
 

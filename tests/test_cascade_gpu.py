@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 
 from fuzz.budgets import Budget
-from fuzz.gate.cascade import CascadeOptions, run_cascade
+from fuzz.gate import CascadeOptions, run_cascade
 from fuzz.gate.report import text
 from fuzz.gate.perf import FAIL, PASS
-from fuzz.gate.shapes import PRESETS
+from fuzz.gate import PRESETS
 from tbe import KernelConfig
 
 pytestmark = pytest.mark.gpu

@@ -11,7 +11,7 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 from fuzz.budgets import Budget
-from fuzz.campaign.search import run_campaign
+from fuzz.campaign import run_campaign
 from fuzz.cli import main
 from strategies.config_space import Drawn, config_overrides, split_draw
 from fuzz.gate.correctness import shared_cases

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import importlib
+import inspect
 from pathlib import Path
 from typing import Optional
 
@@ -20,7 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 # lowest first; units on one line are peers
 TOP_LAYERS = (("tbe",), ("oracles", "strategies"), ("fuzz",), ("benchmarks",), ("tests",))
 FUZZ_LAYERS = (
-    ("fuzz", "fuzz.errors"),  # ``fuzz`` itself: the package's face, which imports nothing of it
+    ("fuzz", "fuzz.errors", "fuzz.lazy"),  # ``fuzz`` itself: the package's face, which imports nothing of it
     ("fuzz.status", "fuzz.profiles", "fuzz.time_split"),
     ("fuzz.budgets",),
     ("fuzz.sut",),
@@ -36,7 +38,7 @@ FUZZ_LAYERS = (
 )
 LAYERS = {"top": TOP_LAYERS, "fuzz": FUZZ_LAYERS}
 # the tbe modules oracles and strategies may use: data types and pure rules, no kernel
-TBE_DATA = frozenset({"tbe.config", "tbe.layout", "tbe.modes", "tbe.faults", "tbe.backend", "tbe.env",
+DATA_MODULES = frozenset({"tbe.config", "tbe.layout", "tbe.modes", "tbe.faults", "tbe.backend", "tbe.env",
                       "tbe.routing"})
 PACKAGES = tuple(unit for layer in TOP_LAYERS for unit in layer)
 
@@ -119,8 +121,8 @@ def violations(edges: list[Edge]) -> list[str]:
                 out.append(f"{e}: {dst_top} is {'a peer of' if d == s else 'above'} {src_top}")
             elif src_top in ("oracles", "strategies") and dst_top == "tbe":
                 resolved = tbe_face.get(e.name, "tbe") if e.target == "tbe" else e.target
-                if resolved not in TBE_DATA:
-                    out.append(f"{e}: {resolved} is not one of tbe's data types ({', '.join(sorted(TBE_DATA))})")
+                if resolved not in DATA_MODULES:
+                    out.append(f"{e}: {resolved} is not one of tbe's data types ({', '.join(sorted(DATA_MODULES))})")
         elif src_top == "fuzz":
             su, du = _fuzz_unit(e.source), _fuzz_unit(e.target)
             if su == du:
@@ -179,3 +181,19 @@ def test_imports_inside_functions_and_relative_imports_are_seen():
     assert {(e.target, e.name) for e in edges} == {("fuzz.campaign.search", "run_campaign"),
                                                    ("fuzz.judge.check", "CaseResult")}
     assert len(violations(edges)) == 1
+
+
+FACES = sorted(u for layer in FUZZ_LAYERS for u in layer
+               if u != "fuzz" and (REPO / u.replace(".", "/") / "__init__.py").is_file())
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_every_subpackage_has_a_face(face):
+    """A docstring that says what the subpackage holds, and ``__all__`` naming only what it can give."""
+    module = importlib.import_module(face)
+    assert module.__doc__ and len(module.__doc__.split()) >= 12, f"{face}: say what the subpackage holds"
+    assert module.__all__, f"{face}: name what other units may use"
+    for name in module.__all__:
+        value = getattr(module, name)  # AttributeError: the face lists a name its module lacks
+        if inspect.isclass(value) or inspect.isfunction(value):
+            assert _fuzz_unit(value.__module__) == face, f"{face}.{name} comes from {value.__module__}"

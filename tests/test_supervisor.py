@@ -19,10 +19,10 @@ import pytest
 from fuzz.execution import artifacts
 
 from tbe import env
-from fuzz.campaign.search import run_campaign
+from fuzz.campaign import run_campaign
 from fuzz.judge.check import classify
 from fuzz.cli import main
-from fuzz.execution.supervisor import Supervisor, leftover_pending, timeout_for
+from fuzz.execution import Supervisor, leftover_pending, timeout_for
 from strategies.case import CaseSpec
 from tbe import KernelConfig
 from tests.test_fuzz_driver import REPO, TINY

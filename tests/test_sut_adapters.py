@@ -16,23 +16,23 @@ from hypothesis import seed as hypothesis_seed
 
 from fuzz.budgets import Budget
 from strategies.cases import BadIdCase, base_spec, initial_weights
-from fuzz.judge.check import CaseResult, run_case
+from fuzz.judge import CaseResult, run_case
 from fuzz.cli import main
-from fuzz.judge.differential import check_case, failures
-from fuzz.gate.correctness import run_gate
+from fuzz.judge import check_case, failures
+from fuzz.gate import run_gate
 from fuzz.judge.known import CRASH, TRIAGE, KnownFinding, explain, for_sut
 from fuzz.profiles import examples
 from strategies.space import campaign_cases
-from fuzz.sut.protocol import SUTError, get, packed_weights, params_for
-from fuzz.sut.fit import fit_case, fit_strategy, refusal
+from fuzz.sut import SUTError, get, packed_weights, params_for
+from fuzz.sut import fit_case, fit_strategy, refusal
 from fuzz.sut.torch_bounds import TorchBoundsError, check_bounds
-from fuzz.campaign.triage import run_triaged
+from fuzz.campaign import run_triaged
 from oracles import fbgemm_cpu
 from oracles.compare import Mismatch, Report
 from oracles.reference_bounds import reference_bounds_check
 from strategies.bad_inputs import BadBatchSpec, BadId, bad_batch_specs, materialize_bad
 from strategies.case import CaseSpec
-from fuzz.sut.build import build_module
+from fuzz.sut import build_module
 from tbe import KernelConfig
 from tbe.modes import BoundsCheckMode
 
@@ -94,7 +94,7 @@ def test_adapters_start_from_the_given_weights_and_count_warnings(sut):
 
 @pytest.mark.parametrize("sut", ["torch", pytest.param("fbgemm-cpu", marks=needs_fbgemm)])
 def test_fatal_rejects_bad_input(sut):
-    from fuzz.sut.protocol import FatalBoundsCheck
+    from fuzz.sut import FatalBoundsCheck
 
     spec = dataclasses.replace(SPEC, bounds_check="fatal")
     inst = get(sut).build(params_for(spec, None, [torch.zeros(20, 4), torch.zeros(9, 8)]))

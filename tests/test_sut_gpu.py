@@ -12,8 +12,8 @@ import dataclasses
 import pytest
 
 from fuzz.judge.check import check_name, run_case
-from fuzz.judge.known import explain
-from fuzz.sut.protocol import get
+from fuzz.judge import explain
+from fuzz.sut import get
 from strategies.case import CaseSpec
 
 pytestmark = pytest.mark.gpu

@@ -13,9 +13,9 @@ import time
 
 import pytest
 
-from fuzz.gate.cascade import ACCEPT, KEEP, CascadeOptions, CascadeResult, Level
+from fuzz.gate import ACCEPT, KEEP, CascadeOptions, CascadeResult, Level
 from fuzz.budgets import Budget
-from fuzz.gate.shapes import PRESETS, PerfShape
+from fuzz.gate import PRESETS, PerfShape
 from fuzz.tune.space import GROUPS, TILES, hint_configs, params_of, searched_fields, suggest
 from tbe import KernelConfig
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from fuzz.execution.artifacts import replay_command
+from fuzz.execution import replay_command
 from fuzz.campaign.search import CampaignResult
 from strategies.cases import case_size, case_to_dict
-from fuzz.judge.check import CaseResult
+from fuzz.judge import CaseResult
 from fuzz.campaign.replay import ReplayResult
 
 
@@ -27,7 +27,7 @@ def failure_lines(f: CaseResult) -> list[str]:
 
 def _known_lines(r: CampaignResult) -> list[str]:
     """Each known finding the campaign met (shrunk case, when, artifact), then those triaged but not seen."""
-    from fuzz.judge.known import for_sut
+    from fuzz.judge import for_sut
 
     lines = []
     if r.known:

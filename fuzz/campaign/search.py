@@ -24,15 +24,15 @@ from hypothesis.errors import HypothesisException
 from fuzz.execution import artifacts
 from fuzz.budgets import Budget
 from strategies.cases import case_size
-from fuzz.judge.check import CaseResult
-from fuzz.compile.watch import CompileCounts
+from fuzz.judge import CaseResult
+from fuzz.compile import CompileCounts
 from strategies.config_space import split_draw
 from strategies.space import campaign_cases
-from fuzz.execution.supervisor import Supervisor, Unmaterializable, leftover_pending, shared
-from fuzz.sut.protocol import DEFAULT as DEFAULT_SUT
-from fuzz.sut.protocol import get as get_sut
-from fuzz.sut.fit import fit_case, fit_strategy
-from fuzz.judge.teeth import Teeth
+from fuzz.execution import Supervisor, Unmaterializable, leftover_pending, shared
+from fuzz.sut import DEFAULT as DEFAULT_SUT
+from fuzz.sut import get as get_sut
+from fuzz.sut import fit_case, fit_strategy
+from fuzz.judge import Teeth
 from fuzz.time_split import TimeSplit
 from strategies.tour import tour
 from oracles.error_model import WORST, ErrorModel, from_env

@@ -21,9 +21,9 @@ from typing import Any, Optional, Sequence
 from fuzz.execution import artifacts
 from fuzz.budgets import Budget
 from fuzz.campaign.search import CampaignResult, run_campaign
-from fuzz.execution.artifacts import save_result
+from fuzz.execution import save_result
 from strategies.cases import case_size
-from fuzz.judge.check import CaseResult
+from fuzz.judge import CaseResult
 from fuzz.judge.known import TRIAGE, KnownFinding, explain, for_sut
 from oracles.error_model import ErrorModel, from_env
 from tbe import KernelConfig

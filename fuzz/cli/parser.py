@@ -76,7 +76,7 @@ def _artifacts_dir(text: str) -> Path:
 
 def _sut_name(text: str) -> str:
     """A SUT name the registry resolves (built-in, ``tbe_fuzz.suts`` entry point, or module:factory)."""
-    from fuzz.sut.protocol import SUTError, get
+    from fuzz.sut import SUTError, get
 
     try:
         get(text)
@@ -186,7 +186,7 @@ def _emit(args: argparse.Namespace, text: str, data: dict) -> None:
 
 
 def _backend_line(sut: str = "triton") -> str:
-    from fuzz.sut.protocol import get
+    from fuzz.sut import get
     from tbe.backend import INTERPRETED
 
     if sut != "triton":
@@ -196,7 +196,7 @@ def _backend_line(sut: str = "triton") -> str:
 
 def _require(parser: argparse.ArgumentParser, name: str, **needs: bool) -> None:
     """Refuse (exit 2, naming --sut) a SUT that is not available here or cannot do what the command needs."""
-    from fuzz.sut.protocol import SUTError, require
+    from fuzz.sut import SUTError, require
 
     try:
         require(name, **needs)
@@ -233,7 +233,7 @@ def cmd_gate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 def cmd_selftest(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from fuzz.selftest import report as selftest_report
-    from fuzz.selftest.run import all_ok, run_selftest
+    from fuzz.selftest import all_ok, run_selftest
     from tbe import faults
 
     _require(parser, args.sut, planted_faults=True)
@@ -280,7 +280,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from fuzz.execution import forced_crash
     from fuzz.memcheck import sanitizer
-    from fuzz.execution.supervisor import WorkerError
+    from fuzz.execution import WorkerError
 
     try:
         forced_crash.from_env()

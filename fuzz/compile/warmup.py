@@ -110,7 +110,7 @@ def exercise(case: Any, config: KernelConfig, backward: bool = True) -> None:
     import torch
 
     from strategies.cases import base_spec, tensors
-    from fuzz.sut.build import build_module
+    from fuzz.sut import build_module
     from tbe.bounds_check import BoundsCheckError
 
     t = tensors(case, config, steps=backward, weights=False)

@@ -29,7 +29,7 @@ from tbe.backend import INTERPRETED
 from tbe.env import ALLOW_FAULTS, FORCE_CRASH
 
 if TYPE_CHECKING:
-    from fuzz.judge.check import CaseResult
+    from fuzz.judge import CaseResult
 
 FILES = ("case.json", "config.json", "tensors.pt", "report.txt", "environment.json", "meta.json", "replay.txt")
 DEFAULT_DIR = Path("fuzz-artifacts")

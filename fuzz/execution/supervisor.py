@@ -40,7 +40,7 @@ from fuzz.judge import check
 
 from fuzz.execution import forced_crash
 from strategies.cases import AnyCase, case_size, case_to_dict, tensors
-from fuzz.judge.check import CaseResult
+from fuzz.judge import CaseResult
 from fuzz.execution.gpu_pin import case_threads
 from tbe import KernelConfig
 from tbe.backend import INTERPRETED

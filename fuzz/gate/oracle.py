@@ -25,7 +25,7 @@ from typing import Callable, Optional
 
 from fuzz.judge import fbgemm_sample
 from strategies.cases import CaseTensors, tensors
-from fuzz.judge.check import CaseResult, run_case
+from fuzz.judge import CaseResult, run_case
 from fuzz.profiles import MAX_LOOKUPS
 from oracles import fbgemm_cpu
 from oracles.compare import Report

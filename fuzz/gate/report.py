@@ -10,7 +10,7 @@ from typing import Any
 from fuzz.gate.cascade import ACCEPT, FAIL, KEEP, LEVELS, PASS, CascadeResult, Level
 from strategies.cases import case_to_dict
 from fuzz.gate.perf import PerfResult
-from fuzz.campaign.report import failure_lines
+from fuzz.campaign import failure_lines
 
 HEADLINE = {ACCEPT: "ACCEPT the candidate", KEEP: "KEEP the baseline", "UNVERIFIED": "UNVERIFIED"}
 

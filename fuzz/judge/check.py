@@ -20,14 +20,14 @@ import torch
 
 from strategies.cases import AnyCase, BadIdCase, CaseTensors, base_spec, tensors
 from fuzz.judge.differential import check_batch
-from fuzz.compile.watch import CompileCounts
+from fuzz.compile import CompileCounts
 from fuzz.memcheck.sanitizer import MemoryViolation
 from fuzz.judge.teeth import Teeth
 from fuzz.time_split import Phases
 from oracles.compare import Report
 from oracles.error_model import ErrorModel
-from fuzz.sut.protocol import DEFAULT as DEFAULT_SUT
-from fuzz.sut.protocol import get as get_sut
+from fuzz.sut import DEFAULT as DEFAULT_SUT
+from fuzz.sut import get as get_sut
 from tbe import KernelConfig
 from tbe.forward_dispatch import choose_path
 from tbe.modes import parse_float_dtype

@@ -31,10 +31,10 @@ from typing import Optional, Sequence
 
 import torch
 
-from fuzz.sut.protocol import DEFAULT as DEFAULT_SUT
-from fuzz.sut.protocol import FatalBoundsCheck, SUTError, packed_momentum, packed_weights, params_for, warnings_count
-from fuzz.sut.protocol import get as get_sut
-from fuzz.sut.fit import refusal
+from fuzz.sut import DEFAULT as DEFAULT_SUT
+from fuzz.sut import FatalBoundsCheck, SUTError, packed_momentum, packed_weights, params_for, warnings_count
+from fuzz.sut import get as get_sut
+from fuzz.sut import refusal
 from oracles.bounds_backward import check_step, table_bounds
 from oracles.checks import check_forward
 from oracles.compare import Mismatch, Report, compare

@@ -127,7 +127,7 @@ def run_stress(
 def barrier_gap(variant: Variant, fault: str = "no_barrier", rows: Optional[int] = None) -> tuple[bool, str]:
     """Whether the sm_90 PTX of this variant's own fused-kernel launch lacks a barrier before the
     countdown under ``fault`` (static check of exactly what the stress runs), and the report."""
-    from fuzz.compile.launches import recording
+    from fuzz.compile import recording
     from fuzz.memcheck.sync_check import check_launches, hands_off
 
     with recording(execute=False) as launches:

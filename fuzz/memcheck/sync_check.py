@@ -22,8 +22,8 @@ import itertools
 import time
 from typing import Any, Optional
 
-from fuzz.compile.cuda_target import SM90, Compiled, compile_launches, triton_version
-from fuzz.compile.launches import Launch, Probe, run_probe
+from fuzz.compile import SM90, Compiled, compile_launches, triton_version
+from fuzz.compile import Launch, Probe, run_probe
 from fuzz.memcheck.sync_analysis import KernelSync, analyse
 
 SYNC_KERNELS = ("tbe.backward_long._chunk_kernel",)

@@ -29,7 +29,7 @@ import torch  # noqa: E402
 from strategies.cases import AnyCase, BadIdCase, base_spec, tensors  # noqa: E402
 from strategies.bad_inputs import ID_KINDS, BadBatchSpec, BadId  # noqa: E402
 from strategies.case import CaseSpec, HotRow  # noqa: E402
-from fuzz.sut.build import build_module  # noqa: E402
+from fuzz.sut import build_module  # noqa: E402
 from tbe import KernelConfig  # noqa: E402
 
 SMALL = KernelConfig(long_run_threshold=8, chunk_size=4)

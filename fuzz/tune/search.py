@@ -30,9 +30,9 @@ import time
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from fuzz.gate.cascade import ACCEPT, CascadeOptions, CascadeResult, run_cascade
-from fuzz.gate.perf import DEFAULT_GAMMA
-from fuzz.gate.shapes import PRESETS, PerfShape
+from fuzz.gate import ACCEPT, CascadeOptions, CascadeResult, run_cascade
+from fuzz.gate import DEFAULT_GAMMA
+from fuzz.gate import PRESETS, PerfShape
 from fuzz.tune.space import active_groups, group_of, hint_configs, params_of, searched_fields, suggest
 from tbe import KernelConfig
 
@@ -111,7 +111,7 @@ def gpu_measure(baseline: KernelConfig, opts: TuneOptions) -> Measure:
     """A trial's measurement on the GPU: every shape, both phases, against cached baseline modules."""
     import torch
 
-    from fuzz.gate.timing import BaselineCache, time_shape
+    from fuzz.gate import BaselineCache, time_shape
     from fuzz.tune.warm import TrialWarmer
 
     cache = BaselineCache(baseline, torch.device("cuda"))
