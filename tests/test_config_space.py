@@ -121,7 +121,7 @@ def test_the_opening_tour_reaches_every_path(config):
     seen = set()
     for d in tour(config, 4000):
         case, cfg, _ = split_draw(d, config)
-        t = tensors(case, cfg)
+        t = tensors(case)
         assert t.indices.numel() <= 2000, d
         seen |= tiers_of(case, t, cfg)[0]
     assert {"fwd:generic", "fwd:small_table", "bwd:short", "bwd:long", "bwd:long_fused", "bwd:multi_chunk",

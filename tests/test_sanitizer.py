@@ -104,9 +104,19 @@ def test_off_by_one_backward_is_named_in_weights_and_momentum(runs, kernel):
 
 
 def test_only_the_address_check_with_tables_off():
+    """With tables off the sanitizer still stops an access outside the storage, and lets through one that
+    stays inside it while crossing into the next table (the table check's finding, shown under tables on)."""
     m, ids, off = _off_by_one_module(False, False)
+    before = len(sanitizer.FINDINGS)
     with sanitizer.sanitized(tables=False):
-        m(ids, off)  # row 5 of table 0 is table 1's row 0: inside the buffer
+        out = m(ids, off)  # row 5 of table 0 is table 1's row 0: inside the buffer
+        assert len(sanitizer.FINDINGS) == before and out.shape == (2, 8)
+        src, dst = torch.arange(10.0), torch.zeros(10)
+        f = _finding(lambda: _copy[(2,)](src, dst, 10, 0, MASKED=False, BLOCK=8))
+    assert (f.argument, f.first) == ("src_ptr", 10) and "past the end" in str(f)
+    with sanitizer.sanitized(tables=True):
+        f = _finding(lambda: m(ids, off))
+    assert "lies in table 1" in str(f)
 
 
 @pytest.mark.parametrize("name", ["default", "small", "small_fused", "fused_bounds", "hoisted", "narrow"])

@@ -49,7 +49,7 @@ def _warm_keys(config: KernelConfig) -> set:
 def _launch_keys(case, cfg) -> set:
     """What one case launches (``exercise`` runs it as the campaign's checks do); none if it cannot be built."""
     try:
-        tensors(case, cfg, steps=False, weights=False)
+        tensors(case, steps=False, weights=False)
     except ValueError:  # the case does not materialize under this config
         return set()
     with record(dry_run=True) as keys:

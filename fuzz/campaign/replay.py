@@ -114,7 +114,7 @@ def replay(target: Path, config_path: Optional[Path] = None, rematerialize: bool
             raise ValueError(f"{saved_path} cannot be read ({type(e).__name__}: {e}); "
                              f"--rematerialize replays from case.json instead") from e
         try:
-            fresh = tensors(case, config)
+            fresh = tensors(case)
         except ValueError as e:
             fresh = None
             notes.append(f"the spec no longer materializes ({e}); replaying the saved tensors")

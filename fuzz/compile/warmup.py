@@ -113,7 +113,7 @@ def exercise(case: Any, config: KernelConfig, backward: bool = True) -> None:
     from fuzz.sut import build_module
     from tbe.bounds_check import BoundsCheckError
 
-    t = tensors(case, config, steps=backward, weights=False)
+    t = tensors(case, steps=backward, weights=False)
     module = build_module(base_spec(case), config)
     dev = module.device
     psw = None

@@ -54,7 +54,7 @@ def handle(req: dict[str, Any]) -> tuple[tuple[str, Any], bool]:
     case = case_from_dict(req["case"])
     t0 = time.perf_counter()
     try:
-        t = artifacts.load_tensors(req["saved"]) if req["saved"] else tensors(case, config, req["steps"], False)
+        t = artifacts.load_tensors(req["saved"]) if req["saved"] else tensors(case, steps=req["steps"], weights=False)
     except ValueError as e:
         return ("unmaterializable", str(e)), False
     materialized = time.perf_counter() - t0

@@ -166,7 +166,7 @@ def run_oracle_level(
             res.status, res.reasons = NOT_RUN, [f"out of time after {i} of {len(cases)} matrix cases"]
             res.seconds = time.perf_counter() - t0
             return res
-        saved = tensors(spec, candidate)
+        saved = tensors(spec)
         kernel = run_case(spec, candidate, saved)
         verdict, detail = fbgemm_verdict(spec, saved, kernel)
         case = OracleCase(label, kernel, verdict, detail)
@@ -178,7 +178,7 @@ def run_oracle_level(
             res.reasons.append(f"FBGEMM disagrees with FP64 on {label}: an oracle disagreement, not the "
                                f"candidate's (it does not depend on the config); triage it in oracles/findings.py")
         if not case.ok:
-            case.baseline_ok = kernel_ok(run_case(spec, baseline, tensors(spec, baseline)))
+            case.baseline_ok = kernel_ok(run_case(spec, baseline, tensors(spec)))
             corroborated = {AGREES: "; FBGEMM agrees with FP64 on this case",
                             TRIAGED: "; FBGEMM agrees with FP64 where not triaged"}.get(verdict, "")
             res.reasons.append(f"candidate disagrees with FP64 on {label}"

@@ -174,7 +174,7 @@ def run_case(
     t0 = time.perf_counter()
     phases = Phases()
     with phases.timed("materialize"):
-        t = saved if saved is not None else tensors(case, config, steps, weights=False)
+        t = saved if saved is not None else tensors(case, steps=steps, weights=False)
     grads = t.grad_outputs if steps else []
     reports: list[Report] = []
     error = kind = None

@@ -129,7 +129,7 @@ def _h(t: torch.Tensor) -> str:
 def fingerprint(case: AnyCase, config: KernelConfig) -> list[Any]:
     """Every observable result of the case, step by step (a raised error is a result too)."""
     spec = base_spec(case)
-    t = tensors(case, config)
+    t = tensors(case)
     module = build_module(spec, config)
     out: list[Any] = []
     for grad in t.grad_outputs or [None]:
