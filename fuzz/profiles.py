@@ -2,9 +2,10 @@
 
 ``ci`` is derandomized and sized so the whole suite stays under about 20 minutes on two
 CPU cores running the Triton interpreter (about 20k looked-up ids per second); ``dev``
-is the default for local runs; ``nightly`` searches far longer. Importing this module
-changes no Hypothesis setting: ``load()`` (called by tests/conftest.py and the CLI)
-registers the profiles and loads the one ``$HYPOTHESIS_PROFILE`` names.
+is the default for local runs; ``nightly`` searches far longer; ``smoke`` draws one example
+per property test (``HYPOTHESIS_PROFILE=smoke pytest -m fuzz``: does every fuzz test still run?).
+Importing this module changes no Hypothesis setting: ``load()`` (called by tests/conftest.py and the
+CLI) registers the profiles and loads the one ``$HYPOTHESIS_PROFILE`` names.
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ from tbe.env import HYPOTHESIS_PROFILE
 
 _SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large]
 
-# profile name -> (its settings, the scale of example counts: each test states its CI count)
+# profile name -> (its settings, the scale of example counts: each test states its CI count; smoke keeps one)
 PROFILES: dict[str, tuple[dict, float]] = {
     "ci": (dict(derandomize=True, deadline=None, print_blob=True, suppress_health_check=_SLOW_OK, database=None),
            1.0),
     "dev": (dict(deadline=None, print_blob=True, suppress_health_check=_SLOW_OK), 2.0),
+    "smoke": (dict(max_examples=1, derandomize=True, deadline=None, print_blob=True, suppress_health_check=_SLOW_OK,
+                   database=None), 0.0),
     "nightly": (dict(max_examples=2000, deadline=None, print_blob=True, suppress_health_check=_SLOW_OK), 20.0),
 }
 

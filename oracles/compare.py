@@ -37,6 +37,7 @@ class Report:
     worst: Optional[Mismatch]
     num_bad: int
     num_checked: int
+    graded: bool = True  # False: a yes/no check (raised or not, counts equal or not): no error bound, no ratio
 
     @property
     def max_ratio(self) -> float:

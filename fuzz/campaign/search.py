@@ -142,6 +142,7 @@ def run_campaign(
     supervisor: Optional[Supervisor] = None,
     sut: str = DEFAULT_SUT,
     expected: Optional[Callable[[CaseResult], Any]] = None,
+    readiness: Any = None,
 ) -> CampaignResult:
     """Search for a case that fails under ``config``. ``artifacts_dir=None`` saves nothing; the example
     database lives under it unless ``use_database`` is off (then every run starts from the seed alone);
@@ -152,7 +153,8 @@ def run_campaign(
     kernel path first; ``supervisor`` runs the cases (default: this
     process's shared one). ``sut`` names the system under test (cases are drawn within its
     capabilities); a failing case for which ``expected(result)`` is truthy (already triaged) counts
-    as a pass (``fuzz.campaign.triage`` drives that)."""
+    as a pass (``fuzz.campaign.triage`` drives that). ``readiness`` (``fuzz.compile.background.Readiness``)
+    defers cases whose kernels a background warm-up has not built yet, by its rule."""
     model = model or from_env()
     res = CampaignResult(config, budget, seed, model=model, sut=sut)
     sup = supervisor or shared()
@@ -176,6 +178,8 @@ def run_campaign(
 
     def run(case, cfg):  # one supervised case, its round trip and phases counted
         t0 = time.perf_counter()
+        if readiness is not None:
+            readiness.checked()
         result = sup.run(case, cfg, pending=pending, model=model, sut=sut)
         res.time.add(result.phases, time.perf_counter() - t0)
         return result
@@ -196,6 +200,9 @@ def run_campaign(
             raise _OutOfTime()
         if best and now > search_end + budget.shrink_seconds:
             raise _OutOfTime()
+        if readiness is not None and not best and not readiness.ready(case, cfg):
+            readiness.defer()
+            reject()
         try:
             result = run(case, cfg)
         except Unmaterializable as e:
@@ -220,7 +227,7 @@ def run_campaign(
 
     # the opening tour (strategies.tour) runs first; a failure there ends the search unless it is to be shrunk:
     # then the random search runs for the shrink time, and a smaller failure it finds replaces it
-    if _tour(opening, config, res, best, configs, start, observe, run, expected):
+    if _tour(opening, config, res, best, configs, start, observe, run, expected, readiness):
         search_end = time.perf_counter()
         res.stopped_by = "failure"
     try:
@@ -255,7 +262,7 @@ def run_campaign(
 
 
 def _tour(opening: list, config: KernelConfig, res: CampaignResult, best: list, configs: dict, start: float,
-          observe: Any, run: Any, expected: Any) -> bool:
+          observe: Any, run: Any, expected: Any, readiness: Any = None) -> bool:
     """Run the opening tour's cases in order (``run(case, cfg)``); True (and ``best`` set) at the first
     failure that ``expected`` does not explain."""
     for drawn in opening:
@@ -263,6 +270,8 @@ def _tour(opening: list, config: KernelConfig, res: CampaignResult, best: list, 
             res.stopped_by = "time"
             return False
         case, cfg, overrides = split_draw(drawn, config)
+        if readiness is not None:
+            readiness.wait(case, cfg, start + res.budget.seconds - time.perf_counter())
         try:
             result = run(case, cfg)
         except Unmaterializable as e:

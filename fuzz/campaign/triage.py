@@ -75,13 +75,14 @@ def run_triaged(
     observe: Any = None,
     model: Optional[ErrorModel] = None,
     supervisor: Any = None,
+    readiness: Any = None,
 ) -> CampaignResult:
     """A campaign against ``sut`` that reports its triaged findings as known (see the module docstring).
     With no finding triaged for ``sut`` it is exactly ``run_campaign`` (``database`` and ``observe`` as
     there; rounds of a triaged campaign use no database)."""
     model = model or from_env()
     common = dict(artifacts_dir=artifacts_dir, progress=progress, meta=meta, sut=sut, observe=observe, model=model,
-                  supervisor=supervisor)
+                  supervisor=supervisor, readiness=readiness)
     if not for_sut(sut, triage):
         return run_campaign(config, budget, seed=seed, use_database=use_database, database=database, **common)
     start = time.perf_counter()

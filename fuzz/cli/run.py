@@ -39,7 +39,10 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
                      help="campaign processes (default: one per visible GPU; one without a GPU)")
     run.add_argument("--database", type=_database_arg, default=None, metavar="DIR|redis://HOST:PORT/DB",
                      help="Hypothesis example database shared by the workers (default: <artifacts>/.hypothesis)")
-    run.add_argument("--no-warmup", action="store_true", help="skip building the kernels before the search")
+    run.add_argument("--no-warmup", action="store_true", help="skip building the kernels (each case compiles its own)")
+    run.add_argument("--warmup-first", action="store_true",
+                     help="build every kernel before the search starts (default: build in the background while "
+                          "cases whose kernels are built run first; --workers > 1 always builds first)")
     run.add_argument("--warmup-processes", type=_workers_arg, default=None, metavar="N",
                      help="processes compiling in the warm-up (default: CPU cores, at most 32)")
     run.add_argument("--progress", action="store_true", help="draw the live progress line even when stderr is no terminal")
@@ -111,10 +114,23 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any
               f"examples of <= {budget.max_lookups} lookups), seed {args.seed}, {backend_line}"
               + (f", {n} workers" if n > 1 else ""))
     warm = None
+    background = None
     sut = getattr(args, "sut", "triton")
     if not args.no_warmup and get_sut(sut).capabilities.kernel_config:  # Triton kernels only
-        warm = warm_campaigns([config], args.warmup_processes, progress=_progress)
-        _progress(warm.text())
+        if n > 1 or args.warmup_first:
+            warm = warm_campaigns([config], args.warmup_processes, progress=_progress)
+            _progress(warm.text())
+        else:  # build beside the search; cases whose kernels are built run first (fuzz.compile.background)
+            from fuzz.compile import background
+            from strategies.config_space import campaign_configs
+
+            from fuzz.compile import default_processes
+
+            processes = args.warmup_processes or max(1, default_processes() - 2)  # two cores for the search
+            background = background.start(campaign_configs(config), [config], processes, progress=_progress)
+            if background.thread is not None:
+                _progress(f"warm-up: building {background.result.groups} groups in the background on "
+                          f"{background.result.processes} processes; the search starts now")
     if n > 1:
         merged = run_workers(args, n, progress=_progress)
         if warm is not None:
@@ -133,15 +149,23 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any
         res = run_triaged(config, budget, seed=args.seed, artifacts_dir=args.artifacts, database=database,
                           progress=None if live.enabled else _progress, observe=chain(live, collector),
                           meta={"config_file": str(args.config[0]) if args.config else None}, sut=sut,
-                          model=model)
+                          model=model, readiness=None if background is None else background.readiness)
     finally:
         live.close()
+    if background is not None:
+        warm = background.stop()
+        r = background.readiness
+        built = ("the build finished after " + f"{r.examples_before_built} examples" if r.examples_before_built
+                 is not None else "the build had not finished")
+        _progress(f"{warm.text()}\n  warm-up: {built}; {r.deferred} draws deferred until their kernels were built")
     report_dir = args.report_dir or Path(args.artifacts) / "report"
     drawn, why_not = pictures.write(collector, config, report_dir)
     data = report.campaign_json(res)
     data["pictures"] = [str(p) for p in drawn] if drawn else f"not drawn: {why_not}"
     if warm is not None:
         data["warmup"] = warm.to_dict()
+    if background is not None:
+        data["warmup"]["background"] = background.readiness.to_dict()
     text = report.campaign_text(res) + "\n  pictures: " + (", ".join(map(str, drawn)) or f"not drawn ({why_not})")
     print(json.dumps(data, indent=2, sort_keys=True, default=str) if args.json else text, flush=True)
     return 0 if res.ok else 1

@@ -104,7 +104,7 @@ def save_result(root: Path, result: CaseResult, config: KernelConfig, meta: dict
     """Save a failing CaseResult as an artifact directory (tensors re-materialized from its case on the
     CPU); ``environment`` is the worker's, where the kernels ran."""
     saved = tensors(result.case)
-    meta = {"failure_kind": result.kind, **meta}
+    meta = {"failure_kind": result.kind, "failed_check": result.failed_check, **meta}
     return save_failure(root, result.case, config, saved, result.text(), meta, environment)
 
 

@@ -33,6 +33,18 @@ from tbe.forward_dispatch import choose_path
 from tbe.modes import parse_float_dtype
 
 
+RAN = "ran to completion"  # the yes/no check a crash, hang or exception fails (outcomes_by_check)
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckOutcome:
+    """One kind of check in one example: its largest error / bound, whether it has a bound at all, its verdict."""
+
+    ratio: float   # 0 for a yes/no check
+    graded: bool   # False: a yes/no check (raised or not, counts equal or not)
+    ok: bool
+
+
 @dataclasses.dataclass
 class CaseResult:
     case: AnyCase
@@ -77,12 +89,35 @@ class CaseResult:
         bad = [r.what for r in self.reports if not r.ok]
         return f"mismatch: {bad[0]}" if bad else "ok"
 
+    @property
+    def failed_check(self) -> Optional[str]:
+        """The kind of check (``check_name``) of the first failing Report, None if none failed."""
+        return next((check_name(r.what) for r in self.reports if not r.ok), None)
+
     def ratios_by_check(self) -> dict[str, float]:
-        """Largest ratio per kind of check ('forward vs fp64', 'weights after update', ...)."""
+        """Largest ratio per kind of graded check ('forward vs fp64', 'weights after update', ...); yes/no
+        checks have no bound, so no ratio (``outcomes_by_check`` keeps them)."""
         out: dict[str, float] = {}
         for r in self.reports:
+            if not r.graded:
+                continue
             key = check_name(r.what)
             out[key] = max(out.get(key, 0.0), r.max_ratio)
+        return out
+
+    def outcomes_by_check(self) -> dict[str, CheckOutcome]:
+        """Per kind of check: largest ratio, graded or yes/no, passed; a comparison of nothing is left out, and
+        an example that crashed, hung or raised fails the yes/no check ``RAN``."""
+        out: dict[str, CheckOutcome] = {}
+        for r in self.reports:
+            if r.graded and r.num_checked == 0:
+                continue
+            key = check_name(r.what)
+            old = out.get(key, CheckOutcome(0.0, r.graded, True))
+            out[key] = CheckOutcome(max(old.ratio, r.max_ratio if r.graded else 0.0), old.graded or r.graded,
+                                    old.ok and r.ok)
+        if self.error is not None:
+            out[RAN] = CheckOutcome(0.0, False, False)
         return out
 
     def text(self) -> str:
@@ -214,4 +249,5 @@ def _fbgemm(case: AnyCase, t: CaseTensors, grads) -> tuple[str, list[Report]]:
     try:
         return fbgemm_sample.check(case, dataclasses.replace(t, grad_outputs=list(grads)))
     except Exception as e:  # noqa: BLE001
-        return fbgemm_sample.CHECKED, [Report(f"step 0 fbgemm raised ({type(e).__name__}: {e})", False, None, 1, 1)]
+        return fbgemm_sample.CHECKED, [Report(f"step 0 fbgemm raised ({type(e).__name__}: {e})", False, None, 1, 1,
+                                             graded=False)]

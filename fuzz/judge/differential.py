@@ -35,6 +35,7 @@ from fuzz.sut import DEFAULT as DEFAULT_SUT
 from fuzz.sut import FatalBoundsCheck, SUTError, packed_momentum, packed_weights, params_for, warnings_count
 from fuzz.sut import get as get_sut
 from fuzz.sut import refusal
+from oracles.bounds import unit_roundoff
 from oracles.bounds_backward import check_step, table_bounds
 from oracles.checks import check_forward
 from oracles.compare import Mismatch, Report, compare
@@ -52,7 +53,7 @@ from fuzz.time_split import Phases
 
 def _scalar_report(what: str, expected: float, got: float) -> Report:
     ok = expected == got
-    return Report(what, ok, Mismatch(-1, -1, -1, float(expected), float(got), 0.0), 0 if ok else 1, 1)
+    return Report(what, ok, Mismatch(-1, -1, -1, float(expected), float(got), 0.0), 0 if ok else 1, 1, graded=False)
 
 
 def _step_reports(k: int, ref, layout, w_before: torch.Tensor, instance, psw_grad, psw_dtype,
@@ -68,7 +69,7 @@ def _step_reports(k: int, ref, layout, w_before: torch.Tensor, instance, psw_gra
     reports = []
     for s, tb in zip(ref.tables, table_bounds(ref, after.dtype, model)):
         if teeth is not None:
-            teeth.add(s.seg_len, tb.w_bound, s.w_new - s.w_old, tb.exact)
+            teeth.add(s.seg_len, tb.w_bound, s.w_new - s.w_old, tb.exact, s.w_new, unit_roundoff(after.dtype))
         flat = layout.weights_offsets[s.table] + s.rows[:, None] * s.dim + torch.arange(s.dim, device=s.rows.device)
         r = compare(f"step {k} table {s.table} weights after update (sample = row)", s.w_new, after[flat], tb.w_bound)
         if r.worst is not None:
@@ -144,10 +145,12 @@ def check_batch(
             # it must name the first offender, where the SUT says which it found
             ok = fatal and (e.position is None or (e.kind, e.position) == first_bad)
             why = "" if ok or not fatal else f"; expected it to name {first_bad[0]} entry {first_bad[1]}"
-            reports.append(Report(f"step {k} FATAL bounds check raised ({e}){why}", ok, None, 0 if ok else 1, 1))
+            reports.append(Report(f"step {k} FATAL bounds check raised ({e}){why}", ok, None, 0 if ok else 1, 1,
+                                  graded=False))
             return reports
         if fatal:
-            reports.append(Report(f"step {k} FATAL bounds check did not raise on invalid input", False, None, 1, 1))
+            reports.append(Report(f"step {k} FATAL bounds check did not raise on invalid input", False, None, 1, 1,
+                                  graded=False))
             return reports
         if mode == BoundsCheckMode.WARNING:
             reports.append(_scalar_report(f"step {k} bounds-check warnings", expected_warn,
@@ -163,7 +166,7 @@ def check_batch(
             psw_grad = instance.backward(grad.clone())
         if per_sample_weights is not None and per_sample_weights.numel() and psw_grad is None \
                 and target.capabilities.psw_grad:
-            reports.append(Report(f"step {k} missing psw grad (the SUT returned none)", False, None, 1, 1))
+            reports.append(Report(f"step {k} missing psw grad (the SUT returned none)", False, None, 1, 1, graded=False))
         psw_grad = None if psw_grad is None else psw_grad.detach().to(device)
         reports += _step_reports(k, ref, layout, w_before, instance, psw_grad,
                                  None if per_sample_weights is None else per_sample_weights.dtype, model, teeth)
