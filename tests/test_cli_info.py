@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from fuzz.campaign.search import save_result
+from fuzz.execution import save_result
 from fuzz.cli import main
 from fuzz.judge.check import CaseResult
 from oracles.compare import Check, Mismatch, Report

@@ -19,9 +19,9 @@ import pytest
 
 from fuzz.execution import workers
 from fuzz.budgets import Budget
-from fuzz.campaign.search import run_campaign
+from fuzz.campaign import run_campaign
 from fuzz.cli import main
-from fuzz.campaign.database import open_database
+from fuzz.campaign import open_database
 from tbe import KernelConfig
 
 TINY = Budget("tiny", seconds=10.0, shrink_seconds=15.0, max_examples=6, max_lookups=300)
