@@ -115,7 +115,8 @@ def _sanitizer_hint(f: CaseResult, replay: str) -> list[str]:
     from fuzz.memcheck import sanitizer
     from tbe.backend import INTERPRETED
 
-    if not INTERPRETED or sanitizer.requested() or f.kind not in (FailureKind.MISMATCH, FailureKind.CRASH, FailureKind.EXCEPTION):
+    hinted = (FailureKind.MISMATCH, FailureKind.CRASH, FailureKind.EXCEPTION)
+    if not INTERPRETED or sanitizer.requested() or f.kind not in hinted:
         return []
     return [f"  hint:     TBE_FUZZ_SANITIZE=1 {replay.split('   (or:')[0].strip()}   names any out-of-range access"]
 
