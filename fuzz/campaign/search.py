@@ -10,7 +10,6 @@ shrunk the same way (each candidate after a failure runs in a fresh worker).
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import time
 from pathlib import Path
@@ -25,15 +24,14 @@ from fuzz.execution import artifacts
 from fuzz.budgets import Budget
 from strategies.cases import CaseTensors, case_size, tensors
 from fuzz.judge.check import CaseResult
-from fuzz.compile.watch import CompileCounts
+from fuzz.status import StopReason
 from strategies.config_space import split_draw
 from strategies.space import campaign_cases
+from fuzz.execution.stats import CampaignStats
 from fuzz.execution.supervisor import Supervisor, Unmaterializable, leftover_pending, shared
 from fuzz.sut.protocol import DEFAULT as DEFAULT_SUT
 from fuzz.sut.protocol import get as get_sut
 from fuzz.sut.fit import fit_case, fit_strategy
-from fuzz.judge.teeth import Teeth
-from fuzz.time_split import TimeSplit
 from strategies.tour import tour
 from oracles.error_model import WORST, ErrorModel, from_env
 from tbe import KernelConfig
@@ -50,50 +48,28 @@ class _CaseFailed(AssertionError):
 
 
 @dataclasses.dataclass
-class CampaignResult:
+class CampaignResult(CampaignStats):
+    """A campaign's statistics (``fuzz.execution.stats``) and how it ended."""
+
     config: KernelConfig
     budget: Budget
     seed: int
-    examples: int = 0                 # cases checked before the first failure (or all, on a pass)
-    shrink_examples: int = 0          # cases checked while shrinking
-    lookups: int = 0
-    seconds: float = 0.0
-    tiers: collections.Counter = dataclasses.field(default_factory=collections.Counter)
-    max_ratio: dict[str, float] = dataclasses.field(default_factory=dict)  # per check
     failure: Optional[CaseResult] = None
     first_failure_examples: Optional[int] = None
     first_failure_seconds: Optional[float] = None
     first_failure_headline: Optional[str] = None  # how it failed before shrinking (a crash may shrink to a mismatch)
     artifact: Optional[Path] = None
-    stopped_by: str = ""              # "failure", "time", "examples"
-    unmaterializable: int = 0         # drawn specs materialize refused (a generator bug, not the kernel's)
-    unmaterializable_example: Optional[str] = None
-    compiles: CompileCounts = dataclasses.field(default_factory=CompileCounts)  # during the search
-    fbgemm: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # status -> examples
+    stopped_by: StopReason | str = ""  # "" while running
     model: ErrorModel = WORST         # the accumulation bound the checks used
-    teeth: Teeth = dataclasses.field(default_factory=Teeth)  # bound / |update| per SL band, passing cases
-    leftover: list[Path] = dataclasses.field(default_factory=list)  # pending cases of drivers that died
     sut: str = DEFAULT_SUT            # the system under test (fuzz.sut.protocol registry name)
-    expected_failures: int = 0        # cases failing only with known findings already recorded
     known: list[Any] = dataclasses.field(default_factory=list)  # fuzz.campaign.triage.KnownRecord, one per finding
     failure_config: Optional[KernelConfig] = None    # the failing case's effective config (drawn overrides applied)
     failure_overrides: dict[str, Any] = dataclasses.field(default_factory=dict)
-    time: TimeSplit = dataclasses.field(default_factory=TimeSplit)  # where the seconds went, per case
+    environment: Optional[dict[str, Any]] = None     # where the cases ran (the supervised worker's)
 
     @property
     def ok(self) -> bool:
         return self.failure is None
-
-    def record(self, result: CaseResult, ratios: bool = True) -> None:
-        self.examples += 1
-        self.lookups += result.lookups
-        self.tiers.update(result.tiers)
-        self.fbgemm[result.fbgemm or "not run"] += 1
-        for name, ratio in (result.ratios_by_check() if ratios else {}).items():
-            self.max_ratio[name] = max(self.max_ratio.get(name, 0.0), ratio)
-        self.teeth.merge(result.teeth)
-        if result.compiles is not None:
-            self.compiles.add(result.compiles)
 
     def count(self, result: CaseResult, known: bool, triaged: bool, observe: Any) -> None:
         """A checked example of the search or the tour (not a shrink step); ``known``: a failure the
@@ -196,7 +172,7 @@ def run_campaign(
         case, cfg, overrides = split_draw(drawn, config)  # config-space search: overrides drawn around config
         now = time.perf_counter()
         if res.failure is None and not best and now > search_end:
-            res.stopped_by = "time"
+            res.stopped_by = StopReason.TIME
             raise _OutOfTime()
         if best and now > search_end + budget.shrink_seconds:
             raise _OutOfTime()
@@ -229,36 +205,43 @@ def run_campaign(
     # then the random search runs for the shrink time, and a smaller failure it finds replaces it
     if _tour(opening, config, res, best, configs, start, observe, run, expected, readiness):
         search_end = time.perf_counter()
-        res.stopped_by = "failure"
+        res.stopped_by = StopReason.FAILURE
     try:
         if not best or shrink:
             prop()
         if not res.stopped_by:
-            res.stopped_by = "examples"
+            res.stopped_by = StopReason.EXAMPLES
     except _CaseFailed as e:
         res.failure = e.result
-        res.stopped_by = "failure"
+        res.stopped_by = StopReason.FAILURE
     except _OutOfTime:
         if best:
             res.failure = best[0]
-            res.stopped_by = "failure"
+            res.stopped_by = StopReason.FAILURE
     except (HypothesisException, AssertionError):  # e.g. Flaky: a failure that did not reproduce
         if not best:
             raise
         res.failure = best[0]
-        res.stopped_by = "failure"
+        res.stopped_by = StopReason.FAILURE
     if best and (res.failure is None or case_size(best[0].case) < case_size(res.failure.case)):
-        res.failure, res.stopped_by = best[0], "failure"
+        res.failure, res.stopped_by = best[0], StopReason.FAILURE
     res.seconds = time.perf_counter() - start
+    res.environment = sup.environment
     if res.failure is not None:
         res.failure_config, res.failure_overrides = configs.get(id(res.failure), (config, {}))
     if res.failure is not None and artifacts_dir is not None:
-        res.artifact = save_result(artifacts_dir, res.failure, res.failure_config, {
-            "source": "campaign", "budget": budget.name, "seed": seed, "sut": sut,
-            "examples_before_failure": res.first_failure_examples, "bound": model.kind, **(meta or {}),
-            "config_overrides": res.failure_overrides, "config_under_test": config.to_dict(),
-        }, sup.environment)
+        res.artifact = save_campaign_failure(artifacts_dir, res, meta)
     return res
+
+
+def save_campaign_failure(root: Path, res: CampaignResult, meta: Optional[dict[str, Any]] = None) -> Path:
+    """Save ``res``'s failure under ``root`` with the config it failed under and the environment it ran in;
+    ``meta`` adds to (or replaces) the campaign's own fields."""
+    return save_result(root, res.failure, res.failure_config or res.config, {
+        "source": "campaign", "budget": res.budget.name, "seed": res.seed, "sut": res.sut,
+        "examples_before_failure": res.first_failure_examples, "bound": res.model.kind, **(meta or {}),
+        "config_overrides": res.failure_overrides, "config_under_test": res.config.to_dict(),
+    }, res.environment)
 
 
 def _tour(opening: list, config: KernelConfig, res: CampaignResult, best: list, configs: dict, start: float,
@@ -267,7 +250,7 @@ def _tour(opening: list, config: KernelConfig, res: CampaignResult, best: list, 
     failure that ``expected`` does not explain."""
     for drawn in opening:
         if time.perf_counter() > start + res.budget.seconds:
-            res.stopped_by = "time"
+            res.stopped_by = StopReason.TIME
             return False
         case, cfg, overrides = split_draw(drawn, config)
         if readiness is not None:

@@ -76,7 +76,8 @@ def _artifacts_dir(text: str) -> Path:
 
 def _sut_name(text: str) -> str:
     """A SUT name the registry resolves (built-in, ``tbe_fuzz.suts`` entry point, or module:factory)."""
-    from fuzz.sut.protocol import SUTError, get
+    from fuzz.errors import SUTError
+    from fuzz.sut.protocol import get
 
     try:
         get(text)
@@ -231,7 +232,8 @@ def _backend_line(sut: str = "triton") -> str:
 
 def _require(parser: argparse.ArgumentParser, name: str, **needs: bool) -> None:
     """Refuse (exit 2, naming --sut) a SUT that is not available here or cannot do what the command needs."""
-    from fuzz.sut.protocol import SUTError, require
+    from fuzz.errors import SUTError
+    from fuzz.sut.protocol import require
 
     try:
         require(name, **needs)
@@ -325,7 +327,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from fuzz.execution import forced_crash
     from fuzz.memcheck import sanitizer
-    from fuzz.execution.supervisor import WorkerError
+    from fuzz.errors import WorkerError
 
     try:
         forced_crash.from_env()
