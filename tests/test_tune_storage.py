@@ -24,7 +24,7 @@ from fuzz.tune import search as tune  # noqa: E402
 from fuzz.tune import report as tune_report  # noqa: E402
 from fuzz.tune.space import searched_fields  # noqa: E402
 from fuzz.tune.storage import check_url, open_storage, study_name  # noqa: E402
-from fuzz.gate.cascade import KEEP  # noqa: E402
+from fuzz.status import Decision  # noqa: E402
 from tests.test_tune import SHAPES, fake_gate, fake_measure  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,7 +81,7 @@ def test_journal_file_study_is_joined_and_ranked_as_one(tmp_path):
     opts = tune.TuneOptions(shapes=SHAPES, seconds=60.0, trials=4, seed=0, storage=check_url(path), out=tmp_path)
     first = tune.search(KernelConfig(), opts, fake_measure(), time.monotonic() + 60)
     assert [t.origin for t in first][:1] == ["baseline"] and all(t.worker is None for t in first)
-    res = tune.run_tune(KernelConfig(), opts, measure=fake_measure(), verify=fake_gate(KEEP))
+    res = tune.run_tune(KernelConfig(), opts, measure=fake_measure(), verify=fake_gate(Decision.KEEP))
     assert len(res.trials) == 8  # the earlier search's trials count as another worker's (same host and pid)
     assert [t.worker for t in res.trials] == [tune.WORKER] * 4 + [None] * 4
     assert [t.number for t in res.trials] == list(range(8))
