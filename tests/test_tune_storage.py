@@ -2,7 +2,7 @@
 
 Two processes search side by side against a real redis-server (``tests/redis_server.py``) with
 the stand-in measurement of tests/test_tune.py; afterwards the study holds the trials of both,
-each once, and a later process sees them all. A journal file on disk works the same way.
+each once, and a later process sees them all. A journal file or an SQLite database on disk works the same way.
 """
 
 from __future__ import annotations
@@ -76,8 +76,9 @@ def test_two_processes_share_one_study_in_redis(redis_url):
         assert sum(w is None for _, w, _, _ in seen) == PER_PROCESS
 
 
-def test_journal_file_study_is_joined_and_ranked_as_one(tmp_path):
-    path = str(tmp_path / "tune.journal")
+@pytest.mark.parametrize("kind", ["journal file", "sqlite"])
+def test_study_on_disk_is_joined_and_ranked_as_one(tmp_path, kind):
+    path = str(tmp_path / "tune.journal") if kind == "journal file" else f"sqlite:///{tmp_path / 'tune.db'}"
     opts = tune.TuneOptions(shapes=SHAPES, seconds=60.0, trials=4, seed=0, storage=check_url(path), out=tmp_path)
     first = tune.search(KernelConfig(), opts, fake_measure(), time.monotonic() + 60)
     assert [t.origin for t in first][:1] == ["baseline"] and all(t.worker is None for t in first)
