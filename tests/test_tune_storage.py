@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PER_PROCESS = 3
 
 # one tuning process: PER_PROCESS trials of the stand-in measurement, its trials printed as JSON
-WORKER = textwrap.dedent("""
+TUNE_PROCESS = textwrap.dedent("""
     import json, sys, time
     from fuzz.tune import search as tune
     from tests.test_tune import SHAPES, fake_measure
@@ -49,7 +49,7 @@ def _finished(study):
 
 def test_two_processes_share_one_study_in_redis(redis_url):
     url, client = redis_url
-    procs = [subprocess.Popen([sys.executable, "-c", WORKER, url], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    procs = [subprocess.Popen([sys.executable, "-c", TUNE_PROCESS, url], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True, cwd=ROOT) for _ in range(2)]
     outs = [p.communicate(timeout=300) for p in procs]
     for p, (out, err) in zip(procs, outs):
@@ -84,7 +84,7 @@ def test_study_on_disk_is_joined_and_ranked_as_one(tmp_path, kind):
     assert [t.origin for t in first][:1] == ["baseline"] and all(t.worker is None for t in first)
     res = tune.run_tune(KernelConfig(), opts, measure=fake_measure(), verify=fake_gate(Decision.KEEP))
     assert len(res.trials) == 8  # the earlier search's trials count as another worker's (same host and pid)
-    assert [t.worker for t in res.trials] == [tune.WORKER] * 4 + [None] * 4
+    assert [t.worker for t in res.trials] == [tune.worker_id()] * 4 + [None] * 4
     assert [t.number for t in res.trials] == list(range(8))
     assert res.trials[4].origin == "hint"  # the joining search took up the enqueued hints, not a second baseline
     assert res.study_name == study_name(KernelConfig(), SHAPES, searched_fields(SHAPES))

@@ -152,13 +152,17 @@ def gpu_measure(baseline: KernelConfig, opts: TuneOptions) -> Measure:
     return measure
 
 
-WORKER = f"{socket.gethostname()}:{os.getpid()}"
+def worker_id() -> str:
+    """``host:pid`` of this process (read at each call: a forked child is another worker)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
 ATTR = "tbe_fuzz"  # a finished trial's record in the study's user attributes: what other processes read
 
 
 def _record_attrs(record: Trial) -> dict:
     return {"config": record.config.to_json(), "origin": record.origin, "state": record.state,
-            "seconds": record.seconds, "error": record.error, "worst": record.worst, "worker": WORKER}
+            "seconds": record.seconds, "error": record.error, "worst": record.worst, "worker": worker_id()}
 
 
 def _trial_of(frozen) -> Optional[Trial]:
@@ -186,7 +190,7 @@ def search(baseline: KernelConfig, opts: TuneOptions, measure: Measure, deadline
     fields = searched_fields(opts.shapes, opts.fields)
     groups = active_groups(fields)
     storage = None if opts.storage is None else open_storage(opts.storage)
-    seed = opts.seed if storage is None else random.Random(f"{opts.seed}:{WORKER}").randrange(2**31)
+    seed = opts.seed if storage is None else random.Random(f"{opts.seed}:{worker_id()}").randrange(2**31)
     tpe = optuna.samplers.TPESampler(seed=seed)
     name = study_name(baseline, opts.shapes, fields)
     study, created = open_study(storage, name, tpe,
