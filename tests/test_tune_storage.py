@@ -108,3 +108,19 @@ def test_storage_argument_errors_name_the_value(tmp_path):
         check_url(str(tmp_path / "missing" / "tune.journal"))
     assert check_url("sqlite:///tune.db") == "sqlite:///tune.db"
     assert check_url("redis://127.0.0.1:1/0") == "redis://127.0.0.1:1/0"
+
+
+def test_unreachable_storage_stops_tune_before_any_trial(monkeypatch, capsys):
+    import socket
+
+    from fuzz.cli import main
+    from fuzz.gate import perf
+
+    monkeypatch.setattr(perf, "gpu_unavailable", lambda: None)  # as on a GPU host: only the storage is wrong
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()  # nothing listens on this port now
+    rc = main(["tune", "--storage", f"redis://127.0.0.1:{port}/0"])
+    err = capsys.readouterr().err
+    assert rc == 2 and f"--storage redis://127.0.0.1:{port}/0" in err and "ConnectionError" in err
