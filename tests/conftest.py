@@ -5,11 +5,13 @@ workers read the variable themselves)."""
 
 import os
 
-os.environ.setdefault("TBE_FUZZ_ALLOW_FAULTS", "1")
-
-from fuzz.execution.gpu_pin import core_share, pin_xdist_worker  # noqa: E402
+from fuzz.execution import core_share, pin_xdist_worker  # noqa: E402
 
 pin_xdist_worker()  # before torch starts CUDA: `pytest -n N` puts one xdist worker on each GPU
+
+from tbe.env import ALLOW_FAULTS  # noqa: E402  (tbe imports torch: after the pin)
+
+ALLOW_FAULTS.setdefault("1")
 
 # xdist workers share the cores: torch's default of one intra-op thread per core in each worker (and in
 # each supervised worker it starts) oversubscribes them, and the FP64 references' small ops slow down
@@ -20,9 +22,11 @@ if os.environ.get("PYTEST_XDIST_WORKER") and "OMP_NUM_THREADS" not in os.environ
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-import fuzz.profiles  # noqa: E402,F401  (registers and loads the Hypothesis profile)
+from fuzz import profiles  # noqa: E402
 from fuzz.memcheck import sanitizer  # noqa: E402
 from tbe.backend import INTERPRETED  # noqa: E402
+
+profiles.load()  # the Hypothesis profile $HYPOTHESIS_PROFILE names, before test modules build their settings
 
 
 def pytest_collection_modifyitems(config, items):

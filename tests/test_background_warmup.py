@@ -7,11 +7,11 @@ import concurrent.futures as cf
 import threading
 
 from fuzz.budgets import Budget
-from fuzz.campaign.search import run_campaign
+from fuzz.campaign import run_campaign
 from fuzz.compile import background
 from fuzz.compile.background import Readiness, group_keys
 from fuzz.compile.warmup import WarmCase, tour_groups, warm_groups
-from fuzz.judge.check import CaseResult
+from fuzz.judge import CaseResult
 from strategies.case import CaseSpec
 from strategies.cases import base_spec
 from strategies.config_space import campaign_configs

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from fuzz.budgets import Budget
-from fuzz.gate.cascade import CascadeOptions, run_cascade
+from fuzz.gate import CascadeOptions, run_cascade
 from fuzz.gate.report import text
 from fuzz.status import Status
 from fuzz.gate.shapes import PRESETS

@@ -17,12 +17,12 @@ import torch
 
 from fuzz.execution import artifacts
 from fuzz.budgets import Budget
-from fuzz.campaign.search import run_campaign
+from fuzz.campaign import run_campaign
 from strategies.cases import BadIdCase, case_from_dict, case_to_dict
 from fuzz.judge.check import CaseResult, run_case
 from fuzz.cli import main
 from strategies.edges import edge_cases
-from fuzz.campaign.report import campaign_json, campaign_text
+from fuzz.campaign import campaign_json, campaign_text
 from fuzz.gate.correctness import GateCase, GateResult, _judge
 from fuzz.selftest.run import run_selftest
 from oracles.compare import Check, Mismatch, Oracle, Report

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from fuzz.budgets import Budget
-from fuzz.selftest.run import run_selftest
-from fuzz.selftest.detectors import detectors_for
+from fuzz.selftest import run_selftest
+from fuzz.selftest import detectors_for
 from tbe import faults
 from tbe.backend import INTERPRETED
 

@@ -16,7 +16,7 @@ from hypothesis import seed as hypothesis_seed
 
 from fuzz.budgets import Budget
 from strategies.cases import BadIdCase, base_spec, initial_weights
-from fuzz.judge.check import CaseResult, run_case
+from fuzz.judge import CaseResult, run_case
 from fuzz.cli import main
 from fuzz.judge.differential import check_case, failures
 from fuzz.gate.correctness import run_gate
@@ -33,7 +33,7 @@ from oracles.compare import Check, Mismatch, Oracle, Report
 from oracles.reference_bounds import reference_bounds_check
 from strategies.bad_inputs import BadBatchSpec, BadId, bad_batch_specs, materialize_bad
 from strategies.case import CaseSpec
-from strategies.run import build_module
+from fuzz.sut import build_module
 from tbe import KernelConfig
 from tbe.modes import BoundsCheckMode
 

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from fuzz.budgets import Budget
-from fuzz.campaign.search import CampaignResult
-from fuzz.judge.check import run_case
-from fuzz.campaign.report import campaign_json, campaign_text
+from fuzz.campaign import CampaignResult
+from fuzz.judge import run_case
+from fuzz.campaign import campaign_json, campaign_text
 from fuzz.judge.teeth import BANDS, Teeth, band_label
 from strategies.case import CaseSpec, HotRow
 from tbe import KernelConfig

@@ -16,7 +16,7 @@ import pytest
 from fuzz.gate.cascade import CascadeOptions, CascadeResult, Level
 from fuzz.status import Decision
 from fuzz.budgets import Budget
-from fuzz.gate.shapes import PRESETS, PerfShape
+from fuzz.gate import PRESETS, PerfShape
 from fuzz.tune.space import GROUPS, TILES, hint_configs, params_of, searched_fields, suggest
 from tbe import KernelConfig
 

@@ -14,9 +14,9 @@ import pytest
 
 from fuzz.execution import workers
 from fuzz.budgets import Budget
-from fuzz.campaign.search import run_campaign
+from fuzz.campaign import run_campaign
 from fuzz.cli import main
-from fuzz.campaign.database import open_database
+from fuzz.campaign import open_database
 from tbe import KernelConfig
 from tests.redis_server import redis_url  # noqa: F401  (fixture)
 

@@ -1,18 +1,15 @@
-"""Readable summaries of campaign, replay, gate and selftest results (plain text or JSON)."""
+"""Readable summaries of campaign and replay results (plain text or JSON), and the lines of a failing case."""
 
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from typing import Any
 
-from fuzz.execution.artifacts import replay_command
+from fuzz.execution import replay_command
 from fuzz.campaign.search import CampaignResult
 from strategies.cases import case_size, case_to_dict
-from fuzz.judge.check import CaseResult
-from fuzz.gate.correctness import GateResult
+from fuzz.judge import CaseResult
 from fuzz.campaign.replay import ReplayResult
-from fuzz.selftest.detectors import CAUGHT, MISSED, Detection
-from fuzz.selftest.run import FaultResult, all_ok, counts
 from fuzz.status import FailureKind
 
 
@@ -20,7 +17,7 @@ def _ratios(ratios: dict[str, float]) -> list[str]:
     return [f"    {name:<32} {value:.3g}" for name, value in sorted(ratios.items())]
 
 
-def _failure_lines(f: CaseResult) -> list[str]:
+def failure_lines(f: CaseResult) -> list[str]:
     tables, bags, _ = case_size(f.case)
     return [
         f"  failing case: {tables} table(s), {bags} bag(s), {f.lookups} lookups; failure kind: {f.kind}",
@@ -31,7 +28,7 @@ def _failure_lines(f: CaseResult) -> list[str]:
 
 def _known_lines(r: CampaignResult) -> list[str]:
     """Each known finding the campaign met (shrunk case, when, artifact), then those triaged but not seen."""
-    from fuzz.judge.known import for_sut
+    from fuzz.judge import for_sut
 
     lines = []
     if r.known:
@@ -95,7 +92,7 @@ def campaign_text(r: CampaignResult) -> str:
                      + (" (not on the triage list)" if r.known or not _caps(r).project_kernels else ""))
         if r.failure_overrides:
             lines.append(f"  failing config: the config under test with {r.failure_overrides}")
-        lines += _failure_lines(r.failure)
+        lines += failure_lines(r.failure)
     if r.artifact is not None:
         lines.append(f"  artifact: {r.artifact}")
         lines.append(f"  replay:   {(r.artifact / 'replay.txt').read_text().strip()}")
@@ -165,87 +162,3 @@ def replay_json(r: ReplayResult) -> dict[str, Any]:
             "known": [f.id for f in r.known or ()], "source": r.source, "case": str(r.case_path),
             "config": None if r.config_path is None else str(r.config_path),
             "reports": r.result.text().splitlines(), "notes": r.notes}
-
-
-def gate_text(g: GateResult) -> str:
-    lines = [f"tbe-fuzz gate: {'PASS' if g.ok else 'FAIL'}  (seed {g.seed}, {g.seconds:.1f}s)"]
-    if g.diff:
-        lines.append("  changed fields (baseline -> candidate):")
-        lines += [f"    {k}: {a!r} -> {b!r}" for k, (a, b) in sorted(g.diff.items())]
-    else:
-        lines.append("  the two configs are identical")
-    shared = len(g.cases) - g.targeted_run
-    lines.append(f"  cases run under both: {g.targeted_run} of {g.targeted} targeted at moved edges, "
-                 f"{shared} shared campaign cases; {g.lookups} lookups each")
-    lines.append("  max error/bound ratio per check, baseline -> candidate (cases both pass):")
-    for name in sorted(set(g.base_ratio) | set(g.cand_ratio)):
-        lines.append(f"    {name:<32} {g.base_ratio.get(name, 0.0):.3g} -> {g.cand_ratio.get(name, 0.0):.3g}")
-    lines += [f"  note: {n}" for n in g.notes]
-    for c in g.cases:
-        if not c.cand.ok:
-            lines.append(f"  candidate fails {c.label}:")
-            lines += _failure_lines(c.cand)
-    lines += [f"  artifact: {p}" for p in g.artifacts]
-    if g.ok:
-        lines.append("  verdict: PASS - the candidate passed every case and its error stayed within the baseline's")
-    else:
-        lines.append("  verdict: FAIL - " + "; ".join(g.reasons[:5]) + (" ..." if len(g.reasons) > 5 else ""))
-    return "\n".join(lines)
-
-
-def gate_json(g: GateResult) -> dict[str, Any]:
-    return {
-        "kind": "gate", "ok": g.ok, "seed": g.seed, "seconds": round(g.seconds, 3),
-        "diff": {k: list(v) for k, v in g.diff.items()}, "targeted": g.targeted, "targeted_run": g.targeted_run, "cases": len(g.cases),
-        "base_ratio": g.base_ratio, "cand_ratio": g.cand_ratio, "reasons": g.reasons, "notes": g.notes,
-        "failing_cases": [{"label": c.label, "case": case_to_dict(c.cand.case), "baseline_ok": c.base.ok}
-                          for c in g.cases if not c.cand.ok],
-        "artifacts": [str(p) for p in g.artifacts],
-    }
-
-
-def selftest_text(results: Sequence[FaultResult]) -> str:
-    n = counts(results)
-    lines = [f"tbe-fuzz selftest: {'PASS' if all_ok(results) else 'FAIL'}  ("
-             + ", ".join(f"{v} {k}" for k, v in n.items()) + ")"]
-    for r in results:
-        flag = "  (asked for by name: a skip fails the self-test)" if r.named and r.status == "skipped" else ""
-        lines.append(f"  {r.fault:<28} {r.status.upper()}  ({r.description}){flag}")
-        for d in r.detections:
-            lines.append("    " + _detection_line(d))
-    return "\n".join(lines)
-
-
-def _detection_line(d: Detection) -> str:
-    head = f"{d.detector:<22} {d.status}"
-    if d.status == CAUGHT:
-        parts = []
-        if d.examples is not None:
-            parts.append(f"after {d.examples} example(s)")
-        if d.seconds is not None:
-            parts.append(f"{d.seconds:.1f}s")
-        if d.shrunk is not None:
-            parts.append("shrunk to {} table(s), {} bag(s), {} lookups".format(*d.shrunk))
-        if d.detail:
-            parts.append(d.detail)
-        if d.artifact is not None:
-            parts.append(f"artifact {d.artifact}")
-        return head + " " + "; ".join(parts)
-    if d.status == MISSED:
-        return head + f": {d.detail}" + (f" ({d.seconds:.1f}s)" if d.seconds is not None else "")
-    return head + f": {d.detail}"
-
-
-def selftest_json(results: Sequence[FaultResult]) -> dict[str, Any]:
-    out = []
-    for r in results:
-        catch = r.first_catch
-        out.append({
-            "fault": r.fault, "description": r.description, "status": r.status, "named": r.named,
-            "caught": r.caught,
-            "seconds_to_catch": None if catch is None else catch.seconds,
-            "examples_to_catch": None if catch is None else catch.examples,
-            "case": None if catch is None or catch.campaign is None else case_to_dict(catch.campaign.failure.case),
-            "detections": [d.to_dict() for d in r.detections],
-        })
-    return {"kind": "selftest", "ok": all_ok(results), "counts": counts(results), "faults": out}

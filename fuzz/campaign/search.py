@@ -22,7 +22,7 @@ from hypothesis.errors import HypothesisException
 
 from fuzz.execution import artifacts
 from fuzz.budgets import Budget
-from strategies.cases import CaseTensors, case_size, tensors
+from strategies.cases import case_size
 from fuzz.judge.check import CaseResult
 from fuzz.status import StopReason
 from strategies.config_space import split_draw
@@ -237,7 +237,7 @@ def run_campaign(
 def save_campaign_failure(root: Path, res: CampaignResult, meta: Optional[dict[str, Any]] = None) -> Path:
     """Save ``res``'s failure under ``root`` with the config it failed under and the environment it ran in;
     ``meta`` adds to (or replaces) the campaign's own fields."""
-    return save_result(root, res.failure, res.failure_config or res.config, {
+    return artifacts.save_result(root, res.failure, res.failure_config or res.config, {
         "source": "campaign", "budget": res.budget.name, "seed": res.seed, "sut": res.sut,
         "examples_before_failure": res.first_failure_examples, "bound": res.model.kind, **(meta or {}),
         "config_overrides": res.failure_overrides, "config_under_test": res.config.to_dict(),
@@ -268,12 +268,3 @@ def _tour(opening: list, config: KernelConfig, res: CampaignResult, best: list, 
             best[:] = [result]
             return True
     return False
-
-
-def save_result(root: Path, result: CaseResult, config: KernelConfig, meta: dict[str, Any],
-                environment: Optional[dict[str, Any]] = None) -> Path:
-    """Save a failing CaseResult as an artifact directory (tensors re-materialized from its case on the
-    CPU); ``environment`` is the worker's, where the kernels ran."""
-    saved: CaseTensors = tensors(result.case, config)
-    meta = {"failure_kind": result.kind, "failed_check": result.failed_check, **meta}
-    return artifacts.save_failure(root, result.case, config, saved, result.text(), meta, environment)

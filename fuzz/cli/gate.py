@@ -31,7 +31,7 @@ def _gamma(text: str) -> float:
 
 
 def _shapes(text: str):
-    from fuzz.gate.shapes import load_shapes
+    from fuzz.gate import load_shapes
 
     try:
         return text, load_shapes(text)
@@ -94,7 +94,7 @@ def add_gate_options(gate: argparse.ArgumentParser, config_file, positive_int) -
 
 def cmd_gate(args: argparse.Namespace, budget, progress, backend_line: str) -> int:
     from fuzz.gate import report as cascade_report
-    from fuzz.gate.cascade import CascadeOptions, run_cascade
+    from fuzz.gate import CascadeOptions, run_cascade
 
     name, shapes = args.shapes or _shapes("quick")
     opts = CascadeOptions(budget=budget, seeds=tuple(args.seed + i for i in range(args.seeds)), levels=args.levels,
@@ -141,8 +141,8 @@ def add_tune_parser(sub, config_file, positive_int, positive_float, seed) -> Non
 def cmd_tune(args: argparse.Namespace, parser: argparse.ArgumentParser, progress) -> int:
     from fuzz.tune import search as tune
     from fuzz.tune import report as tune_report
-    from fuzz.gate.perf import gpu_unavailable
-    from fuzz.tune.space import searched_fields
+    from fuzz.gate import gpu_unavailable
+    from fuzz.tune import searched_fields
     from tbe import KernelConfig
 
     why = tune.optuna_missing() or gpu_unavailable()

@@ -222,7 +222,7 @@ def _emit(args: argparse.Namespace, text: str, data: dict) -> None:
 
 
 def _backend_line(sut: str = "triton") -> str:
-    from fuzz.sut.protocol import get
+    from fuzz.sut import get
     from tbe.backend import INTERPRETED
 
     if sut != "triton":
@@ -281,9 +281,9 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 
 def cmd_selftest(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from fuzz.campaign import report
     from fuzz.cli import info
-    from fuzz.selftest.run import all_ok, run_selftest
+    from fuzz.selftest import report as selftest_report
+    from fuzz.selftest import all_ok, run_selftest
     from tbe import faults
 
     if args.list:
@@ -299,13 +299,19 @@ def cmd_selftest(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     _progress(f"tbe-fuzz selftest: up to {budget.seconds:g}s per fault, seed {args.seed}, {_backend_line(args.sut)}")
     results = run_selftest(budget, seed=args.seed, only=args.fault, artifacts_dir=args.artifacts,
                            progress=_progress, sut=args.sut)
-    _emit(args, report.selftest_text(results), report.selftest_json(results))
+    _emit(args, selftest_report.selftest_text(results), selftest_report.selftest_json(results))
     return 0 if all_ok(results) else 1
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    from fuzz import profiles
+
+    try:
+        profiles.load()  # the Hypothesis profile $HYPOTHESIS_PROFILE names (settings a campaign leaves unset)
+    except ValueError as e:
+        parser.error(str(e))
     try:
         from fuzz.memcheck.weak_memory import enable_from_env
 
@@ -348,9 +354,9 @@ def _command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         if not INTERPRETED:
             parser.error("argument --sanitize: the sanitizer checks the Triton interpreter's accesses and kernels "
                          "here are compiled; run the replay under compute-sanitizer instead")
-        import os
+        from tbe.env import SANITIZE
 
-        os.environ["TBE_FUZZ_SANITIZE"] = "1"  # read by every worker the supervisor starts
+        SANITIZE.set("1")  # read by every worker the supervisor starts
     if args.command == "run":
         return cmd_run(args, parser)
     if args.command == "warmup":

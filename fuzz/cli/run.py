@@ -16,7 +16,7 @@ from typing import Any
 
 
 def _database_arg(text: str) -> str:
-    from fuzz.campaign.database import check_url
+    from fuzz.campaign import check_url
 
     try:
         return check_url(text)
@@ -68,7 +68,7 @@ def _progress(line: str) -> None:
 
 
 def cmd_warmup(args: argparse.Namespace) -> int:
-    from fuzz.compile.warmup import warm_campaigns
+    from fuzz.compile import warm_campaigns
     from tbe import KernelConfig
 
     bases = [c for _, c in args.config] if args.config else [KernelConfig()]
@@ -92,7 +92,7 @@ def _one_thread_on_cpu(sut: str) -> None:
 
     import torch
 
-    from fuzz.sut.protocol import get
+    from fuzz.sut import get
 
     if not torch.cuda.is_available() and "OMP_NUM_THREADS" not in os.environ and not get(sut).capabilities.kernel_config:
         torch.set_num_threads(1)
@@ -101,11 +101,11 @@ def _one_thread_on_cpu(sut: str) -> None:
 def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any = None) -> int:
     from fuzz.campaign import pictures
     from fuzz.campaign import report
-    from fuzz.campaign.progress import LiveProgress, chain
-    from fuzz.sut.protocol import get as get_sut
-    from fuzz.campaign.triage import run_triaged
-    from fuzz.compile.warmup import warm_campaigns
-    from fuzz.execution.workers import default_workers, merged_text, run_workers
+    from fuzz.campaign import LiveProgress, chain
+    from fuzz.sut import get as get_sut
+    from fuzz.campaign import run_triaged
+    from fuzz.compile import warm_campaigns
+    from fuzz.execution import default_workers, merged_text, run_workers
     from tbe import KernelConfig
 
     config = args.config[1] if args.config else KernelConfig()
@@ -124,7 +124,7 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any
             from fuzz.compile import background
             from strategies.config_space import campaign_configs
 
-            from fuzz.compile.warmup import default_processes
+            from fuzz.compile import default_processes
 
             processes = args.warmup_processes or max(1, default_processes() - 2)  # two cores for the search
             background = background.start(campaign_configs(config), [config], processes, progress=_progress)
@@ -140,7 +140,7 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any
     _one_thread_on_cpu(sut)
     database = None
     if args.database is not None:
-        from fuzz.campaign.database import open_database
+        from fuzz.campaign import open_database
 
         database = open_database(args.database, config)
     live = LiveProgress(budget.seconds, enabled=True if args.progress else None)

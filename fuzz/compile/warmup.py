@@ -110,10 +110,10 @@ def exercise(case: Any, config: KernelConfig, backward: bool = True) -> None:
     import torch
 
     from strategies.cases import base_spec, tensors
-    from strategies.run import build_module
+    from fuzz.sut import build_module
     from tbe.bounds_check import BoundsCheckError
 
-    t = tensors(case, config, steps=backward, weights=False)
+    t = tensors(case, steps=backward, weights=False)
     module = build_module(base_spec(case), config)
     dev = module.device
     psw = None

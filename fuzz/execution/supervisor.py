@@ -287,7 +287,7 @@ def _formula(case: AnyCase, steps: bool) -> str:
 def _tensors(case: AnyCase, config: KernelConfig, steps: bool, saved: Optional[Path]):
     from fuzz.execution import artifacts
 
-    return artifacts.load_tensors(saved) if saved is not None else tensors(case, config, steps, weights=False)
+    return artifacts.load_tensors(saved) if saved is not None else tensors(case, steps=steps, weights=False)
 
 
 def _write(path: Path, text: str) -> None:

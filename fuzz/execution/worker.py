@@ -55,7 +55,7 @@ def handle(req: dict[str, Any]) -> tuple[tuple[str, Any], bool]:
     case = case_from_dict(req["case"])
     t0 = time.perf_counter()
     try:
-        t = artifacts.load_tensors(req["saved"]) if req["saved"] else tensors(case, config, req["steps"], False)
+        t = artifacts.load_tensors(req["saved"]) if req["saved"] else tensors(case, steps=req["steps"], weights=False)
     except ValueError as e:
         return ("unmaterializable", str(e)), False
     materialized = time.perf_counter() - t0
@@ -96,9 +96,10 @@ def main(argv: list[str]) -> int:
     replies = Connection(int(argv[2]), readable=False)
     from fuzz.execution import artifacts
     from fuzz.memcheck import sanitizer
+    from tbe.env import WORKER_PROFILE
 
     sanitize = sanitizer.enable_from_env()
-    profile_dir = os.environ.get("TBE_FUZZ_WORKER_PROFILE")
+    profile_dir = WORKER_PROFILE.path()
     profiler = None
     if profile_dir:
         import cProfile

@@ -135,7 +135,7 @@ def _warm(baseline, candidate, opts: CascadeOptions, lv: Level, progress) -> Non
 
     if INTERPRETED or opts.budget.seconds < WARMUP_MIN_SECONDS:
         return
-    from fuzz.compile.warmup import warm_campaigns
+    from fuzz.compile import warm_campaigns
 
     res = warm_campaigns([baseline, candidate], progress=progress)  # (b) draws the override profiles too
     lv.notes.append(res.text().replace("\n ", ";"))

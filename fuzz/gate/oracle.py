@@ -169,7 +169,7 @@ def run_oracle_level(
             res.status, res.reasons = Status.NOT_RUN, [f"out of time after {i} of {len(cases)} matrix cases"]
             res.seconds = time.perf_counter() - t0
             return res
-        saved = tensors(spec, candidate)
+        saved = tensors(spec)
         kernel = sup.run(spec, candidate)
         verdict, detail = fbgemm_verdict(spec, saved, kernel)
         case = OracleCase(label, kernel, verdict, detail)

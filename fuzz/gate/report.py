@@ -11,7 +11,7 @@ from fuzz.gate.cascade import LEVELS, CascadeResult, Level
 from fuzz.status import Decision, OracleVerdict, Status
 from strategies.cases import case_to_dict
 from fuzz.gate.perf import PerfResult
-from fuzz.campaign.report import _failure_lines
+from fuzz.campaign import failure_lines
 
 HEADLINE = {Decision.ACCEPT: "ACCEPT the candidate", Decision.KEEP: "KEEP the baseline", Decision.UNVERIFIED: "UNVERIFIED"}
 
@@ -61,7 +61,7 @@ def _level_lines(lv: Level) -> list[str]:
             for c in g.cases:
                 if not c.cand.ok:
                     out.append(f"candidate fails {c.label}" + (" (the baseline fails it too)" if not c.base.ok else ""))
-                    out += [ln.strip() for ln in _failure_lines(c.cand)]
+                    out += [ln.strip() for ln in failure_lines(c.cand)]
             out += [f"artifact: {a}" for a in g.artifacts]
     elif lv.key == "c" and r is not None:
         for c in r.cases:
@@ -70,7 +70,7 @@ def _level_lines(lv: Level) -> list[str]:
             if c.fbgemm == OracleVerdict.DISAGREES:
                 out += [f"FBGEMM: {d}" for d in c.fbgemm_detail[:3]]
             if not c.ok:
-                out += [ln.strip() for ln in _failure_lines(c.kernel)]
+                out += [ln.strip() for ln in failure_lines(c.kernel)]
     elif lv.key == "d" and r is not None:
         out += _perf_summary(r)
     return out

@@ -117,7 +117,7 @@ def extra_launches(config) -> list:
     each repairing mode (standalone or fused, as the config says)."""
     import torch
 
-    from fuzz.compile.launches import Probe, recording, run_probe
+    from fuzz.compile import Probe, recording, run_probe
     from tbe import TritonTBE
 
     out = list(run_probe(Probe(tables=((config.small_table_max_rows, config.small_table_min_dim),),
@@ -144,7 +144,7 @@ def _check_here(config, progress: Optional[Callable[[str], None]]) -> StaticResu
         res.step("compiles for sm_90 within limits", Status.NOT_RUN, why)
         res.reasons.append(why)
         return res
-    from fuzz.compile.cuda_target import compile_launches
+    from fuzz.compile import compile_launches
     from fuzz.memcheck.sync_check import check_launches, reachable_launches
 
     sync_launches = reachable_launches(config, "ci")

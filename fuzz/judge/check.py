@@ -26,8 +26,8 @@ from fuzz.status import FailureKind
 from fuzz.time_split import Phases
 from oracles.compare import Check, Oracle, Report
 from oracles.error_model import ErrorModel
-from fuzz.sut.protocol import DEFAULT as DEFAULT_SUT
-from fuzz.sut.protocol import get as get_sut
+from fuzz.sut import DEFAULT as DEFAULT_SUT
+from fuzz.sut import get as get_sut
 from tbe import KernelConfig
 from tbe.forward_dispatch import choose_path
 from tbe.modes import parse_float_dtype
@@ -200,7 +200,7 @@ def run_case(
     t0 = time.perf_counter()
     phases = Phases()
     with phases.timed("materialize"):
-        t = saved if saved is not None else tensors(case, config, steps, weights=False)
+        t = saved if saved is not None else tensors(case, steps=steps, weights=False)
     grads = t.grad_outputs if steps else []
     reports: list[Report] = []
     error = kind = None

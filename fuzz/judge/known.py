@@ -79,7 +79,7 @@ TRIAGE: tuple[KnownFinding, ...] = (
 def for_sut(sut: str, triage: Sequence[KnownFinding] = TRIAGE) -> tuple[KnownFinding, ...]:
     """The findings triaged for ``sut``: the entries of ``triage`` naming it, then those the SUT
     carries itself (``fuzz.sut.protocol.SUT.findings``, for SUTs registered from outside this project)."""
-    from fuzz.sut.protocol import get
+    from fuzz.sut import get
 
     return tuple(f for f in triage if sut in f.suts) + tuple(get(sut).findings)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from fuzz.budgets import Budget
-from fuzz.campaign.search import CampaignResult, run_campaign
+from fuzz.campaign import CampaignResult, run_campaign
 from strategies.cases import case_size
 from fuzz.profiles import MAX_LOOKUPS
 from fuzz.status import DetectionStatus

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from fuzz.campaign.search import run_campaign
+from fuzz.campaign import run_campaign
 from fuzz.selftest.detectors import CAUGHT, MISSED, Context, Detection, Detector, campaign_detection, register
 from strategies.space import bad_id_cases
 from fuzz.execution.supervisor import Supervisor

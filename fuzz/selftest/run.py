@@ -24,8 +24,6 @@ from fuzz.status import DetectionStatus
 from tbe import faults
 
 # modules that register detectors of their own
-import fuzz.memcheck.race_stress  # noqa: E402,F401
-import fuzz.memcheck.sync_check  # noqa: E402,F401
 import fuzz.selftest.race_detectors  # noqa: E402,F401
 
 

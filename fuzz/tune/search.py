@@ -127,7 +127,7 @@ def gpu_measure(baseline: KernelConfig, opts: TuneOptions) -> Measure:
     """A trial's measurement on the GPU: every shape, both phases, against cached baseline modules."""
     import torch
 
-    from fuzz.gate.timing import BaselineCache, time_shape
+    from fuzz.gate import BaselineCache, time_shape
     from fuzz.tune.warm import TrialWarmer
 
     cache = BaselineCache(baseline, torch.device("cuda"))
