@@ -24,7 +24,7 @@ from hypothesis.errors import HypothesisException
 from fuzz.execution import artifacts
 from fuzz.budgets import Budget
 from strategies.cases import CaseTensors, case_size, tensors
-from fuzz.judge.check import CaseResult
+from fuzz.judge.check import CaseResult, check_name
 from fuzz.compile.watch import CompileCounts
 from strategies.config_space import split_draw
 from strategies.space import campaign_cases
@@ -32,6 +32,7 @@ from fuzz.execution.supervisor import Supervisor, Unmaterializable, leftover_pen
 from fuzz.sut.protocol import DEFAULT as DEFAULT_SUT
 from fuzz.sut.protocol import get as get_sut
 from fuzz.sut.fit import fit_case, fit_strategy
+from fuzz.judge.margins import Margins
 from fuzz.judge.teeth import Teeth
 from fuzz.time_split import TimeSplit
 from strategies.tour import tour
@@ -72,6 +73,7 @@ class CampaignResult:
     fbgemm: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # status -> examples
     model: ErrorModel = WORST         # the accumulation bound the checks used
     teeth: Teeth = dataclasses.field(default_factory=Teeth)  # bound / |update| per SL band, passing cases
+    margins: Margins = dataclasses.field(default_factory=Margins)  # passing checks' error / bound by decade
     leftover: list[Path] = dataclasses.field(default_factory=list)  # pending cases of drivers that died
     sut: str = DEFAULT_SUT            # the system under test (fuzz.sut.protocol registry name)
     expected_failures: int = 0        # cases failing only with known findings already recorded
@@ -91,6 +93,8 @@ class CampaignResult:
         self.fbgemm[result.fbgemm or "not run"] += 1
         for name, ratio in (result.ratios_by_check() if ratios else {}).items():
             self.max_ratio[name] = max(self.max_ratio.get(name, 0.0), ratio)
+        if ratios:
+            self.margins.add(result.reports, check_name)
         self.teeth.merge(result.teeth)
         if result.compiles is not None:
             self.compiles.add(result.compiles)

@@ -57,6 +57,7 @@ def _merge(total: CampaignResult, part: CampaignResult) -> None:
     total.compiles.add(part.compiles)
     total.fbgemm.update(part.fbgemm)
     total.teeth.merge(part.teeth)
+    total.margins.merge(part.margins)
     total.leftover += [p for p in part.leftover if p not in total.leftover]
 
 
