@@ -10,7 +10,8 @@ u32 = 2^-24, eta32 = 2^-149 the fp32 underflow step; u_w, eta_w those of the wei
 - row gradient, column j, run of SL lookups: each term psw * d_out / L takes t units (t =
   ``elementwise.term_units``: 1 for the product, 4 for MEAN's division), and SL - 1 additions in
   any order (tile sums, chunk partials, workspace atomics), so |g~_j - g_j| <= E_j =
-  gamma(SL - 1 + t) * sum_i |psw_i * d_out_ij / L| + (SL + t) * eta32. E_j = 0 where every
+  gamma(SL - 1 + t) * sum_i |psw_i * d_out_ij / L| + SL * ((t + 1) * eta32 [products near
+  underflow] + 2^-126 [MEAN: a flushed subnormal quotient]) + eta32. E_j = 0 where every
   order of forming every term is exact and the terms' sum is exact in any order
   (``TableStep.exact``); the probabilistic model (``oracles.error_model``) may replace gamma.
 - lr and eps reach the kernel as fp32 scalars: their intervals span the exact value and
@@ -75,6 +76,13 @@ class TableBounds:
     exact: Optional[torch.Tensor] = None  # [U, D] the row gradient's accumulation is exact
 
 
+def _term_underflow(seg_len: torch.Tensor, ref: BackwardReference) -> torch.Tensor:
+    """Absolute error of a run's terms near underflow: each of a term's (at most t + 1) products
+    may lose eta32 / 2, and under MEAN a fast division may flush a subnormal quotient to zero."""
+    per_term = (ref.term_units + 1) * ETA32 + (FLUSH32 if ref.mean else 0.0)
+    return seg_len * per_term + ETA32
+
+
 def _mean_of_squares(g_lo, g_hi, D: int):
     """Interval of mean_j g_j^2 over a row's D columns, g_j in [g_lo, g_hi]: D products, D - 1 additions
     and one division by D, in any order."""
@@ -93,7 +101,8 @@ def table_bounds(ref: BackwardReference, weights_dtype: torch.dtype,
     u_w, eta_w = UNIT[weights_dtype]
     for s in ref.tables:
         n = sum_units(s.seg_len.to(F64), ref.term_units)
-        E = model.gamma(n, U32, s.grad.numel())[:, None] * s.grad_abs + (n + 1)[:, None] * ETA32
+        sl = s.seg_len.to(F64)[:, None]
+        E = model.gamma(n, U32, s.grad.numel())[:, None] * s.grad_abs + _term_underflow(sl, ref)
         if s.exact is not None:
             E = torch.where(s.exact, torch.zeros_like(E), E)
         g_lo, g_hi = s.grad - E, s.grad + E

@@ -92,7 +92,8 @@ def terms_exact(d: torch.Tensor, psw: Optional[torch.Tensor], lengths: Optional[
     ``d`` [n, D] the upstream gradient rows (float64 of fp32 values), ``psw`` [n] per-sample weights
     or None, ``lengths`` [n] each lookup's bag length under MEAN, else None. The orders are
     (psw / L) * d, (d / L) * psw, (psw * d) / L, and each division as a product with fl(1/L): all
-    are exact iff 1/L is an fp32 value (L a power of two) and every intermediate fits fp32."""
+    are exact iff 1/L is an fp32 value (L a power of two) and every intermediate fits fp32 (a
+    quotient also as a normal number: a fast division may flush a subnormal one)."""
     d = d.to(F64)
     ok = fits(d)
     term = d
@@ -102,7 +103,8 @@ def terms_exact(d: torch.Tensor, psw: Optional[torch.Tensor], lengths: Optional[
         ok = ok & fits(p) & fits(term)
     if lengths is not None:
         inv = 1.0 / lengths.clamp(min=1).to(F64)[:, None]
-        ok = ok & fits(inv) & fits(d * inv) & fits(term * inv)
-        if psw is not None:
-            ok = ok & fits(psw.to(F64)[:, None] * inv)
+        quotients = [d * inv, term * inv] + ([psw.to(F64)[:, None] * inv] if psw is not None else [])
+        for q in quotients:
+            ok = ok & fits(q) & ((q == 0) | (q.abs() >= FLUSH32))
+        ok = ok & fits(inv)
     return ok

@@ -61,6 +61,8 @@ def test_a_term_is_exact_only_if_every_order_of_forming_it_is():
     assert terms_exact(d, psw, None)[:, 0].tolist() == [True, True, True, True, False]
     tiny = torch.tensor([[2.0 ** -149]], dtype=F64)  # d / 2 underflows below the subnormal step
     assert not terms_exact(tiny, None, torch.tensor([2]))[0, 0] and terms_exact(tiny, None, None)[0, 0]
+    small = torch.tensor([[2.0 ** -120]], dtype=F64)  # / 2^8 is an fp32 subnormal that a fast division may flush
+    assert terms_exact(small, None, torch.tensor([4]))[0, 0] and not terms_exact(small, None, torch.tensor([256]))[0, 0]
 
 
 def _reference(spec: CaseSpec, weights=None):
