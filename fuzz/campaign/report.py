@@ -73,6 +73,7 @@ def campaign_text(r: CampaignResult) -> str:
         f"  bound: {r.model.describe()}",
         "  max error/bound ratio per check (1.0 = at the bound):",
         *_ratios(r.max_ratio),
+        *r.margins.lines(),
         f"  kernel compilations during the search: {r.compiles.text()}",
         *r.time.lines(r.seconds),
         _fbgemm_line(r),
