@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from fuzz.execution import artifacts
+from fuzz.execution import artifacts, interrupt
 from fuzz.budgets import Budget
-from fuzz.campaign.search import CampaignResult, run_campaign, save_result
+from fuzz.campaign.search import INTERRUPTED, CampaignResult, run_campaign, save_result
 from strategies.cases import case_size
 from fuzz.judge.check import CaseResult
 from fuzz.judge.known import TRIAGE, KnownFinding, explain, for_sut
@@ -51,6 +51,9 @@ def _merge(total: CampaignResult, part: CampaignResult) -> None:
     total.tiers.update(part.tiers)
     total.expected_failures += part.expected_failures
     total.unmaterializable += part.unmaterializable
+    total.skipped_for_time += part.skipped_for_time
+    total.stopped_for_time += part.stopped_for_time
+    total.reduce_steps += part.reduce_steps
     total.unmaterializable_example = total.unmaterializable_example or part.unmaterializable_example
     for name, ratio in part.max_ratio.items():
         total.max_ratio[name] = max(total.max_ratio.get(name, 0.0), ratio)
@@ -75,13 +78,14 @@ def run_triaged(
     model: Optional[ErrorModel] = None,
     supervisor: Any = None,
     readiness: Any = None,
+    announce: Any = None,
 ) -> CampaignResult:
     """A campaign against ``sut`` that reports its triaged findings as known (see the module docstring).
     With no finding triaged for ``sut`` it is exactly ``run_campaign`` (``database`` and ``observe`` as
     there; rounds of a triaged campaign use no database)."""
     model = model or from_env()
     common = dict(artifacts_dir=artifacts_dir, progress=progress, meta=meta, sut=sut, observe=observe, model=model,
-                  supervisor=supervisor, readiness=readiness)
+                  supervisor=supervisor, readiness=readiness, announce=announce)
     if not for_sut(sut, triage):
         return run_campaign(config, budget, seed=seed, use_database=use_database, database=database, **common)
     start = time.perf_counter()
@@ -91,6 +95,9 @@ def run_triaged(
     while True:
         left = budget.seconds - (time.perf_counter() - start)
         examples_left = budget.max_examples - total.examples
+        if interrupt.requested():
+            total.stopped_by = INTERRUPTED
+            break
         if left <= 0 or examples_left <= 0:
             total.stopped_by = "time" if left <= 0 else "examples"
             break
@@ -110,7 +117,7 @@ def run_triaged(
             total.failure = part.failure
             total.first_failure_examples = total.examples - part.examples + (part.first_failure_examples or 0)
             total.first_failure_seconds = time.perf_counter() - start - part.seconds + (part.first_failure_seconds or 0)
-            total.stopped_by = "failure"
+            total.stopped_by = INTERRUPTED if part.interrupted else "failure"
             if artifacts_dir is not None:
                 total.artifact = save_result(artifacts_dir, part.failure, config, {
                     "source": "campaign", "budget": budget.name, "seed": seed + round_ - 1, "sut": sut,
