@@ -83,10 +83,12 @@ def test_second_sigint_exits_at_once_and_leaves_the_case_pending(tmp_path):
         time.sleep(0.01)  # two signals at once would be delivered as one
         proc.send_signal(signal.SIGINT)
         t0 = time.monotonic()
-        _, err = proc.communicate(timeout=30)
+        proc.wait(timeout=30)
         waited = time.monotonic() - t0
     finally:
         proc.kill()
+    time.sleep(0.5)  # the reader thread drains what stderr held
+    err = "".join(lines.get() for _ in range(lines.qsize()))
     assert proc.returncode == 130 and "interrupted twice" in err, err
     assert waited < 10.0, waited
     assert list(pending.glob("*/case.json")), "the running case stays pending for replay"
