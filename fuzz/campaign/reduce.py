@@ -3,7 +3,7 @@
 Hypothesis shrinks the choices behind a drawn spec, and stops where no smaller choice sequence
 draws a failing case; dropping one table of a spec re-draws every value from the seed, so it
 stalls at cases of a few tables and tens of bags. This reducer edits the spec itself: it drops a
-table (half of them first), halves (then decrements) the batch size, the bag length and each hot row's count, drops
+table (half of them, then all but one, first), halves (then decrements) the batch size, the bag length and each hot row's count, drops
 a hot row, and keeps an edit whenever the smaller case still fails the same way (same failure
 kind and same first failing check). Greedy first improvement, restarted after each kept edit;
 written here because the reductions are specific to CaseSpec and BadIdCase.
@@ -42,9 +42,10 @@ def _halvings(n: int, low: int) -> list[int]:
 
 
 def _table_cuts(n: int) -> list[tuple[int, ...]]:
-    """Tables to keep, biggest cut first: each half (of 4 or more), then all but one."""
+    """Tables to keep, biggest cut first: each half (of 4 or more), each one alone, then all but one."""
     halves = [tuple(range(n // 2)), tuple(range(n // 2, n))] if n >= 4 else []
-    return halves + [tuple(i for i in range(n) if i != t) for t in range(n)] if n > 1 else []
+    singles = [(t,) for t in range(n)] if n >= 3 else []
+    return halves + singles + [tuple(i for i in range(n) if i != t) for t in range(n)] if n > 1 else []
 
 
 def _keep_tables(spec: CaseSpec, keep: tuple[int, ...]) -> CaseSpec:

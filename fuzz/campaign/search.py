@@ -10,7 +10,8 @@ shrunk the same way (each candidate after a failure runs in a fresh worker).
 Time (``fuzz.budgets``): an example runs only if its expected cost fits in the time left, and one still
 running ``EXAMPLE_CAP_S`` past the end is stopped and counted as stopped for time, not judged. Hypothesis
 shrinks a failure for the first part of the shrink time (``HYPOTHESIS_SHARE``), then
-``fuzz.campaign.reduce`` cuts tables, bags and lookups for the rest; both announce each step. A Ctrl-C
+``fuzz.campaign.reduce`` cuts tables, bags and lookups for the rest (all of it for a failure of the
+opening tour, which Hypothesis has no choices of to shrink); both announce each step. A Ctrl-C
 (``fuzz.execution.interrupt``) ends the search between examples, keeps the smallest failure so far and
 marks the result interrupted.
 """
@@ -296,13 +297,14 @@ def run_campaign(
         if progress is not None and res.examples % 10 == 0:
             progress(f"  {res.examples} examples, {res.lookups} lookups, {time.perf_counter() - start:.0f}s")
 
-    # the opening tour (strategies.tour) runs first; a failure there ends the search unless it is to be shrunk:
-    # then the random search runs for the shrink time, and a smaller failure it finds replaces it
+    # the opening tour (strategies.tour) runs first; a failure there ends the search, and (Hypothesis having
+    # no choice sequence of it to shrink) the spec reducer alone shrinks it, for the whole shrink time
     if _tour(opening, config, res, best, configs, start, observe, run, expected, found, readiness):
         search_end = time.perf_counter()
         res.stopped_by = "failure"
+        res.failure = best[0]
     try:
-        if (not best or shrink) and not res.interrupted:
+        if not best and not res.interrupted:
             prop()
         if not res.stopped_by:
             res.stopped_by = "examples"
