@@ -12,6 +12,7 @@ import pytest
 
 from fuzz.budgets import Budget
 from fuzz.campaign import search
+from fuzz.campaign.report import campaign_text
 from fuzz.campaign.search import run_campaign
 from fuzz.cli import main
 from fuzz.execution import forced_crash, supervisor
@@ -67,3 +68,6 @@ def test_an_example_expected_to_outlast_the_time_left_is_not_started(monkeypatch
     assert res.ok and res.skipped_for_time >= 1 and res.stopped_for_time == 0
     assert res.examples == 0 and not res.judged and res.stopped_by == "time"
     assert res.seconds < 2.0 + SLACK_S
+    text = campaign_text(res)
+    assert "NOT RUN" in text and "PASS" not in text, text
+    assert f"{res.skipped_for_time} drawn example(s) not started" in text and "time-bound: 0 examples" in text

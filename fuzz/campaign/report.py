@@ -62,8 +62,10 @@ def _time_lines(r: CampaignResult) -> list[str]:
 
     lines = []
     if r.stopped_by == "time":
-        lines.append(f"  time-bound: {r.examples} examples in {r.budget.seconds:g}s (the count varies with the "
-                     f"machine's speed; --max-examples {r.examples} repeats the run exactly)")
+        drawn = r.examples - r.tour_examples
+        lines.append(f"  time-bound: {r.examples} examples ({r.tour_examples} of the opening tour, {drawn} drawn) in "
+                     f"{r.budget.seconds:.0f}s; the count varies with the machine's speed, and --max-examples "
+                     f"{max(1, drawn)} repeats the run exactly")
     if r.skipped_for_time or r.stopped_for_time:
         lines.append(f"  for time: {r.skipped_for_time} drawn example(s) not started (expected cost over the time "
                      f"left), {r.stopped_for_time} stopped {EXAMPLE_CAP_S:g}s past the end; none judged")
@@ -140,7 +142,8 @@ def campaign_json(r: CampaignResult) -> dict[str, Any]:
         "kind": "campaign", "ok": r.ok and r.judged, "not_run": r.ok and not r.judged, "budget": r.budget.name, "seed": r.seed, "stopped_by": r.stopped_by,
         "interrupted": r.interrupted, "time_bound": r.stopped_by == "time",
         "skipped_for_time": r.skipped_for_time, "stopped_for_time": r.stopped_for_time,
-        "examples": r.examples, "shrink_examples": r.shrink_examples, "reduce_steps": r.reduce_steps,
+        "examples": r.examples, "tour_examples": r.tour_examples, "shrink_examples": r.shrink_examples,
+        "reduce_steps": r.reduce_steps,
         "lookups": r.lookups,
         "seconds": round(r.seconds, 3), "tiers": dict(r.tiers), "max_ratio": r.max_ratio,
         "bound": r.model.kind, "false_alarm": r.model.false_alarm if r.model.kind != "worst" else None,

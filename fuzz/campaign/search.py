@@ -87,6 +87,7 @@ class CampaignResult:
     skipped_for_time: int = 0         # drawn examples not started: their expected cost exceeded the time left
     stopped_for_time: int = 0         # examples stopped at the budget's end (EXAMPLE_CAP_S past it), not judged
     reduce_steps: int = 0             # candidates the spec reducer (fuzz.campaign.reduce) checked
+    tour_examples: int = 0            # of ``examples``, the opening tour's (run before the drawn ones)
     unmaterializable: int = 0         # drawn specs materialize refused (a generator bug, not the kernel's)
     unmaterializable_example: Optional[str] = None
     compiles: CompileCounts = dataclasses.field(default_factory=CompileCounts)  # during the search
@@ -386,6 +387,7 @@ def _tour(opening: list, config: KernelConfig, res: CampaignResult, best: list, 
             return False
         known = _explained(result, expected)
         res.count(result, known, expected is not None, observe)
+        res.tour_examples += 1
         if not result.ok and not known:
             found(result)
             configs[id(result)] = (cfg, overrides)

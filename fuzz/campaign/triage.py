@@ -54,6 +54,7 @@ def _merge(total: CampaignResult, part: CampaignResult) -> None:
     total.skipped_for_time += part.skipped_for_time
     total.stopped_for_time += part.stopped_for_time
     total.reduce_steps += part.reduce_steps
+    total.tour_examples += part.tour_examples
     total.unmaterializable_example = total.unmaterializable_example or part.unmaterializable_example
     for name, ratio in part.max_ratio.items():
         total.max_ratio[name] = max(total.max_ratio.get(name, 0.0), ratio)

@@ -103,8 +103,9 @@ def _budget_options(p: argparse.ArgumentParser, default: str = "quick") -> None:
                    help="Hypothesis seed (default 0); a time-bound run checks as many examples as the machine's "
                         "speed allows, so only --max-examples repeats a seed's run exactly")
     p.add_argument("--max-examples", type=_positive_int, default=None,
-                   help="cap on examples; for run, given without --time it lifts the time limit: exactly this many "
-                        "examples for a seed (exactly reproducible, with the same example database)")
+                   help="cap on drawn examples (run checks its opening tour's cases first); for run, given without "
+                        "--time it lifts the time limit: the tour and exactly this many drawn examples for a seed "
+                        "(exactly reproducible, with the same example database)")
     p.add_argument("--time", type=_positive_float, default=None, metavar="S",
                    help="search time in seconds; a failure then shrinks for the budget's shrink time, and an example "
                         f"still running {EXAMPLE_CAP_S:g}s past either end is stopped, not judged")

@@ -13,6 +13,7 @@ import contextlib
 import os
 import signal
 import sys
+import threading
 from typing import Callable, Iterator, Optional
 
 EXIT_STATUS = 130  # 128 + SIGINT, what a shell reports for a process ended by Ctrl-C
@@ -55,8 +56,12 @@ def _handler(signum: int, frame: object) -> None:
 
 @contextlib.contextmanager
 def handled() -> Iterator[None]:
-    """SIGINT handled as above while inside; the old handler and a clear flag afterwards."""
+    """SIGINT handled as above while inside; the old handler and a clear flag afterwards. Outside the
+    main thread (where Python cannot set handlers) it changes nothing."""
     global _requested
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     old: Optional[object] = signal.signal(signal.SIGINT, _handler)
     _requested = False
     try:
