@@ -54,3 +54,14 @@ def test_a_planted_fault_reduces_to_a_small_case_that_still_fails():
         assert s.run(red.result.case, KernelConfig()).ok, "and it is the fault that fails it"
     finally:
         s.close()
+
+
+def test_selftest_reports_each_shrunk_size():
+    from fuzz.campaign.report import selftest_json, selftest_text
+    from fuzz.selftest.detectors import CAUGHT, Detection
+    from fuzz.selftest.run import FaultResult
+
+    fr = FaultResult(FAULT, "a planted fault", [Detection("campaign", CAUGHT, "", 1.5, 3, (1, 2, 5))])
+    (entry,) = selftest_json([fr])["faults"]
+    assert entry["shrunk"] == {"tables": 1, "bags": 2, "lookups": 5}
+    assert "shrunk to 1 table(s), 2 bag(s), 5 lookups" in selftest_text([fr])
