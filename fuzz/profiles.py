@@ -2,7 +2,8 @@
 
 ``ci`` is derandomized and sized so the whole suite stays under about 20 minutes on two
 CPU cores running the Triton interpreter (about 20k looked-up ids per second); ``dev``
-is the default for local runs; ``nightly`` searches far longer.
+is the default for local runs; ``nightly`` searches far longer; ``smoke`` draws one example
+per property test (``HYPOTHESIS_PROFILE=smoke pytest -m fuzz``: does every fuzz test still run?).
 """
 
 from __future__ import annotations
@@ -20,16 +21,20 @@ settings.register_profile(
 )
 settings.register_profile("dev", deadline=None, print_blob=True, suppress_health_check=_SLOW_OK)
 settings.register_profile(
+    "smoke", max_examples=1, derandomize=True, deadline=None, print_blob=True, suppress_health_check=_SLOW_OK,
+    database=None,
+)
+settings.register_profile(
     "nightly", max_examples=2000, deadline=None, print_blob=True, suppress_health_check=_SLOW_OK,
 )
 
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "dev")
-if PROFILE not in ("ci", "dev", "nightly"):
-    raise ValueError(f"HYPOTHESIS_PROFILE must be ci, dev or nightly, got {PROFILE!r}")
+if PROFILE not in ("ci", "dev", "nightly", "smoke"):
+    raise ValueError(f"HYPOTHESIS_PROFILE must be ci, dev, nightly or smoke, got {PROFILE!r}")
 settings.load_profile(PROFILE)
 
-# Scale of example counts: each test states its CI count; dev doubles it, nightly x20.
-_SCALE = {"ci": 1.0, "dev": 2.0, "nightly": 20.0}[PROFILE]
+# Scale of example counts: each test states its CI count; dev doubles it, nightly x20, smoke keeps one.
+_SCALE = {"ci": 1.0, "dev": 2.0, "nightly": 20.0, "smoke": 0.0}[PROFILE]
 
 
 def examples(ci_count: int) -> int:

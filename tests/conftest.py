@@ -1,6 +1,7 @@
 """Suite-wide set-up: xdist workers pinned to GPUs, planted faults allowed, Hypothesis profile loaded,
-GPU tests skipped on CPU, and, with TBE_FUZZ_SANITIZE=1 (what ``make test`` sets), the interpreter
-sanitizer on for every ``fuzz`` test (in process here; supervised workers read the variable themselves)."""
+Hypothesis tests marked ``property``, GPU tests skipped on CPU, and, with TBE_FUZZ_SANITIZE=1 (what
+``make test`` sets), the interpreter sanitizer on for every ``fuzz`` test (in process here; supervised
+workers read the variable themselves)."""
 
 import os
 
@@ -25,6 +26,11 @@ from tbe.backend import INTERPRETED  # noqa: E402
 
 
 def pytest_collection_modifyitems(config, items):
+    from hypothesis import is_hypothesis_test
+
+    for item in items:  # `-m property` selects them; under HYPOTHESIS_PROFILE=smoke each draws one example
+        if is_hypothesis_test(getattr(item, "obj", None)):
+            item.add_marker(pytest.mark.property)
     if torch.cuda.is_available() and not INTERPRETED:
         return
     skip = pytest.mark.skip(reason="needs a CUDA device: compiled Triton kernels (the interpreter runs programs serially)")

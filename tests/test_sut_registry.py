@@ -16,7 +16,7 @@ import pytest
 from fuzz.sut import protocol as sut_mod
 from fuzz.budgets import Budget
 from fuzz.cli import main
-from fuzz.sut.protocol import SUTError
+from fuzz.errors import SUTError
 from fuzz.campaign.triage import run_triaged
 from tbe import KernelConfig
 

@@ -16,14 +16,14 @@ from typing import Callable, Iterator, Optional
 
 from strategies.case import CaseSpec, HotRow
 from strategies.cases import AnyCase, BadIdCase, case_size
-from fuzz.judge.check import CaseResult, check_name
+from fuzz.judge.check import CaseResult
 
 
 def failing_check(result: CaseResult) -> Optional[str]:
     """The first failing check's name ('forward vs fp64', 'weights after update', ...); None for a crash,
     hang or raise (no check failed, the kind says it all)."""
-    bad = [r.what for r in result.reports if not r.ok]
-    return check_name(bad[0]) if bad and result.error is None else None
+    bad = [r.key for r in result.reports if not r.ok]
+    return bad[0] if bad and result.error is None else None
 
 
 def signature(result: CaseResult) -> tuple[str, Optional[str]]:

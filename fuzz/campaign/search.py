@@ -18,7 +18,6 @@ marks the result interrupted.
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import time
 from pathlib import Path
@@ -34,23 +33,21 @@ from fuzz.budgets import EXAMPLE_CAP_S, Budget
 from fuzz.campaign.reduce import failing_check, reduce_failure, size_text
 from strategies.cases import CaseTensors, case_size, tensors
 from fuzz.judge.check import CaseResult
-from fuzz.compile.watch import CompileCounts
+from fuzz.status import StopReason
 from strategies.config_space import split_draw
 from strategies.space import campaign_cases
+from fuzz.execution.stats import CampaignStats
 from fuzz.execution.supervisor import (CaseInterrupted, CaseTimedOut, Supervisor, Unmaterializable,
                                        expected_seconds, leftover_pending, shared)
 from fuzz.sut.protocol import DEFAULT as DEFAULT_SUT
 from fuzz.sut.protocol import get as get_sut
 from fuzz.sut.fit import fit_case, fit_strategy
-from fuzz.judge.teeth import Teeth
-from fuzz.time_split import TimeSplit
 from strategies.tour import tour
 from oracles.error_model import WORST, ErrorModel, from_env
 from tbe import KernelConfig
 
 
 HYPOTHESIS_SHARE = 0.5  # of the shrink time, for Hypothesis's shrinker; the spec reducer gets the rest
-INTERRUPTED = "interrupted"  # stopped_by after a Ctrl-C
 
 
 class _OutOfTime(BaseException):
@@ -68,39 +65,24 @@ class _CaseFailed(AssertionError):
 
 
 @dataclasses.dataclass
-class CampaignResult:
+class CampaignResult(CampaignStats):
+    """A campaign's statistics (``fuzz.execution.stats``) and how it ended."""
+
     config: KernelConfig
     budget: Budget
     seed: int
-    examples: int = 0                 # cases checked before the first failure (or all, on a pass)
-    shrink_examples: int = 0          # cases checked while shrinking
-    lookups: int = 0
-    seconds: float = 0.0
-    tiers: collections.Counter = dataclasses.field(default_factory=collections.Counter)
-    max_ratio: dict[str, float] = dataclasses.field(default_factory=dict)  # per check
     failure: Optional[CaseResult] = None
     first_failure_examples: Optional[int] = None
     first_failure_seconds: Optional[float] = None
     first_failure_headline: Optional[str] = None  # how it failed before shrinking (a crash may shrink to a mismatch)
     artifact: Optional[Path] = None
-    stopped_by: str = ""              # "failure", "time", "examples", "interrupted"
-    skipped_for_time: int = 0         # drawn examples not started: their expected cost exceeded the time left
-    stopped_for_time: int = 0         # examples stopped at the budget's end (EXAMPLE_CAP_S past it), not judged
-    reduce_steps: int = 0             # candidates the spec reducer (fuzz.campaign.reduce) checked
-    tour_examples: int = 0            # of ``examples``, the opening tour's (run before the drawn ones)
-    unmaterializable: int = 0         # drawn specs materialize refused (a generator bug, not the kernel's)
-    unmaterializable_example: Optional[str] = None
-    compiles: CompileCounts = dataclasses.field(default_factory=CompileCounts)  # during the search
-    fbgemm: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # status -> examples
+    stopped_by: StopReason | str = ""  # "" while running
     model: ErrorModel = WORST         # the accumulation bound the checks used
-    teeth: Teeth = dataclasses.field(default_factory=Teeth)  # bound / |update| per SL band, passing cases
-    leftover: list[Path] = dataclasses.field(default_factory=list)  # pending cases of drivers that died
     sut: str = DEFAULT_SUT            # the system under test (fuzz.sut.protocol registry name)
-    expected_failures: int = 0        # cases failing only with known findings already recorded
     known: list[Any] = dataclasses.field(default_factory=list)  # fuzz.campaign.triage.KnownRecord, one per finding
     failure_config: Optional[KernelConfig] = None    # the failing case's effective config (drawn overrides applied)
     failure_overrides: dict[str, Any] = dataclasses.field(default_factory=dict)
-    time: TimeSplit = dataclasses.field(default_factory=TimeSplit)  # where the seconds went, per case
+    environment: Optional[dict[str, Any]] = None     # where the cases ran (the supervised worker's)
 
     @property
     def ok(self) -> bool:
@@ -108,23 +90,12 @@ class CampaignResult:
 
     @property
     def interrupted(self) -> bool:
-        return self.stopped_by == INTERRUPTED
+        return self.stopped_by == StopReason.INTERRUPTED
 
     @property
     def judged(self) -> bool:
         """False when no example was checked (all out of time): not a pass, the campaign did not run."""
         return self.examples > 0
-
-    def record(self, result: CaseResult, ratios: bool = True) -> None:
-        self.examples += 1
-        self.lookups += result.lookups
-        self.tiers.update(result.tiers)
-        self.fbgemm[result.fbgemm or "not run"] += 1
-        for name, ratio in (result.ratios_by_check() if ratios else {}).items():
-            self.max_ratio[name] = max(self.max_ratio.get(name, 0.0), ratio)
-        self.teeth.merge(result.teeth)
-        if result.compiles is not None:
-            self.compiles.add(result.compiles)
 
     def count(self, result: CaseResult, known: bool, triaged: bool, observe: Any) -> None:
         """A checked example of the search or the tour (not a shrink step); ``known``: a failure the
@@ -252,11 +223,11 @@ def run_campaign(
     def prop(drawn):
         case, cfg, overrides = split_draw(drawn, config)  # config-space search: overrides drawn around config
         if interrupt.requested():
-            res.stopped_by = INTERRUPTED
+            res.stopped_by = StopReason.INTERRUPTED
             raise _Interrupted()
         now = time.perf_counter()
         if res.failure is None and not best and now > search_end:
-            res.stopped_by = "time"
+            res.stopped_by = StopReason.TIME
             raise _OutOfTime()
         if best and now > search_end + budget.shrink_seconds * (HYPOTHESIS_SHARE if shrink else 1.0):
             raise _OutOfTime()
@@ -272,10 +243,10 @@ def run_campaign(
             if time.perf_counter() < (search_end if not best else shrink_end()):
                 reject()  # too big for the time left: a smaller draw may fit
             if not best:
-                res.stopped_by = "time"
+                res.stopped_by = StopReason.TIME
             raise _OutOfTime()
         except CaseInterrupted:
-            res.stopped_by = INTERRUPTED
+            res.stopped_by = StopReason.INTERRUPTED
             raise _Interrupted()
         known = _explained(result, expected)
         target(0.0 if known else min(result.max_ratio, 1e12), label="error / bound")
@@ -302,39 +273,46 @@ def run_campaign(
     # no choice sequence of it to shrink) the spec reducer alone shrinks it, for the whole shrink time
     if _tour(opening, config, res, best, configs, start, observe, run, expected, found, readiness):
         search_end = time.perf_counter()
-        res.stopped_by = "failure"
+        res.stopped_by = StopReason.FAILURE
         res.failure = best[0]
     try:
         if not best and not res.interrupted:
             prop()
         if not res.stopped_by:
-            res.stopped_by = "examples"
+            res.stopped_by = StopReason.EXAMPLES
     except _CaseFailed as e:
         res.failure = e.result
-        res.stopped_by = "failure"
+        res.stopped_by = StopReason.FAILURE
     except (_OutOfTime, _Interrupted):
         if best:
             res.failure = best[0]
-            res.stopped_by = INTERRUPTED if res.interrupted else "failure"
+            res.stopped_by = StopReason.INTERRUPTED if res.interrupted else StopReason.FAILURE
     except (HypothesisException, AssertionError):  # e.g. Flaky: a failure that did not reproduce
         if not best and not res.skipped_for_time:
             raise
         res.failure = best[0] if best else None  # Unsatisfiable: every draw was too big for the time left
-        res.stopped_by = "failure" if best else "time"
+        res.stopped_by = StopReason.FAILURE if best else StopReason.TIME
     if best and (res.failure is None or case_size(best[0].case) < case_size(res.failure.case)):
-        res.failure, res.stopped_by = best[0], INTERRUPTED if res.interrupted else "failure"
+        res.failure, res.stopped_by = best[0], StopReason.INTERRUPTED if res.interrupted else StopReason.FAILURE
+    res.environment = sup.environment
     if res.failure is not None:
         res.failure_config, res.failure_overrides = configs.get(id(res.failure), (config, {}))
     if res.failure is not None and shrink and not res.interrupted:
         _reduce(res, run, shrink_end, announce, steps[0])
     res.seconds = time.perf_counter() - start
     if res.failure is not None and artifacts_dir is not None:
-        res.artifact = save_result(artifacts_dir, res.failure, res.failure_config, {
-            "source": "campaign", "budget": budget.name, "seed": seed, "sut": sut,
-            "examples_before_failure": res.first_failure_examples, "bound": model.kind, **(meta or {}),
-            "config_overrides": res.failure_overrides, "config_under_test": config.to_dict(),
-        }, sup.environment)
+        res.artifact = save_campaign_failure(artifacts_dir, res, meta)
     return res
+
+
+def save_campaign_failure(root: Path, res: CampaignResult, meta: Optional[dict[str, Any]] = None) -> Path:
+    """Save ``res``'s failure under ``root`` with the config it failed under and the environment it ran in;
+    ``meta`` adds to (or replaces) the campaign's own fields."""
+    return save_result(root, res.failure, res.failure_config or res.config, {
+        "source": "campaign", "budget": res.budget.name, "seed": res.seed, "sut": res.sut,
+        "examples_before_failure": res.first_failure_examples, "bound": res.model.kind, **(meta or {}),
+        "config_overrides": res.failure_overrides, "config_under_test": res.config.to_dict(),
+    }, res.environment)
 
 
 def _reduce(res: CampaignResult, run: Any, shrink_end: Any, announce: Any, steps: int) -> None:
@@ -353,12 +331,12 @@ def _reduce(res: CampaignResult, run: Any, shrink_end: Any, announce: Any, steps
     try:
         red = reduce_failure(res.failure, check, stop, announce, first_step=steps)
     except CaseInterrupted:
-        res.stopped_by = INTERRUPTED
+        res.stopped_by = StopReason.INTERRUPTED
         return
     res.reduce_steps = red.tried
     res.failure = red.result
     if interrupt.requested():
-        res.stopped_by = INTERRUPTED
+        res.stopped_by = StopReason.INTERRUPTED
 
 
 def _tour(opening: list, config: KernelConfig, res: CampaignResult, best: list, configs: dict, start: float,
@@ -367,10 +345,10 @@ def _tour(opening: list, config: KernelConfig, res: CampaignResult, best: list, 
     failure that ``expected`` does not explain (``found(result)`` announces it)."""
     for drawn in opening:
         if interrupt.requested():
-            res.stopped_by = INTERRUPTED
+            res.stopped_by = StopReason.INTERRUPTED
             return False
         if time.perf_counter() > start + res.budget.seconds:
-            res.stopped_by = "time"
+            res.stopped_by = StopReason.TIME
             return False
         case, cfg, overrides = split_draw(drawn, config)
         if readiness is not None:
@@ -383,7 +361,7 @@ def _tour(opening: list, config: KernelConfig, res: CampaignResult, best: list, 
         except CaseTimedOut:
             continue  # too big for the time left; the next tour case may fit
         except CaseInterrupted:
-            res.stopped_by = INTERRUPTED
+            res.stopped_by = StopReason.INTERRUPTED
             return False
         known = _explained(result, expected)
         res.count(result, known, expected is not None, observe)
@@ -401,5 +379,5 @@ def save_result(root: Path, result: CaseResult, config: KernelConfig, meta: dict
     """Save a failing CaseResult as an artifact directory (tensors re-materialized from its case on the
     CPU); ``environment`` is the worker's, where the kernels ran."""
     saved: CaseTensors = tensors(result.case, config)
-    meta = {"failure_kind": result.kind, **meta}
+    meta = {"failure_kind": result.kind, "failed_check": result.failed_check, **meta}
     return artifacts.save_failure(root, result.case, config, saved, result.text(), meta, environment)

@@ -27,7 +27,8 @@ from strategies.edges import edge_cases, reseed
 from fuzz.judge.known import explain
 from strategies.space import campaign_cases
 from fuzz.execution import supervisor as supervision
-from fuzz.execution.supervisor import Supervisor, Unmaterializable
+from fuzz.errors import Unmaterializable
+from fuzz.execution.supervisor import Supervisor
 from fuzz.sut.protocol import get as get_sut
 from fuzz.sut.fit import fit_case, fit_strategy
 from tbe import KernelConfig

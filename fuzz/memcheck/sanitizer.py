@@ -45,6 +45,8 @@ from typing import Any, Iterator, Optional
 import numpy as np
 import torch
 
+from fuzz.errors import MemoryViolation
+
 ENV = "TBE_FUZZ_SANITIZE"
 # packed buffer argument -> the argument holding each table's start in it
 PACKED = {"weights_ptr": "weights_offsets_ptr", "momentum_ptr": "hcs_ptr"}
@@ -73,14 +75,6 @@ class Finding:
 
 def _span(lo: int, hi: int) -> str:
     return f"{lo}" if lo == hi else f"{lo}..{hi}"
-
-
-class MemoryViolation(RuntimeError):
-    """Raised inside the interpreted kernel, before the access, with the ``Finding``."""
-
-    def __init__(self, finding: Finding) -> None:
-        super().__init__("sanitizer: " + str(finding))
-        self.finding = finding
 
 
 @dataclasses.dataclass

@@ -30,8 +30,9 @@ import time
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from fuzz.gate.cascade import ACCEPT, CascadeOptions, CascadeResult, run_cascade
+from fuzz.gate.cascade import CascadeOptions, CascadeResult, run_cascade
 from fuzz.gate.perf import DEFAULT_GAMMA
+from fuzz.status import Decision
 from fuzz.gate.shapes import PRESETS, PerfShape
 from fuzz.tune.space import active_groups, group_of, hint_configs, params_of, searched_fields, suggest
 from tbe import KernelConfig
@@ -264,7 +265,7 @@ def run_tune(baseline: KernelConfig, opts: TuneOptions, measure: Optional[Measur
             progress(f"verifying trial {trial.number} ({trial.value:.3f}x in the search) with the full cascade")
         gate = verify(trial.config, end)
         res.verified.append((trial, gate))
-        if gate.verdict == ACCEPT:
+        if gate.verdict == Decision.ACCEPT:
             res.winner = trial
             break
     if not res.ranked or res.ranked[0].value <= 1.0:
