@@ -39,6 +39,10 @@ class CampaignStats:
     margins: Margins = dataclasses.field(default_factory=Margins)  # passing checks' error / bound by decade
     time: TimeSplit = dataclasses.field(default_factory=TimeSplit)  # where the seconds went, per case
     leftover: list[Path] = dataclasses.field(default_factory=list)  # pending cases of drivers that died
+    tour_examples: int = 0            # of ``examples``, the opening tour's (run before the drawn ones)
+    skipped_for_time: int = 0         # drawn examples not started: their expected cost exceeded the time left
+    stopped_for_time: int = 0         # examples stopped at the budget's end (EXAMPLE_CAP_S past it), not judged
+    reduce_steps: int = 0             # candidates the spec reducer (fuzz.campaign.reduce) checked
 
     def record(self, result: CaseResult, ratios: bool = True) -> None:
         """One checked example; ``ratios=False`` leaves its error ratios out of ``max_ratio``."""
@@ -72,6 +76,10 @@ class CampaignStats:
         self.margins.merge(other.margins)
         self.time.merge(other.time)
         self.leftover += [p for p in other.leftover if p not in self.leftover]
+        self.tour_examples += other.tour_examples
+        self.skipped_for_time += other.skipped_for_time
+        self.stopped_for_time += other.stopped_for_time
+        self.reduce_steps += other.reduce_steps
 
     def to_state(self) -> dict[str, Any]:
         """The statistics' fields of a campaign's JSON summary."""
@@ -82,6 +90,8 @@ class CampaignStats:
             "compiles": self.compiles.to_dict(), "fbgemm": dict(self.fbgemm), "teeth": self.teeth.to_json(),
             "margins": self.margins.to_json(),
             "time_split": self.time.to_json(self.seconds),
+            "tour_examples": self.tour_examples, "skipped_for_time": self.skipped_for_time,
+            "stopped_for_time": self.stopped_for_time, "reduce_steps": self.reduce_steps,
         }
 
     @classmethod
@@ -94,4 +104,6 @@ class CampaignStats:
             expected_failures=int(d.get("expected_failures", 0)), unmaterializable=int(d.get("unmaterializable", 0)),
             compiles=CompileCounts.from_dict(d.get("compiles", {})), fbgemm=collections.Counter(d.get("fbgemm", {})),
             time=TimeSplit.from_json(d.get("time_split", {})), margins=Margins.from_json(d.get("margins", {})),
+            tour_examples=int(d.get("tour_examples", 0)), skipped_for_time=int(d.get("skipped_for_time", 0)),
+            stopped_for_time=int(d.get("stopped_for_time", 0)), reduce_steps=int(d.get("reduce_steps", 0)),
         )
