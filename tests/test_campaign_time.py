@@ -15,10 +15,11 @@ from fuzz.campaign import search
 from fuzz.campaign.report import campaign_text
 from fuzz.campaign.search import run_campaign
 from fuzz.cli import main
-from fuzz.execution import forced_crash, supervisor
+from fuzz.execution import supervisor
 from fuzz.execution.supervisor import CaseTimedOut, Supervisor
 from strategies.case import CaseSpec
 from tbe import KernelConfig
+from tbe.env import FORCE_CRASH
 
 CAP_S = 6.0
 SEARCH_S = 3.0
@@ -29,7 +30,7 @@ SLACK_S = 40.0
 
 @pytest.fixture
 def hang_everything(monkeypatch):
-    monkeypatch.setenv(forced_crash.ENV, "hang:lookups>=1")
+    monkeypatch.setenv(FORCE_CRASH.name, "hang:lookups>=1")
     monkeypatch.setattr(search, "EXAMPLE_CAP_S", CAP_S)
 
 
@@ -47,7 +48,7 @@ def test_an_overlong_example_is_stopped_at_the_cap_and_not_judged(hang_everythin
 
 
 def test_a_case_past_the_callers_limit_raises_and_the_worker_is_replaced(monkeypatch):
-    monkeypatch.setenv(forced_crash.ENV, "hang:tables>=2")
+    monkeypatch.setenv(FORCE_CRASH.name, "hang:tables>=2")
     s = Supervisor()
     try:
         small = CaseSpec(tables=((5, 4),), batch_size=2, seed=1)

@@ -22,6 +22,7 @@ from fuzz.gate.timing import BaselineCache, time_shape
 from fuzz.gate.shapes import PerfShape
 from oracles import fbgemm_cpu
 from tbe import KernelConfig
+from tbe.env import FORCE_CRASH
 
 QUICK = ["--time", "3", "--max-examples", "2", "--oracle-cases", "3"]
 pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="CPU expectations: level (d) must not run")
@@ -113,10 +114,9 @@ def test_oracle_level_catches_a_fault_and_names_the_baseline():
 @pytest.mark.fuzz
 def test_oracle_level_runs_its_cases_supervised_so_a_crash_is_a_finding(monkeypatch):
     """A kernel that kills its process fails level (c) on that case, named as a crash; the gate lives on."""
-    from fuzz.execution import forced_crash
     from fuzz.execution.supervisor import Supervisor
 
-    monkeypatch.setenv(forced_crash.ENV, "segv:lookups>=1")
+    monkeypatch.setenv(FORCE_CRASH.name, "segv:lookups>=1")
     monkeypatch.setenv("TBE_FUZZ_ALLOW_FAULTS", "1")
     sup = Supervisor()
     try:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from fuzz.execution import forced_crash
+from tbe.env import FORCE_CRASH
 from tbe import KernelConfig
 from tests.test_fuzz_driver import FAULT, REPO
 
@@ -72,7 +72,7 @@ def test_first_sigint_saves_the_failure_and_a_json_summary(tmp_path):
 @pytest.mark.fuzz
 def test_second_sigint_exits_at_once_and_leaves_the_case_pending(tmp_path):
     # every case hangs, so one is always running when the signals come
-    proc, lines = _start(tmp_path, env={forced_crash.ENV: "hang:lookups>=0"})
+    proc, lines = _start(tmp_path, env={FORCE_CRASH.name: "hang:lookups>=0"})
     pending = tmp_path / "art" / ".pending"
     try:
         end = time.monotonic() + START_S
