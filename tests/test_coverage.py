@@ -204,3 +204,31 @@ def test_campaign_json_and_heatmap(tmp_path):
     path, why = coverage_map.write(data, tmp_path)
     assert why is None and path.exists() and path.stat().st_size > 1000
     assert "coverage:" in report.campaign_text(res)
+
+
+def test_merge_of_runs_under_different_configs():
+    a = (P.FWD_GENERIC, Edge(EdgeGroup.DIM, "1"))
+    s = (P.FWD_SMALL_TABLE, Edge(EdgeGroup.DIM, "1"))
+    f = (P.BWD_FUSED, Edge(EdgeGroup.DIM, "1"))
+    one = _cov({a}).to_json(frozenset({a, s}))           # this run could reach the small-table cell
+    two = _cov({a}, {f}).to_json(frozenset({a}))         # this one hit a cell outside its reachable set
+    merged = merge_json([one, two])
+    assert merged["zero"] == [["forward, small-table", "D: 1"]]
+    assert merged["unexpected"] == [["backward, long tier (fused)", "D: 1"]]
+    assert merged["reachable"] == 2 and merged["covered"] == 1
+    three = _cov({s}).to_json(frozenset({s}))
+    assert merge_json([one, three])["zero"] == []
+
+
+def test_session_counts_cases_and_their_configs():
+    from fuzz.execution.verdict import SessionCoverage
+
+    spec = CaseSpec(tables=((10, 3),), batch_size=2, max_length=3)
+    result = check.case_result(spec, tensors(spec, weights=False), DEFAULT, 0.0, None, None)
+    session = SessionCoverage()
+    assert session.to_json() is None
+    session.add(result, DEFAULT.replace(faults=("fwd_skip_last_id",)))
+    session.add(result, DEFAULT)
+    data = session.to_json()
+    assert data["examples"] == 2 and session.configs == {DEFAULT}
+    assert data["covered"] == len(result.cells) and data["unexpected"] == []

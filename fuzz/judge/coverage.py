@@ -364,21 +364,29 @@ def _summary(examples: int, counts: dict, zero: list, reachable_count: int, unex
 
 
 def merge_json(parts: Sequence[Optional[dict[str, Any]]]) -> Optional[dict[str, Any]]:
-    """The coverage of several runs of one config (e.g. ``run --workers N``) from their JSON: counts add
-    up; a reachable cell is at zero where it is at zero in every run."""
+    """The coverage of several runs (``run --workers N``, pytest-xdist workers) from their JSON: counts add
+    up; a cell is at zero where some run could reach it and no run hit it (runs may differ in config)."""
     parts = [p for p in parts if isinstance(p, dict)]
     if not parts:
         return None
     counts: dict[str, dict[str, int]] = {}
+    hit, expected_hit, zero, odd = set(), set(), set(), set()
     for p in parts:
+        unexpected = {tuple(c) for c in p["unexpected"]}
         for path, row in p["counts"].items():
             for edge, n in row.items():
                 counts.setdefault(path, {})[edge] = counts.get(path, {}).get(edge, 0) + n
-    zero = [c for c in parts[0]["zero"] if all(c in p["zero"] for p in parts[1:])]
-    unexpected = sorted({tuple(c) for p in parts for c in p["unexpected"]})
-    out = _summary(sum(p["examples"] for p in parts), counts, zero, max(p["reachable"] for p in parts),
-                   [list(c) for c in unexpected])
-    return out
+                hit.add((path, edge))
+                if (path, edge) not in unexpected:
+                    expected_hit.add((path, edge))
+        zero |= {tuple(c) for c in p["zero"]}
+        odd |= unexpected
+    zero -= hit
+    odd -= expected_hit | zero
+    order = {(pa, e): (i, j) for i, pa in enumerate(parts[0]["paths"]) for j, e in enumerate(parts[0]["edges"])}
+    rank = lambda c: order.get(c, (len(order), 0))  # noqa: E731
+    return _summary(sum(p["examples"] for p in parts), counts, [list(c) for c in sorted(zero, key=rank)],
+                    len(expected_hit) + len(zero), [list(c) for c in sorted(odd, key=rank)])
 
 
 def text(cov: Optional[dict[str, Any]], limit: int = 6) -> list[str]:
@@ -390,7 +398,7 @@ def text(cov: Optional[dict[str, Any]], limit: int = 6) -> list[str]:
     for p, e in cov["zero"][:limit]:
         lines.append(f"    zero: {p} x {e}")
     if len(cov["zero"]) > limit:
-        lines.append(f"    ... and {len(cov['zero']) - limit} more (JSON 'coverage.zero', the heatmap)")
+        lines.append(f"    ... and {len(cov['zero']) - limit} more")
     if cov["unexpected"]:
         lines.append(f"  coverage: {len(cov['unexpected'])} cell(s) hit that the reachability rule calls "
                      f"unreachable (a classifier bug): {cov['unexpected'][:3]}")
