@@ -232,3 +232,18 @@ def test_session_counts_cases_and_their_configs():
     data = session.to_json()
     assert data["examples"] == 2 and session.configs == {DEFAULT}
     assert data["covered"] == len(result.cells) and data["unexpected"] == []
+
+
+def test_a_bad_id_in_a_middle_bag():
+    bad = BadBatchSpec(tables=((5, 3),), batch_size=5, max_length=3,
+                       bad_ids=(BadId("rows_plus_one", bag="middle", element="last"),), seed=1)
+    case = BadIdCase(CaseSpec(tables=bad.tables, batch_size=5, max_length=3), bad)
+    t = tensors(case, weights=False)
+    off = t.offsets.tolist()
+    assert t.indices[off[3] - 1].item() == 6  # E + 1, last id of bag 2 of 0..4
+    f = facts_of(case, t)
+    assert f.bad_ids == (("rows_plus_one", "middle", "last"),)
+    assert {e for _, e in cells_of(f, DEFAULT) if e.group == EdgeGroup.BAD_ID_BAG} == {
+        Edge(EdgeGroup.BAD_ID_BAG, "rows_plus_one @ middle")}
+    with pytest.raises(ValueError, match="bag"):
+        BadBatchSpec(tables=((5, 3),), batch_size=1, bad_ids=(BadId("rows", bag="centre"),))

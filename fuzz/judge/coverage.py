@@ -27,7 +27,7 @@ from typing import Any, Iterable, Optional, Sequence
 import torch
 
 from fuzz.judge.teeth import BANDS, band_label
-from strategies.bad_inputs import ID_KINDS, OFFSET_KINDS
+from strategies.bad_inputs import BAG_POSITIONS, ID_KINDS, OFFSET_KINDS, bag_index
 from strategies.cases import AnyCase, BadIdCase, CaseTensors, base_spec
 from strategies.tiers import LONG_EDGES, tier_report
 from tbe import KernelConfig
@@ -75,7 +75,6 @@ class Edge:
 
 Cell = tuple[KernelPath, Edge]
 
-BAG_POSITIONS = ("first", "middle", "last")   # of the bags of a table
 SLOT_POSITIONS = ("first", "last")            # of the ids of a bag
 DIM_CLASSES = ("1", "< 4", "not a multiple of BLOCK_D", "wider than the largest bucket", "> 1024")
 WEIGHT_DTYPES = OUTPUT_DTYPES = ("fp32", "fp16", "bf16")
@@ -159,8 +158,7 @@ def _placements(case: BadIdCase) -> list[tuple[str, str, str]]:
     placed: dict[tuple[int, int, str], str] = {}
     for bad in case.bad.bad_ids:
         t = 0 if bad.table == "first" else T - 1
-        b = {"first": 0, "last": B - 1}.get(bad.bag, B // 2)
-        placed[(t, b, bad.element)] = bad.kind
+        placed[(t, bag_index(bad.bag, B), bad.element)] = bad.kind
     out = []
     for (_, b, element), kind in placed.items():
         where = [p for p, hit in (("first", b == 0), ("last", b == B - 1)) if hit] or ["middle"]
