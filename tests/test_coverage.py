@@ -44,7 +44,8 @@ def test_long_runs_route_by_config():
     assert paths_of(f, DEFAULT) == {P.FWD_GENERIC, P.BWD_LONG}
     assert paths_of(f, DEFAULT.replace(fused_long_tier=True)) == {P.FWD_GENERIC, P.BWD_FUSED}
     # below fused_long_min_lookups the backward runs grad-accum + apply, not the fused tier
-    assert paths_of(f, DEFAULT.replace(fused_long_tier=True, fused_long_min_lookups=1000)) == {P.FWD_GENERIC, P.BWD_LONG}
+    below = DEFAULT.replace(fused_long_tier=True, fused_long_min_lookups=1000)
+    assert paths_of(f, below) == {P.FWD_GENERIC, P.BWD_LONG}
     e = edges_of(f, DEFAULT)  # 300 > chunk 256, 300 % 256 != 0, SL band 256-4095
     assert {Edge(EdgeGroup.LONG_RUN, "multi_chunk"), Edge(EdgeGroup.LONG_RUN, "partial_last_chunk"),
             Edge(EdgeGroup.SEGMENT, "256-4095")} <= e
@@ -134,7 +135,7 @@ def test_cells_of_witnesses_are_reachable():
         assert cells_of(f, config) <= reachable(config, search_config=False)
 
 
-def _cov(*cells, examples=None) -> Coverage:
+def _cov(*cells) -> Coverage:
     c = Coverage()
     for group in cells:
         c.add(group)

@@ -4,7 +4,8 @@ Hypothesis runs programmatically (a ``@given`` function with a directory databas
 the artifacts dir, shrinking on) and climbs ``hypothesis.target`` on the normalized error
 (error / bound), on the longest segment length and on coverage novelty (``fuzz.campaign.steer``).
 The campaign stops at the first failure, after shrinking it, or when the time or example budget
-is spent; a failure is saved whole as an artifact directory. Every case runs in a supervised worker (``fuzz.execution.supervisor``): a crash, a CUDA error or a hang is a failure like a mismatch,
+is spent; a failure is saved whole as an artifact directory. Every case runs in a supervised worker
+(``fuzz.execution.supervisor``): a crash, a CUDA error or a hang is a failure like a mismatch,
 shrunk the same way (each candidate after a failure runs in a fresh worker).
 
 Time (``fuzz.budgets``): an example runs only if its expected cost fits in the time left, and one still

@@ -289,7 +289,8 @@ def _reachable_one(config: KernelConfig) -> frozenset[Cell]:
             (0, max(1, c.small_table_min_pooling)), WEIGHT_DTYPES, OUTPUT_DTYPES, (False, True)):
         f = Facts(dims=(d,) * tables, rows=(e,) * tables, batch_size=b, lookups=mean_len * b,
                   weights_dtype=w, output_dtype=o, weighted=weighted)
-        keys.add((_forward_path(f, _DTYPES[w], _DTYPES[o], c), d, w, o, weighted, bool(f.lookups), tables * b >= 2 or not f.lookups))
+        empty = tables * b >= 2 or not f.lookups  # one bag can be empty while another holds the lookups
+        keys.add((_forward_path(f, _DTYPES[w], _DTYPES[o], c), d, w, o, weighted, bool(f.lookups), empty))
     for path, d, w, o, weighted, lookups, empty in keys:
         edges = dim_edges(d, c) | _dtype_edges(w, o, "int64") | shared
         edges |= {Edge(EdgeGroup.POOLING, _pooling_value(p.value, weighted)) for p in Pooling}
