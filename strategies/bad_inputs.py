@@ -5,7 +5,7 @@ which offsets are broken, dtype, weights, duplicates, a seed); ``materialize_bad
 the tensors with a seeded torch.Generator, so a spec replays exactly.
 
 Bad ids: negative, -1, exactly E, E + 1, the index dtype's maximum and minimum, placed as
-the first or last element of the first or last bag of the first or last table. Bad
+the first or last element of the first, a middle or the last bag of the first or last table. Bad
 offsets: first entry not 0 (positive or negative), an entry below its predecessor, an
 entry past len(indices), last entry not len(indices) (short or long); alone or together.
 ``fbgemm_comparable=True`` leaves out the two inputs on which our semantics and FBGEMM's
@@ -28,15 +28,21 @@ OFFSET_KINDS = ("first_positive", "first_negative", "decreasing", "past_end", "l
 DIVERGENT_ID_KINDS = ("minus_one",)
 DIVERGENT_OFFSET_KINDS = ("first_positive",)
 INDEX_DTYPES = {"int32": torch.int32, "int64": torch.int64}
+BAG_POSITIONS = ("first", "middle", "last")  # where in a table's bags a bad id goes
+
+
+def bag_index(position: str, batch_size: int) -> int:
+    """The bag (sample) a bad id placed at ``position`` of BAG_POSITIONS goes to."""
+    return {"first": 0, "middle": batch_size // 2, "last": batch_size - 1}[position]
 
 
 @dataclasses.dataclass(frozen=True)
 class BadId:
-    """A bad id of ``kind`` at the first/last element of the first/last bag of the first/last table."""
+    """A bad id of ``kind`` at the first/last element of the first/middle/last bag of the first/last table."""
 
     kind: str
     table: str = "first"  # "first" or "last"
-    bag: str = "first"
+    bag: str = "first"    # one of BAG_POSITIONS
     element: str = "first"
 
 
@@ -59,6 +65,8 @@ class BadBatchSpec:
         for b in self.bad_ids:
             if b.kind not in ID_KINDS:
                 raise ValueError(f"BadBatchSpec.bad_ids: unknown kind {b.kind!r} (known: {ID_KINDS})")
+            if b.bag not in BAG_POSITIONS:
+                raise ValueError(f"BadBatchSpec.bad_ids: unknown bag {b.bag!r} (known: {BAG_POSITIONS})")
         for k in self.bad_offsets:
             if k not in OFFSET_KINDS:
                 raise ValueError(f"BadBatchSpec.bad_offsets: unknown kind {k!r} (known: {OFFSET_KINDS})")
@@ -125,7 +133,7 @@ def materialize_bad(spec: BadBatchSpec) -> BadBatch:
     targets = {}
     for bad in spec.bad_ids:  # the bag a bad id goes to must have room for it
         t = 0 if bad.table == "first" else T - 1
-        b = 0 if bad.bag == "first" else B - 1
+        b = bag_index(bad.bag, B)
         lengths[t, b] = max(int(lengths[t, b]), 1)
         targets.setdefault((t, b), []).append(bad)
     parts = []
@@ -176,7 +184,7 @@ def bad_ids(fbgemm_comparable: bool = False, max_size: int = 3) -> st.SearchStra
     kinds = [k for k in ID_KINDS if not (fbgemm_comparable and k in DIVERGENT_ID_KINDS)]
     one = st.builds(
         BadId, st.sampled_from(kinds), st.sampled_from(("first", "last")),
-        st.sampled_from(("first", "last")), st.sampled_from(("first", "last")),
+        st.sampled_from(BAG_POSITIONS), st.sampled_from(("first", "last")),
     )
     return st.lists(one, max_size=max_size).map(tuple)
 

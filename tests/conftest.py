@@ -80,3 +80,39 @@ def _sanitize_fuzz_tests(request):
         return
     with sanitizer.sanitized(tables=mode == "all"):
         yield
+
+
+# ----------------------------------------------------------------------------- coverage summary
+_WORKER_COVERAGE: list = []  # coverage JSON of each pytest-xdist worker, gathered by the controller
+
+
+def pytest_sessionfinish(session):
+    """An xdist worker hands its coverage (``fuzz.execution.verdict.SESSION``) to the controller."""
+    if hasattr(session.config, "workeroutput"):
+        import json
+
+        from fuzz.execution.verdict import SESSION
+
+        session.config.workeroutput["tbe_fuzz_coverage"] = json.dumps(SESSION.to_json())
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    import json
+
+    data = getattr(node, "workeroutput", {}).get("tbe_fuzz_coverage")
+    if data:
+        _WORKER_COVERAGE.append(json.loads(data))
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The coverage matrix of the cases the fuzz tests judged (summed over xdist workers), if any."""
+    from fuzz.execution.verdict import SESSION
+    from fuzz.judge import coverage
+
+    merged = coverage.merge_json([SESSION.to_json(), *_WORKER_COVERAGE])
+    if merged is None:
+        return
+    terminalreporter.section("tbe-fuzz coverage (kernel path x edge class)")
+    for line in coverage.text(merged, limit=10):
+        terminalreporter.write_line(line.strip())

@@ -33,6 +33,9 @@ def test_two_workers_merge_into_one_summary(tmp_path, capsys):
     assert merged["workers"] == 2 and merged["workers_finished"] == 2 and not merged["crashed"]
     assert [w["seed"] for w in merged["per_worker"]] == [5, 6]
     assert merged["examples"] == sum(w["examples"] for w in merged["per_worker"]) >= 2
+    cov = merged["coverage"]  # fuzz.judge.coverage, summed over the workers, drawn once
+    assert cov["examples"] == merged["examples"] and 0 < cov["covered"] <= cov["reachable"]
+    assert Path(merged["coverage_map"]).name == "coverage.png"
     assert (tmp_path / "art" / ".workers" / "worker-1.log").read_text().startswith("$ ")
 
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Optional
 
 from fuzz.execution import replay_command
 from fuzz.campaign.search import CampaignResult
 from strategies.cases import case_size, case_to_dict
-from fuzz.judge import CaseResult
+from fuzz.judge import CaseResult, coverage
 from fuzz.campaign.replay import ReplayResult
 from fuzz.status import FailureKind, StopReason
 
@@ -99,6 +99,7 @@ def campaign_text(r: CampaignResult) -> str:
         *r.time.lines(r.seconds),
         _fbgemm_line(r),
         *r.teeth.lines(),
+        *coverage.text(coverage_json(r)),
     ]
     for p in r.leftover:
         lines.append(f"  note: an earlier driver died while running the case in {p} (tbe-fuzz replay {p})")
@@ -143,6 +144,13 @@ def _sanitizer_hint(f: CaseResult, replay: str) -> list[str]:
     return [f"  hint:     TBE_FUZZ_SANITIZE=1 {replay.split('   (or:')[0].strip()}   names any out-of-range access"]
 
 
+def coverage_json(r: CampaignResult) -> Optional[dict[str, Any]]:
+    """The campaign's coverage matrix (``fuzz.judge.coverage``); None for a SUT without this project's paths."""
+    if not _caps(r).project_kernels:
+        return None
+    return r.coverage.to_json(coverage.reachable(r.config, r.search_config))
+
+
 def campaign_json(r: CampaignResult) -> dict[str, Any]:
     return {
         "kind": "campaign", "ok": r.ok and r.judged, "not_run": r.ok and not r.judged, "budget": r.budget.name,
@@ -151,6 +159,7 @@ def campaign_json(r: CampaignResult) -> dict[str, Any]:
         **r.to_state(),
         "bound": r.model.kind, "false_alarm": r.model.false_alarm if r.model.kind != "worst" else None,
         "config": r.config.to_dict(),
+        "coverage": coverage_json(r),
         "sut": r.sut,
         "known": [{"id": k.finding.id, "description": k.finding.description, "case": case_to_dict(k.result.case),
                    "examples": k.examples, "seconds": round(k.seconds, 3), "lookups": k.result.lookups,

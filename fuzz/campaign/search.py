@@ -2,9 +2,10 @@
 
 Hypothesis runs programmatically (a ``@given`` function with a directory database under
 the artifacts dir, shrinking on) and climbs ``hypothesis.target`` on the normalized error
-(error / bound) and on the longest segment length. The campaign stops at the first failure, after shrinking it, or when the
-time or example budget is spent; a failure is saved whole as an artifact directory. Every case runs in a
-supervised worker (``fuzz.execution.supervisor``): a crash, a CUDA error or a hang is a failure like a mismatch,
+(error / bound), on the longest segment length and on coverage novelty (``fuzz.campaign.steer``).
+The campaign stops at the first failure, after shrinking it, or when the time or example budget
+is spent; a failure is saved whole as an artifact directory. Every case runs in a supervised worker
+(``fuzz.execution.supervisor``): a crash, a CUDA error or a hang is a failure like a mismatch,
 shrunk the same way (each candidate after a failure runs in a fresh worker).
 
 Time (``fuzz.budgets``): an example runs only if its expected cost fits in the time left, and one still
@@ -28,6 +29,7 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.errors import HypothesisException
 
+from fuzz.campaign import steer
 from fuzz.execution import artifacts, interrupt
 from fuzz.budgets import EXAMPLE_CAP_S, Budget
 from fuzz.campaign.reduce import failing_check, reduce_failure, size_text
@@ -83,6 +85,7 @@ class CampaignResult(CampaignStats):
     failure_config: Optional[KernelConfig] = None    # the failing case's effective config (drawn overrides applied)
     failure_overrides: dict[str, Any] = dataclasses.field(default_factory=dict)
     environment: Optional[dict[str, Any]] = None     # where the cases ran (the supervised worker's)
+    search_config: bool = True        # the search drew configs around ``config`` (coverage's reachable cells)
 
     @property
     def ok(self) -> bool:
@@ -161,7 +164,7 @@ def run_campaign(
     callable taking a line; default ``progress``) receives the lines a person watches for even under a
     live bar: the first failure and each shrinking step."""
     model = model or from_env()
-    res = CampaignResult(config, budget, seed, model=model, sut=sut)
+    res = CampaignResult(config, budget, seed, model=model, sut=sut, search_config=strategy is None)
     sup = supervisor or shared()
     pending = None if artifacts_dir is None else Path(artifacts_dir) / ".pending"
     res.leftover = leftover_pending(pending) if pending is not None else []
@@ -251,6 +254,7 @@ def run_campaign(
         known = _explained(result, expected)
         target(0.0 if known else min(result.max_ratio, 1e12), label="error / bound")
         target(float(result.max_segment), label="longest segment")
+        target(steer.novelty(res.coverage, result.cells), label=steer.LABEL)
         if best:
             res.shrink_examples += 1
             steps[0] += 1

@@ -2,7 +2,8 @@
 
 ``run`` warms the kernel cache first on a GPU (``fuzz.compile.warmup``), runs one campaign in this
 process or N worker processes (``fuzz.execution.workers``), draws a live progress line on a
-terminal (``fuzz.campaign.progress``) and the report pictures (``fuzz.campaign.pictures``), and counts what
+terminal (``fuzz.campaign.progress``) and the report pictures (``fuzz.campaign.pictures``, the coverage heatmap
+``fuzz.campaign.coverage_map``), and counts what
 Triton compiled during the search (``fuzz.compile.watch``). A first Ctrl-C stops the search, saves
 the smallest failure so far and prints the summary marked interrupted (exit status 130); a second
 one exits at once (``fuzz.execution.interrupt``). ``--time`` counts from the command's start: the
@@ -104,7 +105,7 @@ def _one_thread_on_cpu(sut: str) -> None:
 
 def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any = None) -> int:
     from fuzz.budgets import EXAMPLE_CAP_S
-    from fuzz.campaign import pictures
+    from fuzz.campaign import coverage_map, pictures
     from fuzz.campaign import report
     from fuzz.execution import interrupt
     from fuzz.execution.supervisor import shared
@@ -146,6 +147,8 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any
         merged = run_workers(args, n, progress=_progress)
         if warm is not None:
             merged["warmup"] = warm.to_dict()
+        heat, _ = coverage_map.write(merged["coverage"], args.report_dir or Path(args.artifacts) / "report")
+        merged["coverage_map"] = None if heat is None else str(heat)
         print(json.dumps(merged, indent=2, sort_keys=True, default=str) if args.json else merged_text(merged))
         return 0 if merged["ok"] else 1
     _one_thread_on_cpu(sut)
@@ -178,6 +181,8 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any
         _progress(f"{warm.text()}\n  warm-up: {built}; {r.deferred} draws deferred until their kernels were built")
     report_dir = args.report_dir or Path(args.artifacts) / "report"
     drawn, why_not = pictures.write(collector, config, report_dir)
+    heat, _ = coverage_map.write(report.coverage_json(res), report_dir)
+    drawn += [heat] if heat is not None else []
     data = report.campaign_json(res)
     data["pictures"] = [str(p) for p in drawn] if drawn else f"not drawn: {why_not}"
     if warm is not None:

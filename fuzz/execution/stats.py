@@ -4,7 +4,8 @@ The one place campaign statistics are recorded (a checked case), merged (the rou
 triaged campaign, the workers of ``run --workers``) and written out (the summary's JSON
 fields). A worker's JSON summary is read back with ``from_state``; the bound-sharpness
 histogram (``teeth``) is not carried by JSON (its bands hold medians), so merged worker
-statistics have none.
+statistics have none. The coverage JSON needs the config's reachable cells, so the summary
+writes it (``fuzz.campaign.report``) and workers merge it with ``fuzz.judge.coverage.merge_json``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any, Optional
 
 from fuzz.compile.watch import CompileCounts
 from fuzz.judge.check import CaseResult
+from fuzz.judge.coverage import Coverage
 from fuzz.judge.margins import Margins
 from fuzz.judge.teeth import Teeth
 from fuzz.status import Status
@@ -43,12 +45,14 @@ class CampaignStats:
     skipped_for_time: int = 0         # drawn examples not started: their expected cost exceeded the time left
     stopped_for_time: int = 0         # examples stopped at the budget's end (EXAMPLE_CAP_S past it), not judged
     reduce_steps: int = 0             # candidates the spec reducer (fuzz.campaign.reduce) checked
+    coverage: Coverage = dataclasses.field(default_factory=Coverage)  # examples per (kernel path, edge) cell
 
     def record(self, result: CaseResult, ratios: bool = True) -> None:
         """One checked example; ``ratios=False`` leaves its error ratios out of ``max_ratio``."""
         self.examples += 1
         self.lookups += result.lookups
         self.tiers.update(result.tiers)
+        self.coverage.add(result.cells)
         self.fbgemm[result.fbgemm or Status.NOT_RUN] += 1
         for name, ratio in (result.ratios_by_check() if ratios else {}).items():
             self.max_ratio[name] = max(self.max_ratio.get(name, 0.0), ratio)
@@ -65,6 +69,7 @@ class CampaignStats:
         self.lookups += other.lookups
         self.seconds += other.seconds
         self.tiers.update(other.tiers)
+        self.coverage.merge(other.coverage)
         for name, ratio in other.max_ratio.items():
             self.max_ratio[name] = max(self.max_ratio.get(name, 0.0), ratio)
         self.expected_failures += other.expected_failures

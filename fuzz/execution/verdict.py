@@ -6,7 +6,8 @@ crashes fails the test instead of killing the pytest(-xdist) process (the case i
 targets the normalized error (and whatever else the caller adds). A failure of the final example
 (Hypothesis's shrunk one, or any failure outside Hypothesis) is saved whole under
 ``$TBE_FUZZ_ARTIFACTS`` (default ./fuzz-artifacts) and the AssertionError names the directory, so CI
-can upload it and ``tbe-fuzz replay DIR`` runs it as it is. Under the weak-memory mode
+can upload it and ``tbe-fuzz replay DIR`` runs it as it is. ``SESSION`` counts the coverage cells of
+every case judged (tests/conftest.py prints them at the end of a pytest run). Under the weak-memory mode
 (``fuzz.memcheck.weak_memory``, an interpreter mode of this process) the case runs in this process.
 """
 
@@ -15,19 +16,41 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from hypothesis import currently_in_test_context, target
 from hypothesis.control import current_build_context
 
 from fuzz.execution.artifacts import save_result
 from strategies.cases import AnyCase, case_to_dict
-from fuzz.judge import CaseResult
+from fuzz.judge import CaseResult, Coverage, reachable
 from fuzz.execution.supervisor import shared
 from tbe import KernelConfig
 from tbe.env import ARTIFACTS
 
 RATIO_CAP = 1e12  # hypothesis.target needs a finite score; inf (NaN out, bound 0, a crash) is capped
+
+
+class SessionCoverage:
+    """The coverage (``fuzz.judge.coverage``) of every case this process judged, and the configs they ran
+    under (planted faults aside: they move no path), for a test session's summary."""
+
+    def __init__(self) -> None:
+        self.coverage = Coverage()
+        self.configs: set[KernelConfig] = set()
+
+    def add(self, result: CaseResult, config: KernelConfig) -> None:
+        self.coverage.add(result.cells)
+        self.configs.add(config.replace(faults=()))
+
+    def to_json(self) -> Optional[dict[str, Any]]:
+        """None before any case; else the coverage JSON with the cells these configs reach."""
+        if not self.coverage.examples:
+            return None
+        return self.coverage.to_json(frozenset().union(*(reachable(c, search_config=False) for c in self.configs)))
+
+
+SESSION = SessionCoverage()
 
 
 def artifacts_dir() -> Path:
@@ -52,6 +75,7 @@ def assert_passes(case: AnyCase, config: KernelConfig, label: str = "", test: Op
         result = run_case(case, config)
     else:
         result = shared().run(case, config, pending=artifacts_dir() / ".pending")
+    SESSION.add(result, config)
     in_hypothesis = currently_in_test_context()
     if in_hypothesis:
         target(min(result.max_ratio, RATIO_CAP), label="max error / bound")

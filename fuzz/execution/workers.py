@@ -6,8 +6,8 @@ without a GPU, one interpreter process each. All share the artifact directory an
 example database (the directory one, or Redis with ``--database redis://...``), so a
 failure one worker saved is replayed by the others on their next run. The parent waits,
 reads each worker's JSON summary, and merges them (``fuzz.execution.stats``: examples and
-lookups add up, tiers add up, the worst ratio per check is the largest), and any worker that failed a case or
-crashed (no summary, with its exit code and log) makes the whole run fail.
+lookups add up, tiers add up, the worst ratio per check is the largest; ``fuzz.judge.coverage``:
+coverage counts add up), and any worker that failed a case or crashed (no summary, with its exit code and log) makes the whole run fail.
 
 Subprocesses rather than a multiprocessing pool: each worker must choose its GPU before
 CUDA starts, a crash must not take the others down, and a worker is exactly the command a
@@ -26,6 +26,7 @@ from typing import Any, Optional, Sequence
 
 from fuzz import time_split
 from fuzz.compile.watch import CompileCounts
+from fuzz.judge import coverage
 from fuzz.execution.gpu_pin import case_threads
 from fuzz.execution.stats import CampaignStats
 
@@ -133,6 +134,7 @@ def merge(results: Sequence[dict[str, Any]], wall: float, budget: str) -> dict[s
         "seconds": round(wall, 3),
         "examples_per_s": round(stats.examples / wall, 3) if wall > 0 else 0.0,
         "lookups_per_s": round(stats.lookups / wall, 1) if wall > 0 else 0.0,
+        "coverage": coverage.merge_json([r.get("coverage") for r in done]),
         "known": sorted({k["id"] for r in done for k in r.get("known", [])}),  # triaged findings met (fuzz.judge.known)
         "failed": [{"worker": r["worker"], "seed": r["seed"], "artifact": r.get("artifact"),
                     "reports": (r.get("failure") or {}).get("reports", [])[:4]} for r in done if not r["ok"]],
@@ -161,6 +163,7 @@ def merged_text(m: dict[str, Any]) -> str:
         "none: kernels run in Triton's interpreter, nothing is compiled" if c["interpreted"]
         else f"{c['compiled']} compiled, {c['loaded']} loaded from Triton's disk cache (all workers)"))
     lines += time_split.text(m.get("time_split", {}))
+    lines += coverage.text(m.get("coverage"))
     for w in m["per_worker"]:
         state = "crashed" if w["crashed"] else ("PASS" if w["ok"] else "FAIL")
         extra = "" if w["crashed"] else f", {w['examples']} examples, {w['lookups']} lookups, {w['seconds']:.1f}s"

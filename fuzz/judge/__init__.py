@@ -6,6 +6,7 @@ from fuzz.lazy import face
 
 __all__, __getattr__, __dir__ = face(__name__, {
     ".check": ("CaseResult", "run_case"),
+    ".coverage": ("Cell", "Coverage", "merge_json", "reachable"),
     ".differential": ("check_case", "failures"),
     ".known": ("KnownFinding", "explain", "for_sut"),
     ".teeth": ("Teeth",),

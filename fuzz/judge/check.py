@@ -18,6 +18,7 @@ from typing import Optional
 import torch
 
 from strategies.cases import AnyCase, BadIdCase, CaseTensors, base_spec, tensors
+from fuzz.judge import coverage
 from fuzz.judge.differential import check_batch
 from fuzz.compile.watch import CompileCounts
 from fuzz.errors import MemoryViolation
@@ -62,6 +63,7 @@ class CaseResult:
     notes: list[str] = dataclasses.field(default_factory=list)  # e.g. how a crash behaved in a fresh worker
     compiles: Optional[CompileCounts] = None  # Triton compilations the case caused (set by fuzz.execution.worker)
     phases: dict[str, float] = dataclasses.field(default_factory=dict)  # seconds per fuzz.time_split phase
+    cells: frozenset = frozenset()  # coverage cells (fuzz.judge.coverage) it counts in; none for another SUT
 
     @property
     def ok(self) -> bool:
@@ -228,10 +230,12 @@ def case_result(case: AnyCase, t: CaseTensors, config: KernelConfig, seconds: fl
                 error: Optional[str], reports: Optional[list[Report]] = None, sut: str = DEFAULT_SUT) -> CaseResult:
     """The CaseResult of ``case`` (materialized as ``t``) with ``error`` of ``kind`` (None: judged by reports)."""
     tiers, max_segment, hist = tiers_of(case, t, config)
-    if not get_sut(sut).capabilities.kernel_config:  # no KernelConfig, no Triton paths: its tiers only
+    caps = get_sut(sut).capabilities
+    cells = coverage.cells_of(coverage.facts_of(case, t, hist), config) if caps.project_kernels else frozenset()
+    if not caps.kernel_config:  # no KernelConfig, no Triton paths: its tiers only
         tiers = frozenset(x for x in tiers if x.startswith("bwd:"))
     return CaseResult(case, reports or [], int(t.indices.numel()), tiers, seconds, error, max_segment,
-                      hist, error_kind=None if error is None else kind)
+                      hist, error_kind=None if error is None else kind, cells=cells)
 
 
 def _fbgemm(case: AnyCase, t: CaseTensors, grads) -> tuple[str, list[Report]]:

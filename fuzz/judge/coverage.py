@@ -1,0 +1,404 @@
+"""The coverage matrix: which kernel path each checked example took, crossed with the edge classes it held.
+
+A cell is (kernel path, edge class). An example counts once in every cell of its paths x its edges,
+so a cell's count says how many examples ran that path while holding that edge (e.g. the fused long
+tier on a table with D not a multiple of its block). ``facts_of`` reads what an example held from its
+case and tensors (in the process that materialized them); ``cells_of`` names its cells under the
+config it ran with, asking the kernels' own rules which path it took (``tbe.forward_dispatch.choose_path``,
+the backward routing through ``backward_paths``, ``tbe.buckets.block_for_dim``), never a copy of them.
+
+Paths: the bounds-check rows count every example whose mode checks ids (valid batches too: the
+kernel runs on them); a bad-input batch counts there only, as ``fuzz.judge.check.tiers_of`` labels it.
+``reachable(config)`` is the one definition of which cells a campaign under ``config`` can hit: the
+cells of witness examples built over the configs the campaign runs (``strategies.config_space``),
+so a cell is unreachable only where a rule forbids it (small-table path off, weighted on the
+small-table path, a per-sample-weight gradient of an unweighted batch, ...).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import enum
+import functools
+import itertools
+from typing import Any, Iterable, Optional, Sequence
+
+import torch
+
+from fuzz.judge.teeth import BANDS, band_label
+from strategies.bad_inputs import BAG_POSITIONS, ID_KINDS, OFFSET_KINDS, bag_index
+from strategies.cases import AnyCase, BadIdCase, CaseTensors, base_spec
+from strategies.tiers import LONG_EDGES, tier_report
+from tbe import KernelConfig
+from tbe.buckets import block_for_dim
+from tbe.forward_dispatch import choose_path
+from tbe.modes import BoundsCheckMode, Optimizer, Pooling, parse_float_dtype
+
+
+class KernelPath(enum.Enum):
+    __hash__ = object.__hash__  # members are singletons; Enum's own hash is slow in reachable()'s loops
+    FWD_GENERIC = "forward, generic"
+    FWD_SMALL_TABLE = "forward, small-table"
+    BOUNDS_FUSED = "bounds check, fused"
+    BOUNDS_STANDALONE = "bounds check, standalone"
+    BWD_SHORT = "backward, short tier"
+    BWD_LONG = "backward, long tier (two kernels)"
+    BWD_FUSED = "backward, long tier (fused)"
+    PSW_GRAD = "per-sample-weight gradient"
+
+
+class EdgeGroup(enum.Enum):
+    __hash__ = object.__hash__
+    BAD_ID_BAG = "bad id, bag"
+    BAD_ID_SLOT = "bad id, id in bag"
+    BAD_OFFSETS = "bad offsets"
+    EMPTY_BAG = "empty bag"
+    DIM = "D"
+    SEGMENT = "SL band"
+    LONG_RUN = "long run"
+    DTYPE = "dtype"
+    POOLING = "pooling"
+    OPTIMIZER = "optimizer"
+    STEPS = "steps"
+
+
+@dataclasses.dataclass(frozen=True)
+class Edge:
+    group: EdgeGroup
+    value: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.group.value}: {self.value}"
+
+
+Cell = tuple[KernelPath, Edge]
+
+SLOT_POSITIONS = ("first", "last")            # of the ids of a bag
+DIM_CLASSES = ("1", "< 4", "not a multiple of BLOCK_D", "wider than the largest bucket", "> 1024")
+WEIGHT_DTYPES = OUTPUT_DTYPES = ("fp32", "fp16", "bf16")
+INDEX_DTYPES = ("int32", "int64")
+STEP_CLASSES = ("0 (forward only)", "1", "> 1")
+_DTYPES = {d: parse_float_dtype("dtype", d) for d in WEIGHT_DTYPES}
+_LONG_TIER = {"short": KernelPath.BWD_SHORT, "grad_accum": KernelPath.BWD_LONG, "fused": KernelPath.BWD_FUSED}
+
+
+def _pooling_value(pooling: str, weighted: bool) -> str:
+    return f"{pooling}, {'weighted' if weighted else 'unweighted'}"
+
+
+EDGES: tuple[Edge, ...] = (
+    *(Edge(EdgeGroup.BAD_ID_BAG, f"{k} @ {p}") for k in ID_KINDS for p in BAG_POSITIONS),
+    *(Edge(EdgeGroup.BAD_ID_SLOT, f"{k} @ {p}") for k in ID_KINDS for p in SLOT_POSITIONS),
+    *(Edge(EdgeGroup.BAD_OFFSETS, k) for k in OFFSET_KINDS),
+    Edge(EdgeGroup.EMPTY_BAG, "yes"),
+    *(Edge(EdgeGroup.DIM, c) for c in DIM_CLASSES),
+    *(Edge(EdgeGroup.SEGMENT, band_label(lo, hi)) for lo, hi in BANDS),
+    *(Edge(EdgeGroup.LONG_RUN, e) for e in LONG_EDGES),
+    *(Edge(EdgeGroup.DTYPE, f"weights {d}") for d in WEIGHT_DTYPES),
+    *(Edge(EdgeGroup.DTYPE, f"output {d}") for d in OUTPUT_DTYPES),
+    *(Edge(EdgeGroup.DTYPE, f"index {d}") for d in INDEX_DTYPES),
+    *(Edge(EdgeGroup.POOLING, _pooling_value(p.value, w)) for p in Pooling for w in (False, True)),
+    *(Edge(EdgeGroup.OPTIMIZER, o.value) for o in Optimizer),
+    *(Edge(EdgeGroup.STEPS, s) for s in STEP_CLASSES),
+)
+PATHS: tuple[KernelPath, ...] = tuple(KernelPath)
+_BAD_GROUPS = (EdgeGroup.BAD_ID_BAG, EdgeGroup.BAD_ID_SLOT, EdgeGroup.BAD_OFFSETS)
+
+
+@dataclasses.dataclass(frozen=True)
+class Facts:
+    """What one example held, as far as its cells go (read from its case and tensors)."""
+
+    dims: tuple[int, ...]
+    rows: tuple[int, ...]
+    batch_size: int
+    lookups: int
+    weights_dtype: str = "fp32"
+    output_dtype: str = "fp32"
+    index_dtype: str = "int64"
+    pooling: str = "sum"
+    weighted: bool = False
+    optimizer: str = "exact_sgd"
+    steps: int = 1
+    bounds_check: str = "warning"
+    empty_bag: bool = False
+    segment_lengths: tuple[int, ...] = ()   # distinct SLs of the backward's runs; () when no backward ran
+    bad: bool = False                       # a bad-input batch (strategies.cases.BadIdCase)
+    bad_ids: tuple[tuple[str, str, str], ...] = ()  # (kind, bag position, id position) as placed
+    bad_offsets: tuple[str, ...] = ()
+
+
+def facts_of(case: AnyCase, t: CaseTensors, segment_hist: Sequence[tuple[int, int]] = ()) -> Facts:
+    """The facts of ``case`` materialized as ``t``; ``segment_hist`` is the (SL, runs) histogram of its
+    backward (``fuzz.judge.check.tiers_of``; empty when no backward ran)."""
+    spec = base_spec(case)
+    off = t.offsets.to(torch.int64)
+    empty = bool((off[1:] - off[:-1] == 0).any()) if off.numel() > 1 else False
+    bad_ids: tuple = ()
+    bad_offsets: tuple = ()
+    if isinstance(case, BadIdCase):
+        bad_offsets = tuple(case.bad.bad_offsets)
+        bad_ids = tuple(_placements(case))
+    return Facts(
+        dims=tuple(d for _, d in spec.tables), rows=tuple(e for e, _ in spec.tables), batch_size=spec.batch_size,
+        lookups=int(t.indices.numel()), weights_dtype=spec.weights_dtype, output_dtype=spec.output_dtype,
+        index_dtype=spec.index_dtype, pooling=spec.pooling, weighted=spec.weighted, optimizer=spec.optimizer,
+        steps=len(t.grad_outputs), bounds_check=spec.bounds_check, empty_bag=empty,
+        segment_lengths=tuple(sorted({int(length) for length, _ in segment_hist})),
+        bad=isinstance(case, BadIdCase), bad_ids=bad_ids, bad_offsets=bad_offsets,
+    )
+
+
+def _placements(case: BadIdCase) -> list[tuple[str, str, str]]:
+    """(kind, bag position, id position) of each bad id the batch keeps (a later id at the same place
+    overwrites an earlier one, as ``strategies.bad_inputs.materialize_bad`` writes them)."""
+    B, T = case.bad.batch_size, len(case.bad.tables)
+    placed: dict[tuple[int, int, str], str] = {}
+    for bad in case.bad.bad_ids:
+        t = 0 if bad.table == "first" else T - 1
+        placed[(t, bag_index(bad.bag, B), bad.element)] = bad.kind
+    out = []
+    for (_, b, element), kind in placed.items():
+        where = [p for p, hit in (("first", b == 0), ("last", b == B - 1)) if hit] or ["middle"]
+        out += [(kind, w, element) for w in where]
+    return out
+
+
+def backward_paths(segment_lengths: Sequence[int], lookups: int, config: KernelConfig) -> tuple[set, set]:
+    """(backward tiers, long-run edges) of runs of these lengths: the project's routing rule, asked once here."""
+    report = tier_report(torch.tensor(list(segment_lengths), dtype=torch.int64), lookups, config)
+    return {_LONG_TIER[t] for t in report.tiers}, set(report.edges)
+
+
+def _bounds_path(config: KernelConfig) -> KernelPath:
+    return KernelPath.BOUNDS_FUSED if config.fused_bounds_check else KernelPath.BOUNDS_STANDALONE
+
+
+def forward_path(f: Facts, config: KernelConfig) -> KernelPath:
+    return _forward_path(f, _DTYPES[f.weights_dtype], _DTYPES[f.output_dtype], config)
+
+
+def _forward_path(f: Facts, weights_dtype: torch.dtype, output_dtype: torch.dtype, config: KernelConfig) -> KernelPath:
+    path = choose_path(list(f.dims), list(f.rows), f.lookups, f.batch_size, weights_dtype, output_dtype,
+                       f.weighted, config)
+    return KernelPath.FWD_SMALL_TABLE if path == "small_table" else KernelPath.FWD_GENERIC
+
+
+def paths_of(f: Facts, config: KernelConfig) -> set[KernelPath]:
+    paths = set()
+    if f.bounds_check != BoundsCheckMode.NONE.value:
+        paths.add(_bounds_path(config))
+    if f.bad:
+        return paths
+    paths.add(forward_path(f, config))
+    if f.segment_lengths:
+        paths |= backward_paths(f.segment_lengths, f.lookups, config)[0]
+        if f.weighted:
+            paths.add(KernelPath.PSW_GRAD)
+    return paths
+
+
+def dim_edges(dim: int, config: KernelConfig) -> set[Edge]:
+    hits = (dim == 1, dim < 4, dim % block_for_dim(dim, config) != 0, dim > config.dim_buckets[-1], dim > 1024)
+    return {Edge(EdgeGroup.DIM, c) for c, hit in zip(DIM_CLASSES, hits) if hit}
+
+
+def segment_edges(segment_lengths: Sequence[int], lookups: int, config: KernelConfig) -> set[Edge]:
+    out = set()
+    for lo, hi in BANDS:
+        if any(lo <= s and (hi is None or s <= hi) for s in segment_lengths):
+            out.add(Edge(EdgeGroup.SEGMENT, band_label(lo, hi)))
+    if segment_lengths:
+        out |= {Edge(EdgeGroup.LONG_RUN, e) for e in backward_paths(segment_lengths, lookups, config)[1]}
+    return out
+
+
+def _dtype_edges(w: str, o: str, i: str) -> set[Edge]:
+    return {Edge(EdgeGroup.DTYPE, f"weights {w}"), Edge(EdgeGroup.DTYPE, f"output {o}"),
+            Edge(EdgeGroup.DTYPE, f"index {i}")}
+
+
+def _steps_edge(steps: int) -> Edge:
+    return Edge(EdgeGroup.STEPS, STEP_CLASSES[min(steps, 2)])
+
+
+def edges_of(f: Facts, config: KernelConfig) -> set[Edge]:
+    out = {Edge(EdgeGroup.BAD_ID_BAG, f"{k} @ {b}") for k, b, _ in f.bad_ids}
+    out |= {Edge(EdgeGroup.BAD_ID_SLOT, f"{k} @ {s}") for k, _, s in f.bad_ids}
+    out |= {Edge(EdgeGroup.BAD_OFFSETS, k) for k in f.bad_offsets}
+    if f.empty_bag:
+        out.add(Edge(EdgeGroup.EMPTY_BAG, "yes"))
+    for d in set(f.dims):
+        out |= dim_edges(d, config)
+    out |= segment_edges(f.segment_lengths, f.lookups, config)
+    out |= _dtype_edges(f.weights_dtype, f.output_dtype, f.index_dtype)
+    out.add(Edge(EdgeGroup.POOLING, _pooling_value(f.pooling, f.weighted)))
+    out.add(Edge(EdgeGroup.OPTIMIZER, f.optimizer))
+    out.add(_steps_edge(f.steps))
+    return out
+
+
+def cells_of(f: Facts, config: KernelConfig) -> frozenset[Cell]:
+    """Every cell the example counts in under ``config`` (the config it ran with)."""
+    edges = edges_of(f, config)
+    return frozenset((p, e) for p in paths_of(f, config) for e in edges)
+
+
+# ----------------------------------------------------------------------------- reachability
+def reachable(config: KernelConfig, search_config: bool = True) -> frozenset[Cell]:
+    """The cells a campaign under ``config`` can hit: under ``config`` alone, or with ``search_config``
+    under every config its config-space search runs (``strategies.config_space.campaign_configs``)."""
+    if not search_config:
+        return _reachable_one(config)
+    from strategies.config_space import campaign_configs
+
+    return frozenset().union(*(_reachable_one(c) for c in campaign_configs(config)))
+
+
+@functools.lru_cache(maxsize=64)
+def _reachable_one(config: KernelConfig) -> frozenset[Cell]:
+    """Cells of witness examples under one config. Witnesses vary what decides a path (the forward's
+    shape and dtypes; the backward's segment lengths and lookups; the bounds mode); the edges no rule
+    ties to a path (optimizer, step count, index dtype, pooling, an empty bag where the batch has two
+    bags) are paired with every path their example can take."""
+    c = config
+    dims = sorted({1, 2, 3, 5, 7, 1025, 2000, c.small_table_min_dim, c.small_table_max_dim, c.small_table_max_dim + 1,
+                   max(1, c.small_table_min_dim - 1)} | {b + k for b in c.dim_buckets for k in (0, 1)})
+    all_dims = set().union(*(dim_edges(d, c) for d in dims))
+    probe = {d: _forward_path(Facts((d,), (1,), 1, 1 << 20), torch.float16, torch.float32, c) for d in dims}
+    dims = list({(frozenset(dim_edges(d, c)), probe[d]): d for d in dims}.values())  # one D per (edges, path)
+    sls = sorted({s for s in (1, 2, 3, 4, 31, 32, 255, 256, 4096, 2 ** 20, c.long_run_threshold - 1,
+                              c.long_run_threshold, c.long_run_threshold + 1, c.chunk_size, c.chunk_size + 1,
+                              2 * c.chunk_size, 2 * c.chunk_size + 1) if s >= 1})
+    seg_sets = [(s,) for s in sls] + [(1, s) for s in sls if s > 1]
+    all_segments = set().union(*(segment_edges(ss, sum(ss), c) for ss in seg_sets))
+    shared = ({Edge(EdgeGroup.OPTIMIZER, o.value) for o in Optimizer}
+              | {Edge(EdgeGroup.DTYPE, f"index {i}") for i in INDEX_DTYPES})
+    cells: set[Cell] = set()
+
+    def add(paths: Iterable[KernelPath], edges: Iterable[Edge]) -> None:
+        edges = list(edges)
+        cells.update((p, e) for p in paths for e in edges)
+
+    # forward: its path depends on the shape and the dtypes (keys first: hashing edges is the slow part)
+    keys = set()
+    for d, e, tables, b, mean_len, w, o, weighted in itertools.product(
+            dims, (1, c.small_table_max_rows + 1), (1, 2), (1, 2),
+            (0, max(1, c.small_table_min_pooling)), WEIGHT_DTYPES, OUTPUT_DTYPES, (False, True)):
+        f = Facts(dims=(d,) * tables, rows=(e,) * tables, batch_size=b, lookups=mean_len * b,
+                  weights_dtype=w, output_dtype=o, weighted=weighted)
+        empty = tables * b >= 2 or not f.lookups  # one bag can be empty while another holds the lookups
+        keys.add((_forward_path(f, _DTYPES[w], _DTYPES[o], c), d, w, o, weighted, bool(f.lookups), empty))
+    for path, d, w, o, weighted, lookups, empty in keys:
+        edges = dim_edges(d, c) | _dtype_edges(w, o, "int64") | shared
+        edges |= {Edge(EdgeGroup.POOLING, _pooling_value(p.value, weighted)) for p in Pooling}
+        edges |= {_steps_edge(0)} | ({_steps_edge(1), _steps_edge(2)} | all_segments if lookups else set())
+        if empty:
+            edges.add(Edge(EdgeGroup.EMPTY_BAG, "yes"))
+        add({path}, edges)
+    # backward: its tiers depend on the segment lengths and the lookups
+    anything = all_dims | shared | {Edge(EdgeGroup.EMPTY_BAG, "yes"), _steps_edge(1), _steps_edge(2)}
+    anything |= {Edge(EdgeGroup.DTYPE, f"{k} {d}") for k in ("weights", "output") for d in WEIGHT_DTYPES}
+    for ss in seg_sets:
+        for lookups in sorted({sum(ss), max(sum(ss), c.fused_long_min_lookups)}):
+            tiers = backward_paths(ss, lookups, c)[0]
+            edges = segment_edges(ss, lookups, c) | anything
+            for weighted in (False, True):
+                pooled = {Edge(EdgeGroup.POOLING, _pooling_value(p.value, weighted)) for p in Pooling}
+                add(tiers | ({KernelPath.PSW_GRAD} if weighted else set()), edges | pooled)
+    # bounds check: every example whose mode checks ids, bad-input batches only there
+    bad = {e for e in EDGES if e.group in _BAD_GROUPS}
+    valid = {e for p, e in cells}
+    add({_bounds_path(c)}, bad | valid)
+    return frozenset(cells)
+
+
+# ----------------------------------------------------------------------------- counting
+@dataclasses.dataclass
+class Coverage:
+    """Examples per cell over a run; ``to_json`` adds the reachable cells still at zero."""
+
+    counts: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    examples: int = 0
+
+    def add(self, cells: Iterable[Cell]) -> None:
+        self.examples += 1
+        self.counts.update(set(cells))
+
+    def merge(self, other: "Coverage") -> None:
+        self.examples += other.examples
+        self.counts.update(other.counts)
+
+    def rarest(self, cells: Iterable[Cell]) -> Optional[int]:
+        """The smallest count among ``cells`` (None for no cells)."""
+        return min((self.counts[c] for c in cells), default=None)
+
+    def to_json(self, reachable_cells: frozenset[Cell]) -> dict[str, Any]:
+        counts: dict[str, dict[str, int]] = {}
+        for (p, e), n in sorted(self.counts.items(), key=lambda kv: _order(kv[0])):
+            if n:
+                counts.setdefault(p.value, {})[e.label] = n
+        zero = sorted((c for c in reachable_cells if not self.counts[c]), key=_order)
+        odd = sorted((c for c in self.counts if self.counts[c] and c not in reachable_cells), key=_order)
+        return _summary(self.examples, counts, [[p.value, e.label] for p, e in zero], len(reachable_cells),
+                        [[p.value, e.label] for p, e in odd])
+
+
+_EDGE_INDEX = {e: i for i, e in enumerate(EDGES)}
+_PATH_INDEX = {p: i for i, p in enumerate(PATHS)}
+
+
+def _order(cell: Cell) -> tuple[int, int]:
+    return _PATH_INDEX[cell[0]], _EDGE_INDEX[cell[1]]
+
+
+def _summary(examples: int, counts: dict, zero: list, reachable_count: int, unexpected: list) -> dict[str, Any]:
+    return {
+        "examples": examples, "paths": [p.value for p in PATHS], "edges": [e.label for e in EDGES],
+        "counts": counts, "reachable": reachable_count, "covered": reachable_count - len(zero),
+        "zero": zero, "unexpected": unexpected,
+    }
+
+
+def merge_json(parts: Sequence[Optional[dict[str, Any]]]) -> Optional[dict[str, Any]]:
+    """The coverage of several runs (``run --workers N``, pytest-xdist workers) from their JSON: counts add
+    up; a cell is at zero where some run could reach it and no run hit it (runs may differ in config)."""
+    parts = [p for p in parts if isinstance(p, dict)]
+    if not parts:
+        return None
+    counts: dict[str, dict[str, int]] = {}
+    hit, expected_hit, zero, odd = set(), set(), set(), set()
+    for p in parts:
+        unexpected = {tuple(c) for c in p["unexpected"]}
+        for path, row in p["counts"].items():
+            for edge, n in row.items():
+                counts.setdefault(path, {})[edge] = counts.get(path, {}).get(edge, 0) + n
+                hit.add((path, edge))
+                if (path, edge) not in unexpected:
+                    expected_hit.add((path, edge))
+        zero |= {tuple(c) for c in p["zero"]}
+        odd |= unexpected
+    zero -= hit
+    odd -= expected_hit | zero
+    order = {(pa, e): (i, j) for i, pa in enumerate(parts[0]["paths"]) for j, e in enumerate(parts[0]["edges"])}
+    rank = lambda c: order.get(c, (len(order), 0))  # noqa: E731
+    return _summary(sum(p["examples"] for p in parts), counts, [list(c) for c in sorted(zero, key=rank)],
+                    len(expected_hit) + len(zero), [list(c) for c in sorted(odd, key=rank)])
+
+
+def text(cov: Optional[dict[str, Any]], limit: int = 6) -> list[str]:
+    """Summary lines of a coverage JSON."""
+    if cov is None:
+        return ["  coverage: not counted (the matrix names this project's kernel paths; another SUT has none)"]
+    lines = [f"  coverage: {cov['covered']} of {cov['reachable']} reachable cells (kernel path x edge class) hit "
+             f"by {cov['examples']} examples; {len(cov['zero'])} at zero"]
+    for p, e in cov["zero"][:limit]:
+        lines.append(f"    zero: {p} x {e}")
+    if len(cov["zero"]) > limit:
+        lines.append(f"    ... and {len(cov['zero']) - limit} more")
+    if cov["unexpected"]:
+        lines.append(f"  coverage: {len(cov['unexpected'])} cell(s) hit that the reachability rule calls "
+                     f"unreachable (a classifier bug): {cov['unexpected'][:3]}")
+    return lines

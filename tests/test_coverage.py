@@ -1,0 +1,250 @@
+"""The coverage matrix (fuzz.judge.coverage), its heatmap and the novelty steering (fuzz.campaign.steer).
+
+Expected cells come from the kernel rules as DESIGN.md states them (small-table path: one fp16
+table, E <= 64, 64 <= D <= 128, mean bag length >= 64, fp32 output, unweighted; long runs from
+SL >= long_run_threshold; buckets by next_pow2(D) up to 256), written out by hand per case.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from fuzz.campaign import coverage_map, report, steer
+from fuzz.campaign.search import CampaignResult
+from fuzz.budgets import get as get_budget
+from fuzz.judge import check
+from fuzz.judge.coverage import (
+    EDGES, PATHS, Coverage, Edge, EdgeGroup, Facts, KernelPath, cells_of, edges_of, facts_of, merge_json,
+    paths_of, reachable,
+)
+from strategies.bad_inputs import BadBatchSpec, BadId
+from strategies.case import CaseSpec
+from strategies.cases import BadIdCase, tensors
+from tbe import KernelConfig
+
+P = KernelPath
+DEFAULT = KernelConfig()
+
+
+def dims(*values: str) -> set[Edge]:
+    return {Edge(EdgeGroup.DIM, v) for v in values}
+
+
+def test_small_table_shape_takes_the_small_table_path_and_weights_move_it_off():
+    f = Facts(dims=(64,), rows=(16,), batch_size=2, lookups=128, weights_dtype="fp16", output_dtype="fp32",
+              segment_lengths=(8,))
+    assert paths_of(f, DEFAULT) == {P.FWD_SMALL_TABLE, P.BOUNDS_STANDALONE, P.BWD_SHORT}
+    weighted = Facts(**{**f.__dict__, "weighted": True})
+    assert paths_of(weighted, DEFAULT) == {P.FWD_GENERIC, P.BOUNDS_STANDALONE, P.BWD_SHORT, P.PSW_GRAD}
+    assert paths_of(f, DEFAULT.replace(small_table_path=False)) == {P.FWD_GENERIC, P.BOUNDS_STANDALONE, P.BWD_SHORT}
+
+
+def test_long_runs_route_by_config():
+    f = Facts(dims=(16,), rows=(1000,), batch_size=4, lookups=300, segment_lengths=(300,), bounds_check="none")
+    assert paths_of(f, DEFAULT) == {P.FWD_GENERIC, P.BWD_LONG}
+    assert paths_of(f, DEFAULT.replace(fused_long_tier=True)) == {P.FWD_GENERIC, P.BWD_FUSED}
+    # below fused_long_min_lookups the backward runs grad-accum + apply, not the fused tier
+    below = DEFAULT.replace(fused_long_tier=True, fused_long_min_lookups=1000)
+    assert paths_of(f, below) == {P.FWD_GENERIC, P.BWD_LONG}
+    e = edges_of(f, DEFAULT)  # 300 > chunk 256, 300 % 256 != 0, SL band 256-4095
+    assert {Edge(EdgeGroup.LONG_RUN, "multi_chunk"), Edge(EdgeGroup.LONG_RUN, "partial_last_chunk"),
+            Edge(EdgeGroup.SEGMENT, "256-4095")} <= e
+    assert Edge(EdgeGroup.LONG_RUN, "exact_threshold") not in e
+    assert Edge(EdgeGroup.SEGMENT, "1-3") not in e
+
+
+@pytest.mark.parametrize("dim, expected", [
+    (1, {"1", "< 4", "not a multiple of BLOCK_D"}),       # block 8
+    (3, {"< 4", "not a multiple of BLOCK_D"}),
+    (8, set()),
+    (100, {"not a multiple of BLOCK_D"}),                 # block 128
+    (257, {"not a multiple of BLOCK_D", "wider than the largest bucket"}),   # loops over 256-wide blocks
+    (1024, {"wider than the largest bucket"}),
+    (2048, {"wider than the largest bucket", "> 1024"}),
+    (1030, {"not a multiple of BLOCK_D", "wider than the largest bucket", "> 1024"}),
+])
+def test_dim_classes(dim, expected):
+    f = Facts(dims=(dim,), rows=(5,), batch_size=1, lookups=1)
+    assert {e for e in edges_of(f, DEFAULT) if e.group == EdgeGroup.DIM} == dims(*expected)
+
+
+def test_other_edges_of_a_materialized_case():
+    spec = CaseSpec(tables=((10, 4), (6, 2)), batch_size=3, pooling="mean", weighted=True, weights_dtype="fp16",
+                    output_dtype="bf16", index_dtype="int32", optimizer="exact_rowwise_adagrad", steps=2,
+                    length_profile="empty")
+    t = tensors(spec, weights=False)
+    f = facts_of(spec, t)
+    assert f.empty_bag and f.steps == 2 and f.lookups == 0
+    e = edges_of(f, DEFAULT)
+    assert {Edge(EdgeGroup.EMPTY_BAG, "yes"), Edge(EdgeGroup.POOLING, "mean, weighted"),
+            Edge(EdgeGroup.DTYPE, "weights fp16"), Edge(EdgeGroup.DTYPE, "output bf16"),
+            Edge(EdgeGroup.DTYPE, "index int32"), Edge(EdgeGroup.OPTIMIZER, "exact_rowwise_adagrad"),
+            Edge(EdgeGroup.STEPS, "> 1")} <= e
+    assert not {x for x in e if x.group in (EdgeGroup.SEGMENT, EdgeGroup.LONG_RUN)}  # no lookups, no runs
+
+
+def test_bad_ids_count_on_the_bounds_path_with_their_placement():
+    bad = BadBatchSpec(tables=((5, 3), (7, 2)), batch_size=1, max_length=3,
+                       bad_ids=(BadId("rows", table="last", bag="last", element="first"),
+                                BadId("negative", table="first", bag="first", element="last")),
+                       bad_offsets=("last_long",), seed=3)
+    case = BadIdCase(CaseSpec(tables=bad.tables, batch_size=1, max_length=3, bounds_check="warning"), bad)
+    f = facts_of(case, tensors(case, weights=False))
+    # one bag per table: the first bag is also the last
+    cells = cells_of(f, DEFAULT)
+    assert {p for p, _ in cells} == {P.BOUNDS_STANDALONE}
+    expect = {Edge(EdgeGroup.BAD_ID_BAG, "rows @ first"), Edge(EdgeGroup.BAD_ID_BAG, "rows @ last"),
+              Edge(EdgeGroup.BAD_ID_BAG, "negative @ first"), Edge(EdgeGroup.BAD_ID_BAG, "negative @ last"),
+              Edge(EdgeGroup.BAD_ID_SLOT, "rows @ first"), Edge(EdgeGroup.BAD_ID_SLOT, "negative @ last"),
+              Edge(EdgeGroup.BAD_OFFSETS, "last_long")}
+    bad_edges = {e for _, e in cells if e.group in (EdgeGroup.BAD_ID_BAG, EdgeGroup.BAD_ID_SLOT, EdgeGroup.BAD_OFFSETS)}
+    assert bad_edges == expect
+    assert {p for p, _ in cells_of(f, DEFAULT.replace(fused_bounds_check=True))} == {P.BOUNDS_FUSED}
+    assert not cells_of(Facts(**{**f.__dict__, "bounds_check": "none"}), DEFAULT)
+
+
+def test_reachable_follows_the_config():
+    plain = reachable(DEFAULT, search_config=False)
+    paths = {p for p, _ in plain}
+    assert P.FWD_SMALL_TABLE in paths and P.BWD_LONG in paths and P.BOUNDS_STANDALONE in paths
+    assert P.BWD_FUSED not in paths and P.BOUNDS_FUSED not in paths
+    off = reachable(DEFAULT.replace(small_table_path=False), search_config=False)
+    assert not {c for c in off if c[0] == P.FWD_SMALL_TABLE}
+    fused = {p for p, _ in reachable(DEFAULT.replace(fused_long_tier=True), search_config=False)}
+    assert P.BWD_FUSED in fused and P.BWD_LONG not in fused
+    searched = reachable(DEFAULT)  # the config-space search draws the fused tier and fused bounds check
+    assert {P.BWD_FUSED, P.BOUNDS_FUSED} <= {p for p, _ in searched} and plain <= searched
+    for cell in [(P.FWD_SMALL_TABLE, Edge(EdgeGroup.POOLING, "sum, weighted")),
+                 (P.FWD_SMALL_TABLE, Edge(EdgeGroup.DTYPE, "weights fp32")),
+                 (P.PSW_GRAD, Edge(EdgeGroup.POOLING, "mean, unweighted")),
+                 (P.BWD_SHORT, Edge(EdgeGroup.STEPS, "0 (forward only)")),
+                 (P.FWD_GENERIC, Edge(EdgeGroup.BAD_ID_BAG, "rows @ first"))]:
+        assert cell not in searched, cell
+    assert (P.BOUNDS_STANDALONE, Edge(EdgeGroup.BAD_ID_BAG, "dtype_min @ middle")) in searched
+    assert (P.FWD_GENERIC, Edge(EdgeGroup.DIM, "> 1024")) in searched
+
+
+def test_cells_of_witnesses_are_reachable():
+    config = DEFAULT.replace(fused_long_tier=True)
+    cases = [
+        Facts(dims=(64,), rows=(16,), batch_size=2, lookups=128, weights_dtype="fp16", segment_lengths=(1, 300)),
+        Facts(dims=(3, 2000), rows=(9, 9), batch_size=5, lookups=40, weighted=True, pooling="mean",
+              empty_bag=True, segment_lengths=(2, 256), steps=3, index_dtype="int32"),
+    ]
+    for f in cases:
+        assert cells_of(f, config) <= reachable(config, search_config=False)
+
+
+def _cov(*cells) -> Coverage:
+    c = Coverage()
+    for group in cells:
+        c.add(group)
+    return c
+
+
+def test_zero_cells_and_unexpected_hits_are_listed():
+    a = (P.FWD_GENERIC, Edge(EdgeGroup.DIM, "1"))
+    b = (P.FWD_GENERIC, Edge(EdgeGroup.DIM, "< 4"))
+    z = (P.BWD_SHORT, Edge(EdgeGroup.STEPS, "1"))
+    odd = (P.PSW_GRAD, Edge(EdgeGroup.POOLING, "sum, unweighted"))
+    data = _cov({a, b}, {a}, {odd}).to_json(frozenset({a, b, z}))
+    assert data["examples"] == 3
+    assert data["counts"] == {"forward, generic": {"D: 1": 2, "D: < 4": 1},
+                              "per-sample-weight gradient": {"pooling: sum, unweighted": 1}}
+    assert data["zero"] == [["backward, short tier", "steps: 1"]]
+    assert data["reachable"] == 3 and data["covered"] == 2
+    assert data["unexpected"] == [["per-sample-weight gradient", "pooling: sum, unweighted"]]
+    assert data["paths"] == [p.value for p in PATHS] and data["edges"] == [e.label for e in EDGES]
+
+
+def test_merge_adds_counts_and_keeps_cells_zero_everywhere():
+    a = (P.FWD_GENERIC, Edge(EdgeGroup.DIM, "1"))
+    b = (P.BWD_SHORT, Edge(EdgeGroup.DIM, "1"))
+    c = (P.BWD_LONG, Edge(EdgeGroup.DIM, "1"))
+    reach = frozenset({a, b, c})
+    one = _cov({a}, {a, b}).to_json(reach)
+    two = _cov({a}).to_json(reach)
+    merged = merge_json([one, None, two])
+    assert merged["examples"] == 3
+    assert merged["counts"] == {"forward, generic": {"D: 1": 3}, "backward, short tier": {"D: 1": 1}}
+    assert merged["zero"] == [["backward, long tier (two kernels)", "D: 1"]]
+    assert merged["covered"] == 2 and merged["reachable"] == 3
+    assert merge_json([None]) is None
+
+
+def test_novelty_is_monotone_in_the_rarest_count():
+    cov = Coverage()
+    a, b = (P.FWD_GENERIC, Edge(EdgeGroup.DIM, "1")), (P.BWD_SHORT, Edge(EdgeGroup.DIM, "1"))
+    assert steer.novelty(cov, {a, b}) == 1.0  # opens two cells
+    assert steer.novelty(cov, set()) == 0.0
+    seen = []
+    for _ in range(5):
+        cov.add({a})
+        seen.append(steer.novelty(cov, {a}))
+    assert all(x > y for x, y in zip(seen, seen[1:]))
+    assert steer.novelty(cov, {a, b}) == 1.0  # b still unseen: the rarest cell decides
+    cov.add({b})
+    assert steer.novelty(cov, {a, b}) == 0.5
+
+
+def test_campaign_json_and_heatmap(tmp_path):
+    spec = CaseSpec(tables=((10, 3),), batch_size=2, max_length=3)
+    result = check.case_result(spec, tensors(spec, weights=False), DEFAULT, 0.0, None, None)
+    assert result.cells == cells_of(facts_of(spec, tensors(spec, weights=False), result.segment_hist), DEFAULT)
+    res = CampaignResult(DEFAULT, get_budget("quick"), 0, search_config=False)
+    res.record(result)
+    data = report.campaign_json(res)["coverage"]
+    assert data["examples"] == 1 and data["covered"] == len(result.cells)
+    assert data["reachable"] == len(reachable(DEFAULT, search_config=False))
+    g = coverage_map.grid(data)
+    row = g[data["paths"].index("forward, generic")]
+    assert row[data["edges"].index("D: < 4")] == 1
+    assert row[data["edges"].index("D: 1")] == 0               # reachable, not hit
+    assert row[data["edges"].index("bad offsets: decreasing")] is None  # unreachable on the forward row
+    pytest.importorskip("matplotlib", reason="the heatmap needs matplotlib (an optional dependency)")
+    path, why = coverage_map.write(data, tmp_path)
+    assert why is None and path.exists() and path.stat().st_size > 1000
+    assert "coverage:" in report.campaign_text(res)
+
+
+def test_merge_of_runs_under_different_configs():
+    a = (P.FWD_GENERIC, Edge(EdgeGroup.DIM, "1"))
+    s = (P.FWD_SMALL_TABLE, Edge(EdgeGroup.DIM, "1"))
+    f = (P.BWD_FUSED, Edge(EdgeGroup.DIM, "1"))
+    one = _cov({a}).to_json(frozenset({a, s}))           # this run could reach the small-table cell
+    two = _cov({a}, {f}).to_json(frozenset({a}))         # this one hit a cell outside its reachable set
+    merged = merge_json([one, two])
+    assert merged["zero"] == [["forward, small-table", "D: 1"]]
+    assert merged["unexpected"] == [["backward, long tier (fused)", "D: 1"]]
+    assert merged["reachable"] == 2 and merged["covered"] == 1
+    three = _cov({s}).to_json(frozenset({s}))
+    assert merge_json([one, three])["zero"] == []
+
+
+def test_session_counts_cases_and_their_configs():
+    from fuzz.execution.verdict import SessionCoverage
+
+    spec = CaseSpec(tables=((10, 3),), batch_size=2, max_length=3)
+    result = check.case_result(spec, tensors(spec, weights=False), DEFAULT, 0.0, None, None)
+    session = SessionCoverage()
+    assert session.to_json() is None
+    session.add(result, DEFAULT.replace(faults=("fwd_skip_last_id",)))
+    session.add(result, DEFAULT)
+    data = session.to_json()
+    assert data["examples"] == 2 and session.configs == {DEFAULT}
+    assert data["covered"] == len(result.cells) and data["unexpected"] == []
+
+
+def test_a_bad_id_in_a_middle_bag():
+    bad = BadBatchSpec(tables=((5, 3),), batch_size=5, max_length=3,
+                       bad_ids=(BadId("rows_plus_one", bag="middle", element="last"),), seed=1)
+    case = BadIdCase(CaseSpec(tables=bad.tables, batch_size=5, max_length=3), bad)
+    t = tensors(case, weights=False)
+    off = t.offsets.tolist()
+    assert t.indices[off[3] - 1].item() == 6  # E + 1, last id of bag 2 of 0..4
+    f = facts_of(case, t)
+    assert f.bad_ids == (("rows_plus_one", "middle", "last"),)
+    assert {e for _, e in cells_of(f, DEFAULT) if e.group == EdgeGroup.BAD_ID_BAG} == {
+        Edge(EdgeGroup.BAD_ID_BAG, "rows_plus_one @ middle")}
+    with pytest.raises(ValueError, match="bag"):
+        BadBatchSpec(tables=((5, 3),), batch_size=1, bad_ids=(BadId("rows", bag="centre"),))
