@@ -12,8 +12,8 @@ import pytest
 
 from fuzz.execution import save_result
 from fuzz.cli import main
-from fuzz.judge import CaseResult
-from oracles.compare import Mismatch, Report
+from fuzz.judge.check import CaseResult
+from oracles.compare import Check, Mismatch, Report
 from strategies.case import CaseSpec, HotRow
 from tbe import KernelConfig, faults
 
@@ -82,18 +82,19 @@ def test_config_without_a_view_is_a_usage_error(capsys):
     assert e.value.code == 2 and "--defaults" in capsys.readouterr().err
 
 
-def _failure(spec: CaseSpec, what: str) -> CaseResult:
-    bad = Report(what, False, Mismatch(0, 1, 0, 1.0, 2.0, 1e-6), 1, 10)
-    return CaseResult(spec, [Report("step 0 forward vs fp64", True, None, 0, 10), bad], 0, frozenset(), 0.1)
+def _failure(spec: CaseSpec, what: str, check: Check) -> CaseResult:
+    bad = Report(what, False, Mismatch(0, 1, 0, 1.0, 2.0, 1e-6), 1, 10, check=check, step=0)
+    ok = Report("step 0 forward vs fp64", True, None, 0, 10, check=Check.FORWARD, step=0)
+    return CaseResult(spec, [ok, bad], 0, frozenset(), 0.1)
 
 
 def test_replay_on_an_artifacts_root_lists_its_cases(tmp_path, capsys):
     root = tmp_path / "fuzz-artifacts"
     small = CaseSpec(tables=((20, 3), (5, 4)), batch_size=4, max_length=3, hot_rows=(HotRow(0, 1, 10),), seed=1)
     big = CaseSpec(tables=((30, 2),), batch_size=7, max_length=5, seed=2)
-    a = save_result(root, _failure(small, "step 0 table 1 weights after update (sample = row)"), KernelConfig(),
+    a = save_result(root, _failure(small, "step 0 table 1 weights after update (sample = row)", Check.WEIGHTS), KernelConfig(),
                     {"sut": "triton"})
-    b = save_result(root, _failure(big, "step 0 forward vs fp64"), KernelConfig(), {"sut": "torch"})
+    b = save_result(root, _failure(big, "step 0 forward vs fp64", Check.FORWARD), KernelConfig(), {"sut": "torch"})
     pending = root / ".pending" / "999999-1"
     pending.mkdir(parents=True)
     shutil.copy(b / "case.json", pending / "case.json")

@@ -7,7 +7,7 @@ import pytest
 
 from fuzz.campaign.pictures import CLIP, Collector, Panel, Point, nudged_x, panel_of, plan, write
 from fuzz.judge.check import RAN, CaseResult
-from oracles.compare import Mismatch, Report
+from oracles.compare import Check, Mismatch, Oracle, Report
 from strategies.case import CaseSpec
 from tbe import KernelConfig
 
@@ -47,11 +47,14 @@ def _result(reports, error=None, kind=None):
 
 def test_outcomes_keep_yes_no_checks_apart_and_drop_empty_comparisons():
     r = _result([
-        Report("step 0 forward vs fp64", True, Mismatch(0, 0, 0, 1.0, 1.0, 0.5), 0, 8),
-        Report("step 1 forward vs fp64", True, Mismatch(0, 0, 0, 1.0, 1.25, 0.5), 0, 8),
-        Report("step 0 table 0 weights after update (sample = row)", True, None, 0, 0),  # compared nothing
-        Report("step 0 bounds-check warnings", False, Mismatch(-1, -1, -1, 2.0, 3.0, 0.0), 1, 1, graded=False),
-        Report("step 0 fbgemm update vs fp64", True, None, 0, 1, graded=False),
+        Report("step 0 forward vs fp64", True, Mismatch(0, 0, 0, 1.0, 1.0, 0.5), 0, 8, check=Check.FORWARD, step=0),
+        Report("step 1 forward vs fp64", True, Mismatch(0, 0, 0, 1.0, 1.25, 0.5), 0, 8, check=Check.FORWARD, step=1),
+        Report("step 0 table 0 weights after update (sample = row)", True, None, 0, 0,  # compared nothing
+               check=Check.WEIGHTS, step=0, table=0),
+        Report("step 0 bounds-check warnings", False, Mismatch(-1, -1, -1, 2.0, 3.0, 0.0), 1, 1, graded=False,
+               check=Check.WARNINGS, step=0),
+        Report("step 0 fbgemm update vs fp64", True, None, 0, 1, graded=False, check=Check.UPDATE, step=0,
+               oracle=Oracle.FBGEMM),
     ])
     o = r.outcomes_by_check()
     assert set(o) == {"forward vs fp64", "bounds-check warnings", "fbgemm update vs fp64"}

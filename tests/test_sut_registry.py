@@ -16,8 +16,8 @@ import pytest
 from fuzz.sut import protocol as sut_mod
 from fuzz.budgets import Budget
 from fuzz.cli import main
-from fuzz.sut import SUTError
-from fuzz.campaign import run_triaged
+from fuzz.errors import SUTError
+from fuzz.campaign.triage import run_triaged
 from tbe import KernelConfig
 
 REPO = Path(__file__).resolve().parent.parent

@@ -41,7 +41,7 @@ class Panel(enum.Enum):
 @dataclasses.dataclass(frozen=True)
 class Point:
     sl: int          # the example's longest segment length (at least 1, for the log axis)
-    check: str       # kind of check (fuzz.judge.check.check_name)
+    check: str       # kind of check (oracles.compare.Report.key)
     ratio: float     # largest error / bound; 0 for a yes/no check
     graded: bool     # False: a yes/no check
     ok: bool

@@ -10,6 +10,7 @@ from fuzz.campaign.search import CampaignResult
 from strategies.cases import case_size, case_to_dict
 from fuzz.judge import CaseResult
 from fuzz.campaign.replay import ReplayResult
+from fuzz.status import FailureKind, StopReason
 
 
 def _ratios(ratios: dict[str, float]) -> list[str]:
@@ -53,19 +54,47 @@ def _known_lines(r: CampaignResult) -> list[str]:
     return lines
 
 
+def _caps(r: CampaignResult):
+    from fuzz.sut.protocol import get
+
+    return get(r.sut).capabilities
+
+
+def _time_lines(r: CampaignResult) -> list[str]:
+    """How the budget bounded the run: the example count of a time-bound run, examples cut for time."""
+    from fuzz.budgets import EXAMPLE_CAP_S
+
+    lines = []
+    if r.stopped_by == StopReason.TIME:
+        drawn = r.examples - r.tour_examples
+        lines.append(f"  time-bound: {r.examples} examples ({r.tour_examples} of the opening tour, {drawn} drawn) in "
+                     f"{r.budget.seconds:.0f}s; the count varies with the machine's speed, and --max-examples "
+                     f"{max(1, drawn)} repeats the run exactly")
+    if r.skipped_for_time or r.stopped_for_time:
+        lines.append(f"  for time: {r.skipped_for_time} drawn example(s) not started (expected cost over the time "
+                     f"left), {r.stopped_for_time} stopped {EXAMPLE_CAP_S:g}s past the end; none judged")
+    return lines
+
+
 def campaign_text(r: CampaignResult) -> str:
     verdict = "PASS" if r.ok else "FAIL"
     if r.ok and r.known:
         verdict = f"PASS (every failure is a known finding: {len(r.known)} triaged)"
+    if r.interrupted:
+        verdict = ("INTERRUPTED, no failure found" if r.ok else "FAIL (INTERRUPTED: the smallest failure so far is kept)")
+    if r.ok and not r.judged:
+        verdict = "NOT RUN (no example was checked" + (": interrupted)" if r.interrupted else " in the time)")
     lines = [
         f"tbe-fuzz campaign: {verdict}  (SUT {r.sut}, budget {r.budget.name}, seed {r.seed}, stopped by {r.stopped_by})",
         f"  examples {r.examples}, lookups {r.lookups}, {r.seconds:.1f}s"
-        + (f", shrink steps {r.shrink_examples}" if not r.ok else ""),
-        ("  tiers exercised: " if r.sut == "triton" else "  segment-length classes (this project's tiers): ")
+        + (f", shrink steps {r.shrink_examples} + {r.reduce_steps} spec reductions" if not r.ok else ""),
+        *_time_lines(r),
+        ("  tiers exercised: " if _caps(r).kernel_config else "  segment-length classes (this project's tiers): ")
         + (", ".join(f"{t} x{n}" for t, n in sorted(r.tiers.items())) or "none"),
         f"  bound: {r.model.describe()}",
         "  max error/bound ratio per check (1.0 = at the bound):",
         *_ratios(r.max_ratio),
+        *r.margins.lines(),
         f"  kernel compilations during the search: {r.compiles.text()}",
         *r.time.lines(r.seconds),
         _fbgemm_line(r),
@@ -82,7 +111,7 @@ def campaign_text(r: CampaignResult) -> str:
     if r.failure is not None:
         lines.append(f"  first failure after {r.first_failure_examples} example(s), {r.first_failure_seconds:.1f}s "
                      f"({r.first_failure_headline})"
-                     + (" (not on the triage list)" if r.known or r.sut != "triton" else ""))
+                     + (" (not on the triage list)" if r.known or not _caps(r).project_kernels else ""))
         if r.failure_overrides:
             lines.append(f"  failing config: the config under test with {r.failure_overrides}")
         lines += failure_lines(r.failure)
@@ -96,7 +125,7 @@ def campaign_text(r: CampaignResult) -> str:
 def _fbgemm_line(r: CampaignResult) -> str:
     from fuzz.judge.fbgemm_sample import CHECKED, RULE
 
-    if r.sut != "triton":
+    if not _caps(r).project_kernels:
         return f"  FBGEMM CPU oracle: not run (it samples examples beside this project's kernels, not SUT {r.sut})"
     others = ", ".join(f"{n} {k}" for k, n in sorted(r.fbgemm.items()) if k != CHECKED)
     return (f"  FBGEMM CPU oracle: checked {r.fbgemm.get(CHECKED, 0)} of {r.examples} examples ({RULE})"
@@ -108,23 +137,21 @@ def _sanitizer_hint(f: CaseResult, replay: str) -> list[str]:
     from fuzz.memcheck import sanitizer
     from tbe.backend import INTERPRETED
 
-    if not INTERPRETED or sanitizer.requested() or f.kind not in ("mismatch", "crash", "exception"):
+    hinted = (FailureKind.MISMATCH, FailureKind.CRASH, FailureKind.EXCEPTION)
+    if not INTERPRETED or sanitizer.requested() or f.kind not in hinted:
         return []
     return [f"  hint:     TBE_FUZZ_SANITIZE=1 {replay.split('   (or:')[0].strip()}   names any out-of-range access"]
 
 
 def campaign_json(r: CampaignResult) -> dict[str, Any]:
     return {
-        "kind": "campaign", "ok": r.ok, "budget": r.budget.name, "seed": r.seed, "stopped_by": r.stopped_by,
-        "examples": r.examples, "shrink_examples": r.shrink_examples, "lookups": r.lookups,
-        "seconds": round(r.seconds, 3), "tiers": dict(r.tiers), "max_ratio": r.max_ratio,
+        "kind": "campaign", "ok": r.ok and r.judged, "not_run": r.ok and not r.judged, "budget": r.budget.name,
+        "seed": r.seed, "stopped_by": r.stopped_by,
+        "interrupted": r.interrupted, "time_bound": r.stopped_by == StopReason.TIME,
+        **r.to_state(),
         "bound": r.model.kind, "false_alarm": r.model.false_alarm if r.model.kind != "worst" else None,
-        "teeth": r.teeth.to_json(),
-        "config": r.config.to_dict(), "unmaterializable": r.unmaterializable, "compiles": r.compiles.to_dict(),
-        "fbgemm": dict(r.fbgemm),
-        "time_split": r.time.to_json(r.seconds),
+        "config": r.config.to_dict(),
         "sut": r.sut,
-        "expected_failures": r.expected_failures,
         "known": [{"id": k.finding.id, "description": k.finding.description, "case": case_to_dict(k.result.case),
                    "examples": k.examples, "seconds": round(k.seconds, 3), "lookups": k.result.lookups,
                    "reports": k.result.text().splitlines(),

@@ -41,6 +41,7 @@ def handle(req: dict[str, Any]) -> tuple[tuple[str, Any], bool]:
     from fuzz.execution import artifacts
     from fuzz.judge import check
     from fuzz.execution import forced_crash
+    from fuzz.status import FailureKind
     from strategies.cases import case_from_dict, case_size, tensors
     from fuzz.compile.watch import watch
     from tbe import KernelConfig, faults
@@ -73,9 +74,9 @@ def handle(req: dict[str, Any]) -> tuple[tuple[str, Any], bool]:
         result.compiles = compiles
         result.phases["materialize"] = result.phases.get("materialize", 0.0) + materialized
     err = _sync_error()
-    if err is not None and result.error_kind != check.CUDA_ERROR:
-        result.error, result.error_kind = check.classify(err)[1], check.CUDA_ERROR
-    return ("result", _plain(result)), result.error_kind == check.CUDA_ERROR
+    if err is not None and result.error_kind != FailureKind.CUDA_ERROR:
+        result.error, result.error_kind = check.classify(err)[1], FailureKind.CUDA_ERROR
+    return ("result", _plain(result)), result.error_kind == FailureKind.CUDA_ERROR
 
 
 def _plain(result: Any) -> Any:

@@ -20,16 +20,16 @@ from hypothesis import seed as hypothesis_seed
 
 from fuzz.budgets import Budget
 from fuzz.execution import save_result
-from strategies.cases import AnyCase
 from fuzz.judge import CaseResult
 from strategies.config_space import Drawn, split_draw
 from strategies.edges import edge_cases, reseed
 from fuzz.judge import explain
 from strategies.space import campaign_cases
 from fuzz.execution import supervisor as supervision
-from fuzz.execution import Supervisor, Unmaterializable
-from fuzz.sut import get as get_sut
-from fuzz.sut import fit_case, fit_strategy
+from fuzz.errors import Unmaterializable
+from fuzz.execution.supervisor import Supervisor
+from fuzz.sut.protocol import get as get_sut
+from fuzz.sut.fit import fit_case, fit_strategy
 from tbe import KernelConfig
 
 RATIO_FACTOR = 2.0   # "materially": more than twice the baseline's ratio ...

@@ -45,8 +45,8 @@ from typing import Any, Iterator, Optional
 import numpy as np
 import torch
 
+from fuzz.errors import MemoryViolation
 from tbe.env import SANITIZE
-
 # packed buffer argument -> the argument holding each table's start in it
 PACKED = {"weights_ptr": "weights_offsets_ptr", "momentum_ptr": "hcs_ptr"}
 # an argument whose entries are table ids (one per work slot): loading entry k picks table ids[k]
@@ -74,14 +74,6 @@ class Finding:
 
 def _span(lo: int, hi: int) -> str:
     return f"{lo}" if lo == hi else f"{lo}..{hi}"
-
-
-class MemoryViolation(RuntimeError):
-    """Raised inside the interpreted kernel, before the access, with the ``Finding``."""
-
-    def __init__(self, finding: Finding) -> None:
-        super().__init__("sanitizer: " + str(finding))
-        self.finding = finding
 
 
 @dataclasses.dataclass

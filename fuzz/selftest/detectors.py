@@ -17,16 +17,18 @@ from fuzz.budgets import Budget
 from fuzz.campaign import CampaignResult, run_campaign
 from strategies.cases import case_size
 from fuzz.profiles import MAX_LOOKUPS
+from fuzz.status import DetectionStatus
 from tbe import KernelConfig
 from tbe.backend import INTERPRETED
 
-CAUGHT, MISSED, MASKED, SKIPPED = "caught", "missed", "masked", "skipped"
+CAUGHT, MISSED, MASKED, SKIPPED = (DetectionStatus.CAUGHT, DetectionStatus.MISSED, DetectionStatus.MASKED,
+                                   DetectionStatus.SKIPPED)
 
 
 @dataclasses.dataclass
 class Detection:
     detector: str
-    status: str                       # CAUGHT, MISSED, MASKED or SKIPPED
+    status: DetectionStatus
     detail: str = ""                  # why skipped, the masking evidence, or what was seen
     seconds: Optional[float] = None   # to the first failure (caught) or spent (missed)
     examples: Optional[int] = None    # examples or trials to the first failure, or run
@@ -101,7 +103,7 @@ def _campaign_skip(fault: str) -> Optional[str]:
 def _campaign_run(fault: str, ctx: Context) -> Detection:
     config = KernelConfig(faults=(fault,))
     res = run_campaign(config, ctx.budget, seed=ctx.seed, artifacts_dir=ctx.artifacts_dir, use_database=False,
-                       meta={"source": "selftest", "fault": fault}, sut=ctx.sut)
+                       meta={"source": "selftest", "fault": fault}, sut=ctx.sut, announce=ctx.progress)
     return campaign_detection("campaign", res)
 
 

@@ -20,6 +20,7 @@ from fuzz.selftest import int32_check  # noqa: F401  (register their detectors)
 from fuzz.selftest import large_runs
 from fuzz.selftest import oob as oob_detectors
 from fuzz.selftest.detectors import CAUGHT, MASKED, MISSED, SKIPPED, Context, Detection, detectors_for
+from fuzz.status import DetectionStatus
 from tbe import faults
 
 # modules that register detectors of their own
@@ -34,7 +35,7 @@ class FaultResult:
     named: bool = False  # asked for with --fault
 
     @property
-    def status(self) -> str:
+    def status(self) -> DetectionStatus:
         statuses = {d.status for d in self.detections}
         for s in (CAUGHT, MASKED, MISSED):  # a proof of masking explains a dynamic miss
             if s in statuses:
