@@ -190,10 +190,10 @@ def test_kernel_crash(fc):
 @pytest.mark.fuzz
 def test_pytest_reports_a_crash_as_a_test_failure_naming_its_artifact(tmp_path):
     (tmp_path / "test_crash_demo.py").write_text(textwrap.dedent(PYTEST_FILE))
-    env = dict(os.environ, PYTHONPATH=str(REPO), TBE_FUZZ_ALLOW_FAULTS="1", TBE_FUZZ_ARTIFACTS=str(tmp_path / "art"),
-               **{env.FORCE_CRASH.name: "abort:bags>=2"})
+    child = dict(os.environ, PYTHONPATH=str(REPO), TBE_FUZZ_ALLOW_FAULTS="1", TBE_FUZZ_ARTIFACTS=str(tmp_path / "art"),
+                 **{env.FORCE_CRASH.name: "abort:bags>=2"})
     out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "1", "-p", "no:cacheprovider",
-                          str(tmp_path / "test_crash_demo.py")], cwd=tmp_path, env=env, capture_output=True,
+                          str(tmp_path / "test_crash_demo.py")], cwd=tmp_path, env=child, capture_output=True,
                          text=True, timeout=600)
     text = out.stdout + out.stderr
     print(text)
