@@ -3,6 +3,12 @@
 ``quick`` keeps ``make fuzz`` under two minutes on the CPU interpreter (start-up included);
 ``ci`` and ``nightly`` search longer. Example size comes from ``fuzz.profiles.MAX_LOOKUPS``
 (the backend's measured budget), capped lower for the short budgets on a GPU.
+
+A budget holds: no example starts after the search time (or, for a failure, the shrink time)
+is spent, none starts that its expected cost says cannot finish in the time left, and one still
+running ``EXAMPLE_CAP_S`` after the end is stopped and counted as stopped for time (not judged,
+so not a failure). A campaign therefore ends within ``seconds`` (plus ``shrink_seconds`` when it
+shrinks a failure) plus ``EXAMPLE_CAP_S``.
 """
 
 from __future__ import annotations
@@ -12,10 +18,14 @@ import dataclasses
 from fuzz.profiles import MAX_LOOKUPS
 
 
+# how far past its phase's end one example may run before it is stopped (seconds)
+EXAMPLE_CAP_S = 45.0
+
+
 @dataclasses.dataclass(frozen=True)
 class Budget:
     name: str
-    seconds: float        # searching (generate + target phases)
+    seconds: float        # searching (generate + target phases); inf: bounded by max_examples alone
     shrink_seconds: float  # shrinking a failure, on top of ``seconds``
     max_examples: int
     max_lookups: int

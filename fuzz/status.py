@@ -35,6 +35,7 @@ class StopReason(enum.StrEnum):
     FAILURE = "failure"
     TIME = "time"
     EXAMPLES = "examples"
+    INTERRUPTED = "interrupted"    # a Ctrl-C (fuzz.execution.interrupt); the smallest failure so far is kept
 
 
 class OracleVerdict(enum.StrEnum):

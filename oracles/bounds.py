@@ -3,7 +3,8 @@
 A pooled entry is a sum of L products w_i * x_i computed in fp32 in some order. With
 unit roundoff u and gamma(n) = n*u / (1 - n*u), any summation order satisfies
 |fl(sum) - sum| <= gamma(n) * sum |w_i x_i| with n = L - 1 additions plus one rounding
-per product, plus one division for MEAN (Higham, Accuracy and Stability, ch. 3-4).
+per product, plus MEAN's division after the sum (Higham, Accuracy and Stability, ch. 3-4;
+what each operation may cost is ``oracles.elementwise``).
 The stored result is then rounded to the output dtype: u_out * |value| more, or half the
 smallest subnormal where the value underflows. Entries whose terms make the fp32 sum
 exact (``oracles.exactness``) get no accumulation term; ``oracles.error_model`` offers a
@@ -15,6 +16,8 @@ from __future__ import annotations
 from typing import Optional
 
 import torch
+
+from oracles.elementwise import Op, sum_units, term_units
 
 UNIT_ROUNDOFF = {
     torch.float64: 2.0**-53,
@@ -61,16 +64,16 @@ def pooled_bound(
     ``abs_sum`` is sum |w_i x_i| (already divided by L for MEAN, like ``expected``);
     ``lengths`` is L per row of the block. ``exact`` [B, D] marks entries whose fp32 sum is
     exact (``oracles.exactness``): their accumulation term is zero and only MEAN's division
-    remains (fp32 ``/`` compiles to a division within 2 ulp, so 4u relative). ``model`` (an
+    remains (``elementwise.Op.DIV``: a division within 2 ulp, so 4u relative). ``model`` (an
     ``oracles.error_model.ErrorModel``, default worst case) gives the accumulation factor
     for a check of ``entries`` entries.
     """
     u = unit_roundoff(accumulate_dtype)
-    n = lengths.to(torch.float64) + (2 if mean else 1)
+    n = sum_units(lengths.to(torch.float64), term_units(True, mean))
     factor = gamma(n, u) if model is None else model.gamma(n, u, entries or expected.numel())
     acc_err = factor[:, None] * abs_sum
     if exact is not None:
-        acc_err = torch.where(exact, (4 * u if mean else 0.0) * expected.abs(), acc_err)
+        acc_err = torch.where(exact, (Op.DIV.units * u if mean else 0.0) * expected.abs(), acc_err)
     u_out = unit_roundoff(output_dtype) if output_dtype != accumulate_dtype else 0.0
     return acc_err + u_out * (expected.abs() + acc_err) + UNDERFLOW[output_dtype]
 

@@ -1,30 +1,33 @@
-"""Error bounds for one backward + optimizer step, derived from how the kernels compute it.
+"""Error bounds for one backward + optimizer step, valid for any correct fp32 implementation.
 
-Every quantity is tracked as an interval that must contain what the fp32 kernel can
+Every quantity is tracked as an interval that must contain what an fp32 implementation can
 produce, built from the exact fp64 reference (``oracles/reference_backward.py``); the bound
-on an output is its largest distance from the exact value. Terms (u32 = 2^-24, eta32 =
-2^-149 the fp32 underflow step; u_w, eta_w those of the weights' dtype):
+on an output is its largest distance from the exact value. What each elementwise operation
+may cost, in whatever order or form an implementation computes it, is
+``oracles.elementwise`` (products and sums 1 unit u of fp32, divisions and square roots 4;
+u32 = 2^-24, eta32 = 2^-149 the fp32 underflow step; u_w, eta_w those of the weights' dtype):
 
-- row gradient, column j, run of SL lookups: each term is d_out * (psw / L), at most two
-  roundings, and SL - 1 additions in any order (tile sums, chunk partials, workspace
-  atomics), so |g~_j - g_j| <= E_j = gamma(SL + 2) * sum_i |psw_i * d_out_ij / L| +
-  (SL + 2) * eta32, gamma(n) = n u32 / (1 - n u32). E_j = 0 where the reference found the
-  fp32 accumulation exact (``TableStep.exact``, from the terms themselves); the
-  probabilistic model (``oracles.error_model``) may replace gamma(SL + 2).
+- row gradient, column j, run of SL lookups: each term psw * d_out / L takes t units (t =
+  ``elementwise.term_units``: 1 for the product, 4 for MEAN's division), and SL - 1 additions in
+  any order (tile sums, chunk partials, workspace atomics), so |g~_j - g_j| <= E_j =
+  gamma(SL - 1 + t) * sum_i |psw_i * d_out_ij / L| + SL * ((t + 1) * eta32 [products near
+  underflow] + 2^-126 [MEAN: a flushed subnormal quotient]) + eta32. E_j = 0 where every
+  order of forming every term is exact and the terms' sum is exact in any order
+  (``TableStep.exact``); the probabilistic model (``oracles.error_model``) may replace gamma.
 - lr and eps reach the kernel as fp32 scalars: their intervals span the exact value and
   its fp32 rounding.
-- every later fp32 operation (product, sum, div_rn, sqrt_rn, subtraction) widens the
-  interval by one rounding, u32 * |x| + eta32 (an FMA-contracted ``w - r * g`` rounds
-  once and stays inside); an interval that is a single value exactly representable in
-  the result's dtype is not widened (rounding an exact result changes nothing).
-- row-wise Adagrad: sum_j g~_j^2 over D columns is a sum of D non-negative products:
-  relative error gamma(D + 1); then the mean (/D), m_old + mean, sqrt, + eps, lr / den each
-  round once; the step rate * g~ and w_old - step round once each.
-- SGD: lr * g~ and w_old - step round once each.
+- every later operation widens the interval by its allowance (``elementwise.widen``); a
+  product or sum of exact operands whose exact result fp32 holds stays exact.
+- row-wise Adagrad: mean_j g~_j^2 over D columns is D products, D - 1 additions and one
+  division (before or after the sum, or per term through 1/D): gamma(D - 1 + 1 + 4) relative;
+  then m_old + mean (ADD), sqrt (SQRT), + eps (ADD), lr / den (DIV), rate * g~ (MUL) and
+  w_old - step (ADD). lr * g / den in another association has the same units.
+- SGD: lr * g~ (MUL) and w_old - step (ADD); an FMA rounds once and stays inside.
 - final store into the weights' dtype: rounding to nearest adds u_w * |x| + eta_w
   (nothing for fp32 weights, which the subtraction already rounded).
-- per-sample-weight gradient: D products summed (gamma(D + 1)), divided by L once more
-  (MEAN), so gamma(D + 2) * sum_j |d_out_j w_j| / L, then the store rounding of its dtype.
+- per-sample-weight gradient: D products and D - 1 additions, and MEAN's division (before or
+  after the dot): gamma(D - 1 + 1 + 4 [MEAN]) * sum_j |d_out_j w_j| / L, then the store
+  rounding of its dtype.
 - the oracle's own fp64 arithmetic: 2^-45 times the magnitudes involved (2^21 below u32).
 """
 
@@ -36,8 +39,8 @@ from typing import Optional
 import torch
 
 from oracles.compare import rounded_to_infinity
+from oracles.elementwise import FLUSH32, Op, sum_units, widen
 from oracles.error_model import WORST, ErrorModel
-from oracles.exactness import fits
 from oracles.reference_backward import BackwardReference
 from tbe.modes import Optimizer
 
@@ -51,13 +54,6 @@ FP64_SLACK = 2.0 ** -45
 
 def gamma(n: torch.Tensor | int, u: float = U32):
     return n * u / (1 - n * u)
-
-
-def _widen(lo, hi, u=U32, eta=ETA32, dtype=torch.float32):
-    """Interval after one rounding to ``dtype`` (unit roundoff u, underflow step eta); a point
-    interval whose value ``dtype`` holds exactly stays as it is."""
-    keep = (lo == hi) & fits(lo, dtype)
-    return torch.where(keep, lo, lo - u * lo.abs() - eta), torch.where(keep, hi, hi + u * hi.abs() + eta)
 
 
 def _mul(alo, ahi, blo, bhi):
@@ -80,41 +76,55 @@ class TableBounds:
     exact: Optional[torch.Tensor] = None  # [U, D] the row gradient's accumulation is exact
 
 
+def _term_underflow(seg_len: torch.Tensor, ref: BackwardReference) -> torch.Tensor:
+    """Absolute error of a run's terms near underflow: each of a term's (at most t + 1) products
+    may lose eta32 / 2, and under MEAN a fast division may flush a subnormal quotient to zero."""
+    per_term = (ref.term_units + 1) * ETA32 + (FLUSH32 if ref.mean else 0.0)
+    return seg_len * per_term + ETA32
+
+
+def _mean_of_squares(g_lo, g_hi, D: int):
+    """Interval of mean_j g_j^2 over a row's D columns, g_j in [g_lo, g_hi]: D products, D - 1 additions
+    and one division by D, in any order."""
+    mag_min = torch.where((g_lo <= 0) & (g_hi >= 0), torch.zeros_like(g_lo), torch.minimum(g_lo.abs(), g_hi.abs()))
+    mag_max = torch.maximum(g_lo.abs(), g_hi.abs())
+    n = D - 1 + Op.MUL.units + Op.DIV.units
+    lo = (mag_min ** 2).sum(1) / D * (1 - gamma(n)) - FLUSH32  # a fast division may flush a subnormal mean
+    hi = (mag_max ** 2).sum(1) / D * (1 + gamma(n)) + (D + 1) * ETA32
+    return lo.clamp(min=0), hi
+
+
 def table_bounds(ref: BackwardReference, weights_dtype: torch.dtype,
                  model: Optional[ErrorModel] = None) -> list[TableBounds]:
     out = []
     model = model or WORST
     u_w, eta_w = UNIT[weights_dtype]
     for s in ref.tables:
-        n = s.seg_len.to(F64) + 2
-        E = model.gamma(n, U32, s.grad.numel())[:, None] * s.grad_abs + n[:, None] * ETA32
+        n = sum_units(s.seg_len.to(F64), ref.term_units)
+        sl = s.seg_len.to(F64)[:, None]
+        E = model.gamma(n, U32, s.grad.numel())[:, None] * s.grad_abs + _term_underflow(sl, ref)
         if s.exact is not None:
             E = torch.where(s.exact, torch.zeros_like(E), E)
         g_lo, g_hi = s.grad - E, s.grad + E
         lr_lo, lr_hi = _scalar_iv(ref.lr, s.grad[:, :1])
         m_bound = None
         if ref.optimizer == Optimizer.EXACT_SGD:
-            st_lo, st_hi = _widen(*_mul(lr_lo, lr_hi, g_lo, g_hi))
+            st_lo, st_hi = widen(*_mul(lr_lo, lr_hi, g_lo, g_hi), Op.MUL)
         else:
-            D = s.dim
-            mag_min = torch.where((g_lo <= 0) & (g_hi >= 0), torch.zeros_like(g_lo), torch.minimum(g_lo.abs(), g_hi.abs()))
-            mag_max = torch.maximum(g_lo.abs(), g_hi.abs())
-            sq_lo = (mag_min ** 2).sum(1) * (1 - gamma(D + 1))
-            sq_hi = (mag_max ** 2).sum(1) * (1 + gamma(D + 1)) + (D + 1) * ETA32
-            mean_lo, mean_hi = _widen(sq_lo / D, sq_hi / D)
-            m_lo, m_hi = _widen(s.m_old + mean_lo, s.m_old + mean_hi)
+            mean_lo, mean_hi = _mean_of_squares(g_lo, g_hi, s.dim)
+            m_lo, m_hi = widen(s.m_old + mean_lo, s.m_old + mean_hi, Op.ADD)
             m_lo = torch.maximum(m_lo, s.m_old)  # adding a non-negative mean never lowers m
             m_bound = torch.maximum(m_hi - s.m_new, s.m_new - m_lo) + FP64_SLACK * s.m_new.abs()
-            r_lo, r_hi = _widen(m_lo.clamp(min=0).sqrt(), m_hi.sqrt())
+            r_lo, r_hi = widen(m_lo.clamp(min=0).sqrt(), m_hi.sqrt(), Op.SQRT)
             e_lo, e_hi = _scalar_iv(ref.eps, s.m_old)
-            d_lo, d_hi = _widen(r_lo + e_lo, r_hi + e_hi)
+            d_lo, d_hi = widen(r_lo.clamp(min=0) + e_lo, r_hi + e_hi, Op.ADD)
             d_lo = d_lo.clamp(min=0)
             l_lo, l_hi = _scalar_iv(ref.lr, s.m_old)
-            rate_lo, rate_hi = _widen(l_lo / d_hi, l_hi / d_lo)
-            st_lo, st_hi = _widen(*_mul(rate_lo[:, None], rate_hi[:, None], g_lo, g_hi))
-        w_lo, w_hi = _widen(s.w_old - st_hi, s.w_old - st_lo)
+            rate_lo, rate_hi = widen(l_lo / d_hi, l_hi / d_lo, Op.DIV)
+            st_lo, st_hi = widen(*_mul(rate_lo[:, None], rate_hi[:, None], g_lo, g_hi), Op.MUL)
+        w_lo, w_hi = widen(s.w_old - st_hi, s.w_old - st_lo, Op.ADD)
         if weights_dtype != torch.float32:
-            w_lo, w_hi = _widen(w_lo, w_hi, u_w, eta_w, weights_dtype)
+            w_lo, w_hi = widen(w_lo, w_hi, Op.STORE, u_w, eta_w, weights_dtype)
         slack = FP64_SLACK * (s.w_old.abs() + st_hi.abs().nan_to_num(0) + st_lo.abs().nan_to_num(0))
         w_bound = torch.maximum(w_hi - s.w_new, s.w_new - w_lo) + slack
         out.append(TableBounds(s.table, w_lo, w_hi, w_bound, m_bound, s.exact))
@@ -122,8 +132,9 @@ def table_bounds(ref: BackwardReference, weights_dtype: torch.dtype,
 
 
 def psw_grad_bound(ref: BackwardReference, psw_dtype: torch.dtype) -> torch.Tensor:
-    D = ref.psw_dim.to(F64)
-    b = gamma(D + 2) * ref.psw_grad_abs + (D + 2) * ETA32
+    """Per lookup: D products and D - 1 additions, plus MEAN's division before or after the dot."""
+    n = ref.psw_dim.to(F64) - 1 + Op.MUL.units + (Op.DIV.units if ref.mean else 0)
+    b = gamma(n) * ref.psw_grad_abs + (n + 1) * ETA32
     u, eta = UNIT[psw_dtype]
     if psw_dtype != torch.float32:
         b = b * (1 + u) + u * ref.psw_grad.abs() + eta

@@ -2,8 +2,9 @@
 
 Works on touched rows only: each table's distinct ids are gathered to float64, so a table
 of 2^31 rows costs nothing. Returns the exact new rows, momentum and per-sample-weight
-gradient, plus what an error bound needs (segment lengths, sums of |terms|, and which row
-gradients the fp32 kernels accumulate exactly: ``oracles.exactness``).
+gradient, plus what an error bound needs (segment lengths, sums of |terms|, the roundings
+in one term, and which row gradients every fp32 implementation accumulates exactly:
+``oracles.exactness``, ``oracles.elementwise.terms_exact``).
 The indices/offsets must already be bounds-checked (ids in range, offsets monotone).
 It computes on the device of ``weights`` (float64 torch ops on a GPU share nothing with the
 Triton kernels), so a GPU campaign never copies a batch to the host to check it.
@@ -16,7 +17,8 @@ from typing import Optional
 
 import torch
 
-from oracles.exactness import ExactSums, kernel_coef
+from oracles.elementwise import term_units, terms_exact
+from oracles.exactness import ExactSums
 from tbe.layout import TableLayout
 from tbe.modes import Optimizer, Pooling
 
@@ -51,6 +53,8 @@ class BackwardReference:
     optimizer: Optimizer
     lr: float
     eps: float
+    term_units: int = 5    # roundings in one row-gradient term, any order (oracles.elementwise.term_units)
+    mean: bool = False     # MEAN pooling: the per-sample-weight gradient is divided by L
 
 
 def reference_backward(
@@ -86,9 +90,8 @@ def reference_backward(
         coef = per_sample_weights.detach().to(dev, F64).clone()
     if pooling == Pooling.MEAN:
         coef = coef / bag_len
-    # the coefficient as the kernels compute it in fp32, and whether it is the exact one
-    kcoef, kcoef_ok = kernel_coef(per_sample_weights.detach().to(dev) if per_sample_weights is not None else None,
-                                  lengths[bag], pooling == Pooling.MEAN)
+    psw_in = per_sample_weights.detach().to(dev) if per_sample_weights is not None else None
+    mean = pooling == Pooling.MEAN
     psw_grad = torch.zeros(n, dtype=F64, device=dev) if per_sample_weights is not None else None
     psw_abs = torch.zeros(n, dtype=F64, device=dev) if per_sample_weights is not None else None
     dims = torch.tensor(layout.dims, dtype=torch.int64, device=dev)
@@ -112,7 +115,9 @@ def reference_backward(
         sums = ExactSums(U, D, dev)
         for c0 in range(0, sel.numel(), _CHUNK):  # in passes: the test's scratch is several [n, D] tensors
             part = sel[c0: c0 + _CHUNK]
-            sums.add(kcoef[part, None] * d[c0: c0 + _CHUNK], inv[c0: c0 + _CHUNK], kcoef_ok[part])
+            dp = d[c0: c0 + _CHUNK]
+            ok = terms_exact(dp, None if psw_in is None else psw_in[part], bag_len[part] if mean else None)
+            sums.add(coef[part, None] * dp, inv[c0: c0 + _CHUNK], ok)
         if psw_grad is not None:
             scale = 1.0 / bag_len[sel] if pooling == Pooling.MEAN else torch.ones(sel.numel(), dtype=F64, device=dev)
             prod = d * w_old[inv]
@@ -127,4 +132,5 @@ def reference_backward(
             m_new = m_old + (grad * grad).mean(1)
             w_new = w_old - (lr / (m_new.sqrt() + eps))[:, None] * grad
         steps.append(TableStep(t, D, rows, linear, seg, w_old, grad, grad_abs, w_new, m_old, m_new, sums.exact()))
-    return BackwardReference(steps, psw_grad, psw_abs, psw_dim, optimizer, float(lr), float(eps))
+    return BackwardReference(steps, psw_grad, psw_abs, psw_dim, optimizer, float(lr), float(eps),
+                             term_units(per_sample_weights is not None, mean), mean)

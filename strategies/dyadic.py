@@ -14,9 +14,10 @@ Bug class: anything that loses, repeats or mis-weights a few lookups of a very l
 bound that grows with the run length.
 
 MEAN pooling divides by the bag length L, which is not dyadic unless L is a power of
-two. Weighted MEAN cases therefore get per-sample weights that are multiples of their
-bag's L, so that psw / L is again a grid integer; unweighted MEAN runs are exact only
-where every bag of the run has a power-of-two length, and the bounds decide per entry.
+two. Weighted MEAN cases get per-sample weights that are multiples of their bag's L, so
+that psw / L is again a grid integer; but an implementation may as well form d_out / L or
+fl(1/L) first (``oracles.elementwise.terms_exact``), so a MEAN run's gradient counts as
+exact only where every bag of the run has a power-of-two length; the bounds decide per entry.
 """
 
 from __future__ import annotations

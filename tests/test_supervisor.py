@@ -133,10 +133,10 @@ def test_the_case_is_on_disk_while_it_runs(tmp_path, monkeypatch):
     seen = []
     real = s._run_once
 
-    def spy(case, config, req, saved):
+    def spy(case, config, req, saved, *end):
         (d,) = list((tmp_path / "pending").iterdir())
         seen.append((json.loads((d / "case.json").read_text()), json.loads((d / "config.json").read_text())))
-        return real(case, config, req, saved)
+        return real(case, config, req, saved, *end)
 
     monkeypatch.setattr(s, "_run_once", spy)
     try:

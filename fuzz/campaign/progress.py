@@ -26,7 +26,7 @@ class LiveProgress:
         if enabled:
             from tqdm import tqdm
 
-            self.bar = tqdm(total=round(total_seconds), unit="s", file=self.stream, desc=label, leave=True,
+            self.bar = tqdm(total=round(total_seconds) or None, unit="s", file=self.stream, desc=label, leave=True,
                             bar_format="{desc}: {elapsed}<{remaining}{postfix}", mininterval=0.5)
 
     def __call__(self, res: Any, result: Any) -> None:
@@ -34,11 +34,18 @@ class LiveProgress:
             return
         elapsed = time.perf_counter() - self.start
         worst = max(res.max_ratio.values(), default=0.0)
-        self.bar.n = min(self.bar.total, round(elapsed))
+        self.bar.n = round(elapsed) if self.bar.total is None else min(self.bar.total, round(elapsed))
         self.bar.set_postfix_str(
             f"{res.examples} examples, {res.lookups / max(elapsed, 1e-9):,.0f} lookups/s, "
             f"{len(res.tiers)} tiers hit, worst ratio {worst:.3g}", refresh=False)
         self.bar.update(0)
+
+    def write(self, line: str) -> None:
+        """A line above the bar (a failure found, a shrinking step); plain stderr when no bar is drawn."""
+        if self.bar is not None:
+            self.bar.write(line, file=self.stream)
+        else:
+            print(line, file=self.stream, flush=True)
 
     def close(self) -> None:
         if self.bar is not None:

@@ -10,7 +10,7 @@ from fuzz.campaign.search import CampaignResult
 from strategies.cases import case_size, case_to_dict
 from fuzz.judge import CaseResult
 from fuzz.campaign.replay import ReplayResult
-from fuzz.status import FailureKind
+from fuzz.status import FailureKind, StopReason
 
 
 def _ratios(ratios: dict[str, float]) -> list[str]:
@@ -60,19 +60,41 @@ def _caps(r: CampaignResult):
     return get(r.sut).capabilities
 
 
+def _time_lines(r: CampaignResult) -> list[str]:
+    """How the budget bounded the run: the example count of a time-bound run, examples cut for time."""
+    from fuzz.budgets import EXAMPLE_CAP_S
+
+    lines = []
+    if r.stopped_by == StopReason.TIME:
+        drawn = r.examples - r.tour_examples
+        lines.append(f"  time-bound: {r.examples} examples ({r.tour_examples} of the opening tour, {drawn} drawn) in "
+                     f"{r.budget.seconds:.0f}s; the count varies with the machine's speed, and --max-examples "
+                     f"{max(1, drawn)} repeats the run exactly")
+    if r.skipped_for_time or r.stopped_for_time:
+        lines.append(f"  for time: {r.skipped_for_time} drawn example(s) not started (expected cost over the time "
+                     f"left), {r.stopped_for_time} stopped {EXAMPLE_CAP_S:g}s past the end; none judged")
+    return lines
+
+
 def campaign_text(r: CampaignResult) -> str:
     verdict = "PASS" if r.ok else "FAIL"
     if r.ok and r.known:
         verdict = f"PASS (every failure is a known finding: {len(r.known)} triaged)"
+    if r.interrupted:
+        verdict = ("INTERRUPTED, no failure found" if r.ok else "FAIL (INTERRUPTED: the smallest failure so far is kept)")
+    if r.ok and not r.judged:
+        verdict = "NOT RUN (no example was checked" + (": interrupted)" if r.interrupted else " in the time)")
     lines = [
         f"tbe-fuzz campaign: {verdict}  (SUT {r.sut}, budget {r.budget.name}, seed {r.seed}, stopped by {r.stopped_by})",
         f"  examples {r.examples}, lookups {r.lookups}, {r.seconds:.1f}s"
-        + (f", shrink steps {r.shrink_examples}" if not r.ok else ""),
+        + (f", shrink steps {r.shrink_examples} + {r.reduce_steps} spec reductions" if not r.ok else ""),
+        *_time_lines(r),
         ("  tiers exercised: " if _caps(r).kernel_config else "  segment-length classes (this project's tiers): ")
         + (", ".join(f"{t} x{n}" for t, n in sorted(r.tiers.items())) or "none"),
         f"  bound: {r.model.describe()}",
         "  max error/bound ratio per check (1.0 = at the bound):",
         *_ratios(r.max_ratio),
+        *r.margins.lines(),
         f"  kernel compilations during the search: {r.compiles.text()}",
         *r.time.lines(r.seconds),
         _fbgemm_line(r),
@@ -115,14 +137,17 @@ def _sanitizer_hint(f: CaseResult, replay: str) -> list[str]:
     from fuzz.memcheck import sanitizer
     from tbe.backend import INTERPRETED
 
-    if not INTERPRETED or sanitizer.requested() or f.kind not in (FailureKind.MISMATCH, FailureKind.CRASH, FailureKind.EXCEPTION):
+    hinted = (FailureKind.MISMATCH, FailureKind.CRASH, FailureKind.EXCEPTION)
+    if not INTERPRETED or sanitizer.requested() or f.kind not in hinted:
         return []
     return [f"  hint:     TBE_FUZZ_SANITIZE=1 {replay.split('   (or:')[0].strip()}   names any out-of-range access"]
 
 
 def campaign_json(r: CampaignResult) -> dict[str, Any]:
     return {
-        "kind": "campaign", "ok": r.ok, "budget": r.budget.name, "seed": r.seed, "stopped_by": r.stopped_by,
+        "kind": "campaign", "ok": r.ok and r.judged, "not_run": r.ok and not r.judged, "budget": r.budget.name,
+        "seed": r.seed, "stopped_by": r.stopped_by,
+        "interrupted": r.interrupted, "time_bound": r.stopped_by == StopReason.TIME,
         **r.to_state(),
         "bound": r.model.kind, "false_alarm": r.model.false_alarm if r.model.kind != "worst" else None,
         "config": r.config.to_dict(),

@@ -6,6 +6,14 @@ the artifacts dir, shrinking on) and climbs ``hypothesis.target`` on the normali
 time or example budget is spent; a failure is saved whole as an artifact directory. Every case runs in a
 supervised worker (``fuzz.execution.supervisor``): a crash, a CUDA error or a hang is a failure like a mismatch,
 shrunk the same way (each candidate after a failure runs in a fresh worker).
+
+Time (``fuzz.budgets``): an example runs only if its expected cost fits in the time left, and one still
+running ``EXAMPLE_CAP_S`` past the end is stopped and counted as stopped for time, not judged. Hypothesis
+shrinks a failure for the first part of the shrink time (``HYPOTHESIS_SHARE``), then
+``fuzz.campaign.reduce`` cuts tables, bags and lookups for the rest (all of it for a failure of the
+opening tour, which Hypothesis has no choices of to shrink); both announce each step. A Ctrl-C
+(``fuzz.execution.interrupt``) ends the search between examples, keeps the smallest failure so far and
+marks the result interrupted.
 """
 
 from __future__ import annotations
@@ -20,15 +28,17 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.errors import HypothesisException
 
-from fuzz.execution import artifacts
-from fuzz.budgets import Budget
+from fuzz.execution import artifacts, interrupt
+from fuzz.budgets import EXAMPLE_CAP_S, Budget
+from fuzz.campaign.reduce import failing_check, reduce_failure, size_text
 from strategies.cases import case_size
 from fuzz.judge.check import CaseResult
 from fuzz.status import StopReason
 from strategies.config_space import split_draw
 from strategies.space import campaign_cases
 from fuzz.execution.stats import CampaignStats
-from fuzz.execution.supervisor import Supervisor, Unmaterializable, leftover_pending, shared
+from fuzz.execution.supervisor import (CaseInterrupted, CaseTimedOut, Supervisor, Unmaterializable,
+                                       expected_seconds, leftover_pending, shared)
 from fuzz.sut.protocol import DEFAULT as DEFAULT_SUT
 from fuzz.sut.protocol import get as get_sut
 from fuzz.sut.fit import fit_case, fit_strategy
@@ -37,8 +47,15 @@ from oracles.error_model import WORST, ErrorModel, from_env
 from tbe import KernelConfig
 
 
+HYPOTHESIS_SHARE = 0.5  # of the shrink time, for Hypothesis's shrinker; the spec reducer gets the rest
+
+
 class _OutOfTime(BaseException):
     """Raised inside the property to end Hypothesis's run when the budget is spent (not a failure)."""
+
+
+class _Interrupted(BaseException):
+    """Raised inside the property to end Hypothesis's run after a Ctrl-C (``fuzz.execution.interrupt``)."""
 
 
 class _CaseFailed(AssertionError):
@@ -70,6 +87,15 @@ class CampaignResult(CampaignStats):
     @property
     def ok(self) -> bool:
         return self.failure is None
+
+    @property
+    def interrupted(self) -> bool:
+        return self.stopped_by == StopReason.INTERRUPTED
+
+    @property
+    def judged(self) -> bool:
+        """False when no example was checked (all out of time): not a pass, the campaign did not run."""
+        return self.examples > 0
 
     def count(self, result: CaseResult, known: bool, triaged: bool, observe: Any) -> None:
         """A checked example of the search or the tour (not a shrink step); ``known``: a failure the
@@ -119,6 +145,7 @@ def run_campaign(
     sut: str = DEFAULT_SUT,
     expected: Optional[Callable[[CaseResult], Any]] = None,
     readiness: Any = None,
+    announce: Any = None,
 ) -> CampaignResult:
     """Search for a case that fails under ``config``. ``artifacts_dir=None`` saves nothing; the example
     database lives under it unless ``use_database`` is off (then every run starts from the seed alone);
@@ -130,7 +157,9 @@ def run_campaign(
     process's shared one). ``sut`` names the system under test (cases are drawn within its
     capabilities); a failing case for which ``expected(result)`` is truthy (already triaged) counts
     as a pass (``fuzz.campaign.triage`` drives that). ``readiness`` (``fuzz.compile.background.Readiness``)
-    defers cases whose kernels a background warm-up has not built yet, by its rule."""
+    defers cases whose kernels a background warm-up has not built yet, by its rule. ``announce`` (a
+    callable taking a line; default ``progress``) receives the lines a person watches for even under a
+    live bar: the first failure and each shrinking step."""
     model = model or from_env()
     res = CampaignResult(config, budget, seed, model=model, sut=sut)
     sup = supervisor or shared()
@@ -142,9 +171,17 @@ def run_campaign(
         strategy = fit_strategy(campaign_cases(config, budget.max_lookups, search_config=caps.kernel_config), caps)
         if caps.kernel_config:
             opening = [d for d in (fit_case(d, caps) for d in tour(config, budget.max_lookups)) if d is not None]
+    announce = announce or progress
     start = time.perf_counter()
     search_end = start + budget.seconds
     best: list[CaseResult] = []  # smallest failure seen, in case shrinking runs out of time
+    steps = [0]  # shrink steps so far (Hypothesis's, then the reducer's)
+
+    def shrink_end() -> float:  # the search's end moves earlier when the tour fails
+        return search_end + budget.shrink_seconds
+
+    def hard_end() -> float:  # no example runs past this
+        return (shrink_end() if best else search_end) + EXAMPLE_CAP_S
     configs: dict[int, tuple[KernelConfig, dict[str, Any]]] = {}  # id(failing result) -> its config, overrides
 
     phases = [Phase.explicit, Phase.reuse, Phase.generate, Phase.target] + ([Phase.shrink] if shrink else [])
@@ -154,11 +191,26 @@ def run_campaign(
 
     def run(case, cfg):  # one supervised case, its round trip and phases counted
         t0 = time.perf_counter()
+        left = hard_end() - t0
+        if expected_seconds(case) > left:
+            res.skipped_for_time += 1
+            raise CaseTimedOut(f"expected to take {expected_seconds(case):.0f}s with {left:.0f}s left")
         if readiness is not None:
             readiness.checked()
-        result = sup.run(case, cfg, pending=pending, model=model, sut=sut)
+        try:
+            result = sup.run(case, cfg, pending=pending, model=model, sut=sut, limit_s=left)
+        except CaseTimedOut:
+            res.stopped_for_time += 1
+            raise
         res.time.add(result.phases, time.perf_counter() - t0)
         return result
+
+    def found(result: CaseResult) -> None:  # the first failure: say so, shrinking starts
+        res.first_failed(result, start)
+        if announce is not None:
+            check = failing_check(result)
+            announce(f"failure at example {res.examples} ({result.kind}" + (f", {check}" if check else "")
+                     + f"); shrinking: now {size_text(result)}")
 
     # settings outermost: @seed alone would switch the example database off (Hypothesis does so
     # for seeded runs), and a campaign needs both its seed and its (shared) database
@@ -170,11 +222,14 @@ def run_campaign(
     @given(strategy)
     def prop(drawn):
         case, cfg, overrides = split_draw(drawn, config)  # config-space search: overrides drawn around config
+        if interrupt.requested():
+            res.stopped_by = StopReason.INTERRUPTED
+            raise _Interrupted()
         now = time.perf_counter()
         if res.failure is None and not best and now > search_end:
             res.stopped_by = StopReason.TIME
             raise _OutOfTime()
-        if best and now > search_end + budget.shrink_seconds:
+        if best and now > search_end + budget.shrink_seconds * (HYPOTHESIS_SHARE if shrink else 1.0):
             raise _OutOfTime()
         if readiness is not None and not best and not readiness.ready(case, cfg):
             readiness.defer()
@@ -184,51 +239,67 @@ def run_campaign(
         except Unmaterializable as e:
             res.unmaterialized(e, case)
             reject()
+        except CaseTimedOut:
+            if time.perf_counter() < (search_end if not best else shrink_end()):
+                reject()  # too big for the time left: a smaller draw may fit
+            if not best:
+                res.stopped_by = StopReason.TIME
+            raise _OutOfTime()
+        except CaseInterrupted:
+            res.stopped_by = StopReason.INTERRUPTED
+            raise _Interrupted()
         known = _explained(result, expected)
         target(0.0 if known else min(result.max_ratio, 1e12), label="error / bound")
         target(float(result.max_segment), label="longest segment")
         if best:
             res.shrink_examples += 1
+            steps[0] += 1
         else:
             res.count(result, known, expected is not None, observe)
         if not result.ok and not known:
             if not best:
-                res.first_failed(result, start)
+                found(result)
             configs[id(result)] = (cfg, overrides)
             if not best or case_size(result.case) <= case_size(best[0].case):
+                smaller = bool(best) and case_size(result.case) < case_size(best[0].case)
                 best[:] = [result]
+                if smaller and announce is not None:
+                    announce(f"  shrinking: step {steps[0]}, now {size_text(result)}")
             raise _CaseFailed(result)
         if progress is not None and res.examples % 10 == 0:
             progress(f"  {res.examples} examples, {res.lookups} lookups, {time.perf_counter() - start:.0f}s")
 
-    # the opening tour (strategies.tour) runs first; a failure there ends the search unless it is to be shrunk:
-    # then the random search runs for the shrink time, and a smaller failure it finds replaces it
-    if _tour(opening, config, res, best, configs, start, observe, run, expected, readiness):
+    # the opening tour (strategies.tour) runs first; a failure there ends the search, and (Hypothesis having
+    # no choice sequence of it to shrink) the spec reducer alone shrinks it, for the whole shrink time
+    if _tour(opening, config, res, best, configs, start, observe, run, expected, found, readiness):
         search_end = time.perf_counter()
         res.stopped_by = StopReason.FAILURE
+        res.failure = best[0]
     try:
-        if not best or shrink:
+        if not best and not res.interrupted:
             prop()
         if not res.stopped_by:
             res.stopped_by = StopReason.EXAMPLES
     except _CaseFailed as e:
         res.failure = e.result
         res.stopped_by = StopReason.FAILURE
-    except _OutOfTime:
+    except (_OutOfTime, _Interrupted):
         if best:
             res.failure = best[0]
-            res.stopped_by = StopReason.FAILURE
+            res.stopped_by = StopReason.INTERRUPTED if res.interrupted else StopReason.FAILURE
     except (HypothesisException, AssertionError):  # e.g. Flaky: a failure that did not reproduce
-        if not best:
+        if not best and not res.skipped_for_time:
             raise
-        res.failure = best[0]
-        res.stopped_by = StopReason.FAILURE
+        res.failure = best[0] if best else None  # Unsatisfiable: every draw was too big for the time left
+        res.stopped_by = StopReason.FAILURE if best else StopReason.TIME
     if best and (res.failure is None or case_size(best[0].case) < case_size(res.failure.case)):
-        res.failure, res.stopped_by = best[0], StopReason.FAILURE
-    res.seconds = time.perf_counter() - start
+        res.failure, res.stopped_by = best[0], StopReason.INTERRUPTED if res.interrupted else StopReason.FAILURE
     res.environment = sup.environment
     if res.failure is not None:
         res.failure_config, res.failure_overrides = configs.get(id(res.failure), (config, {}))
+    if res.failure is not None and shrink and not res.interrupted:
+        _reduce(res, run, shrink_end, announce, steps[0])
+    res.seconds = time.perf_counter() - start
     if res.failure is not None and artifacts_dir is not None:
         res.artifact = save_campaign_failure(artifacts_dir, res, meta)
     return res
@@ -244,11 +315,38 @@ def save_campaign_failure(root: Path, res: CampaignResult, meta: Optional[dict[s
     }, res.environment)
 
 
+def _reduce(res: CampaignResult, run: Any, shrink_end: Any, announce: Any, steps: int) -> None:
+    """Spec-level reduction of ``res.failure`` (``fuzz.campaign.reduce``) until the shrink time ends."""
+    cfg = res.failure_config or res.config
+
+    def check(case):
+        try:
+            return run(case, cfg)
+        except (Unmaterializable, CaseTimedOut):
+            return None
+
+    def stop() -> bool:
+        return interrupt.requested() or time.perf_counter() > shrink_end()
+
+    try:
+        red = reduce_failure(res.failure, check, stop, announce, first_step=steps)
+    except CaseInterrupted:
+        res.stopped_by = StopReason.INTERRUPTED
+        return
+    res.reduce_steps = red.tried
+    res.failure = red.result
+    if interrupt.requested():
+        res.stopped_by = StopReason.INTERRUPTED
+
+
 def _tour(opening: list, config: KernelConfig, res: CampaignResult, best: list, configs: dict, start: float,
-          observe: Any, run: Any, expected: Any, readiness: Any = None) -> bool:
+          observe: Any, run: Any, expected: Any, found: Any, readiness: Any = None) -> bool:
     """Run the opening tour's cases in order (``run(case, cfg)``); True (and ``best`` set) at the first
-    failure that ``expected`` does not explain."""
+    failure that ``expected`` does not explain (``found(result)`` announces it)."""
     for drawn in opening:
+        if interrupt.requested():
+            res.stopped_by = StopReason.INTERRUPTED
+            return False
         if time.perf_counter() > start + res.budget.seconds:
             res.stopped_by = StopReason.TIME
             return False
@@ -260,10 +358,16 @@ def _tour(opening: list, config: KernelConfig, res: CampaignResult, best: list, 
         except Unmaterializable as e:
             res.unmaterialized(e, f"tour: {case}")
             continue
+        except CaseTimedOut:
+            continue  # too big for the time left; the next tour case may fit
+        except CaseInterrupted:
+            res.stopped_by = StopReason.INTERRUPTED
+            return False
         known = _explained(result, expected)
         res.count(result, known, expected is not None, observe)
+        res.tour_examples += 1
         if not result.ok and not known:
-            res.first_failed(result, start)
+            found(result)
             configs[id(result)] = (cfg, overrides)
             best[:] = [result]
             return True

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from fuzz.execution import artifacts
+from fuzz.execution import artifacts, interrupt
 from fuzz.budgets import Budget
 from fuzz.campaign.search import CampaignResult, run_campaign, save_campaign_failure
 from strategies.cases import case_size
@@ -61,13 +61,14 @@ def run_triaged(
     supervisor: Any = None,
     readiness: Any = None,
     strategy: Any = None,
+    announce: Any = None,
 ) -> CampaignResult:
     """A campaign against ``sut`` that reports its triaged findings as known (see the module docstring).
     With no finding triaged for ``sut`` it is exactly ``run_campaign`` (``database`` and ``observe`` as
     there; rounds of a triaged campaign use no database); ``strategy`` replaces the drawn cases as there."""
     model = model or from_env()
     common = dict(artifacts_dir=artifacts_dir, progress=progress, meta=meta, sut=sut, observe=observe, model=model,
-                  supervisor=supervisor, readiness=readiness, strategy=strategy)
+                  supervisor=supervisor, readiness=readiness, strategy=strategy, announce=announce)
     if not for_sut(sut, triage):
         return run_campaign(config, budget, seed=seed, use_database=use_database, database=database, **common)
     start = time.perf_counter()
@@ -77,6 +78,9 @@ def run_triaged(
     while True:
         left = budget.seconds - (time.perf_counter() - start)
         examples_left = budget.max_examples - total.examples
+        if interrupt.requested():
+            total.stopped_by = StopReason.INTERRUPTED
+            break
         if left <= 0 or examples_left <= 0:
             total.stopped_by = StopReason.TIME if left <= 0 else StopReason.EXAMPLES
             break
@@ -96,7 +100,7 @@ def run_triaged(
             total.failure = part.failure
             total.first_failure_examples = total.examples - part.examples + (part.first_failure_examples or 0)
             total.first_failure_seconds = time.perf_counter() - start - part.seconds + (part.first_failure_seconds or 0)
-            total.stopped_by = StopReason.FAILURE
+            total.stopped_by = StopReason.INTERRUPTED if part.interrupted else StopReason.FAILURE
             total.failure_config, total.failure_overrides = part.failure_config, part.failure_overrides
             total.environment = part.environment
             if artifacts_dir is not None:  # the round's seed and config, the whole campaign's example count

@@ -42,7 +42,7 @@ def faults_text() -> str:
 
     known = faults()
     width = max(map(len, known), default=0)
-    return "\n".join([f"planted faults ({len(known)}; a config naming one is refused unless {registry.ENV}=1):"]
+    return "\n".join([f"planted faults ({len(known)}; a config naming one is refused unless {registry.ALLOW_FAULTS.name}=1):"]
                      + [f"  {name:<{width}}  {what}" for name, what in known.items()])
 
 
@@ -50,7 +50,7 @@ def faults_epilog() -> str:
     """The fault paragraph of ``run``/``selftest --help``."""
     from tbe import faults as registry
 
-    return (f"planted faults (KernelConfig.faults; refused unless {registry.ENV}=1, which selftest sets for "
+    return (f"planted faults (KernelConfig.faults; refused unless {registry.ALLOW_FAULTS.name}=1, which selftest sets for "
             f"itself): {', '.join(faults())}. `tbe-fuzz selftest --list` says what each plants.")
 
 

@@ -4,7 +4,9 @@ Exit codes: 0 pass (failures, if any, all triaged known findings of the SUT), 1 
 (or a planted fault went unnoticed; for gate and tune, see ``fuzz.cli.gate``), 2 bad usage
 (an error naming the option and the value; never a traceback), including a ``--sut`` that is
 unknown, not available here, or lacks what the command needs (a KernelConfig for the gate,
-planted faults for the self-test), or a kernel worker that could not start (nothing was judged).
+planted faults for the self-test), a kernel worker that could not start, or a campaign whose
+time ran out before it checked any example (nothing was judged),
+130 interrupted by Ctrl-C (``run`` first saves the smallest failure so far and prints its summary).
 """
 
 from __future__ import annotations
@@ -94,11 +96,20 @@ def _sut_option(p: argparse.ArgumentParser, default: Optional[str] = "triton") -
 
 
 def _budget_options(p: argparse.ArgumentParser, default: str = "quick") -> None:
+    from fuzz.budgets import EXAMPLE_CAP_S
+
     p.add_argument("--budget", choices=BUDGET_NAMES, default=default,
                    help=f"search budget (default {default}; quick stays under 2 minutes on the CPU interpreter)")
-    p.add_argument("--seed", type=_seed, default=0, help="Hypothesis seed (default 0: runs are reproducible)")
-    p.add_argument("--max-examples", type=_positive_int, default=None, help="cap on examples")
-    p.add_argument("--time", type=_positive_float, default=None, metavar="S", help="search time in seconds")
+    p.add_argument("--seed", type=_seed, default=0,
+                   help="Hypothesis seed (default 0); a time-bound run checks as many examples as the machine's "
+                        "speed allows, so only --max-examples repeats a seed's run exactly")
+    p.add_argument("--max-examples", type=_positive_int, default=None,
+                   help="cap on drawn examples (run checks its opening tour's cases first); for run, given without "
+                        "--time it lifts the time limit: the tour and exactly this many drawn examples for a seed "
+                        "(exactly reproducible, with the same example database)")
+    p.add_argument("--time", type=_positive_float, default=None, metavar="S",
+                   help="search time in seconds; a failure then shrinks for the budget's shrink time, and an example "
+                        f"still running {EXAMPLE_CAP_S:g}s past either end is stopped, not judged")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     _sanitize_option(p)
 
@@ -245,7 +256,10 @@ def cmd_run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from fuzz.cli.run import cmd_run as run
 
     _require(parser, args.sut, kernel_config=args.config is not None)
-    return run(args, _budget(args), _backend_line(args.sut), _model(args))
+    budget = _budget(args)
+    if args.max_examples is not None and args.time is None:  # bounded by the count alone: reproducible
+        budget = budget.with_overrides(seconds=float("inf"))
+    return run(args, budget, _backend_line(args.sut), _model(args))
 
 
 def cmd_replay(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -304,6 +318,9 @@ def cmd_selftest(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    import time
+
+    started = time.perf_counter()  # run's --time counts from here (fuzz.cli.run)
     parser = build_parser()
     args = parser.parse_args(argv)
     from fuzz import profiles
@@ -312,6 +329,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         profiles.load()  # the Hypothesis profile $HYPOTHESIS_PROFILE names (settings a campaign leaves unset)
     except ValueError as e:
         parser.error(str(e))
+    args.started = started
     try:
         from fuzz.memcheck.weak_memory import enable_from_env
 

@@ -3,7 +3,10 @@
 ``run`` warms the kernel cache first on a GPU (``fuzz.compile.warmup``), runs one campaign in this
 process or N worker processes (``fuzz.execution.workers``), draws a live progress line on a
 terminal (``fuzz.campaign.progress``) and the report pictures (``fuzz.campaign.pictures``), and counts what
-Triton compiled during the search (``fuzz.compile.watch``).
+Triton compiled during the search (``fuzz.compile.watch``). A first Ctrl-C stops the search, saves
+the smallest failure so far and prints the summary marked interrupted (exit status 130); a second
+one exits at once (``fuzz.execution.interrupt``). ``--time`` counts from the command's start: the
+imports and the warm-up come out of the search time, so the whole command keeps to the budget.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -99,8 +103,11 @@ def _one_thread_on_cpu(sut: str) -> None:
 
 
 def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any = None) -> int:
+    from fuzz.budgets import EXAMPLE_CAP_S
     from fuzz.campaign import pictures
     from fuzz.campaign import report
+    from fuzz.execution import interrupt
+    from fuzz.execution.supervisor import shared
     from fuzz.campaign import LiveProgress, chain
     from fuzz.sut import get as get_sut
     from fuzz.campaign import run_triaged
@@ -110,8 +117,12 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any
 
     config = args.config[1] if args.config else KernelConfig()
     n = args.workers if args.workers is not None else default_workers()
-    _progress(f"tbe-fuzz run: budget {budget.name} ({budget.seconds:g}s search, up to {budget.max_examples} "
-              f"examples of <= {budget.max_lookups} lookups), seed {args.seed}, {backend_line}"
+    timed = budget.seconds != float("inf")
+    _progress(f"tbe-fuzz run: budget {budget.name} ("
+              + (f"{budget.seconds:g}s search + {budget.shrink_seconds:g}s to shrink a failure, an example stopped "
+                 f"{EXAMPLE_CAP_S:g}s past the end, " if timed else "no time limit, ")
+              + f"up to {budget.max_examples} examples of <= {budget.max_lookups} lookups), seed {args.seed}, "
+              f"{backend_line}"
               + (f", {n} workers" if n > 1 else ""))
     warm = None
     background = None
@@ -143,13 +154,20 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any
         from fuzz.campaign import open_database
 
         database = open_database(args.database, config)
-    live = LiveProgress(budget.seconds, enabled=True if args.progress else None)
+    if timed:  # start-up (imports, warm-up) comes out of the search time
+        spent = time.perf_counter() - getattr(args, "started", time.perf_counter())
+        budget = budget.with_overrides(seconds=max(0.0, budget.seconds - spent))
+        _progress(f"  start-up took {spent:.1f}s of the budget; {budget.seconds:.1f}s left to search")
+    live = LiveProgress(budget.seconds if timed else 0.0, enabled=True if args.progress else None)
     collector = pictures.Collector()
     try:
-        res = run_triaged(config, budget, seed=args.seed, artifacts_dir=args.artifacts, database=database,
-                          progress=None if live.enabled else _progress, observe=chain(live, collector),
-                          meta={"config_file": str(args.config[0]) if args.config else None}, sut=sut,
-                          model=model, readiness=None if background is None else background.readiness)
+        with interrupt.handled():
+            interrupt.on_second(shared().kill_now)
+            res = run_triaged(config, budget, seed=args.seed, artifacts_dir=args.artifacts, database=database,
+                              progress=None if live.enabled else _progress, observe=chain(live, collector),
+                              meta={"config_file": str(args.config[0]) if args.config else None}, sut=sut,
+                              model=model, readiness=None if background is None else background.readiness,
+                              announce=live.write if live.enabled else _progress)
     finally:
         live.close()
     if background is not None:
@@ -168,4 +186,8 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any
         data["warmup"]["background"] = background.readiness.to_dict()
     text = report.campaign_text(res) + "\n  pictures: " + (", ".join(map(str, drawn)) or f"not drawn ({why_not})")
     print(json.dumps(data, indent=2, sort_keys=True, default=str) if args.json else text, flush=True)
+    if res.interrupted:
+        return interrupt.EXIT_STATUS
+    if res.ok and not res.judged:
+        return 2  # nothing was checked: not a pass
     return 0 if res.ok else 1

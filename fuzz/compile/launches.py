@@ -15,7 +15,7 @@ import contextlib
 import dataclasses
 import inspect
 import json
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator
 
 import torch
 

@@ -16,6 +16,7 @@ from typing import Any, Optional
 
 from fuzz.compile.watch import CompileCounts
 from fuzz.judge.check import CaseResult
+from fuzz.judge.margins import Margins
 from fuzz.judge.teeth import Teeth
 from fuzz.status import Status
 from fuzz.time_split import TimeSplit
@@ -35,8 +36,13 @@ class CampaignStats:
     compiles: CompileCounts = dataclasses.field(default_factory=CompileCounts)  # during the search
     fbgemm: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # status -> examples
     teeth: Teeth = dataclasses.field(default_factory=Teeth)  # bound / |update| per SL band, passing cases
+    margins: Margins = dataclasses.field(default_factory=Margins)  # passing checks' error / bound by decade
     time: TimeSplit = dataclasses.field(default_factory=TimeSplit)  # where the seconds went, per case
     leftover: list[Path] = dataclasses.field(default_factory=list)  # pending cases of drivers that died
+    tour_examples: int = 0            # of ``examples``, the opening tour's (run before the drawn ones)
+    skipped_for_time: int = 0         # drawn examples not started: their expected cost exceeded the time left
+    stopped_for_time: int = 0         # examples stopped at the budget's end (EXAMPLE_CAP_S past it), not judged
+    reduce_steps: int = 0             # candidates the spec reducer (fuzz.campaign.reduce) checked
 
     def record(self, result: CaseResult, ratios: bool = True) -> None:
         """One checked example; ``ratios=False`` leaves its error ratios out of ``max_ratio``."""
@@ -46,6 +52,8 @@ class CampaignStats:
         self.fbgemm[result.fbgemm or Status.NOT_RUN] += 1
         for name, ratio in (result.ratios_by_check() if ratios else {}).items():
             self.max_ratio[name] = max(self.max_ratio.get(name, 0.0), ratio)
+        if ratios:
+            self.margins.add(result.reports)
         self.teeth.merge(result.teeth)
         if result.compiles is not None:
             self.compiles.add(result.compiles)
@@ -65,8 +73,13 @@ class CampaignStats:
         self.compiles.add(other.compiles)
         self.fbgemm.update(other.fbgemm)
         self.teeth.merge(other.teeth)
+        self.margins.merge(other.margins)
         self.time.merge(other.time)
         self.leftover += [p for p in other.leftover if p not in self.leftover]
+        self.tour_examples += other.tour_examples
+        self.skipped_for_time += other.skipped_for_time
+        self.stopped_for_time += other.stopped_for_time
+        self.reduce_steps += other.reduce_steps
 
     def to_state(self) -> dict[str, Any]:
         """The statistics' fields of a campaign's JSON summary."""
@@ -75,7 +88,10 @@ class CampaignStats:
             "seconds": round(self.seconds, 3), "tiers": dict(self.tiers), "max_ratio": self.max_ratio,
             "expected_failures": self.expected_failures, "unmaterializable": self.unmaterializable,
             "compiles": self.compiles.to_dict(), "fbgemm": dict(self.fbgemm), "teeth": self.teeth.to_json(),
+            "margins": self.margins.to_json(),
             "time_split": self.time.to_json(self.seconds),
+            "tour_examples": self.tour_examples, "skipped_for_time": self.skipped_for_time,
+            "stopped_for_time": self.stopped_for_time, "reduce_steps": self.reduce_steps,
         }
 
     @classmethod
@@ -87,5 +103,7 @@ class CampaignStats:
             tiers=collections.Counter(d.get("tiers", {})), max_ratio=dict(d.get("max_ratio", {})),
             expected_failures=int(d.get("expected_failures", 0)), unmaterializable=int(d.get("unmaterializable", 0)),
             compiles=CompileCounts.from_dict(d.get("compiles", {})), fbgemm=collections.Counter(d.get("fbgemm", {})),
-            time=TimeSplit.from_json(d.get("time_split", {})),
+            time=TimeSplit.from_json(d.get("time_split", {})), margins=Margins.from_json(d.get("margins", {})),
+            tour_examples=int(d.get("tour_examples", 0)), skipped_for_time=int(d.get("skipped_for_time", 0)),
+            stopped_for_time=int(d.get("stopped_for_time", 0)), reduce_steps=int(d.get("reduce_steps", 0)),
         )

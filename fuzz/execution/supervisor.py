@@ -14,7 +14,10 @@ crash in a worker that had run earlier cases is re-run in a fresh one, and the f
 the one kept (what a replay sees). Tensors never cross the pipe (the worker materializes from the
 spec, or reads an artifact's tensors.pt), so the normal path costs a pickled spec each way.
 
-The timeout of a case grows with its size: ``timeout_for`` (formula and its measurement there).
+The timeout of a case grows with its size: ``timeout_for`` (formula and its measurement there); past it
+the case is a hang. A caller with a budget also passes ``limit_s``, the time it has left: a case still
+running then is stopped and raises ``CaseTimedOut`` (not judged, so not a failure), and a Ctrl-C
+(``fuzz.execution.interrupt``) stops a running case the same way with ``CaseInterrupted``.
 A subprocess, not multiprocessing: the worker never re-imports a ``__main__`` (pytest-xdist's
 workers have none that could be imported) and its stdout/stderr go to a log whose tail the crash
 report quotes. The driver itself never touches a device.
@@ -38,7 +41,7 @@ from typing import Any, Optional
 
 from fuzz.judge import check
 
-from fuzz.execution import forced_crash
+from fuzz.execution import forced_crash, interrupt
 from strategies.cases import AnyCase, case_size, case_to_dict, tensors
 from fuzz.judge.check import CaseResult
 from fuzz.errors import Unmaterializable, WorkerError
@@ -66,11 +69,23 @@ PER_LOOKUP_S = 4.5e-3 if INTERPRETED else 2.5e-5
 _HARMLESS = (FailureKind.MISMATCH, FailureKind.SANITIZER, FailureKind.EXCEPTION)
 
 
-def timeout_for(case: AnyCase, steps: bool = True, scale: float = 1.0) -> float:
+class CaseTimedOut(Exception):
+    """The caller's time ran out while the case ran: it was stopped and not judged (not a failure)."""
+
+
+class CaseInterrupted(Exception):
+    """A Ctrl-C arrived while the case ran: it was stopped and not judged."""
+
+
+def expected_seconds(case: AnyCase, steps: bool = True) -> float:
+    """The measured upper envelope of the case's cost (no floor, no slack): what a budget plans with."""
     tables, bags, lookups = case_size(case)
     n_steps = getattr(getattr(case, "spec", case), "steps", 1) if steps else 0
-    work = PER_CASE_S + PER_LOOKUP_S * lookups + PER_BAG_S * bags + PER_TABLE_S * tables
-    return scale * (FLOOR_S + SLACK * work * (n_steps + 1))
+    return (PER_CASE_S + PER_LOOKUP_S * lookups + PER_BAG_S * bags + PER_TABLE_S * tables) * (n_steps + 1)
+
+
+def timeout_for(case: AnyCase, steps: bool = True, scale: float = 1.0) -> float:
+    return scale * (FLOOR_S + SLACK * expected_seconds(case, steps))
 
 
 class _Worker:
@@ -102,10 +117,13 @@ class _Worker:
             self.hello = msg[1]
         return self.hello
 
-    def _wait(self, timeout: float) -> Any:
-        """The next message; None when the process ended; TimeoutError after ``timeout`` seconds."""
+    def _wait(self, timeout: float, cancellable: bool = False) -> Any:
+        """The next message; None when the process ended; TimeoutError after ``timeout`` seconds;
+        ``cancellable``: "interrupted" as soon as a Ctrl-C was requested."""
         deadline = time.monotonic() + timeout
         while True:
+            if cancellable and interrupt.requested():
+                return "interrupted"
             if self.replies.poll(max(0.0, min(1.0, deadline - time.monotonic()))):
                 try:
                     return self.replies.recv()
@@ -190,6 +208,12 @@ class Supervisor:
             self._worker.stop(kill)
             self._worker = None
 
+    def kill_now(self) -> None:
+        """SIGKILL the workers without waiting (the process is about to exit on a second Ctrl-C)."""
+        for w in (self._worker, self._spare):
+            if w is not None and w.proc.poll() is None:
+                w.proc.kill()
+
     def close(self) -> None:
         self._retire()
         if self._spare is not None:
@@ -199,10 +223,12 @@ class Supervisor:
 
     # ------------------------------------------------------------------ cases
     def run(self, case: AnyCase, config: Optional[KernelConfig] = None, saved: Optional[Path] = None,
-            steps: bool = True, pending: Optional[Path] = None, **options: Any) -> CaseResult:
+            steps: bool = True, pending: Optional[Path] = None, limit_s: Optional[float] = None,
+            **options: Any) -> CaseResult:
         """``fuzz.judge.check.run_case`` in a worker: ``saved`` is an artifact directory whose tensors.pt replaces
         materialization; ``pending`` the directory the case is written under first (default: a temporary
-        one); ``options`` go to ``run_case``. Raises Unmaterializable for a spec that cannot be built."""
+        one); ``limit_s`` the caller's time left (past it: CaseTimedOut); ``options`` go to ``run_case``.
+        Raises Unmaterializable for a spec that cannot be built, CaseInterrupted after a Ctrl-C."""
         config = config or KernelConfig()
         forced = forced_crash.from_env()
         req = {"case": case_to_dict(case), "config": config.to_dict(), "steps": steps, "options": options,
@@ -211,10 +237,11 @@ class Supervisor:
                "sys_path": [p for p in sys.path if p]}  # a user's SUT module importable here is there too
         where = self._write_pending(pending or self.tmp / "pending", req)
         try:
-            result, earlier = self._run_once(case, config, req, saved)
+            end = None if limit_s is None else time.monotonic() + limit_s
+            result, earlier = self._run_once(case, config, req, saved, end)
             if result.error_kind == FailureKind.CRASH and earlier:  # confirm it alone, as a replay would run it
                 first = result
-                result, _ = self._run_once(case, config, req, saved)
+                result, _ = self._run_once(case, config, req, saved, end)
                 result.notes.insert(0, f"first run, after {earlier} other case(s) in the same worker: "
                                        f"{first.error.splitlines()[0]}; this is the run in a fresh worker")
                 if result.ok:
@@ -226,8 +253,9 @@ class Supervisor:
         return result
 
     def _run_once(self, case: AnyCase, config: KernelConfig, req: dict[str, Any],
-                  saved: Optional[Path]) -> tuple[CaseResult, int]:
-        """(result, how many cases the worker had run before this one)."""
+                  saved: Optional[Path], end: Optional[float] = None) -> tuple[CaseResult, int]:
+        """(result, how many cases the worker had run before this one); ``end``: the caller's deadline
+        (time.monotonic), past which the case is stopped and CaseTimedOut raised."""
         w = self._current()
         if w.proc.poll() is not None:  # it died idle (e.g. killed from outside): not this case's doing
             self._retire(kill=True)
@@ -235,14 +263,22 @@ class Supervisor:
         since, earlier = os.path.getsize(w.log_path), w.cases
         t0 = time.perf_counter()
         timeout = timeout_for(case, req["steps"], self.timeout_scale)
+        left = None if end is None else max(0.0, end - time.monotonic())
         try:
             w.requests.send(req)
         except OSError:  # it died between the check and the request; its exit is reported below
             pass
         try:
-            msg = w._wait(timeout)
+            msg = w._wait(timeout if left is None else min(timeout, left), cancellable=True)
         except TimeoutError:
             msg = "hang"
+        if msg == "interrupted" or (msg == "hang" and left is not None and left < timeout):
+            self._retire(kill=True)  # stopped, not judged: the worker may be mid-kernel
+            self._keep_spare = True
+            if msg == "interrupted":
+                raise CaseInterrupted("a Ctrl-C stopped the case")
+            raise CaseTimedOut(f"stopped after {time.perf_counter() - t0:.1f}s: the time left ({left:.1f}s) "
+                               f"ran out before the case finished")
         if msg is not None and msg != "hang" and msg[0] != "result":
             if msg[0] == "unmaterializable":
                 raise Unmaterializable(msg[1])

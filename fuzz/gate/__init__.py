@@ -5,7 +5,7 @@ baseline, and its report."""
 from fuzz.lazy import face
 
 __all__, __getattr__, __dir__ = face(__name__, {
-    ".cascade": ("CascadeOptions", "CascadeResult", "Level", "run_cascade", "ACCEPT", "KEEP"),
+    ".cascade": ("CascadeOptions", "CascadeResult", "Level", "run_cascade"),
     ".correctness": ("GateResult", "run_gate"),
     ".perf": ("DEFAULT_GAMMA", "gpu_unavailable"),
     ".shapes": ("PerfShape", "PRESETS", "load_shapes"),

@@ -20,7 +20,6 @@ from hypothesis import seed as hypothesis_seed
 
 from fuzz.budgets import Budget
 from fuzz.execution import save_result
-from strategies.cases import AnyCase
 from fuzz.judge import CaseResult
 from strategies.config_space import Drawn, split_draw
 from strategies.edges import edge_cases, reseed

@@ -46,7 +46,7 @@ from oracles.reference_backward import reference_backward
 from oracles.reference_bounds import reference_bounds_check
 from strategies.case import CaseSpec, materialize
 from tbe import KernelConfig
-from tbe.modes import BoundsCheckMode, Optimizer, parse_float_dtype
+from tbe.modes import BoundsCheckMode, Optimizer
 from strategies.cases import initial_weights as spec_weights
 from fuzz.judge.teeth import Teeth
 from fuzz.time_split import Phases

@@ -1,9 +1,9 @@
 """Known findings: triaged disagreements of a SUT with the FP64 references, matched on a failing case.
 
 Each ``KnownFinding`` names the SUTs it applies to, a predicate on the case and the checks
-it explains (``oracles.compare.Check`` members, matched on a failing Report's fields: that check,
-judged against the FP64 reference), or, with ``error``, the exception whose traceback matches it. ``TRIAGE`` is this project's list; a SUT registered from
-outside may carry its own (``SUT(..., findings=...)``, where ``suts`` may stay empty). A failing case is *known* when every failing check is
+it explains (``oracles.compare.Check`` members, matched on a failing Report's fields: that
+check, judged against the FP64 reference), or, with ``error``, the exception whose traceback
+matches it. ``TRIAGE`` is this project's list; a SUT registered from outside may carry its own (``SUT(..., findings=...)``, where ``suts`` may stay empty). A failing case is *known* when every failing check is
 explained by some finding that applies to the SUT and the case; anything else (a failing
 check no finding explains, a crash no finding expects) is a new failure. The texts live
 in ``oracles/findings.py``, with the tests that pin them.

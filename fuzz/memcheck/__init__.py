@@ -5,7 +5,6 @@ code, and the race stress that runs the fused tier on a GPU."""
 from fuzz.lazy import face
 
 __all__, __getattr__, __dir__ = face(__name__, {
-    ".sanitizer": ("MemoryViolation",),
     ".sync_check": ("check_config", "check_launches", "reachable_launches"),
     ".race_stress": ("VARIANTS", "Variant", "barrier_gap", "catch", "run_stress"),
 })

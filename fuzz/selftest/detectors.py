@@ -103,7 +103,7 @@ def _campaign_skip(fault: str) -> Optional[str]:
 def _campaign_run(fault: str, ctx: Context) -> Detection:
     config = KernelConfig(faults=(fault,))
     res = run_campaign(config, ctx.budget, seed=ctx.seed, artifacts_dir=ctx.artifacts_dir, use_database=False,
-                       meta={"source": "selftest", "fault": fault}, sut=ctx.sut)
+                       meta={"source": "selftest", "fault": fault}, sut=ctx.sut, announce=ctx.progress)
     return campaign_detection("campaign", res)
 
 

@@ -50,6 +50,8 @@ def selftest_json(results: Sequence[FaultResult]) -> dict[str, Any]:
             "caught": r.caught,
             "seconds_to_catch": None if catch is None else catch.seconds,
             "examples_to_catch": None if catch is None else catch.examples,
+            "shrunk": None if catch is None or catch.shrunk is None
+            else dict(zip(("tables", "bags", "lookups"), catch.shrunk)),
             "case": None if catch is None or catch.campaign is None else case_to_dict(catch.campaign.failure.case),
             "detections": [d.to_dict() for d in r.detections],
         })

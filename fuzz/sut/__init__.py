@@ -5,7 +5,7 @@ drawn case to what a SUT supports, and building the Triton module a case describ
 from fuzz.lazy import face
 
 __all__, __getattr__, __dir__ = face(__name__, {
-    ".protocol": ("SUT", "Capabilities", "TBEParams", "SUTError", "FatalBoundsCheck", "DEFAULT", "get", "names",
+    ".protocol": ("SUT", "Capabilities", "TBEParams", "DEFAULT", "get", "names",
                   "require", "params_for", "packed_weights", "packed_momentum", "warnings_count"),
     ".fit": ("fit_case", "fit_strategy", "refusal"),
     ".build": ("build_module", "device_batch"),

@@ -1,0 +1,122 @@
+"""Spec-level reduction of a failing case, after Hypothesis's shrink: fewer tables, bags, lookups.
+
+Hypothesis shrinks the choices behind a drawn spec, and stops where no smaller choice sequence
+draws a failing case; dropping one table of a spec re-draws every value from the seed, so it
+stalls at cases of a few tables and tens of bags. This reducer edits the spec itself: it drops a
+table (half of them, then all but one, first), halves (then decrements) the batch size, the bag length and each hot row's count, drops
+a hot row, and keeps an edit whenever the smaller case still fails the same way (same failure
+kind and same first failing check). Greedy first improvement, restarted after each kept edit;
+written here because the reductions are specific to CaseSpec and BadIdCase.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Iterator, Optional
+
+from strategies.case import CaseSpec, HotRow
+from strategies.cases import AnyCase, BadIdCase, case_size
+from fuzz.judge.check import CaseResult
+
+
+def failing_check(result: CaseResult) -> Optional[str]:
+    """The first failing check's name ('forward vs fp64', 'weights after update', ...); None for a crash,
+    hang or raise (no check failed, the kind says it all)."""
+    bad = [r.key for r in result.reports if not r.ok]
+    return bad[0] if bad and result.error is None else None
+
+
+def signature(result: CaseResult) -> tuple[str, Optional[str]]:
+    """How a case failed: (kind, first failing check); a reduction must keep it."""
+    return result.kind, failing_check(result)
+
+
+def size_text(result: CaseResult) -> str:
+    tables, bags, _ = case_size(result.case)
+    return f"{tables} table(s), {bags} bag(s), {result.lookups} lookups"
+
+
+def _halvings(n: int, low: int) -> list[int]:
+    """Smaller values of ``n`` to try, largest cut first: n // 2, then n - 1 (each >= low)."""
+    return sorted({v for v in (max(low, n // 2), n - 1) if low <= v < n})
+
+
+def _table_cuts(n: int) -> list[tuple[int, ...]]:
+    """Tables to keep, biggest cut first: each half (of 4 or more), each one alone, then all but one."""
+    halves = [tuple(range(n // 2)), tuple(range(n // 2, n))] if n >= 4 else []
+    singles = [(t,) for t in range(n)] if n >= 3 else []
+    return halves + singles + [tuple(i for i in range(n) if i != t) for t in range(n)] if n > 1 else []
+
+
+def _keep_tables(spec: CaseSpec, keep: tuple[int, ...]) -> CaseSpec:
+    new = {t: i for i, t in enumerate(keep)}
+    hot = tuple(HotRow(new[h.table], h.row, h.count) for h in spec.hot_rows if h.table in new)
+    return dataclasses.replace(spec, tables=tuple(spec.tables[t] for t in keep), hot_rows=hot)
+
+
+def _spec_candidates(spec: CaseSpec) -> Iterator[CaseSpec]:
+    for keep in _table_cuts(spec.num_tables):
+        yield _keep_tables(spec, keep)
+    for b in _halvings(spec.batch_size, 1):
+        yield dataclasses.replace(spec, batch_size=b)
+    for m in _halvings(spec.max_length, 0):
+        yield dataclasses.replace(spec, max_length=m)
+    for i, h in enumerate(spec.hot_rows):
+        yield dataclasses.replace(spec, hot_rows=spec.hot_rows[:i] + spec.hot_rows[i + 1:])
+        for c in _halvings(h.count, 1):
+            yield dataclasses.replace(spec, hot_rows=spec.hot_rows[:i] + (HotRow(h.table, h.row, c),)
+                                      + spec.hot_rows[i + 1:])
+    if spec.steps > 1:
+        yield dataclasses.replace(spec, steps=1)
+
+
+def _bad_candidates(case: BadIdCase) -> Iterator[BadIdCase]:
+    spec, bad = case.spec, case.bad
+    for keep in _table_cuts(spec.num_tables):
+        yield BadIdCase(_keep_tables(spec, keep), dataclasses.replace(bad, tables=tuple(bad.tables[t] for t in keep)))
+    for b in _halvings(spec.batch_size, 1):
+        yield BadIdCase(dataclasses.replace(spec, batch_size=b), dataclasses.replace(bad, batch_size=b))
+    for m in _halvings(bad.max_length, 0):
+        yield BadIdCase(spec, dataclasses.replace(bad, max_length=m))
+    if spec.steps > 1:
+        yield BadIdCase(dataclasses.replace(spec, steps=1), bad)
+
+
+def candidates(case: AnyCase) -> Iterator[AnyCase]:
+    """Smaller variants of ``case``, the biggest cuts first (each may be invalid: the check says)."""
+    return _bad_candidates(case) if isinstance(case, BadIdCase) else _spec_candidates(case)
+
+
+@dataclasses.dataclass
+class Reduction:
+    result: CaseResult   # the smallest failing case found (the input one if nothing smaller failed)
+    tried: int = 0       # candidates checked
+    kept: int = 0        # of them, smaller cases that failed the same way
+    finished: bool = False  # no candidate of the final case fails the same way (else: stopped early)
+
+
+def reduce_failure(result: CaseResult, check: Callable[[AnyCase], Optional[CaseResult]],
+                   stop: Callable[[], bool], progress: Optional[Callable[[str], None]] = None,
+                   first_step: int = 0) -> Reduction:
+    """Reduce ``result``'s case while ``check(case)`` (a CaseResult, or None when it could not run)
+    fails with the same ``signature``; ``stop()`` is asked before every candidate (time, Ctrl-C);
+    ``progress`` gets a line per kept step, numbered on from ``first_step`` (the shrink steps before)."""
+    want = signature(result)
+    out = Reduction(result)
+    while True:
+        for cand in candidates(out.result.case):
+            if stop():
+                return out
+            try:
+                got = check(cand)
+            except ValueError:  # the edit broke the spec (e.g. a hot row no longer fits)
+                continue
+            out.tried += 1
+            if got is not None and not got.ok and signature(got) == want:
+                out.result, out.kept = got, out.kept + 1
+                if progress is not None:
+                    progress(f"  shrinking (spec): step {first_step + out.tried}, now {size_text(got)}")
+                break
+        else:
+            out.finished = True
+            return out
