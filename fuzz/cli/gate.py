@@ -57,7 +57,7 @@ def _candidate_file(text: str):
 
 
 def _storage(text: str) -> str:
-    from fuzz.tune.storage import check_url
+    from fuzz.tune import check_url
 
     try:
         return check_url(text)
@@ -150,7 +150,7 @@ def cmd_tune(args: argparse.Namespace, parser: argparse.ArgumentParser, progress
         print(f"tbe-fuzz tune: cannot run: {why}", file=sys.stderr)
         return 2
     if args.storage is not None:
-        from fuzz.tune.storage import open_storage
+        from fuzz.tune import open_storage
 
         try:
             open_storage(args.storage)

@@ -1,8 +1,10 @@
 """Tuning: a search over KernelConfig fields (the space, warm tiny shapes) whose every candidate goes
-through the gate's cascade, and the report of what was tried and kept."""
+through the gate's cascade, the study's storage that lets several processes search it together, and the
+report of what was tried and kept."""
 
 from fuzz.lazy import face
 
 __all__, __getattr__, __dir__ = face(__name__, {
     ".space": ("searched_fields",),
+    ".storage": ("check_url", "open_storage", "study_name"),
 })

@@ -16,8 +16,8 @@ import json
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from fuzz.campaign.database import is_redis
-from fuzz.gate.shapes import PerfShape
+from fuzz.campaign import is_redis
+from fuzz.gate import PerfShape
 from tbe import KernelConfig
 
 REDIS_PREFIX = "tbe-fuzz-tune"
