@@ -103,7 +103,8 @@ def test_a_stuck_builder_is_waited_for_only_up_to_the_timeout(tmp_path, monkeypa
 
 def test_install_sets_the_managers_and_keeps_a_users_own(monkeypatch):
     for name in (kernel_cache.MANAGER_ENV, kernel_cache.BACKEND_ENV, kernel_cache.URL_ENV):
-        monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv(name, "-")  # recorded, so install's changes are undone after the test
+        monkeypatch.delenv(name)
     kernel_cache.install()
     assert os.environ[kernel_cache.MANAGER_ENV] == LOCKED and kernel_cache.BACKEND_ENV not in os.environ
     kernel_cache.install("redis://127.0.0.1:1/0")

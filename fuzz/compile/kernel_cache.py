@@ -26,6 +26,7 @@ import os
 import time
 from typing import Dict, Optional
 
+import tbe.backend  # noqa: F401  (picks the interpreter before Triton is first imported)
 from triton.runtime.cache import FileCacheManager, RedisRemoteCacheBackend, RemoteCacheManager
 
 URL_ENV = "TBE_FUZZ_KERNEL_CACHE"
