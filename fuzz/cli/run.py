@@ -38,7 +38,8 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("--workers", type=_workers_arg, default=None, metavar="N",
                      help="campaign processes (default: one per visible GPU; one without a GPU)")
     run.add_argument("--database", type=_database_arg, default=None, metavar="DIR|redis://HOST:PORT/DB",
-                     help="Hypothesis example database shared by the workers (default: <artifacts>/.hypothesis)")
+                     help="Hypothesis example database shared by the workers (default: <artifacts>/.hypothesis); a "
+                          "redis:// server also holds the compiled kernels, so hosts build each kernel once")
     run.add_argument("--no-warmup", action="store_true", help="skip building the kernels (each case compiles its own)")
     run.add_argument("--warmup-first", action="store_true",
                      help="build every kernel before the search starts (default: build in the background while "
