@@ -1,9 +1,9 @@
 """A planted fault must not rebuild kernels whose code it does not change, and the warm-up's dry run
 counts specializations per kernel without compiling.
 
-Launch keys come from ``fuzz.compile.specializations.record(dry_run=True)`` (no kernel runs), over a
-few cases per config of a campaign (every override profile, every kernel reached), under the
-default config and under each fault's self-test config. ``TOUCHES`` is read off the kernel sources:
+Launch keys come from ``fuzz.compile.dry_run.keys_by_kernel`` (no kernel runs): a few cases per config
+of a campaign (every override profile, every kernel reached), under the default config and under each
+fault's self-test config. ``TOUCHES`` is read off the kernel sources:
 the kernels that take a fault's constexpr (or a value a fault changes).
 """
 
@@ -13,11 +13,8 @@ import json
 
 import pytest
 
-from fuzz.compile.specializations import record
-from fuzz.compile.warmup import exercise
+from fuzz.compile.dry_run import keys_by_kernel as _keys_by_kernel
 from fuzz.selftest.detectors import campaign_config
-from strategies.case import CaseSpec, HotRow
-from strategies.config_space import campaign_configs
 from tbe import KernelConfig, faults
 
 TOUCHES = {
@@ -37,40 +34,6 @@ TOUCHES = {
 
 # forces int32 linear ids where a profile asks for int64: fewer variants of the backward kernels, none new
 NARROWS = {"int32_linearize_past_limit"}
-
-# (weights, output, index dtype, weighted, pooling, optimizer, bounds check)
-_VARIANTS = (
-    ("fp32", "fp32", "int64", False, "sum", "exact_sgd", "warning"),
-    ("fp16", "fp32", "int32", True, "mean", "exact_rowwise_adagrad", "fatal"),
-    ("bf16", "fp16", "int64", True, "mean", "exact_sgd", "ignore"),
-)
-
-
-def _cases(config: KernelConfig) -> list[CaseSpec]:
-    """A few cases of ``config`` that reach each of its kernels: every dimension bucket and a wider row, a
-    hot row long enough for its long tiers, and (where the config has it) a small table."""
-    tables = tuple((4, b) for b in config.dim_buckets) + ((4, config.dim_buckets[-1] + 1),)
-    hot = (HotRow(0, 0, max(config.long_run_threshold, config.fused_long_min_lookups)),)
-    out = [CaseSpec(tables=tables, batch_size=2, weights_dtype=w, output_dtype=o, index_dtype=i, weighted=wt,
-                    pooling=p, optimizer=opt, bounds_check=mode, length_profile="fixed", max_length=2, seed=1,
-                    hot_rows=hot) for w, o, i, wt, p, opt, mode in _VARIANTS]
-    if config.small_table_path:
-        out += [CaseSpec(tables=((config.small_table_max_rows, config.small_table_max_dim),), batch_size=1,
-                         pooling=p, weights_dtype="fp16", output_dtype="fp32", length_profile="fixed",
-                         max_length=max(1, config.small_table_min_pooling), seed=1) for p in ("sum", "mean")]
-    return out
-
-
-def _keys_by_kernel(base: KernelConfig) -> dict[str, set]:
-    with faults.allow(), record(dry_run=True) as keys:
-        for config in campaign_configs(base):
-            for spec in _cases(config):
-                exercise(spec, config)
-    out: dict[str, set] = {}
-    for name, key in keys:
-        out.setdefault(name, set()).add(key)
-    return out
-
 
 @pytest.fixture(scope="module")
 def default_keys() -> dict[str, set]:
@@ -100,3 +63,25 @@ def test_a_changed_constexpr_is_seen(default_keys):
     keys = _keys_by_kernel(KernelConfig(bwd_long_gather=4, bwd_short_gather_weighted=8))
     assert keys["_chunk_kernel"] - default_keys["_chunk_kernel"]
     assert keys["_forward_kernel"] == default_keys["_forward_kernel"]
+
+
+def test_warmup_dry_run_prints_the_count_per_kernel(monkeypatch, capsys):
+    """``tbe-fuzz warmup --dry-run --faults --json``, on the first cases of every warm-up unit (the whole
+    matrix takes minutes on a CPU)."""
+    from fuzz.cli import main
+    from fuzz.compile import dry_run
+
+    whole = dry_run.unit_groups
+    monkeypatch.setattr(dry_run, "unit_groups", lambda unit: [whole(unit)[0][:2]])
+    assert main(["warmup", "--dry-run", "--faults", "--json", "--processes", "1"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    counts = out["specializations"]
+    assert {"_forward_kernel", "_chunk_kernel", "_short_rows_kernel"} <= set(counts)
+    assert all(n > 0 for n in counts.values()) and out["total"] == sum(counts.values())
+    assert out["compiled"].startswith("not run")
+    bases = {b["base"]: b for b in out["bases"]}
+    assert set(bases) == {"default"} | {f"default + fault {f}" for f in faults.KNOWN}
+    assert bases["default"]["new"] == 0
+    skip = bases["default + fault fwd_skip_last_id"]
+    assert skip["new"] > 0 and set(skip["new_by_kernel"]) == {"_forward_kernel"}
+    assert bases["default + fault unstable_weighted_pairing"]["new"] == 0

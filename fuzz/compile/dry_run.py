@@ -16,6 +16,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from fuzz.compile.specializations import by_kernel
 from fuzz.compile.warmup import Unit, WarmCase, default_processes, unit_groups
+from tbe.config import KernelConfig
 
 
 def _record_group(cases: list[WarmCase]) -> set:
@@ -90,3 +91,47 @@ def dry_run(bases: Sequence[tuple[str, Sequence[Unit]]], processes: Optional[int
         summary.append({"base": label, "total": len(keys[label]), "new": len(new), "new_by_kernel": by_kernel(new)})
     return DryRunResult(by_kernel(union), summary, sum(len(g) for _, g in jobs), len(jobs), n,
                         time.perf_counter() - t0)
+
+
+# ----------------------------------------------------------------------------- a quick sample
+# (weights, output, index dtype, weighted, pooling, optimizer, bounds check)
+_VARIANTS = (
+    ("fp32", "fp32", "int64", False, "sum", "exact_sgd", "warning"),
+    ("fp16", "fp32", "int32", True, "mean", "exact_rowwise_adagrad", "fatal"),
+    ("bf16", "fp16", "int64", True, "mean", "exact_sgd", "ignore"),
+)
+
+
+def reach_cases(config: KernelConfig) -> list:
+    """A few cases of ``config`` that reach each of its kernels (not every specialization): every dimension
+    bucket and a wider row, a hot row long enough for its long tiers, a small table where it has the path."""
+    from strategies.case import CaseSpec, HotRow
+
+    tables = tuple((4, b) for b in config.dim_buckets) + ((4, config.dim_buckets[-1] + 1),)
+    hot = (HotRow(0, 0, max(config.long_run_threshold, config.fused_long_min_lookups)),)
+    out = [CaseSpec(tables=tables, batch_size=2, weights_dtype=w, output_dtype=o, index_dtype=i, weighted=wt,
+                    pooling=p, optimizer=opt, bounds_check=mode, length_profile="fixed", max_length=2, seed=1,
+                    hot_rows=hot) for w, o, i, wt, p, opt, mode in _VARIANTS]
+    if config.small_table_path:
+        out += [CaseSpec(tables=((config.small_table_max_rows, config.small_table_max_dim),), batch_size=1,
+                         pooling=p, weights_dtype="fp16", output_dtype="fp32", length_profile="fixed",
+                         max_length=max(1, config.small_table_min_pooling), seed=1) for p in ("sum", "mean")]
+    return out
+
+
+def keys_by_kernel(base: KernelConfig) -> dict[str, set]:
+    """Launch keys per kernel of ``reach_cases`` under every config a campaign under ``base`` runs: seconds
+    on a CPU where the whole warm-up matrix takes many minutes, so tests and quick comparisons use it."""
+    from fuzz.compile.specializations import record
+    from fuzz.compile.warmup import exercise
+    from strategies.config_space import campaign_configs
+    from tbe import faults
+
+    with faults.allow(), record(dry_run=True) as keys:
+        for config in campaign_configs(base):
+            for spec in reach_cases(config):
+                exercise(spec, config)
+    out: dict[str, set] = {}
+    for name, key in keys:
+        out.setdefault(name, set()).add(key)
+    return out
