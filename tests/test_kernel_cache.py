@@ -88,16 +88,43 @@ def test_a_builder_that_fails_lets_the_next_one_build(tmp_path, monkeypatch):
     waiter.put_group("k.json", {})
 
 
+def test_a_failed_build_kept_alive_is_released_when_its_thread_moves_on(tmp_path, monkeypatch):
+    """An exception kept somewhere (a traceback in a report) keeps the failed build's manager alive; the
+    lock goes when that thread looks up its next kernel."""
+    failed = _manager(tmp_path, monkeypatch)
+    assert failed.get_group("k.json") is None  # holds the lock; its build raises; the object lives on
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
+    other = kernel_cache.LockedFileCacheManager("OTHER")
+    assert other.get_group("o.json") is None  # the same thread's next kernel
+    got = {}
+    t = threading.Thread(target=lambda: got.setdefault("group", _manager(tmp_path, monkeypatch).get_group("k.json")))
+    t.start()
+    t.join(5)
+    assert not t.is_alive() and got["group"] is None  # the lock was free: the other thread builds
+    other.put_group("o.json", {})
+
+
 def test_a_stuck_builder_is_waited_for_only_up_to_the_timeout(tmp_path, monkeypatch):
     builder, waiter = _manager(tmp_path, monkeypatch), _manager(tmp_path, monkeypatch)
     assert builder.get_group("k.json") is None
     monkeypatch.setenv(kernel_cache.TIMEOUT_ENV, "0.3")
-    t0 = time.monotonic()
-    assert waiter.get_group("k.json") is None
-    assert 0.3 <= time.monotonic() - t0 < 5
+    got = {}
+
+    def wait() -> None:  # another thread, as another process would be
+        t0 = time.monotonic()
+        got["group"] = waiter.get_group("k.json")
+        got["seconds"] = time.monotonic() - t0
+
+    t = threading.Thread(target=wait)
+    t.start()
+    t.join(10)
+    assert got["group"] is None and 0.3 <= got["seconds"] < 5
     monkeypatch.setenv(kernel_cache.TIMEOUT_ENV, "soon")
-    with pytest.raises(ValueError, match="TBE_FUZZ_BUILD_LOCK_TIMEOUT.*'soon'"):
-        _manager(tmp_path, monkeypatch).get_group("other.json")
+    errors = []
+    t = threading.Thread(target=lambda: errors.append(pytest.raises(ValueError, waiter.get_group, "k.json")))
+    t.start()
+    t.join(10)
+    assert "TBE_FUZZ_BUILD_LOCK_TIMEOUT: expected seconds, got 'soon'" in str(errors[0].value)
     builder.put_group("k.json", {})
 
 

@@ -5,8 +5,10 @@ on a miss, writes each file (``put``) and finally the group (``put_group``); pro
 together all build. ``LockedFileCacheManager`` takes an ``fcntl.flock`` on the kernel's cache
 directory after a miss and asks again once it holds it: the first process builds and releases the
 lock when its group is written, the others wait and load that build. A waiter gives up after
-``TBE_FUZZ_BUILD_LOCK_TIMEOUT`` seconds (default 600) and builds itself, and a builder that dies
-drops its lock with its file descriptor, so a crash never blocks the machine.
+``TBE_FUZZ_BUILD_LOCK_TIMEOUT`` seconds (default 600) and builds itself. A builder that dies drops
+its lock with its file descriptor; a build that raised is never finished, so its lock goes when its
+manager is collected or, at the latest, when the same thread looks up its next kernel (Triton builds
+one kernel at a time per thread): a failed build never blocks the machine.
 
 ``LockedRemoteCacheManager`` does the same over Triton's ``RemoteCacheManager`` (the group and its
 files in a remote store, materialized in the local cache directory, where the lock lives), with
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import threading
 import time
 from typing import Dict, Optional
 
@@ -47,6 +50,9 @@ def _timeout() -> float:
     return value
 
 
+_HELD = threading.local()  # .manager: the manager whose build this thread is running, if any
+
+
 class _BuildLock:
     """The per-kernel build lock: taken after a cache miss, released once the group is written."""
 
@@ -57,6 +63,9 @@ class _BuildLock:
         raise NotImplementedError
 
     def _locked_get_group(self, lookup, filename: str) -> Optional[Dict[str, str]]:
+        previous = getattr(_HELD, "manager", None)
+        if previous is not None and previous is not self:  # this thread moved on: that build raised
+            previous._release()
         found = lookup(filename)
         where = self._lock_dir()
         if found is not None or self._fd is not None or where is None:
@@ -83,9 +92,12 @@ class _BuildLock:
             os.close(fd)  # closing drops the lock
             return found
         self._fd = fd  # this process builds; put_group releases
+        _HELD.manager = self
         return None
 
     def _release(self) -> None:
+        if getattr(_HELD, "manager", None) is self:
+            _HELD.manager = None
         if self._fd is not None:
             fd, self._fd = self._fd, None
             os.close(fd)
