@@ -28,7 +28,7 @@ REMOTE = "fuzz.compile.kernel_cache:LockedRemoteCacheManager"
 
 
 def _env(cache_dir: Path, manager: str, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRITON_", "TBE_FUZZ_KERNEL"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRITON_") and k != kernel_cache.URL_ENV}
     env.update(TRITON_INTERPRET="0", TRITON_CACHE_DIR=str(cache_dir), TRITON_CACHE_MANAGER=manager,
                TRITON_DEFAULT_FP_FUSION="1", PYTHONPATH=str(ROOT), **extra)
     return env

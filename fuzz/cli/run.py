@@ -100,11 +100,11 @@ def cmd_warmup(args: argparse.Namespace) -> int:
 
             extra = list(NAMED.values())
         if args.dry_run:
-            from fuzz.compile import campaign_units, dry_run
+            from fuzz.compile import campaign_units, count_specializations
 
             units = [(label, campaign_units([c])) for label, c in bases]
             units += [("named configs", [("matrix", c) for c in extra])] if extra else []
-            counted = dry_run(units, args.processes, _progress)
+            counted = count_specializations(units, args.processes, _progress)
             print(json.dumps(counted.to_dict(), indent=2) if args.json else counted.text(), flush=True)
             return 0
         res = warm_campaigns([c for _, c in bases], args.processes, _progress, force=args.force, extra=extra)

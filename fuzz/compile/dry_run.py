@@ -62,7 +62,7 @@ class DryRunResult:
         return "\n".join(lines)
 
 
-def dry_run(bases: Sequence[tuple[str, Sequence[Unit]]], processes: Optional[int] = None,
+def count_specializations(bases: Sequence[tuple[str, Sequence[Unit]]], processes: Optional[int] = None,
             progress: Optional[Callable[[str], None]] = None) -> DryRunResult:
     """Record every specialization the warm-up of each (label, units) reaches (``campaign_units([config])``
     for a campaign); ``processes`` 1 runs in this process."""
