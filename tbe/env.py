@@ -125,6 +125,13 @@ ARTIFACTS = _var(
 CACHE = _var(
     "TBE_FUZZ_CACHE", Kind.PATH, "~/.cache/tbe-fuzz",
     "cache of the sm_90 compiles the static checks read (under compiled/)")
+KERNEL_CACHE = _var(
+    "TBE_FUZZ_KERNEL_CACHE", Kind.TEXT, None,
+    "a redis:// URL holding compiled kernels for a fleet (Triton's remote cache, fuzz.compile.kernel_cache); "
+    "tbe-fuzz sets it from --database redis://")
+BUILD_LOCK_TIMEOUT = _var(
+    "TBE_FUZZ_BUILD_LOCK_TIMEOUT", Kind.TEXT, "600",
+    "seconds a process waits for another process's build of the same kernel before building it itself")
 WORKER_PROFILE = _var(
     "TBE_FUZZ_WORKER_PROFILE", Kind.PATH, None,
     "a directory: each supervised worker writes a cProfile of the cases it ran there")

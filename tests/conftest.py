@@ -1,7 +1,7 @@
-"""Suite-wide set-up: xdist workers pinned to GPUs, planted faults allowed, Hypothesis profile loaded,
-Hypothesis tests marked ``property``, GPU tests skipped on CPU, and, with TBE_FUZZ_SANITIZE=1 (what
-``make test`` sets), the interpreter sanitizer on for every ``fuzz`` test (in process here; supervised
-workers read the variable themselves)."""
+"""Suite-wide set-up: xdist workers pinned to GPUs and building each kernel once per machine, planted faults
+allowed, Hypothesis profile loaded, Hypothesis tests marked ``property``, GPU tests skipped on CPU, and, with
+TBE_FUZZ_SANITIZE=1 (what ``make test`` sets), the interpreter sanitizer on for every ``fuzz`` test (in
+process here; supervised workers read the variable themselves)."""
 
 import os
 
@@ -18,6 +18,10 @@ ALLOW_FAULTS.setdefault("1")
 # many times over (fuzz/cli/run.py's _one_thread_on_cpu measured 95 ms against 1 ms for one index_add_)
 if os.environ.get("PYTEST_XDIST_WORKER") and "OMP_NUM_THREADS" not in os.environ:
     os.environ["OMP_NUM_THREADS"] = core_share(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+
+from fuzz.compile import kernel_cache  # noqa: E402
+
+kernel_cache.install()  # xdist workers (and the compile children they start) build each kernel once
 
 import pytest  # noqa: E402
 import torch  # noqa: E402

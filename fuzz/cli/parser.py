@@ -365,7 +365,20 @@ def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return 2
 
 
+def _kernel_cache(args: argparse.Namespace) -> None:
+    """One build per kernel on this machine, and with ``--database redis://`` kernels shared through that
+    server (``fuzz.compile.kernel_cache``), for this process and every one it starts."""
+    from fuzz.campaign.database import is_redis
+    from fuzz.compile import kernel_cache
+
+    database = getattr(args, "database", None)
+    line = kernel_cache.install(database if database and is_redis(database) else None)
+    if database and is_redis(database):
+        _progress(line)
+
+
 def _command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    _kernel_cache(args)
     if getattr(args, "sanitize", False):
         from tbe.backend import INTERPRETED
 

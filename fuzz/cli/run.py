@@ -43,7 +43,8 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("--workers", type=_workers_arg, default=None, metavar="N",
                      help="campaign processes (default: one per visible GPU; one without a GPU)")
     run.add_argument("--database", type=_database_arg, default=None, metavar="DIR|redis://HOST:PORT/DB",
-                     help="Hypothesis example database shared by the workers (default: <artifacts>/.hypothesis)")
+                     help="Hypothesis example database shared by the workers (default: <artifacts>/.hypothesis); a "
+                          "redis:// server also holds the compiled kernels, so hosts build each kernel once")
     run.add_argument("--no-warmup", action="store_true", help="skip building the kernels (each case compiles its own)")
     run.add_argument("--warmup-first", action="store_true",
                      help="build every kernel before the search starts (default: build in the background while "
@@ -65,6 +66,11 @@ def add_warmup_parser(sub: Any, config_type: Any) -> None:
                    help="worker processes (default: CPU cores, at most 32)")
     w.add_argument("--force", action="store_true",
                    help="run even if Triton's cache holds a stamp of the same warm-up (fuzz.compile.stamp)")
+    w.add_argument("--faults", action="store_true",
+                   help="also each planted-fault config the self-test's campaigns run (tbe.faults), on each base")
+    w.add_argument("--dry-run", action="store_true",
+                   help="compile nothing: count the kernel specializations the warm-up would build, per kernel "
+                        "(JSON key 'specializations'), and what each fault config adds; runs on a CPU too")
     w.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
@@ -72,17 +78,41 @@ def _progress(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def cmd_warmup(args: argparse.Namespace) -> int:
-    from fuzz.compile import warm_campaigns
+def _warmup_bases(args: argparse.Namespace) -> list[tuple[str, Any]]:
+    """(label, config) of each campaign the warm-up covers: the --config files (or the defaults), then with
+    --faults each planted-fault config on each of them."""
     from tbe import KernelConfig
 
-    bases = [c for _, c in args.config] if args.config else [KernelConfig()]
-    extra = []
-    if args.named_configs:
-        from strategies.configs import NAMED
+    bases = [(str(path), c) for path, c in args.config] if args.config else [("default", KernelConfig())]
+    if not args.faults:
+        return bases
+    from fuzz.selftest import campaign_config
+    from tbe import faults
 
-        extra = list(NAMED.values())
-    res = warm_campaigns(bases, args.processes, _progress, force=args.force, extra=extra)
+    return bases + [(f"{label} + fault {name}", campaign_config(name, c))
+                    for label, c in bases for name in sorted(faults.KNOWN)]
+
+
+def cmd_warmup(args: argparse.Namespace) -> int:
+    from fuzz.compile import warm_campaigns
+    from tbe import faults
+
+    with faults.allow():  # --faults: planted-fault configs are built (never run) here
+        bases = _warmup_bases(args)
+        extra = []
+        if args.named_configs:
+            from strategies.configs import NAMED
+
+            extra = list(NAMED.values())
+        if args.dry_run:
+            from fuzz.compile import campaign_units, count_specializations
+
+            units = [(label, campaign_units([c])) for label, c in bases]
+            units += [("named configs", [("matrix", c) for c in extra])] if extra else []
+            counted = count_specializations(units, args.processes, _progress)
+            print(json.dumps(counted.to_dict(), indent=2) if args.json else counted.text(), flush=True)
+            return 0
+        res = warm_campaigns([c for _, c in bases], args.processes, _progress, force=args.force, extra=extra)
     print(json.dumps(res.to_dict(), indent=2) if args.json else res.text(), flush=True)
     return 1 if res.errors else 0
 

@@ -14,6 +14,7 @@ own count is ``fuzz.compile.watch``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 from typing import Any, Iterator
 
@@ -22,9 +23,11 @@ import torch
 Key = tuple  # (kernel name, ((parameter, specialization), ...))
 
 
-def _constexpr_params(fn: Any) -> set[str]:
+@functools.lru_cache(maxsize=None)
+def _signature(fn: Any) -> tuple[tuple[str, ...], frozenset[str]]:
+    """(parameter names, constexpr names) of a kernel's function; read once (inspect is slow)."""
     params = inspect.signature(fn).parameters.values()
-    return {p.name for p in params if "constexpr" in str(p.annotation)}
+    return tuple(p.name for p in params), frozenset(p.name for p in params if "constexpr" in str(p.annotation))
 
 
 def _arg_key(value: Any, constexpr: bool, specialize: bool) -> Any:
@@ -49,12 +52,11 @@ def _arg_key(value: Any, constexpr: bool, specialize: bool) -> Any:
 def launch_key(kernel: Any, args: tuple, kwargs: dict) -> Key:
     """The specialization key of one launch of ``kernel`` (a JITFunction or InterpretedFunction)."""
     fn = kernel.fn
-    names = [p.name for p in inspect.signature(fn).parameters.values()]
+    names, const = _signature(fn)
     dns = set()
     opts = getattr(kernel, "kwargs", None) or {}
     for entry in (opts.get("do_not_specialize") or getattr(kernel, "do_not_specialize", None) or ()):
         dns.add(names[entry] if isinstance(entry, int) else entry)
-    const = _constexpr_params(fn)
     bound = dict(zip(names, args))
     bound.update({k: v for k, v in kwargs.items() if k in names})
     options = tuple(sorted((k, str(v)) for k, v in kwargs.items() if k not in names))  # num_warps, ...

@@ -144,6 +144,24 @@ def tour_groups(config: KernelConfig, size: int = 4) -> list[list[WarmCase]]:
     return [cases[i:i + size] for i in range(0, len(cases), size)]
 
 
+Unit = tuple[str, KernelConfig]  # ("matrix", config): its warm_groups; ("tour", config): its tour_groups
+
+
+def campaign_units(bases: Sequence[KernelConfig], extra: Sequence[KernelConfig] = ()) -> list[Unit]:
+    """What campaigns under ``bases`` run: each base and the override profiles drawn on it, and each
+    base's opening tour (plus the ``extra`` configs, as they are)."""
+    from strategies.config_space import campaign_configs
+
+    configs = [c for b in bases for c in campaign_configs(b)] + list(extra)
+    return [("matrix", c) for c in dict.fromkeys(configs)] + [("tour", b) for b in dict.fromkeys(bases)]
+
+
+def unit_groups(unit: Unit) -> list[list[WarmCase]]:
+    """The warm-up cases of one unit, in groups meant for one worker each."""
+    kind, config = unit
+    return warm_groups([config]) if kind == "matrix" else tour_groups(config)
+
+
 def _run_group(cases: list[WarmCase]) -> dict[str, Any]:
     """Worker: run one group's cases, count what Triton compiled and loaded."""
     from fuzz.compile.watch import watch
@@ -221,7 +239,7 @@ def warmup(configs: Sequence[KernelConfig], processes: Optional[int] = None,
     keys = {u: warm_stamp.stamp_key([u[1]], tag=u[0], env=env) for u in units}
     stamps = {u: None if force else warm_stamp.find(keys[u]) for u in units}
     todo = [u for u in units if stamps[u] is None]
-    groups = [(u, g) for u in todo for g in (warm_groups([u[1]]) if u[0] == "matrix" else tour_groups(u[1]))]
+    groups = [(u, g) for u in todo for g in unit_groups(u)]
     n = processes or default_processes()
     res = WarmupResult(cases=sum(len(g) for _, g in groups), groups=len(groups), processes=n,
                        reused=len(units) - len(todo))
@@ -258,9 +276,7 @@ def warmup(configs: Sequence[KernelConfig], processes: Optional[int] = None,
 def warm_campaigns(bases: Sequence[KernelConfig], processes: Optional[int] = None,
                    progress: Optional[Callable[[str], None]] = None, force: bool = False,
                    extra: Sequence[KernelConfig] = ()) -> WarmupResult:
-    """``warmup`` of what campaigns under ``bases`` run: each base and the override profiles drawn on it,
-    and each base's opening tour (plus the ``extra`` configs, as they are)."""
-    from strategies.config_space import campaign_configs
-
-    configs = [c for b in bases for c in campaign_configs(b)] + list(extra)
-    return warmup(configs, processes, progress, force=force, tours=bases)
+    """``warmup`` of what campaigns under ``bases`` run (``campaign_units``)."""
+    units = campaign_units(bases, extra)
+    return warmup([c for kind, c in units if kind == "matrix"], processes, progress, force=force,
+                  tours=[c for kind, c in units if kind == "tour"])

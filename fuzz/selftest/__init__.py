@@ -7,6 +7,6 @@ from fuzz.lazy import face
 __all__, __getattr__, __dir__ = face(__name__, {
     ".run": ("FaultResult", "run_selftest", "all_ok", "counts"),
     ".detectors": ("CAUGHT", "MISSED", "MASKED", "SKIPPED", "Context", "Detection", "Detector", "detectors_for",
-                   "register"),
+                   "register", "campaign_config"),
     ".report": ("selftest_text", "selftest_json"),
 })

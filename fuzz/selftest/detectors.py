@@ -100,8 +100,14 @@ def _campaign_skip(fault: str) -> Optional[str]:
     return (CAMPAIGN_BLIND_INTERPRETED if INTERPRETED else CAMPAIGN_BLIND_GPU).get(fault)
 
 
+def campaign_config(fault: str, base: Optional[KernelConfig] = None) -> KernelConfig:
+    """The config the campaign detector searches with ``fault`` planted (``base``: the defaults); the
+    warm-up builds it (``tbe-fuzz warmup --faults``). Needs planted faults allowed."""
+    return (base or KernelConfig()).replace(faults=(fault,))
+
+
 def _campaign_run(fault: str, ctx: Context) -> Detection:
-    config = KernelConfig(faults=(fault,))
+    config = campaign_config(fault)
     res = run_campaign(config, ctx.budget, seed=ctx.seed, artifacts_dir=ctx.artifacts_dir, use_database=False,
                        meta={"source": "selftest", "fault": fault}, sut=ctx.sut, announce=ctx.progress)
     return campaign_detection("campaign", res)
