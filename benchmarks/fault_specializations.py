@@ -16,7 +16,7 @@ import json
 
 
 def measure() -> dict:
-    from fuzz.compile.dry_run import keys_by_kernel
+    from fuzz.compile import keys_by_kernel
     from tbe import KernelConfig, faults
 
     with faults.allow():

@@ -13,8 +13,8 @@ import json
 
 import pytest
 
-from fuzz.compile.dry_run import keys_by_kernel as _keys_by_kernel
-from fuzz.selftest.detectors import campaign_config
+from fuzz.compile import keys_by_kernel as _keys_by_kernel
+from fuzz.selftest import campaign_config
 from tbe import KernelConfig, faults
 
 TOUCHES = {
