@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Time to a GPU answer on a fresh machine: a quick campaign with the background warm-up (first checked
+# example, examples in the search, wall), a warm re-run, three campaigns started together, and the
+# self-test of the faults named in FAULTS. Usage: bash benchmarks/first_answer.sh OUT_DIR
+# Each step writes its JSON summary and stderr to OUT_DIR; walls go to OUT_DIR/walls.txt.
+set -u
+OUT=${1:?output directory}
+mkdir -p "$OUT"
+FAULTS=${FAULTS:-"fwd_drop_cols_past_1024 hang_narrow_long_run lane_mask_narrow momentum_low_precision"}
+step() {  # step NAME LIMIT_S COMMAND...: run, record wall and exit status
+    local name=$1 limit=$2; shift 2
+    local t0; t0=$(date +%s.%N)
+    timeout "$limit" "$@" > "$OUT/$name.json" 2> "$OUT/$name.err"
+    local rc=$?
+    python3 -c "import sys; print(f'{sys.argv[1]:<16} rc={sys.argv[2]:<4} wall={float(sys.argv[4]) - float(sys.argv[3]):.1f}s')" \
+        "$name" "$rc" "$t0" "$(date +%s.%N)" | tee -a "$OUT/walls.txt"
+}
+step quick_fresh 200 python -m fuzz run --budget quick --json --artifacts "$OUT/a1"
+step quick_warm 150 python -m fuzz run --budget quick --json --time 30 --artifacts "$OUT/a2"
+t0=$(date +%s.%N)
+for i in 1 2 3; do
+    timeout 120 python -m fuzz run --budget quick --time 20 --seed "$i" --json --artifacts "$OUT/c$i" \
+        > "$OUT/concurrent_$i.json" 2> "$OUT/concurrent_$i.err" &
+done
+wait
+python3 -c "import sys; print(f'concurrent x3    wall={float(sys.argv[2]) - float(sys.argv[1]):.1f}s')" "$t0" "$(date +%s.%N)" \
+    | tee -a "$OUT/walls.txt"
+args=()
+for f in $FAULTS; do args+=(--fault "$f"); done
+step selftest_new 300 python -m fuzz selftest --time 45 --json "${args[@]}"
