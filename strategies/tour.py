@@ -3,10 +3,10 @@
 A short campaign draws too few examples to reach every tier by chance, so it starts with
 these (as Hypothesis explicit examples, never shrunk): ids at both ends of every table's
 range, segment lengths at the long-run threshold and past two chunks (two-kernel and fused
-tier), rows wider than the largest dimension bucket, weighted MEAN with the per-sample-weight
-gradient, every bad-id kind with broken offsets repaired across several blocks (standalone
-and fused check, WARNING, IGNORE, FATAL), the small-table path with a tail past its
-histogram window, short runs side by side, the hoisted transpose, looping persistent grids,
+tier), rows wider than the largest dimension bucket and past 1,024 columns, weighted MEAN
+with the per-sample-weight gradient, every bad-id kind with broken offsets repaired across
+several blocks (standalone and fused check, WARNING, IGNORE, FATAL), the small-table path
+with a tail past its histogram window, short runs side by side, the hoisted transpose, looping persistent grids,
 per-bucket forward tiles, and empty bags. Each uses the config under test where its edge is
 affordable in ``max_lookups`` and config overrides (``strategies.config_space``) where it is not;
 ``fixed`` fields are never overridden (a case that would need one is left out).
@@ -63,6 +63,8 @@ def tour(config: KernelConfig, max_lookups: int, fixed: frozenset[str] = frozens
     wide = 2 * c.dim_buckets[-1] + 1 if 2 * c.dim_buckets[-1] + 1 <= 160 else None
     narrow = {} if wide else {"dim_buckets": (4, 16)}
     wide = wide or 33  # 1 past a multiple of every bucket: a column loop one block short drops a column
+    # 1,025 columns in at most 16 column blocks (the interpreter's cost grows with them)
+    wide_ov = {} if 1025 <= 16 * c.dim_buckets[-1] else {"dim_buckets": tuple(sorted(set(c.dim_buckets) | {128}))}
     st = {"small_table_max_rows": 16, "small_table_min_dim": 16, "small_table_max_dim": 32,
           "small_table_min_pooling": 8, "small_table_bags_per_program": 2, "small_table_histogram_ids": 16}
     tail = 2 * c.fwd_gather_unweighted + 3  # the scalar tail past the histogram window: three gathers
@@ -123,6 +125,9 @@ def tour(config: KernelConfig, max_lookups: int, fixed: frozenset[str] = frozens
          CaseSpec(tables=((200, 16), (40, 7)), batch_size=6, max_length=5, pooling="mean", weighted=True,
                   optimizer="exact_rowwise_adagrad", weights_dtype="bf16", hot_rows=(HotRow(0, 0, 2),), steps=2,
                   seed=13), {"bwd_short_runs_per_program": 4}),  # two steps: optimizer state carried over
+        ("rows past 1,024 columns beside a narrow table, weighted mean adagrad, two steps",
+         CaseSpec(tables=((4, 5), (3, 1025)), batch_size=2, max_length=2, length_profile="fixed", weighted=True,
+                  pooling="mean", optimizer="exact_rowwise_adagrad", learning_rate=0.5, steps=2, seed=20), wide_ov),
         ("short runs side by side, sum sgd", CaseSpec(tables=((50, 8),), batch_size=5, max_length=4, seed=16),
          {"bwd_short_runs_per_program": 2}),
         ("bad ids, fused check inside the small-table path (window and tail)",

@@ -22,6 +22,7 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.errors import HypothesisException
 
 from fuzz.execution import artifacts
+from fuzz.profiles import MAX_COLUMN_BLOCKS
 from fuzz.budgets import Budget
 from strategies.cases import CaseTensors, case_size, tensors
 from fuzz.judge.check import CaseResult
@@ -161,7 +162,8 @@ def run_campaign(
     caps = get_sut(sut).capabilities
     opening: list = []
     if strategy is None:  # config-space search and the opening tour need a SUT that takes a KernelConfig
-        strategy = fit_strategy(campaign_cases(config, budget.max_lookups, search_config=caps.kernel_config), caps)
+        strategy = fit_strategy(campaign_cases(config, budget.max_lookups, search_config=caps.kernel_config,
+                                               max_column_blocks=MAX_COLUMN_BLOCKS), caps)
         if caps.kernel_config:
             opening = [d for d in (fit_case(d, caps) for d in tour(config, budget.max_lookups)) if d is not None]
     start = time.perf_counter()
