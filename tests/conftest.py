@@ -1,6 +1,7 @@
 """Suite-wide set-up: xdist workers pinned to GPUs, planted faults allowed, Hypothesis profile loaded,
-GPU tests skipped on CPU, and, with TBE_FUZZ_SANITIZE=1 (what ``make test`` sets), the interpreter
-sanitizer on for every ``fuzz`` test (in process here; supervised workers read the variable themselves)."""
+GPU tests skipped on CPU, a ``fuzz`` test that ran too few valid examples failed (``tests.min_examples``)
+and, with TBE_FUZZ_SANITIZE=1 (what ``make test`` sets), the interpreter sanitizer on for every ``fuzz``
+test (in process here; supervised workers read the variable themselves)."""
 
 import os
 
@@ -22,6 +23,7 @@ import torch  # noqa: E402
 import fuzz.profiles  # noqa: E402,F401  (registers and loads the Hypothesis profile)
 from fuzz.memcheck import sanitizer  # noqa: E402
 from tbe.backend import INTERPRETED  # noqa: E402
+from tests.min_examples import pytest_runtest_call  # noqa: E402,F401  (the hook, registered with this conftest)
 
 
 def pytest_collection_modifyitems(config, items):
