@@ -14,13 +14,49 @@ affordable in ``max_lookups`` and config overrides (``strategies.config_space``)
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from typing import Any, Sequence, TypeVar
 
 from strategies.cases import BadIdCase
 from strategies.config_space import Drawn
 from strategies.bad_inputs import ID_KINDS, BadBatchSpec, BadId
 from strategies.case import CaseSpec, HotRow
 from tbe import KernelConfig
+
+T = TypeVar("T")
+
+
+@dataclasses.dataclass(frozen=True)
+class TourShare:
+    """Which of the tour's cases one campaign runs: every ``of``-th from ``index`` (0-based), so ``of``
+    campaigns side by side (``tbe-fuzz run --workers N``) run each case once between them."""
+
+    index: int = 0
+    of: int = 1
+
+    def __post_init__(self) -> None:
+        if self.of < 1 or not 0 <= self.index < self.of:
+            raise ValueError(f"tour share: index must be in 0..of-1 and of >= 1, got {self.index}/{self.of}")
+
+    @classmethod
+    def parse(cls, text: str) -> "TourShare":
+        """``"I/N"``: share I (0-based) of N."""
+        index, sep, of = text.partition("/")
+        try:
+            if not sep:
+                raise ValueError
+            return cls(int(index), int(of))
+        except ValueError as e:
+            raise ValueError(f"tour share must be I/N with 0 <= I < N, got {text!r}") from e
+
+    def pick(self, cases: Sequence[T]) -> list[T]:
+        return list(cases[self.index::self.of])
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.of}"
+
+
+ALL = TourShare()
 
 _PLACES = [("first", "first", "first"), ("last", "last", "last"), ("first", "last", "first"),
            ("last", "first", "last"), ("first", "first", "last"), ("last", "last", "first")]

@@ -22,6 +22,8 @@ from fuzz.budgets import Budget
 from fuzz.campaign.search import run_campaign
 from fuzz.cli import main
 from fuzz.campaign.database import open_database
+from fuzz.budgets import get
+from strategies.tour import tour
 from tbe import KernelConfig
 
 TINY = Budget("tiny", seconds=10.0, shrink_seconds=15.0, max_examples=6, max_lookups=300)
@@ -37,6 +39,10 @@ def test_two_workers_merge_into_one_summary(tmp_path, capsys):
     assert merged["workers"] == 2 and merged["workers_finished"] == 2 and not merged["crashed"]
     assert [w["seed"] for w in merged["per_worker"]] == [5, 6]
     assert merged["examples"] == sum(w["examples"] for w in merged["per_worker"]) >= 2
+    # the workers split the opening tour between them instead of each running all of it
+    assert merged["tour"]["shares"] == ["0/2", "1/2"]
+    shares = [w["tour"]["cases"] for w in merged["per_worker"]]
+    assert merged["tour"]["cases"] == sum(shares) <= len(tour(KernelConfig(), get("quick").max_lookups))
     assert (tmp_path / "art" / ".workers" / "worker-1.log").read_text().startswith("$ ")
 
 

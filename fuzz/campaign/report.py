@@ -67,6 +67,7 @@ def campaign_text(r: CampaignResult) -> str:
         ("  tiers exercised: " if r.sut == "triton" else "  segment-length classes (this project's tiers): ")
         + (", ".join(f"{t} x{n}" for t, n in sorted(r.tiers.items())) or "none"),
         f"  bound: {r.model.describe()}",
+        _tour_line(r),
         "  max error/bound ratio per check (1.0 = at the bound):",
         *_ratios(r.max_ratio),
         f"  kernel compilations during the search: {r.compiles.text()}",
@@ -94,6 +95,13 @@ def campaign_text(r: CampaignResult) -> str:
         lines.append(f"  replay:   {(r.artifact / 'replay.txt').read_text().strip()}")
         lines += _sanitizer_hint(r.failure, (r.artifact / "replay.txt").read_text())
     return "\n".join(lines)
+
+
+def _tour_line(r: CampaignResult) -> str:
+    if r.tour is None:
+        return "  opening tour: not run (the search alone)"
+    share = "" if r.tour.of == 1 else f" (share {r.tour} of the tour: every {r.tour.of}th case)"
+    return f"  opening tour: {r.tour_cases} case(s) checked{share}"
 
 
 def _fbgemm_line(r: CampaignResult) -> str:
@@ -125,6 +133,7 @@ def campaign_json(r: CampaignResult) -> dict[str, Any]:
         "teeth": r.teeth.to_json(),
         "config": r.config.to_dict(), "unmaterializable": r.unmaterializable, "compiles": r.compiles.to_dict(),
         "fbgemm": dict(r.fbgemm),
+        "tour": None if r.tour is None else {"index": r.tour.index, "of": r.tour.of, "cases": r.tour_cases},
         "time_split": r.time.to_json(r.seconds),
         "sut": r.sut,
         "expected_failures": r.expected_failures,

@@ -35,7 +35,7 @@ from fuzz.sut.protocol import get as get_sut
 from fuzz.sut.fit import fit_case, fit_strategy
 from fuzz.judge.teeth import Teeth
 from fuzz.time_split import TimeSplit
-from strategies.tour import tour
+from strategies.tour import ALL, TourShare, tour
 from oracles.error_model import WORST, ErrorModel, from_env
 from tbe import KernelConfig
 
@@ -80,6 +80,8 @@ class CampaignResult:
     failure_config: Optional[KernelConfig] = None    # the failing case's effective config (drawn overrides applied)
     failure_overrides: dict[str, Any] = dataclasses.field(default_factory=dict)
     time: TimeSplit = dataclasses.field(default_factory=TimeSplit)  # where the seconds went, per case
+    tour: Optional[TourShare] = ALL   # the share of the opening tour run (None: the search alone)
+    tour_cases: int = 0               # opening-tour cases checked (counted in ``examples`` too)
 
     @property
     def ok(self) -> bool:
@@ -143,6 +145,7 @@ def run_campaign(
     supervisor: Optional[Supervisor] = None,
     sut: str = DEFAULT_SUT,
     expected: Optional[Callable[[CaseResult], Any]] = None,
+    tour_share: Optional[TourShare] = ALL,
 ) -> CampaignResult:
     """Search for a case that fails under ``config``. ``artifacts_dir=None`` saves nothing; the example
     database lives under it unless ``use_database`` is off (then every run starts from the seed alone);
@@ -153,9 +156,10 @@ def run_campaign(
     kernel path first; ``supervisor`` runs the cases (default: this
     process's shared one). ``sut`` names the system under test (cases are drawn within its
     capabilities); a failing case for which ``expected(result)`` is truthy (already triaged) counts
-    as a pass (``fuzz.campaign.triage`` drives that)."""
+    as a pass (``fuzz.campaign.triage`` drives that). ``tour_share`` picks the tour's cases this campaign
+    runs (``strategies.tour.TourShare``; None: none, the search alone)."""
     model = model or from_env()
-    res = CampaignResult(config, budget, seed, model=model, sut=sut)
+    res = CampaignResult(config, budget, seed, model=model, sut=sut, tour=None)
     sup = supervisor or shared()
     pending = None if artifacts_dir is None else Path(artifacts_dir) / ".pending"
     res.leftover = leftover_pending(pending) if pending is not None else []
@@ -164,8 +168,10 @@ def run_campaign(
     if strategy is None:  # config-space search and the opening tour need a SUT that takes a KernelConfig
         strategy = fit_strategy(campaign_cases(config, budget.max_lookups, search_config=caps.kernel_config,
                                                max_column_blocks=MAX_COLUMN_BLOCKS), caps)
-        if caps.kernel_config:
-            opening = [d for d in (fit_case(d, caps) for d in tour(config, budget.max_lookups)) if d is not None]
+        if caps.kernel_config and tour_share is not None:
+            res.tour = tour_share
+            opening = [d for d in (fit_case(d, caps) for d in tour_share.pick(tour(config, budget.max_lookups)))
+                       if d is not None]
     start = time.perf_counter()
     search_end = start + budget.seconds
     best: list[CaseResult] = []  # smallest failure seen, in case shrinking runs out of time
@@ -272,6 +278,7 @@ def _tour(opening: list, config: KernelConfig, res: CampaignResult, best: list, 
             continue
         known = _explained(result, expected)
         res.count(result, known, expected is not None, observe)
+        res.tour_cases += 1
         if not result.ok and not known:
             res.first_failed(result, start)
             configs[id(result)] = (cfg, overrides)

@@ -22,6 +22,7 @@ from fuzz.execution import artifacts
 from fuzz.budgets import Budget
 from fuzz.campaign.search import CampaignResult, run_campaign, save_result
 from strategies.cases import case_size
+from strategies.tour import ALL
 from fuzz.judge.check import CaseResult
 from fuzz.judge.known import TRIAGE, KnownFinding, explain, for_sut
 from oracles.error_model import ErrorModel, from_env
@@ -58,6 +59,7 @@ def _merge(total: CampaignResult, part: CampaignResult) -> None:
     total.fbgemm.update(part.fbgemm)
     total.teeth.merge(part.teeth)
     total.leftover += [p for p in part.leftover if p not in total.leftover]
+    total.tour, total.tour_cases = part.tour, total.tour_cases + part.tour_cases
 
 
 def run_triaged(
@@ -74,13 +76,14 @@ def run_triaged(
     observe: Any = None,
     model: Optional[ErrorModel] = None,
     supervisor: Any = None,
+    tour_share: Any = ALL,
 ) -> CampaignResult:
     """A campaign against ``sut`` that reports its triaged findings as known (see the module docstring).
     With no finding triaged for ``sut`` it is exactly ``run_campaign`` (``database`` and ``observe`` as
-    there; rounds of a triaged campaign use no database)."""
+    there; rounds of a triaged campaign use no database; ``tour_share`` as there, in every round)."""
     model = model or from_env()
     common = dict(artifacts_dir=artifacts_dir, progress=progress, meta=meta, sut=sut, observe=observe, model=model,
-                  supervisor=supervisor)
+                  supervisor=supervisor, tour_share=tour_share)
     if not for_sut(sut, triage):
         return run_campaign(config, budget, seed=seed, use_database=use_database, database=database, **common)
     start = time.perf_counter()
