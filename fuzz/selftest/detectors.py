@@ -17,6 +17,7 @@ from fuzz.budgets import Budget
 from fuzz.campaign.search import CampaignResult, run_campaign
 from strategies.cases import case_size
 from fuzz.profiles import MAX_LOOKUPS
+from strategies.tour import ALL, TourShare
 from tbe import KernelConfig
 from tbe.backend import INTERPRETED
 
@@ -50,6 +51,7 @@ class Context:
     artifacts_dir: Optional[Path] = None
     progress: Optional[Callable[[str], None]] = None
     sut: str = "triton"  # the system under test (fuzz.sut.protocol name); one that takes KernelConfig.faults
+    tour_share: Optional[TourShare] = ALL  # the campaign detector's opening tour (None: the search alone)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,14 +62,24 @@ class Detector:
     skip_reason: Callable[[str], Optional[str]] = lambda fault: None
 
 
+def _who(res: CampaignResult) -> str:
+    """Which part of the campaign found the first failure: a tour case or the search (tour off or not)."""
+    if res.tour is None:
+        return "by the search alone (no opening tour)"
+    if (res.first_failure_examples or 0) <= res.tour_cases:
+        return f"by opening-tour case {res.first_failure_examples} of {res.tour_cases}"
+    return f"by the search, after {res.tour_cases} opening-tour case(s)"
+
+
 def campaign_detection(name: str, res: CampaignResult, wall: Optional[float] = None) -> Detection:
     """A Detection from a campaign that ran with a fault switched on."""
     if res.ok:
-        return Detection(name, MISSED, f"no failure in {res.examples} examples", res.seconds, res.examples,
+        alone = " (search alone, no opening tour)" if res.tour is None else ""
+        return Detection(name, MISSED, f"no failure in {res.examples} examples{alone}", res.seconds, res.examples,
                          campaign=res)
     tables, bags, _ = case_size(res.failure.case)
-    return Detection(name, CAUGHT, "", res.first_failure_seconds, res.first_failure_examples,
-                     (tables, bags, res.failure.lookups), res.artifact, res)
+    return Detection(name, CAUGHT, f"{_who(res)}; {res.first_failure_headline}", res.first_failure_seconds,
+                     res.first_failure_examples, (tables, bags, res.failure.lookups), res.artifact, res)
 
 
 # ----------------------------------------------------------------------------- the campaign detector
@@ -101,7 +113,7 @@ def _campaign_skip(fault: str) -> Optional[str]:
 def _campaign_run(fault: str, ctx: Context) -> Detection:
     config = KernelConfig(faults=(fault,))
     res = run_campaign(config, ctx.budget, seed=ctx.seed, artifacts_dir=ctx.artifacts_dir, use_database=False,
-                       meta={"source": "selftest", "fault": fault}, sut=ctx.sut)
+                       meta={"source": "selftest", "fault": fault}, sut=ctx.sut, tour_share=ctx.tour_share)
     return campaign_detection("campaign", res)
 
 
