@@ -43,10 +43,11 @@ register("bounds_check_off_by_one", "the id check lets an id equal to its table'
 register("fwd_drop_cols_past_1024", "the generic forward writes zeros to a row's output columns past 1,024")
 register("hang_narrow_long_run", "the long tier's chunk loop never advances for rows narrower than 32 columns",
          hangs=True)
-register("lane_mask_narrow", "for D < 32 the short tier's lane mask spans the whole column block instead of D "
-                             "columns: it reads the next columns' gradient and writes into the next row")
-register("momentum_low_precision", "row-wise Adagrad reads its momentum back rounded to bf16 every step: exact on "
-                                   "a row's first update (it starts at 0), drifting over later steps")
+register("lane_mask_narrow", "for D < 32 the side-by-side short kernel's lane mask spans the whole column block "
+                             "instead of D columns: it reads the next columns' gradient and writes into the next row")
+register("momentum_low_precision", "row-wise Adagrad in the side-by-side short kernel reads its momentum back rounded "
+                                   "to bf16 every step: exact on a row's first update (it starts at 0), drifting "
+                                   "over later steps")
 
 
 def allowed() -> bool:
