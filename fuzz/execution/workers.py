@@ -167,7 +167,8 @@ def merged_text(m: dict[str, Any]) -> str:
         f"({m['examples_per_s']:.2f} examples/s, {m['lookups_per_s']:,.0f} lookups/s checked)",
         "  tiers exercised: " + (", ".join(f"{t} x{n}" for t, n in sorted(m["tiers"].items())) or "none"),
         "  opening tour: " + ("not run (the search alone)" if m.get("tour") is None else
-                              f"{m['tour']['cases']} case(s) checked, split as shares {', '.join(m['tour']['shares'])}"),
+                              f"{m['tour']['cases']} case(s) checked, split as shares "
+                              f"{', '.join(m['tour']['shares'])}"),
         "  max error/bound ratio per check (1.0 = at the bound):",
         *[f"    {k:<32} {v:.3g}" for k, v in sorted(m["max_ratio"].items())],
     ]
