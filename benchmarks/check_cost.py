@@ -17,7 +17,7 @@ from tbe.backend import INTERPRETED  # noqa: F401  (first: it picks the interpre
 
 from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
 
-from fuzz.judge.check import run_case  # noqa: E402
+from fuzz.judge import run_case  # noqa: E402
 from strategies.config_space import split_draw  # noqa: E402
 from strategies.space import campaign_cases  # noqa: E402
 from tbe import KernelConfig  # noqa: E402

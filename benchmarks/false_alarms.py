@@ -17,8 +17,8 @@ import time
 import torch
 
 from fuzz.budgets import get
-from fuzz.campaign.search import run_campaign
-from fuzz.judge.check import run_case
+from fuzz.campaign import run_campaign
+from fuzz.judge import run_case
 from oracles.error_model import WORST, ErrorModel
 from tbe import KernelConfig
 

@@ -23,9 +23,9 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 
 from fuzz.budgets import Budget
-from fuzz.campaign.search import run_campaign
+from fuzz.campaign import run_campaign
 from fuzz.profiles import MAX_LOOKUPS
-from fuzz.compile.warmup import warm_campaigns
+from fuzz.compile import warm_campaigns
 from tbe import KernelConfig
 
 
@@ -40,7 +40,7 @@ def campaign_part(name: str, seconds: float, max_lookups: int, seed: int) -> dic
 
 
 def selftest_part(seconds: float, seed: int, processes: int | None) -> dict:
-    from fuzz.selftest.run import run_selftest
+    from fuzz.selftest import run_selftest
     from tbe import faults
 
     names = sorted(faults.KNOWN)

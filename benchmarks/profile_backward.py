@@ -23,7 +23,7 @@ from tbe import KernelConfig
 
 # (stage, pattern on the kernel name), first match wins
 STAGES = [
-    ("forward", r"_forward_kernel|_small_table_kernel|embedding_forward|bounds_check"),
+    ("forward", r"_forward_kernel|_small_table_kernel|embedding_forward|codegen_forward|bounds_check"),
     ("sort", r"[Rr]adix|[Ss]ort|Onesweep|DeviceSegmentedSort"),
     ("linearize", r"linearize|searchsorted|index_select|gather|_index_|indexing|IndexKernel"),
     ("run-length encode", r"[Ss]can|cumsum|Reduce|run_length|unique|scatter|Encode|segment"),

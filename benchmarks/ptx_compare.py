@@ -39,8 +39,8 @@ PROBES = [  # (label, Probe keyword arguments, KernelConfig overrides)
 
 def dump(out: str) -> None:
     """In the checkout on sys.path: compile every probe's launches, write {kernel: [(probe, ptx, regs)]}."""
-    from fuzz.compile.cuda_target import compile_launches
-    from fuzz.compile.launches import Probe, run_probe
+    from fuzz.compile import compile_launches
+    from fuzz.compile import Probe, run_probe
     from tbe import KernelConfig
 
     base = KernelConfig(long_run_threshold=4, chunk_size=2)  # long runs, so every backward kernel launches

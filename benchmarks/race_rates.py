@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import time
 
 import torch
 
-os.environ.setdefault("TBE_FUZZ_ALLOW_FAULTS", "1")
+from tbe.env import ALLOW_FAULTS  # noqa: E402
+
+ALLOW_FAULTS.setdefault("1")
 
 from fuzz.memcheck.race_stress import VARIANTS, barrier_gap, run_stress  # noqa: E402
 

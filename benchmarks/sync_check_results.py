@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 
-os.environ.setdefault("TBE_FUZZ_ALLOW_FAULTS", "1")
+from tbe.env import ALLOW_FAULTS  # noqa: E402
+
+ALLOW_FAULTS.setdefault("1")
 
 from fuzz.memcheck.race_stress import VARIANTS, barrier_gap  # noqa: E402
 from fuzz.memcheck.sync_check import check_config  # noqa: E402

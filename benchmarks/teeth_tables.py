@@ -16,14 +16,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
 
 import torch
 
-os.environ.setdefault("TBE_FUZZ_ALLOW_FAULTS", "1")
+from tbe.env import ALLOW_FAULTS  # noqa: E402
+
+ALLOW_FAULTS.setdefault("1")
 
 from oracles.bounds_backward import table_bounds  # noqa: E402
 from oracles.error_model import ErrorModel  # noqa: E402
@@ -79,7 +80,7 @@ def oracle_table(sls=ORACLE_SLS) -> list[dict]:
 
 
 def kernel_table(sls=KERNEL_SLS) -> list[dict]:
-    from fuzz.judge.check import run_case
+    from fuzz.judge import run_case
     from tbe import KernelConfig
     from tbe.backward_long import FAULT_CHUNK_LIMIT
 

@@ -2,39 +2,52 @@
 
 ``ci`` is derandomized and sized so the whole suite stays under about 20 minutes on two
 CPU cores running the Triton interpreter (about 20k looked-up ids per second); ``dev``
-is the default for local runs; ``nightly`` searches far longer.
+is the default for local runs; ``nightly`` searches far longer; ``smoke`` draws one example
+per property test (``HYPOTHESIS_PROFILE=smoke pytest -m fuzz``: does every fuzz test still run?).
+Importing this module changes no Hypothesis setting: ``load()`` (called by tests/conftest.py and the
+CLI) registers the profiles and loads the one ``$HYPOTHESIS_PROFILE`` names.
 """
 
 from __future__ import annotations
 
-import os
-
 from hypothesis import HealthCheck, settings
 
 from tbe.backend import INTERPRETED
+from tbe.env import HYPOTHESIS_PROFILE
 
 _SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large]
 
-settings.register_profile(
-    "ci", derandomize=True, deadline=None, print_blob=True, suppress_health_check=_SLOW_OK, database=None,
-)
-settings.register_profile("dev", deadline=None, print_blob=True, suppress_health_check=_SLOW_OK)
-settings.register_profile(
-    "nightly", max_examples=2000, deadline=None, print_blob=True, suppress_health_check=_SLOW_OK,
-)
+# profile name -> (its settings, the scale of example counts: each test states its CI count; smoke keeps one)
+PROFILES: dict[str, tuple[dict, float]] = {
+    "ci": (dict(derandomize=True, deadline=None, print_blob=True, suppress_health_check=_SLOW_OK, database=None),
+           1.0),
+    "dev": (dict(deadline=None, print_blob=True, suppress_health_check=_SLOW_OK), 2.0),
+    "smoke": (dict(max_examples=1, derandomize=True, deadline=None, print_blob=True, suppress_health_check=_SLOW_OK,
+                   database=None), 0.0),
+    "nightly": (dict(max_examples=2000, deadline=None, print_blob=True, suppress_health_check=_SLOW_OK), 20.0),
+}
 
-PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "dev")
-if PROFILE not in ("ci", "dev", "nightly"):
-    raise ValueError(f"HYPOTHESIS_PROFILE must be ci, dev or nightly, got {PROFILE!r}")
-settings.load_profile(PROFILE)
 
-# Scale of example counts: each test states its CI count; dev doubles it, nightly x20.
-_SCALE = {"ci": 1.0, "dev": 2.0, "nightly": 20.0}[PROFILE]
+def name() -> str:
+    """The profile ``$HYPOTHESIS_PROFILE`` names (``dev`` when unset); ValueError for an unknown one."""
+    value = HYPOTHESIS_PROFILE.text()
+    if value not in PROFILES:
+        raise ValueError(f"{HYPOTHESIS_PROFILE.name} must be one of {', '.join(PROFILES)}, got {value!r}")
+    return value
+
+
+def load() -> str:
+    """Register every profile with Hypothesis and load the named one; returns its name."""
+    for profile, (kwargs, _) in PROFILES.items():
+        settings.register_profile(profile, **kwargs)
+    chosen = name()
+    settings.load_profile(chosen)
+    return chosen
 
 
 def examples(ci_count: int) -> int:
     """The max_examples for a test whose measured CI budget is ``ci_count`` examples."""
-    return max(1, int(ci_count * _SCALE))
+    return max(1, int(ci_count * PROFILES[name()][1]))
 
 
 # Largest batch (looked-up ids) one example may draw: interpreter cost bounds CPU runs.

@@ -63,6 +63,23 @@ class TimeSplit:
         for k, v in (phases or {}).items():
             self.worker[k] += v
 
+    def merge(self, other: "TimeSplit") -> None:
+        """Add another campaign's split (another round, another worker)."""
+        self.cases += other.cases
+        self.round_trip += other.round_trip
+        for k, v in other.worker.items():
+            self.worker[k] += v
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "TimeSplit":
+        """The split a ``to_json`` dict describes (its round trips are its wall less the driver's share)."""
+        out = cls()
+        out.cases = int(d.get("cases", 0))
+        out.round_trip = max(0.0, float(d.get("wall", 0.0)) - float(d.get("driver", 0.0)))
+        for k, v in d.get("worker", {}).items():
+            out.worker[k] += float(v)
+        return out
+
     def to_json(self, wall: float) -> dict[str, Any]:
         """Seconds per part of ``wall``: driver (all but the round trips), supervision (the round trips
         less the worker's phases: pipe, pending files, worker upkeep), and each worker phase."""
@@ -77,22 +94,10 @@ class TimeSplit:
 
 
 def text(d: dict[str, Any]) -> list[str]:
-    """The summary line of a ``TimeSplit.to_json`` (or ``merge``) dict: milliseconds per case."""
+    """The summary line of a ``TimeSplit.to_json`` dict: milliseconds per case."""
     if not d.get("cases"):
         return []
     ms = 1000.0 / d["cases"]
     worker = ", ".join(f"{_LABELS.get(k, k)} {v * ms:.1f}" for k, v in d["worker"].items() if v)
     return [f"  time per case (ms, {d['cases']} cases, {d['wall']:.1f}s): driver and Hypothesis {d['driver'] * ms:.1f}, "
             f"supervision {d['supervision'] * ms:.1f}; in the worker: {worker or 'not measured'}"]
-
-
-def merge(splits: list[dict[str, Any]]) -> dict[str, Any]:
-    """Sum ``TimeSplit.to_json`` dicts of several campaign processes (their walls overlap: summed too)."""
-    out: dict[str, Any] = {"cases": 0, "wall": 0.0, "driver": 0.0, "supervision": 0.0,
-                           "worker": {k: 0.0 for k in WORKER_PHASES}}
-    for s in splits:
-        for k in ("cases", "wall", "driver", "supervision"):
-            out[k] += s.get(k, 0)
-        for k, v in s.get("worker", {}).items():
-            out["worker"][k] = out["worker"].get(k, 0.0) + v
-    return out

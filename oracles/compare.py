@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
 from typing import Optional
 
 import torch
@@ -30,13 +31,49 @@ class Mismatch:
         return err / self.bound if self.bound > 0 else (0.0 if err == 0 else float("inf"))
 
 
+class Check(enum.StrEnum):
+    """What a Report checked; the value names the check in summaries (across steps and tables)."""
+
+    FORWARD = "forward vs fp64"
+    WEIGHTS = "weights after update"                 # every updated weight, with its ratio
+    WEIGHT = "weight"                                 # one updated weight outside its bound, without a ratio
+    MOMENTUM = "momentum"
+    PSW_GRAD = "psw grad"
+    MISSING_PSW_GRAD = "missing psw grad"
+    UNTOUCHED = "untouched weight changed"
+    WARNINGS = "bounds-check warnings"
+    FATAL_RAISED = "FATAL bounds check raised"
+    FATAL_SILENT = "FATAL bounds check did not raise on invalid input"
+    UPDATE = "update vs fp64"                         # a second oracle's whole update step
+    RAISED = "raised"                                 # a second oracle raised
+
+
+class Oracle(enum.StrEnum):
+    """Whose output a Report judged against the FP64 reference: the SUT's, or FBGEMM's CPU TBE's."""
+
+    FP64 = "fp64"      # the system under test against the FP64 reference
+    FBGEMM = "fbgemm"  # FBGEMM's CPU TBE, run beside it, against the same reference
+
+
 @dataclasses.dataclass
 class Report:
-    what: str
+    what: str                          # the label report.txt shows
     ok: bool
     worst: Optional[Mismatch]
     num_bad: int
     num_checked: int
+    graded: bool = True  # False: a yes/no check (raised or not, counts equal or not): no error bound, no ratio
+    check: Optional[Check] = None      # structure for code: what was checked, at which step and table, by whom
+    step: Optional[int] = None
+    table: Optional[int] = None
+    oracle: Oracle = Oracle.FP64
+
+    @property
+    def key(self) -> str:
+        """The check's name across steps and tables ('weights after update', 'fbgemm forward vs fp64')."""
+        if self.check is None:
+            return self.what
+        return str(self.check) if self.oracle == Oracle.FP64 else f"{self.oracle} {self.check}"
 
     @property
     def max_ratio(self) -> float:

@@ -24,14 +24,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 
 import torch
 
 from oracles.bounds import gamma
+from tbe.env import BOUND
 
 KINDS = ("worst", "probabilistic")
-ENV = "TBE_FUZZ_BOUND"
 DEFAULT_FALSE_ALARM = 1e-6
 
 
@@ -68,9 +67,9 @@ WORST = ErrorModel()
 
 def from_env() -> ErrorModel:
     """The model named by ``$TBE_FUZZ_BOUND`` (``worst`` when unset)."""
-    value = os.environ.get(ENV, "worst")
+    value = BOUND.text()
     if value not in KINDS:
-        raise ValueError(f"${ENV} must be one of {KINDS}, got {value!r}")
+        raise ValueError(f"${BOUND.name} must be one of {KINDS}, got {value!r}")
     return ErrorModel(value)
 
 

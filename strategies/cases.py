@@ -18,9 +18,8 @@ import torch
 from strategies.bad_inputs import BadBatchSpec, materialize_bad
 from strategies.case import CaseSpec, materialize
 from strategies.dyadic import dyadic_grads, dyadic_weights
-from tbe import KernelConfig
 from tbe.modes import parse_float_dtype
-from tbe.module import seeded_weights
+from tbe.layout import seeded_weights
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,18 +87,16 @@ class CaseTensors:
         return cls(d["indices"], d["offsets"], d["per_sample_weights"], list(d["grad_outputs"]), d["initial_weights"])
 
 
-def initial_weights(spec: CaseSpec, config: Optional[KernelConfig] = None) -> torch.Tensor:
-    """The packed weights every SUT starts ``spec`` from: ``tbe.module.seeded_weights`` (what a fresh
-    TritonTBE holds), or for ``values="dyadic"`` exact-value weights (``strategies.dyadic``);
-    ``config`` is unused and kept for callers that pass it."""
+def initial_weights(spec: CaseSpec) -> torch.Tensor:
+    """The packed weights every SUT starts ``spec`` from: ``tbe.layout.seeded_weights`` (what a fresh
+    TritonTBE holds), or for ``values="dyadic"`` exact-value weights (``strategies.dyadic``)."""
     dtype = parse_float_dtype("weights_dtype", spec.weights_dtype)
     if spec.values == "dyadic":
         return dyadic_weights(spec, spec.seed).to(dtype)
     return seeded_weights(spec.layout, dtype, spec.seed)
 
 
-def tensors(case: AnyCase, config: Optional[KernelConfig] = None, steps: bool = True,
-            weights: bool = True) -> CaseTensors:
+def tensors(case: AnyCase, *, steps: bool = True, weights: bool = True) -> CaseTensors:
     """Materialize ``case`` (deterministic in the case); ``weights=False`` skips the initial weights."""
     spec = base_spec(case)
     if isinstance(case, BadIdCase):

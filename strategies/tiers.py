@@ -1,7 +1,7 @@
 """Which backward tiers a batch exercises, computed from its segment lengths and a KernelConfig.
 
-Independent of the kernels (it restates the routing rule, it does not call tbe.classify),
-so a test can show the default strategies reach every tier and a campaign can count tiers.
+The rule is ``tbe.routing.route`` (no kernel runs), so a test can show the default strategies
+reach every tier and a campaign can count tiers.
 Tiers: ``short`` (SL < long_run_threshold), ``grad_accum`` (long runs, partial sums in a
 workspace then an apply kernel), ``fused`` (long runs, the last chunk applies the update).
 """
@@ -14,6 +14,7 @@ import torch
 
 from strategies.case import Case
 from tbe import KernelConfig
+from tbe.routing import long_runs, route
 
 TIERS = ("short", "grad_accum", "fused")
 # edges within the long tiers worth counting separately
@@ -35,19 +36,19 @@ def tier_report(segment_lengths: torch.Tensor, num_lookups: int, config: KernelC
     """Tiers and long-run edges of runs with SLs ``segment_lengths`` under ``config``."""
     sl = segment_lengths.to(torch.int64).reshape(-1)
     th, ch = config.long_run_threshold, config.chunk_size
-    long = sl >= th
+    long = long_runs(sl, config)
     lsl = sl[long]
     tiers, edges = set(), set()
-    if bool((~long).any()):
+    routing = route(sl, num_lookups, config)
+    if routing.short:
         tiers.add("short")
-    if lsl.numel():
-        fused = config.fused_long_tier and num_lookups >= config.fused_long_min_lookups
-        tiers.add("fused" if fused else "grad_accum")
+    if routing.long:
+        tiers.add("fused" if routing.fused else "grad_accum")
         if bool((lsl == th).any()):
             edges.add("exact_threshold")
         if bool((lsl <= ch).any()):
             edges.add("single_chunk")
-        if bool((lsl > ch).any()):
+        if routing.multi_chunk:
             edges.add("multi_chunk")
         if bool((lsl % ch != 0).any()):
             edges.add("partial_last_chunk")

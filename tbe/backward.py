@@ -18,6 +18,7 @@ from tbe.backward_short import backward_short
 from tbe.buckets import block_for_dim, bucket_tables
 from tbe.classify import classify
 from tbe.rounding import to_storage
+from tbe.routing import fused_long
 from tbe.transpose import Transposed, transpose
 
 
@@ -70,7 +71,7 @@ def backward_and_update(
 
     dims = module.layout.dims
     buckets = sorted(bucket_tables(dims, cfg).items())
-    fused = cfg.fused_long_tier and n >= cfg.fused_long_min_lookups
+    fused = fused_long(n, cfg)
     for k, (block_d, tables) in enumerate(buckets):
         max_dim = max(dims[t] for t in tables)
         wide = max_dim > block_d

@@ -1,4 +1,4 @@
-"""The feature-major jagged batch and its structural validation.
+"""Structural validation of the feature-major jagged batch.
 
 Bag (t, b) is ``indices[offsets[t*B + b] : offsets[t*B + b + 1]]``. Structural checks
 (dtype, shape, device, contiguity) happen here and never read tensor data, so they cost
@@ -8,35 +8,10 @@ check's job and follow its mode.
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Optional
-
 import torch
 
 from tbe.backend import check_device
 from tbe.modes import FLOAT_DTYPES, INDEX_DTYPES
-
-
-@dataclasses.dataclass
-class Batch:
-    indices: torch.Tensor
-    offsets: torch.Tensor
-    per_sample_weights: Optional[torch.Tensor] = None
-
-    def batch_size(self, num_tables: int) -> int:
-        return (self.offsets.numel() - 1) // num_tables
-
-    @property
-    def weighted(self) -> bool:
-        return self.per_sample_weights is not None
-
-    def to(self, device: torch.device | str) -> "Batch":
-        psw = self.per_sample_weights
-        return Batch(self.indices.to(device), self.offsets.to(device), None if psw is None else psw.to(device))
-
-    def clone(self) -> "Batch":
-        psw = self.per_sample_weights
-        return Batch(self.indices.clone(), self.offsets.clone(), None if psw is None else psw.clone())
 
 
 def _check_tensor(name: str, t: object, dtypes: tuple, device: torch.device) -> torch.Tensor:

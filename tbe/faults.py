@@ -8,10 +8,9 @@ fuzz driver's self-test), so a production config can never carry one by accident
 from __future__ import annotations
 
 import contextlib
-import os
 from typing import Iterator
 
-ENV = "TBE_FUZZ_ALLOW_FAULTS"
+from tbe.env import ALLOW_FAULTS
 
 # name -> the bug it plants
 KNOWN: dict[str, str] = {}
@@ -51,7 +50,7 @@ register("momentum_low_precision", "row-wise Adagrad in the side-by-side short k
 
 
 def allowed() -> bool:
-    return os.environ.get(ENV) == "1"
+    return ALLOW_FAULTS.flag()
 
 
 def check_allowed(faults: tuple[str, ...]) -> None:
@@ -61,19 +60,12 @@ def check_allowed(faults: tuple[str, ...]) -> None:
     if faults and not allowed():
         raise ValueError(
             f"KernelConfig.faults={list(faults)} plants bugs and is refused outside tests and "
-            f"the fuzz driver (set {ENV}=1 to opt in)"
+            f"the fuzz driver (set {ALLOW_FAULTS.name}=1 to opt in)"
         )
 
 
 @contextlib.contextmanager
 def allow() -> Iterator[None]:
     """Temporarily allow planted faults in this process."""
-    old = os.environ.get(ENV)
-    os.environ[ENV] = "1"
-    try:
+    with ALLOW_FAULTS.scoped("1"):
         yield
-    finally:
-        if old is None:
-            os.environ.pop(ENV, None)
-        else:
-            os.environ[ENV] = old

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
+import math
 from typing import Sequence
 
 import torch
@@ -124,3 +126,20 @@ class TableLayout:
             "col_offsets": torch.tensor(self.col_offsets, **i64),
             "hash_size_cumsum": torch.tensor(self.hash_size_cumsum, **i64),
         }
+
+
+def seeded_weights(layout: TableLayout, weights_dtype: torch.dtype, seed: int = 0) -> torch.Tensor:
+    """Packed initial weights: Uniform(-1/sqrt(E), 1/sqrt(E)) per table, drawn on the CPU from ``seed``
+    in float64 and rounded to ``weights_dtype`` (what a fresh module holds). A fresh tensor; the last
+    one drawn is cached, since a check draws the same weights for the module and for its reference."""
+    return _seeded(tuple((s.rows, s.dim) for s in layout.specs), weights_dtype, seed).clone()
+
+
+@functools.lru_cache(maxsize=1)
+def _seeded(shapes: tuple[tuple[int, int], ...], weights_dtype: torch.dtype, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    parts = [torch.zeros(0, dtype=torch.float64)]
+    for rows, dim in shapes:
+        bound = 1.0 / math.sqrt(rows)
+        parts.append((torch.rand(rows * dim, generator=g, dtype=torch.float64) * 2 - 1) * bound)
+    return torch.cat(parts).to(weights_dtype)

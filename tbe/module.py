@@ -7,7 +7,6 @@ distinct (table, row), as FBGEMM's training TBE does.
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import Optional, Sequence
 
@@ -20,7 +19,7 @@ from tbe.batch import validate_batch
 from tbe.buckets import bucket_tables
 from tbe.config import KernelConfig
 from tbe.forward_dispatch import prepare_bounds
-from tbe.layout import TableLayout, parse_specs
+from tbe.layout import TableLayout, parse_specs, seeded_weights
 from tbe.modes import BoundsCheckMode, Optimizer, Pooling, parse_enum, parse_float_dtype
 
 
@@ -31,23 +30,6 @@ def _check_hyper(name: str, value: object) -> float:
     if not math.isfinite(value) or value < 0:
         raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
     return value
-
-
-def seeded_weights(layout: TableLayout, weights_dtype: torch.dtype, seed: int = 0) -> torch.Tensor:
-    """Packed initial weights: Uniform(-1/sqrt(E), 1/sqrt(E)) per table, drawn on the CPU from ``seed``
-    in float64 and rounded to ``weights_dtype`` (what a fresh module holds). A fresh tensor; the last
-    one drawn is cached, since a check draws the same weights for the module and for its reference."""
-    return _seeded(tuple((s.rows, s.dim) for s in layout.specs), weights_dtype, seed).clone()
-
-
-@functools.lru_cache(maxsize=1)
-def _seeded(shapes: tuple[tuple[int, int], ...], weights_dtype: torch.dtype, seed: int) -> torch.Tensor:
-    g = torch.Generator().manual_seed(seed)
-    parts = [torch.zeros(0, dtype=torch.float64)]
-    for rows, dim in shapes:
-        bound = 1.0 / math.sqrt(rows)
-        parts.append((torch.rand(rows * dim, generator=g, dtype=torch.float64) * 2 - 1) * bound)
-    return torch.cat(parts).to(weights_dtype)
 
 
 class TritonTBE(nn.Module):

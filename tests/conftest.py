@@ -1,15 +1,18 @@
 """Suite-wide set-up: xdist workers pinned to GPUs, planted faults allowed, Hypothesis profile loaded,
-GPU tests skipped on CPU, a ``fuzz`` test that ran too few valid examples failed (``tests.min_examples``)
-and, with TBE_FUZZ_SANITIZE=1 (what ``make test`` sets), the interpreter sanitizer on for every ``fuzz``
-test (in process here; supervised workers read the variable themselves)."""
+Hypothesis tests marked ``property``, GPU tests skipped on CPU, a ``fuzz`` test that ran too few valid
+examples failed (``tests.min_examples``) and, with TBE_FUZZ_SANITIZE=1 (what ``make test`` sets), the
+interpreter sanitizer on for every ``fuzz`` test (in process here; supervised workers read the variable
+themselves)."""
 
 import os
 
-os.environ.setdefault("TBE_FUZZ_ALLOW_FAULTS", "1")
-
-from fuzz.execution.gpu_pin import core_share, pin_xdist_worker  # noqa: E402
+from fuzz.execution import core_share, pin_xdist_worker  # noqa: E402
 
 pin_xdist_worker()  # before torch starts CUDA: `pytest -n N` puts one xdist worker on each GPU
+
+from tbe.env import ALLOW_FAULTS  # noqa: E402  (tbe imports torch: after the pin)
+
+ALLOW_FAULTS.setdefault("1")
 
 # xdist workers share the cores: torch's default of one intra-op thread per core in each worker (and in
 # each supervised worker it starts) oversubscribes them, and the FP64 references' small ops slow down
@@ -20,13 +23,20 @@ if os.environ.get("PYTEST_XDIST_WORKER") and "OMP_NUM_THREADS" not in os.environ
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-import fuzz.profiles  # noqa: E402,F401  (registers and loads the Hypothesis profile)
+from fuzz import profiles  # noqa: E402
 from fuzz.memcheck import sanitizer  # noqa: E402
 from tbe.backend import INTERPRETED  # noqa: E402
 from tests.min_examples import pytest_runtest_call  # noqa: E402,F401  (the hook, registered with this conftest)
 
+profiles.load()  # the Hypothesis profile $HYPOTHESIS_PROFILE names, before test modules build their settings
+
 
 def pytest_collection_modifyitems(config, items):
+    from hypothesis import is_hypothesis_test
+
+    for item in items:  # `-m property` selects them; under HYPOTHESIS_PROFILE=smoke each draws one example
+        if is_hypothesis_test(getattr(item, "obj", None)):
+            item.add_marker(pytest.mark.property)
     if torch.cuda.is_available() and not INTERPRETED:
         return
     skip = pytest.mark.skip(reason="needs a CUDA device: compiled Triton kernels (the interpreter runs programs serially)")

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from strategies.cases import AnyCase, BadIdCase
 from fuzz.selftest.int32_check import int32_problems
-from fuzz.execution.verdict import assert_passes
+from fuzz.execution import assert_passes
 from strategies.adversarial import FuzzCase
 from strategies.case import CaseSpec
 from strategies.configs import named_config

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from strategies.case import CaseSpec, HotRow, materialize
-from strategies.run import build_module, device_batch
+from fuzz.sut import build_module, device_batch
 from tbe import KernelConfig
 
 pytestmark = pytest.mark.gpu

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 
 from fuzz.profiles import examples
 from oracles.checks import check_forward
+from oracles import fbgemm_cpu
 from oracles.fbgemm_bounds import fbgemm_bounds_check
 from oracles.reference_bounds import reference_bounds_check
 from strategies.bad_inputs import BadBatchSpec, BadId, bad_batch_specs, materialize_bad
@@ -24,6 +25,10 @@ from tbe.modes import BoundsCheckMode, Pooling
 REPAIR_MODES = (BoundsCheckMode.WARNING, BoundsCheckMode.IGNORE)
 SMALL_BLOCK = KernelConfig(bounds_check_block=4, dim_buckets=(8, 16, 32))  # several blocks per bag/offsets
 DEV = default_device()
+
+
+needs_fbgemm = pytest.mark.skipif(not fbgemm_cpu.available(), reason="fbgemm_gpu CPU ops did not load "
+                                  "(fbgemm-gpu-cpu, in requirements, is the oracle these tests compare with)")
 
 
 def t(values, dtype=torch.int64):
@@ -58,6 +63,7 @@ def layout_weights(batch, dtype=torch.float32):
 
 
 # ----------------------------------------------------------------------------- oracles agree
+@needs_fbgemm
 @pytest.mark.fuzz
 @settings(max_examples=examples(150))
 @given(bad_batch_specs(max_length=6))
@@ -78,6 +84,7 @@ def test_reference_reproduces_fbgemm(spec):
 
 
 # ----------------------------------------------------------------------------- kernels vs oracles
+@needs_fbgemm
 @pytest.mark.fuzz
 @settings(max_examples=examples(40))
 @given(bad_batch_specs(fbgemm_comparable=True))
@@ -164,6 +171,7 @@ def test_fused_equals_standalone(spec):
 
 
 # ----------------------------------------------------------------------------- documented differences
+@needs_fbgemm
 def test_divergence_minus_one_id():
     """FBGEMM skips id -1 (a pruned row); we repair it to 0, count it, and FATAL rejects it."""
     idx, off = torch.tensor([2, -1, 1]), torch.tensor([0, 2, 3])
@@ -178,6 +186,7 @@ def test_divergence_minus_one_id():
     assert err is not None and err.kind == "id" and err.position == 1 and err.value == -1
 
 
+@needs_fbgemm
 def test_divergence_positive_first_offset():
     """FBGEMM keeps offsets[0] > 0 (ids before it are in no bag, unchecked); we repair it to 0."""
     idx, off = torch.tensor([9, 1, 2, 3]), torch.tensor([1, 3, 4])  # id 9 is out of range, before bag 0
@@ -192,10 +201,9 @@ def test_divergence_positive_first_offset():
     assert err is not None and err.kind == "offsets" and err.position == 0
 
 
+@needs_fbgemm
 def test_fbgemm_counter_is_per_call():
     """FBGEMM zeroes its counter every WARNING call; the module's counter accumulates."""
-    import fbgemm_gpu  # noqa: F401
-
     warn = torch.tensor([5], dtype=torch.int64)
     torch.ops.fbgemm.bounds_check_indices(torch.tensor([4]), torch.tensor([7]), torch.tensor([0, 1]), 1, warn, None)
     assert int(warn[0]) == 1
@@ -265,19 +273,32 @@ def test_bad_warning_counter_is_named():
                      torch.zeros(1, dtype=torch.int32, device=DEV))
 
 
-def test_dtype_extremes_and_many_blocks():
-    """int32/int64 extremes in ids, offsets walked in several blocks, the repair is exact."""
-    for dtype in (torch.int32, torch.int64):
-        info = torch.iinfo(dtype)
-        idx = torch.tensor([info.max, 0, info.min, 3, 4, 2, 5, 1, 0, 3], dtype=dtype)
-        off = torch.tensor([0, 1, 3, 2, 12, 6, 7, 7, 9, 10], dtype=dtype)  # decreasing, past the end
-        batch = materialize_bad(BadBatchSpec(((4, 2), (6, 3), (5, 1)), 3))
-        batch.indices, batch.offsets = idx.to(DEV), off.to(DEV)
-        ref = reference_bounds_check(batch.rows, idx, off, BoundsCheckMode.WARNING)
-        ri, ro, warn, _ = run_kernel_check(batch, BoundsCheckMode.WARNING, KernelConfig(bounds_check_block=2))
-        assert ri.tolist() == ref.indices.tolist() and ro.tolist() == ref.offsets.tolist() and warn == ref.warnings
-        fb = fbgemm_bounds_check(batch.rows, idx, off, BoundsCheckMode.WARNING)
-        assert ri.tolist() == fb.indices.tolist() and ro.tolist() == fb.offsets.tolist() and warn == fb.warnings
+def _extremes(dtype):
+    """int32/int64 extremes in ids, offsets decreasing and past the end, checked in blocks of 2."""
+    info = torch.iinfo(dtype)
+    idx = torch.tensor([info.max, 0, info.min, 3, 4, 2, 5, 1, 0, 3], dtype=dtype)
+    off = torch.tensor([0, 1, 3, 2, 12, 6, 7, 7, 9, 10], dtype=dtype)  # decreasing, past the end
+    batch = materialize_bad(BadBatchSpec(((4, 2), (6, 3), (5, 1)), 3))
+    batch.indices, batch.offsets = idx.to(DEV), off.to(DEV)
+    ri, ro, warn, _ = run_kernel_check(batch, BoundsCheckMode.WARNING, KernelConfig(bounds_check_block=2))
+    return batch.rows, idx, off, (ri.tolist(), ro.tolist(), warn)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+def test_dtype_extremes_and_many_blocks(dtype):
+    """The kernel's repair of extreme ids and offsets, walked in several blocks, is exactly the reference's."""
+    rows, idx, off, ours = _extremes(dtype)
+    ref = reference_bounds_check(rows, idx, off, BoundsCheckMode.WARNING)
+    assert ours == (ref.indices.tolist(), ref.offsets.tolist(), ref.warnings)
+
+
+@needs_fbgemm
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+def test_dtype_extremes_match_fbgemm(dtype):
+    """FBGEMM repairs the same extremes the same way."""
+    rows, idx, off, ours = _extremes(dtype)
+    fb = fbgemm_bounds_check(rows, idx, off, BoundsCheckMode.WARNING)
+    assert ours == (fb.indices.tolist(), fb.offsets.tolist(), fb.warnings)
 
 
 # ----------------------------------------------------------------------------- planted fault

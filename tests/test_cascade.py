@@ -15,8 +15,9 @@ import torch
 
 from fuzz.gate import oracle as oracle_level
 from fuzz.cli import main
-from fuzz.gate.oracle import DISAGREES, run_oracle_level
+from fuzz.gate.oracle import run_oracle_level
 from fuzz.gate.perf import run_perf
+from fuzz.status import OracleVerdict
 from fuzz.gate.timing import BaselineCache, time_shape
 from fuzz.gate.shapes import PerfShape
 from oracles import fbgemm_cpu
@@ -110,6 +111,25 @@ def test_oracle_level_catches_a_fault_and_names_the_baseline():
 
 
 @pytest.mark.fuzz
+def test_oracle_level_runs_its_cases_supervised_so_a_crash_is_a_finding(monkeypatch):
+    """A kernel that kills its process fails level (c) on that case, named as a crash; the gate lives on."""
+    from fuzz.execution import forced_crash
+    from fuzz.execution.supervisor import Supervisor
+
+    monkeypatch.setenv(forced_crash.ENV, "segv:lookups>=1")
+    monkeypatch.setenv("TBE_FUZZ_ALLOW_FAULTS", "1")
+    sup = Supervisor()
+    try:
+        res = run_oracle_level(KernelConfig(), KernelConfig(), max_cases=2, supervisor=sup)
+    finally:
+        sup.close()
+    assert res.status == "fail" and len(res.cases) == 1, res.to_dict()
+    kernel = res.cases[0].kernel
+    assert kernel.kind == "crash" and "SIGSEGV" in kernel.error and res.cases[0].baseline_ok is False
+    assert "candidate fails (crash: " in res.reasons[0] and "the baseline fails it too" in res.reasons[0]
+
+
+@pytest.mark.fuzz
 @pytest.mark.skipif(not fbgemm_cpu.available(), reason="fbgemm_gpu CPU ops did not load")
 def test_untriaged_oracle_disagreement_fails_c_as_an_oracle_finding(monkeypatch):
     """Un-triaging FBGEMM's fp16 SGD update (oracles/findings.py) makes it disagree with FP64 on the
@@ -119,7 +139,7 @@ def test_untriaged_oracle_disagreement_fails_c_as_an_oracle_finding(monkeypatch)
     monkeypatch.setattr(fbgemm_sample, "fbgemm_update_difference", lambda optimizer, dtype: None)
     monkeypatch.setattr(oracle_level, "fbgemm_update_difference", lambda optimizer, dtype: None)
     res = run_oracle_level(KernelConfig(), KernelConfig(), max_cases=2)
-    assert res.status == "fail" and [c.fbgemm for c in res.cases] == ["agrees", DISAGREES]
+    assert res.status == "fail" and [c.fbgemm for c in res.cases] == ["agrees", OracleVerdict.DISAGREES]
     assert all(c.ok for c in res.cases) and res.cases[1].baseline_ok is None
     assert len(res.reasons) == 1 and "FBGEMM disagrees with FP64" in res.reasons[0] and "oracle" in res.reasons[0]
     assert "fbgemm" in res.findings[0]

@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 
 from fuzz.budgets import Budget
-from fuzz.gate.cascade import CascadeOptions, run_cascade
+from fuzz.gate import CascadeOptions, run_cascade
 from fuzz.gate.report import text
-from fuzz.gate.perf import FAIL, PASS
+from fuzz.status import Status
 from fuzz.gate.shapes import PRESETS
 from tbe import KernelConfig
 
@@ -35,7 +35,7 @@ def test_a_slower_candidate_is_rejected_at_d_with_its_table(slower, surely):
     report = text(res)
     print(report)
     perf = res.levels["d"].result
-    assert res.verdict == "KEEP" and res.first_failure.key == "d" and perf.status == FAIL, report
+    assert res.verdict == "KEEP" and res.first_failure.key == "d" and perf.status == Status.FAIL, report
     assert "performance per shape:" in report and len(perf.measured) == 2 * len(SHAPES)
     if surely:
         assert perf.slower and "SLOWER" in report, "sixteen short runs a program must be slower than the noise"
@@ -45,7 +45,7 @@ def test_the_baseline_against_itself_is_not_slower_than_its_noise():
     res = perf_only(KernelConfig(), gamma=1.0)
     perf = res.levels["d"].result
     print(text(res))
-    assert perf.status == PASS and not perf.slower, perf.reasons
+    assert perf.status == Status.PASS and not perf.slower, perf.reasons
     assert 0.97 < perf.geomean() < 1.03  # A/A: no systematic bias between the A and B slots
     assert perf_only(KernelConfig()).verdict == "KEEP"  # and no speedup: gamma 1.03 keeps the baseline
 

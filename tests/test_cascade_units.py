@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from fuzz.budgets import Budget
-from fuzz.gate.cascade import ACCEPT, FAIL, KEEP, NOT_RUN, PASS, UNVERIFIED, CascadeOptions, CascadeResult, Level
+from fuzz.gate.cascade import CascadeOptions, CascadeResult, Level
+from fuzz.status import Decision, Status
 from fuzz.cli import main
 from strategies.edges import edge_cases, reseed
 from fuzz.gate.perf import PerfResult, judge, run_perf
@@ -24,19 +25,19 @@ TINY = Budget("tiny", seconds=1.0, shrink_seconds=1.0, max_examples=1, max_looku
 
 def cascade(statuses: str, require_perf: bool = False) -> CascadeResult:
     """A result whose levels a..d have the given statuses: p(ass), f(ail), n(ot run)."""
-    names = {"p": PASS, "f": FAIL, "n": NOT_RUN}
+    names = {"p": Status.PASS, "f": Status.FAIL, "n": Status.NOT_RUN}
     levels = {k: Level(k, names[s], [] if s == "p" else [f"why {k}"]) for k, s in zip("abcd", statuses)}
     opts = CascadeOptions(budget=TINY, require_perf=require_perf)
     return CascadeResult(KernelConfig(), KernelConfig(), KernelConfig().to_dict(), opts, levels)
 
 
 @pytest.mark.parametrize("statuses, require_perf, verdict, code, first", [
-    ("pppn", False, UNVERIFIED, 0, None),   # no GPU: correctness verified, performance not
-    ("pppn", True, UNVERIFIED, 1, None),
-    ("nppn", False, UNVERIFIED, 1, None),   # a correctness level that did not run never passes
-    ("pfnn", False, KEEP, 1, "b"),
-    ("pppf", False, KEEP, 1, "d"),
-    ("fppp", False, KEEP, 1, "a"),          # with --keep-going the first failure is still named
+    ("pppn", False, Decision.UNVERIFIED, 0, None),   # no GPU: correctness verified, performance not
+    ("pppn", True, Decision.UNVERIFIED, 1, None),
+    ("nppn", False, Decision.UNVERIFIED, 1, None),   # a correctness level that did not run never passes
+    ("pfnn", False, Decision.KEEP, 1, "b"),
+    ("pppf", False, Decision.KEEP, 1, "d"),
+    ("fppp", False, Decision.KEEP, 1, "a"),          # with --keep-going the first failure is still named
 ])
 def test_verdicts_and_exit_codes(statuses, require_perf, verdict, code, first):
     res = cascade(statuses, require_perf)
@@ -44,7 +45,7 @@ def test_verdicts_and_exit_codes(statuses, require_perf, verdict, code, first):
     assert (res.first_failure.key if res.first_failure else None) == first
     if first:
         assert res.reasons[0].startswith(f"level ({first}) fails")
-    if statuses.endswith("n") and verdict == UNVERIFIED:
+    if statuses.endswith("n") and verdict == Decision.UNVERIFIED:
         assert any("performance unverified" in r for r in res.reasons)
 
 
@@ -53,7 +54,7 @@ def test_accept_needs_every_level_and_states_the_speedup():
     perf = PerfResult(1.03, [entry("s", "forward", [1.0] * 3, [0.9] * 3)])
     judge(perf)
     res.levels["d"].result = perf
-    assert res.verdict == ACCEPT and res.exit_code == 0 and "1.111 >= gamma 1.03" in res.reasons[0]
+    assert res.verdict == Decision.ACCEPT and res.exit_code == 0 and "1.111 >= gamma 1.03" in res.reasons[0]
 
 
 # ----------------------------------------------------------------------------- performance judgement
@@ -70,11 +71,11 @@ def test_entry_statistics():
 
 
 @pytest.mark.parametrize("cand, noisy, gamma, status, needle", [
-    ([0.95] * 3, False, 1.03, PASS, None),               # 5% faster everywhere
-    ([1.0] * 3, False, 1.03, FAIL, "below gamma 1.03"),   # same speed: not worth shipping
-    ([1.0] * 3, False, 1.0, PASS, None),                  # ... unless made for correctness
-    ([1.002] * 3, True, 1.0, PASS, None),                 # slower by less than the noise
-    ([1.2] * 3, False, 1.0, FAIL, "slower, beyond its noise"),
+    ([0.95] * 3, False, 1.03, Status.PASS, None),               # 5% faster everywhere
+    ([1.0] * 3, False, 1.03, Status.FAIL, "below gamma 1.03"),   # same speed: not worth shipping
+    ([1.0] * 3, False, 1.0, Status.PASS, None),                  # ... unless made for correctness
+    ([1.002] * 3, True, 1.0, Status.PASS, None),                 # slower by less than the noise
+    ([1.2] * 3, False, 1.0, Status.FAIL, "slower, beyond its noise"),
 ])
 def test_perf_judgement(cand, noisy, gamma, status, needle):
     base2 = [1.03, 1.0, 1.0] if noisy else None
@@ -89,7 +90,7 @@ def test_one_slow_shape_fails_even_when_the_mean_is_fast():
     res = PerfResult(1.03, [entry(f"s{i}", "forward", [1.0] * 3, [0.7] * 3) for i in range(4)]
                      + [entry("slow", "iteration", [1.0] * 3, [1.1] * 3)])
     judge(res)
-    assert res.geomean() > 1.2 and res.status == FAIL
+    assert res.geomean() > 1.2 and res.status == Status.FAIL
     assert [e.shape for e in res.slower] == ["slow"] and "slow iteration" in res.reasons[0]
 
 
@@ -97,7 +98,7 @@ def test_a_crash_fails_the_level():
     res = PerfResult(1.03, [entry("a", "forward", [1.0] * 3, [0.5] * 3),
                             Entry("b", "forward", error="the candidate raised OutOfResources: shared memory")])
     judge(res)
-    assert res.status == FAIL and "OutOfResources" in res.reasons[0]
+    assert res.status == Status.FAIL and "OutOfResources" in res.reasons[0]
 
 
 def test_interleaved_timing_order_and_arithmetic(monkeypatch):
@@ -131,7 +132,7 @@ def test_perf_level_is_not_run_without_a_gpu():
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
     res = run_perf(KernelConfig(), KernelConfig(fwd_gather_unweighted=1), PRESETS["quick"])
-    assert res.status == NOT_RUN and "no CUDA device" in res.reasons[0] and not res.entries
+    assert res.status == Status.NOT_RUN and "no CUDA device" in res.reasons[0] and not res.entries
 
 
 # ----------------------------------------------------------------------------- shapes
@@ -222,13 +223,14 @@ def test_an_invalid_candidate_fails_level_a_without_running_the_rest(tmp_path, c
     assert "KEEP the baseline" in out and "first failing level: (a)" in out and "chunk_size" in out
     report = json.loads((tmp_path / "r" / "report.json").read_text())
     assert report["first_failing_level"] == "a" and report["exit_code"] == 1
-    assert [report["levels"][k]["status"] for k in "bcd"] == [NOT_RUN] * 3
+    assert [report["levels"][k]["status"] for k in "bcd"] == [Status.NOT_RUN] * 3
     assert "| (a) |" in (tmp_path / "r" / "report.md").read_text()
 
 
 def test_tune_needs_a_gpu(capsys):
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
+    pytest.importorskip("optuna", reason="optuna==5.0.0 (requirements) is not installed: tune refuses for that first")
     assert main(["tune", "--time", "5"]) == 2
     assert "no CUDA device" in capsys.readouterr().err
 
@@ -255,5 +257,5 @@ def test_report_shows_the_per_shape_table_and_the_noise(tmp_path):
     md = (tmp_path / "report.md").read_text()
     assert "## Performance per shape" in md and "| D128-lite | forward |" in md and "SLOWER" in md
     data = json.loads((tmp_path / "report.json").read_text())
-    assert data["verdict"] == KEEP and data["levels"]["d"]["detail"]["entries"][0]["slower"] is True
+    assert data["verdict"] == Decision.KEEP and data["levels"]["d"]["detail"]["entries"][0]["slower"] is True
     assert KernelConfig.from_dict(json.loads((tmp_path / "candidate.json").read_text())) == res.candidate

@@ -11,7 +11,7 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 from fuzz.budgets import Budget
-from fuzz.campaign.search import run_campaign
+from fuzz.campaign import run_campaign
 from fuzz.cli import main
 from strategies.config_space import Drawn, config_overrides, split_draw
 from fuzz.gate.correctness import shared_cases
@@ -121,7 +121,7 @@ def test_the_opening_tour_reaches_every_path(config):
     seen = set()
     for d in tour(config, 4000):
         case, cfg, _ = split_draw(d, config)
-        t = tensors(case, cfg)
+        t = tensors(case)
         assert t.indices.numel() <= 2000, d
         seen |= tiers_of(case, t, cfg)[0]
     assert {"fwd:generic", "fwd:small_table", "bwd:short", "bwd:long", "bwd:long_fused", "bwd:multi_chunk",

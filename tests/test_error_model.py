@@ -14,7 +14,8 @@ import torch
 
 from fuzz.cli import main
 from oracles.bounds import gamma
-from oracles.error_model import ENV, WORST, ErrorModel, from_env, lam
+from oracles.error_model import WORST, ErrorModel, from_env, lam
+from tbe import env
 
 U = 2.0 ** -24
 PROB = ErrorModel("probabilistic")
@@ -53,11 +54,11 @@ def test_a_real_fp32_sum_of_random_data_stays_inside():
 
 
 def test_selection_by_environment_and_validation(monkeypatch):
-    monkeypatch.delenv(ENV, raising=False)
+    monkeypatch.delenv(env.BOUND.name, raising=False)
     assert from_env() == WORST
-    monkeypatch.setenv(ENV, "probabilistic")
+    monkeypatch.setenv(env.BOUND.name, "probabilistic")
     assert from_env().kind == "probabilistic"
-    monkeypatch.setenv(ENV, "loose")
+    monkeypatch.setenv(env.BOUND.name, "loose")
     with pytest.raises(ValueError, match="TBE_FUZZ_BOUND"):
         from_env()
     with pytest.raises(ValueError, match="false_alarm"):

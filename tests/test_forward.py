@@ -10,7 +10,7 @@ from oracles import fbgemm_cpu
 from oracles.checks import check_forward
 from oracles.findings import fbgemm_forward_difference
 from strategies.case import CaseSpec, materialize
-from strategies.run import build_module, device_batch
+from fuzz.sut import build_module, device_batch
 from strategies.specs import case_specs
 from tbe import KernelConfig
 from tbe.modes import Optimizer, Pooling, parse_float_dtype

@@ -17,15 +17,15 @@ import torch
 
 from fuzz.execution import artifacts
 from fuzz.budgets import Budget
-from fuzz.campaign.search import run_campaign
+from fuzz.campaign import run_campaign
 from strategies.cases import BadIdCase, case_from_dict, case_to_dict
-from fuzz.judge.check import CaseResult, check_name, run_case
+from fuzz.judge.check import CaseResult, run_case
 from fuzz.cli import main
 from strategies.edges import edge_cases
-from fuzz.campaign.report import campaign_json, campaign_text
+from fuzz.campaign import campaign_json, campaign_text
 from fuzz.gate.correctness import GateCase, GateResult, _judge
 from fuzz.selftest.run import run_selftest
-from oracles.compare import Mismatch, Report
+from oracles.compare import Check, Mismatch, Oracle, Report
 from strategies.bad_inputs import BadBatchSpec, BadId
 from strategies.case import CaseSpec, HotRow
 from tbe import KernelConfig
@@ -217,10 +217,18 @@ def test_bad_id_case_is_checked_against_the_repaired_reference():
     assert any("warnings" in r.what for r in res.reports) and "bounds:standalone" in res.tiers
 
 
-def test_check_names_group_steps_and_tables():
-    assert check_name("step 1 table 3 weights after update (sample = row)") == "weights after update"
-    assert check_name("step 0 forward vs fp64") == "forward vs fp64"
-    assert check_name("step 0 momentum at row 4") == "momentum"
+def test_reports_carry_step_table_check_and_oracle():
+    """Each Report says what it checked where; its key groups it across steps and tables."""
+    spec = CaseSpec(tables=((5, 3), (4, 2)), batch_size=2, max_length=2, steps=2, weighted=True)
+    res = run_case(spec)
+    assert res.ok, res.text()
+    fields = {(r.step, r.table, r.check, r.oracle) for r in res.reports if r.oracle == Oracle.FP64}
+    assert {(s, t, Check.WEIGHTS, Oracle.FP64) for s in (0, 1) for t in (0, 1)} <= fields
+    assert {(s, None, Check.FORWARD, Oracle.FP64) for s in (0, 1)} <= fields
+    assert all(r.check is not None for r in res.reports)
+    assert {"weights after update", "forward vs fp64"} <= set(res.ratios_by_check())
+    fb = Report("step 0 fbgemm forward vs fp64", True, None, 0, 1, check=Check.FORWARD, step=0, oracle=Oracle.FBGEMM)
+    assert fb.key == "fbgemm forward vs fp64"
 
 
 # ----------------------------------------------------------------------------- CLI input errors

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from fuzz.selftest import large_runs
-from fuzz.selftest.detectors import Context, detectors_for
+from fuzz.selftest import Context, detectors_for
 from fuzz.budgets import Budget
 from tbe import KernelConfig, faults
 from tbe.backward_long import FAULT_CHUNK_LIMIT

@@ -2,7 +2,7 @@
 the failing example passes once the fault is switched off (so the catch is the fault's doing).
 
 Time to catch and examples tried are printed (``-s``) and kept in the pytest cache under
-``tbe-fuzz/planted_faults``; the measured table is tests/planted_faults_results.md. No
+``tbe-fuzz/planted_faults``; the measured table is benchmarks/results/planted_faults_cpu.md. No
 timing is asserted: a search that does not find the fault within MAX_TRIES fails the test.
 """
 

@@ -13,7 +13,7 @@ from fuzz.memcheck import sanitizer
 from fuzz.judge.differential import check_case, failures, summary
 from strategies.case import CaseSpec, HotRow
 from strategies.configs import NAMED
-from tbe import KernelConfig, TritonTBE
+from tbe import KernelConfig, TritonTBE, env
 from tbe.backend import INTERPRETED
 
 pytestmark = pytest.mark.skipif(not INTERPRETED, reason="the sanitizer checks the Triton interpreter's accesses")
@@ -104,9 +104,19 @@ def test_off_by_one_backward_is_named_in_weights_and_momentum(runs, kernel):
 
 
 def test_only_the_address_check_with_tables_off():
+    """With tables off the sanitizer still stops an access outside the storage, and lets through one that
+    stays inside it while crossing into the next table (the table check's finding, shown under tables on)."""
     m, ids, off = _off_by_one_module(False, False)
+    before = len(sanitizer.FINDINGS)
     with sanitizer.sanitized(tables=False):
-        m(ids, off)  # row 5 of table 0 is table 1's row 0: inside the buffer
+        out = m(ids, off)  # row 5 of table 0 is table 1's row 0: inside the buffer
+        assert len(sanitizer.FINDINGS) == before and out.shape == (2, 8)
+        src, dst = torch.arange(10.0), torch.zeros(10)
+        f = _finding(lambda: _copy[(2,)](src, dst, 10, 0, MASKED=False, BLOCK=8))
+    assert (f.argument, f.first) == ("src_ptr", 10) and "past the end" in str(f)
+    with sanitizer.sanitized(tables=True):
+        f = _finding(lambda: m(ids, off))
+    assert "lies in table 1" in str(f)
 
 
 @pytest.mark.parametrize("name", ["default", "small", "small_fused", "fused_bounds", "hoisted", "narrow"])
@@ -125,8 +135,8 @@ def test_disable_restores_the_interpreter(monkeypatch):
         assert ti.GridExecutor.__call__ is not call and "create_masked_load" in vars(ti.interpreter_builder)
     assert ti.GridExecutor.__call__ is call and "create_masked_load" not in vars(ti.interpreter_builder)
     for value, mode in (("1", "all"), ("memory", "memory"), ("0", None), ("", None)):
-        monkeypatch.setenv(sanitizer.ENV, value)
+        monkeypatch.setenv(env.SANITIZE.name, value)
         assert sanitizer.requested() == mode
-    monkeypatch.setenv(sanitizer.ENV, "yes please")
+    monkeypatch.setenv(env.SANITIZE.name, "yes please")
     with pytest.raises(ValueError, match="TBE_FUZZ_SANITIZE"):
         sanitizer.requested()

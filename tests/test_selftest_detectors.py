@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fuzz.budgets import Budget
-from fuzz.selftest.run import run_selftest
-from fuzz.selftest.detectors import Context, detectors_for
+from fuzz.selftest import Context, detectors_for, run_selftest
 from tbe import faults
 from tbe.backend import INTERPRETED
 

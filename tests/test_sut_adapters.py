@@ -16,23 +16,24 @@ from hypothesis import seed as hypothesis_seed
 
 from fuzz.budgets import Budget
 from strategies.cases import BadIdCase, base_spec, initial_weights
-from fuzz.judge.check import CaseResult, run_case
+from fuzz.judge import CaseResult, run_case
 from fuzz.cli import main
 from fuzz.judge.differential import check_case, failures
 from fuzz.gate.correctness import run_gate
-from fuzz.judge.known import CRASH, TRIAGE, KnownFinding, explain, for_sut
+from fuzz.judge.known import TRIAGE, KnownFinding, explain, for_sut
 from fuzz.profiles import examples
 from strategies.space import campaign_cases
-from fuzz.sut.protocol import SUTError, get, packed_weights, params_for
+from fuzz.errors import SUTError, TorchBoundsError
+from fuzz.sut.protocol import get, packed_weights, params_for
 from fuzz.sut.fit import fit_case, fit_strategy, refusal
-from fuzz.sut.torch_bounds import TorchBoundsError, check_bounds
+from fuzz.sut.torch_bounds import check_bounds
 from fuzz.campaign.triage import run_triaged
 from oracles import fbgemm_cpu
-from oracles.compare import Mismatch, Report
+from oracles.compare import Check, Mismatch, Oracle, Report
 from oracles.reference_bounds import reference_bounds_check
 from strategies.bad_inputs import BadBatchSpec, BadId, bad_batch_specs, materialize_bad
 from strategies.case import CaseSpec
-from strategies.run import build_module
+from fuzz.sut import build_module
 from tbe import KernelConfig
 from tbe.modes import BoundsCheckMode
 
@@ -94,7 +95,7 @@ def test_adapters_start_from_the_given_weights_and_count_warnings(sut):
 
 @pytest.mark.parametrize("sut", ["torch", pytest.param("fbgemm-cpu", marks=needs_fbgemm)])
 def test_fatal_rejects_bad_input(sut):
-    from fuzz.sut.protocol import FatalBoundsCheck
+    from fuzz.errors import FatalBoundsCheck
 
     spec = dataclasses.replace(SPEC, bounds_check="fatal")
     inst = get(sut).build(params_for(spec, None, [torch.zeros(20, 4), torch.zeros(9, 8)]))
@@ -178,19 +179,21 @@ def test_fitting_maps_and_refuses():
 
 
 # ----------------------------------------------------------------------------- known findings
-def _result(case, *whats: str, error: str = None) -> CaseResult:
-    """A CaseResult failing exactly the checks ``whats`` (plus a passing one), or crashing with ``error``."""
-    reports = [Report(w, False, Mismatch(0, 0, 0, 1.0, 2.0, 0.1), 1, 1) for w in whats]
-    reports.append(Report("step 0 bounds-check warnings", True, None, 0, 1))
+def _result(case, *checks: Check, error: str = None, oracle: Oracle = Oracle.FP64) -> CaseResult:
+    """A CaseResult failing exactly ``checks`` (plus a passing one), or crashing with ``error``."""
+    reports = [Report(f"step 1 {c}", False, Mismatch(0, 0, 0, 1.0, 2.0, 0.1), 1, 1, check=c, step=1, oracle=oracle)
+               for c in checks]
+    reports.append(Report("step 0 bounds-check warnings", True, None, 0, 1, check=Check.WARNINGS, step=0))
     return CaseResult(case, reports, 1, frozenset(), 0.0, error)
 
 
 def test_known_findings_match_on_sut_case_and_check():
     mean_w16 = CaseSpec(tables=((4, 4),), batch_size=1, pooling="mean", weighted=True, output_dtype="fp16")
-    fwd, upd = "step 0 forward vs fp64", "step 0 table 0 weights after update (sample = row)"
+    fwd, upd = Check.FORWARD, Check.WEIGHTS
     ids = [f.id for f in explain("fbgemm-cpu", _result(mean_w16, fwd, upd))]
     assert ids == ["fbgemm-weighted-mean-fp16-forward", "fbgemm-weighted-mean-backward"]
-    assert explain("fbgemm-cpu", _result(mean_w16, fwd, "step 0 untouched weight changed at flat element 3")) is None
+    assert explain("fbgemm-cpu", _result(mean_w16, fwd, Check.UNTOUCHED)) is None
+    assert explain("fbgemm-cpu", _result(mean_w16, fwd, oracle=Oracle.FBGEMM)) is None  # FBGEMM's own check
     assert explain("torch", _result(mean_w16, fwd)) is None                       # not triaged for that SUT
     assert explain("fbgemm-cpu", _result(dataclasses.replace(mean_w16, output_dtype="fp32"), fwd)) is None
     assert explain("fbgemm-cpu", _result(mean_w16, fwd), only=()) is None          # restricted to none
@@ -200,7 +203,7 @@ def test_known_findings_match_on_sut_case_and_check():
     assert [f.id for f in explain("fbgemm-cpu", _result(minus, error=crash))] == ["fbgemm-minus-one-raises"]
     assert explain("fbgemm-cpu", _result(minus, error="RuntimeError: something else")) is None
     assert all(f.suts for f in TRIAGE) and len({f.id for f in TRIAGE}) == len(TRIAGE)
-    assert CRASH in for_sut("fbgemm-cpu")[3].checks
+    assert for_sut("fbgemm-cpu")[3].error and not for_sut("fbgemm-cpu")[3].checks
 
 
 @needs_fbgemm

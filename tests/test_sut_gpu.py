@@ -11,7 +11,7 @@ import dataclasses
 
 import pytest
 
-from fuzz.judge.check import check_name, run_case
+from fuzz.judge.check import run_case
 from fuzz.judge.known import explain
 from fuzz.sut.protocol import get
 from strategies.case import CaseSpec
@@ -39,7 +39,7 @@ def test_fbgemm_cuda_trains_like_fp64(opt, wd, pooling):
 def test_fbgemm_cuda_weighted_mean_psw_grad_finding_still_holds():
     spec = dataclasses.replace(SPEC, pooling="mean", weighted=True, optimizer="exact_rowwise_adagrad")
     res = run_case(spec, sut="fbgemm-cuda")
-    failing = {check_name(r.what) for r in res.reports if not r.ok}
+    failing = {r.key for r in res.reports if not r.ok}
     assert res.error is None and failing == {"psw grad"}, res.text()
     assert [f.id for f in explain("fbgemm-cuda", res)] == ["fbgemm-cuda-weighted-mean-psw-grad"]
 
@@ -49,7 +49,7 @@ def test_fbgemm_cuda_mean_gradient_rounded_to_fp16_output_finding_still_holds():
     output trains within the bound, so the extra rounding is the output dtype's."""
     spec = dataclasses.replace(SPEC, pooling="mean", output_dtype="fp16", optimizer="exact_rowwise_adagrad")
     res = run_case(spec, sut="fbgemm-cuda")
-    failing = {check_name(r.what) for r in res.reports if not r.ok}
+    failing = {r.key for r in res.reports if not r.ok}
     assert res.error is None and failing and failing <= {"weights after update", "momentum"}, res.text()
     assert [f.id for f in explain("fbgemm-cuda", res)] == ["fbgemm-cuda-mean-grad-rounded"]
     assert run_case(dataclasses.replace(spec, output_dtype="fp32"), sut="fbgemm-cuda").ok

@@ -1,6 +1,6 @@
-"""The SUT registry and --sut on every command: the README's own-SUT example, entry points, module:factory.
+"""The SUT registry and --sut on every command: the documented own-SUT example, entry points, module:factory.
 
-The README example is extracted from README.md and run as written, so the documentation
+The example is extracted from docs/guides/sut.md and run as written, so the documentation
 cannot drift from the protocol.
 """
 
@@ -16,25 +16,26 @@ import pytest
 from fuzz.sut import protocol as sut_mod
 from fuzz.budgets import Budget
 from fuzz.cli import main
-from fuzz.sut.protocol import SUTError
+from fuzz.errors import SUTError
 from fuzz.campaign.triage import run_triaged
 from tbe import KernelConfig
 
 REPO = Path(__file__).resolve().parent.parent
+SUT_GUIDE = REPO / "docs" / "guides" / "sut.md"
 SHORT = ["--time", "6", "--max-examples", "12"]
 
 
-def readme_example() -> str:
-    text = (REPO / "README.md").read_text()
+def guide_example() -> str:
+    text = SUT_GUIDE.read_text()
     m = re.search(r"```python\n(# my_tbe\.py.*?)```", text, re.S)
-    assert m, "README.md lost its my_tbe.py example"
+    assert m, "docs/guides/sut.md lost its my_tbe.py example"
     return m.group(1)
 
 
 @pytest.fixture
 def user_sut(tmp_path, monkeypatch):
-    """The README's my_tbe.py importable from a temporary directory (and a broken twin, my_tbe_bad)."""
-    code = readme_example()
+    """The guide's my_tbe.py importable from a temporary directory (and a broken twin, my_tbe_bad)."""
+    code = guide_example()
     (tmp_path / "my_tbe.py").write_text(code)
     broken = code.replace("w -= self.lr * leaf.grad", "w -= 2 * self.lr * leaf.grad")
     assert broken != code
@@ -48,7 +49,7 @@ def user_sut(tmp_path, monkeypatch):
 
 
 @pytest.mark.fuzz
-def test_readme_example_runs_a_campaign_and_can_fail(user_sut, capsys):
+def test_guide_example_runs_a_campaign_and_can_fail(user_sut, capsys):
     art = user_sut / "art"
     assert main(["run", "--sut", "my_tbe:factory", *SHORT, "--artifacts", str(art)]) == 0
     out = capsys.readouterr().out
@@ -179,7 +180,7 @@ def test_help_lists_the_builtin_suts():
     assert all(n in out.stdout for n in ("triton", "fbgemm-cpu", "fbgemm-cuda", "torch", "module:factory"))
 
 
-def test_readme_documents_every_protocol_method():
-    text = (REPO / "README.md").read_text()
+def test_guide_documents_every_protocol_method():
+    text = SUT_GUIDE.read_text()
     for method in ("forward(", "backward(", "weights()", "momentum()", "bounds_check_warnings()"):
         assert method in text

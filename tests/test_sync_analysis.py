@@ -7,7 +7,8 @@ to accept (see fuzz/memcheck/sync_analysis.py) and name the lines it relied on o
 
 import pytest
 
-from fuzz.memcheck.ptx import PTXError, parse
+from fuzz.errors import PTXError
+from fuzz.memcheck.ptx import parse
 from fuzz.memcheck.sync_analysis import analyse
 
 HEAD = """

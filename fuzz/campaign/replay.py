@@ -19,13 +19,13 @@ import torch
 
 from fuzz.execution import artifacts
 from strategies.cases import CaseTensors, tensors
-from fuzz.judge.check import CaseResult
-from fuzz.judge.known import explain
-from fuzz.execution.supervisor import Supervisor, shared
-from fuzz.sut.protocol import DEFAULT as DEFAULT_SUT
-from fuzz.sut.protocol import get as get_sut
-from fuzz.sut.protocol import require
-from fuzz.sut.fit import refusal
+from fuzz.judge import CaseResult
+from fuzz.judge import explain
+from fuzz.execution import Supervisor, shared
+from fuzz.sut import DEFAULT as DEFAULT_SUT
+from fuzz.sut import get as get_sut
+from fuzz.sut import require
+from fuzz.sut import refusal
 from oracles.error_model import ErrorModel, from_env
 from tbe import KernelConfig
 
@@ -114,7 +114,7 @@ def replay(target: Path, config_path: Optional[Path] = None, rematerialize: bool
             raise ValueError(f"{saved_path} cannot be read ({type(e).__name__}: {e}); "
                              f"--rematerialize replays from case.json instead") from e
         try:
-            fresh = tensors(case, config)
+            fresh = tensors(case)
         except ValueError as e:
             fresh = None
             notes.append(f"the spec no longer materializes ({e}); replaying the saved tensors")

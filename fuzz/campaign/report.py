@@ -1,25 +1,23 @@
-"""Readable summaries of campaign, replay, gate and selftest results (plain text or JSON)."""
+"""Readable summaries of campaign and replay results (plain text or JSON), and the lines of a failing case."""
 
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from typing import Any
 
-from fuzz.execution.artifacts import replay_command
+from fuzz.execution import replay_command
 from fuzz.campaign.search import CampaignResult
 from strategies.cases import case_size, case_to_dict
-from fuzz.judge.check import CaseResult
-from fuzz.gate.correctness import GateResult
+from fuzz.judge import CaseResult
 from fuzz.campaign.replay import ReplayResult
-from fuzz.selftest.detectors import CAUGHT, MISSED, Detection
-from fuzz.selftest.run import FaultResult, all_ok, counts
+from fuzz.status import FailureKind
 
 
 def _ratios(ratios: dict[str, float]) -> list[str]:
     return [f"    {name:<32} {value:.3g}" for name, value in sorted(ratios.items())]
 
 
-def _failure_lines(f: CaseResult) -> list[str]:
+def failure_lines(f: CaseResult) -> list[str]:
     tables, bags, _ = case_size(f.case)
     return [
         f"  failing case: {tables} table(s), {bags} bag(s), {f.lookups} lookups; failure kind: {f.kind}",
@@ -30,7 +28,7 @@ def _failure_lines(f: CaseResult) -> list[str]:
 
 def _known_lines(r: CampaignResult) -> list[str]:
     """Each known finding the campaign met (shrunk case, when, artifact), then those triaged but not seen."""
-    from fuzz.judge.known import for_sut
+    from fuzz.judge import for_sut
 
     lines = []
     if r.known:
@@ -56,6 +54,12 @@ def _known_lines(r: CampaignResult) -> list[str]:
     return lines
 
 
+def _caps(r: CampaignResult):
+    from fuzz.sut.protocol import get
+
+    return get(r.sut).capabilities
+
+
 def campaign_text(r: CampaignResult) -> str:
     verdict = "PASS" if r.ok else "FAIL"
     if r.ok and r.known:
@@ -64,7 +68,7 @@ def campaign_text(r: CampaignResult) -> str:
         f"tbe-fuzz campaign: {verdict}  (SUT {r.sut}, budget {r.budget.name}, seed {r.seed}, stopped by {r.stopped_by})",
         f"  examples {r.examples}, lookups {r.lookups}, {r.seconds:.1f}s"
         + (f", shrink steps {r.shrink_examples}" if not r.ok else ""),
-        ("  tiers exercised: " if r.sut == "triton" else "  segment-length classes (this project's tiers): ")
+        ("  tiers exercised: " if _caps(r).kernel_config else "  segment-length classes (this project's tiers): ")
         + (", ".join(f"{t} x{n}" for t, n in sorted(r.tiers.items())) or "none"),
         f"  bound: {r.model.describe()}",
         _tour_line(r),
@@ -86,10 +90,10 @@ def campaign_text(r: CampaignResult) -> str:
     if r.failure is not None:
         lines.append(f"  first failure after {r.first_failure_examples} example(s), {r.first_failure_seconds:.1f}s "
                      f"({r.first_failure_headline})"
-                     + (" (not on the triage list)" if r.known or r.sut != "triton" else ""))
+                     + (" (not on the triage list)" if r.known or not _caps(r).project_kernels else ""))
         if r.failure_overrides:
             lines.append(f"  failing config: the config under test with {r.failure_overrides}")
-        lines += _failure_lines(r.failure)
+        lines += failure_lines(r.failure)
     if r.artifact is not None:
         lines.append(f"  artifact: {r.artifact}")
         lines.append(f"  replay:   {(r.artifact / 'replay.txt').read_text().strip()}")
@@ -107,7 +111,7 @@ def _tour_line(r: CampaignResult) -> str:
 def _fbgemm_line(r: CampaignResult) -> str:
     from fuzz.judge.fbgemm_sample import CHECKED, RULE
 
-    if r.sut != "triton":
+    if not _caps(r).project_kernels:
         return f"  FBGEMM CPU oracle: not run (it samples examples beside this project's kernels, not SUT {r.sut})"
     others = ", ".join(f"{n} {k}" for k, n in sorted(r.fbgemm.items()) if k != CHECKED)
     return (f"  FBGEMM CPU oracle: checked {r.fbgemm.get(CHECKED, 0)} of {r.examples} examples ({RULE})"
@@ -119,7 +123,8 @@ def _sanitizer_hint(f: CaseResult, replay: str) -> list[str]:
     from fuzz.memcheck import sanitizer
     from tbe.backend import INTERPRETED
 
-    if not INTERPRETED or sanitizer.requested() or f.kind not in ("mismatch", "crash", "exception"):
+    hinted = (FailureKind.MISMATCH, FailureKind.CRASH, FailureKind.EXCEPTION)
+    if not INTERPRETED or sanitizer.requested() or f.kind not in hinted:
         return []
     return [f"  hint:     TBE_FUZZ_SANITIZE=1 {replay.split('   (or:')[0].strip()}   names any out-of-range access"]
 
@@ -127,16 +132,10 @@ def _sanitizer_hint(f: CaseResult, replay: str) -> list[str]:
 def campaign_json(r: CampaignResult) -> dict[str, Any]:
     return {
         "kind": "campaign", "ok": r.ok, "budget": r.budget.name, "seed": r.seed, "stopped_by": r.stopped_by,
-        "examples": r.examples, "shrink_examples": r.shrink_examples, "lookups": r.lookups,
-        "seconds": round(r.seconds, 3), "tiers": dict(r.tiers), "max_ratio": r.max_ratio,
+        **r.to_state(),
         "bound": r.model.kind, "false_alarm": r.model.false_alarm if r.model.kind != "worst" else None,
-        "teeth": r.teeth.to_json(),
-        "config": r.config.to_dict(), "unmaterializable": r.unmaterializable, "compiles": r.compiles.to_dict(),
-        "fbgemm": dict(r.fbgemm),
-        "tour": None if r.tour is None else {"index": r.tour.index, "of": r.tour.of, "cases": r.tour_cases},
-        "time_split": r.time.to_json(r.seconds),
+        "config": r.config.to_dict(),
         "sut": r.sut,
-        "expected_failures": r.expected_failures,
         "known": [{"id": k.finding.id, "description": k.finding.description, "case": case_to_dict(k.result.case),
                    "examples": k.examples, "seconds": round(k.seconds, 3), "lookups": k.result.lookups,
                    "reports": k.result.text().splitlines(),
@@ -172,87 +171,3 @@ def replay_json(r: ReplayResult) -> dict[str, Any]:
             "known": [f.id for f in r.known or ()], "source": r.source, "case": str(r.case_path),
             "config": None if r.config_path is None else str(r.config_path),
             "reports": r.result.text().splitlines(), "notes": r.notes}
-
-
-def gate_text(g: GateResult) -> str:
-    lines = [f"tbe-fuzz gate: {'PASS' if g.ok else 'FAIL'}  (seed {g.seed}, {g.seconds:.1f}s)"]
-    if g.diff:
-        lines.append("  changed fields (baseline -> candidate):")
-        lines += [f"    {k}: {a!r} -> {b!r}" for k, (a, b) in sorted(g.diff.items())]
-    else:
-        lines.append("  the two configs are identical")
-    shared = len(g.cases) - g.targeted_run
-    lines.append(f"  cases run under both: {g.targeted_run} of {g.targeted} targeted at moved edges, "
-                 f"{shared} shared campaign cases; {g.lookups} lookups each")
-    lines.append("  max error/bound ratio per check, baseline -> candidate (cases both pass):")
-    for name in sorted(set(g.base_ratio) | set(g.cand_ratio)):
-        lines.append(f"    {name:<32} {g.base_ratio.get(name, 0.0):.3g} -> {g.cand_ratio.get(name, 0.0):.3g}")
-    lines += [f"  note: {n}" for n in g.notes]
-    for c in g.cases:
-        if not c.cand.ok:
-            lines.append(f"  candidate fails {c.label}:")
-            lines += _failure_lines(c.cand)
-    lines += [f"  artifact: {p}" for p in g.artifacts]
-    if g.ok:
-        lines.append("  verdict: PASS - the candidate passed every case and its error stayed within the baseline's")
-    else:
-        lines.append("  verdict: FAIL - " + "; ".join(g.reasons[:5]) + (" ..." if len(g.reasons) > 5 else ""))
-    return "\n".join(lines)
-
-
-def gate_json(g: GateResult) -> dict[str, Any]:
-    return {
-        "kind": "gate", "ok": g.ok, "seed": g.seed, "seconds": round(g.seconds, 3),
-        "diff": {k: list(v) for k, v in g.diff.items()}, "targeted": g.targeted, "targeted_run": g.targeted_run, "cases": len(g.cases),
-        "base_ratio": g.base_ratio, "cand_ratio": g.cand_ratio, "reasons": g.reasons, "notes": g.notes,
-        "failing_cases": [{"label": c.label, "case": case_to_dict(c.cand.case), "baseline_ok": c.base.ok}
-                          for c in g.cases if not c.cand.ok],
-        "artifacts": [str(p) for p in g.artifacts],
-    }
-
-
-def selftest_text(results: Sequence[FaultResult]) -> str:
-    n = counts(results)
-    lines = [f"tbe-fuzz selftest: {'PASS' if all_ok(results) else 'FAIL'}  ("
-             + ", ".join(f"{v} {k}" for k, v in n.items()) + ")"]
-    for r in results:
-        flag = "  (asked for by name: a skip fails the self-test)" if r.named and r.status == "skipped" else ""
-        lines.append(f"  {r.fault:<28} {r.status.upper()}  ({r.description}){flag}")
-        for d in r.detections:
-            lines.append("    " + _detection_line(d))
-    return "\n".join(lines)
-
-
-def _detection_line(d: Detection) -> str:
-    head = f"{d.detector:<22} {d.status}"
-    if d.status == CAUGHT:
-        parts = []
-        if d.examples is not None:
-            parts.append(f"after {d.examples} example(s)")
-        if d.seconds is not None:
-            parts.append(f"{d.seconds:.1f}s")
-        if d.shrunk is not None:
-            parts.append("shrunk to {} table(s), {} bag(s), {} lookups".format(*d.shrunk))
-        if d.detail:
-            parts.append(d.detail)
-        if d.artifact is not None:
-            parts.append(f"artifact {d.artifact}")
-        return head + " " + "; ".join(parts)
-    if d.status == MISSED:
-        return head + f": {d.detail}" + (f" ({d.seconds:.1f}s)" if d.seconds is not None else "")
-    return head + f": {d.detail}"
-
-
-def selftest_json(results: Sequence[FaultResult]) -> dict[str, Any]:
-    out = []
-    for r in results:
-        catch = r.first_catch
-        out.append({
-            "fault": r.fault, "description": r.description, "status": r.status, "named": r.named,
-            "caught": r.caught,
-            "seconds_to_catch": None if catch is None else catch.seconds,
-            "examples_to_catch": None if catch is None else catch.examples,
-            "case": None if catch is None or catch.campaign is None else case_to_dict(catch.campaign.failure.case),
-            "detections": [d.to_dict() for d in r.detections],
-        })
-    return {"kind": "selftest", "ok": all_ok(results), "counts": counts(results), "faults": out}

@@ -10,7 +10,6 @@ shrunk the same way (each candidate after a failure runs in a fresh worker).
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import time
 from pathlib import Path
@@ -24,17 +23,16 @@ from hypothesis.errors import HypothesisException
 from fuzz.execution import artifacts
 from fuzz.profiles import MAX_COLUMN_BLOCKS
 from fuzz.budgets import Budget
-from strategies.cases import CaseTensors, case_size, tensors
+from strategies.cases import case_size
 from fuzz.judge.check import CaseResult
-from fuzz.compile.watch import CompileCounts
+from fuzz.status import StopReason
 from strategies.config_space import split_draw
 from strategies.space import campaign_cases
+from fuzz.execution.stats import CampaignStats
 from fuzz.execution.supervisor import Supervisor, Unmaterializable, leftover_pending, shared
 from fuzz.sut.protocol import DEFAULT as DEFAULT_SUT
 from fuzz.sut.protocol import get as get_sut
 from fuzz.sut.fit import fit_case, fit_strategy
-from fuzz.judge.teeth import Teeth
-from fuzz.time_split import TimeSplit
 from strategies.tour import ALL, TourShare, tour
 from oracles.error_model import WORST, ErrorModel, from_env
 from tbe import KernelConfig
@@ -51,52 +49,33 @@ class _CaseFailed(AssertionError):
 
 
 @dataclasses.dataclass
-class CampaignResult:
+class CampaignResult(CampaignStats):
+    """A campaign's statistics (``fuzz.execution.stats``) and how it ended."""
+
     config: KernelConfig
     budget: Budget
     seed: int
-    examples: int = 0                 # cases checked before the first failure (or all, on a pass)
-    shrink_examples: int = 0          # cases checked while shrinking
-    lookups: int = 0
-    seconds: float = 0.0
-    tiers: collections.Counter = dataclasses.field(default_factory=collections.Counter)
-    max_ratio: dict[str, float] = dataclasses.field(default_factory=dict)  # per check
     failure: Optional[CaseResult] = None
     first_failure_examples: Optional[int] = None
     first_failure_seconds: Optional[float] = None
     first_failure_headline: Optional[str] = None  # how it failed before shrinking (a crash may shrink to a mismatch)
     artifact: Optional[Path] = None
-    stopped_by: str = ""              # "failure", "time", "examples"
-    unmaterializable: int = 0         # drawn specs materialize refused (a generator bug, not the kernel's)
-    unmaterializable_example: Optional[str] = None
-    compiles: CompileCounts = dataclasses.field(default_factory=CompileCounts)  # during the search
-    fbgemm: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # status -> examples
+    stopped_by: StopReason | str = ""  # "" while running
     model: ErrorModel = WORST         # the accumulation bound the checks used
-    teeth: Teeth = dataclasses.field(default_factory=Teeth)  # bound / |update| per SL band, passing cases
-    leftover: list[Path] = dataclasses.field(default_factory=list)  # pending cases of drivers that died
     sut: str = DEFAULT_SUT            # the system under test (fuzz.sut.protocol registry name)
-    expected_failures: int = 0        # cases failing only with known findings already recorded
     known: list[Any] = dataclasses.field(default_factory=list)  # fuzz.campaign.triage.KnownRecord, one per finding
     failure_config: Optional[KernelConfig] = None    # the failing case's effective config (drawn overrides applied)
     failure_overrides: dict[str, Any] = dataclasses.field(default_factory=dict)
-    time: TimeSplit = dataclasses.field(default_factory=TimeSplit)  # where the seconds went, per case
-    tour: Optional[TourShare] = ALL   # the share of the opening tour run (None: the search alone)
-    tour_cases: int = 0               # opening-tour cases checked (counted in ``examples`` too)
+    environment: Optional[dict[str, Any]] = None     # where the cases ran (the supervised worker's)
 
     @property
     def ok(self) -> bool:
         return self.failure is None
 
-    def record(self, result: CaseResult, ratios: bool = True) -> None:
-        self.examples += 1
-        self.lookups += result.lookups
-        self.tiers.update(result.tiers)
-        self.fbgemm[result.fbgemm or "not run"] += 1
-        for name, ratio in (result.ratios_by_check() if ratios else {}).items():
-            self.max_ratio[name] = max(self.max_ratio.get(name, 0.0), ratio)
-        self.teeth.merge(result.teeth)
-        if result.compiles is not None:
-            self.compiles.add(result.compiles)
+    @property
+    def tour(self) -> Optional[TourShare]:
+        """The share of the opening tour this campaign ran, every round the same (None: the search alone)."""
+        return self.tour_shares[0] if self.tour_shares else None
 
     def count(self, result: CaseResult, known: bool, triaged: bool, observe: Any) -> None:
         """A checked example of the search or the tour (not a shrink step); ``known``: a failure the
@@ -145,6 +124,7 @@ def run_campaign(
     supervisor: Optional[Supervisor] = None,
     sut: str = DEFAULT_SUT,
     expected: Optional[Callable[[CaseResult], Any]] = None,
+    readiness: Any = None,
     tour_share: Optional[TourShare] = ALL,
 ) -> CampaignResult:
     """Search for a case that fails under ``config``. ``artifacts_dir=None`` saves nothing; the example
@@ -156,10 +136,11 @@ def run_campaign(
     kernel path first; ``supervisor`` runs the cases (default: this
     process's shared one). ``sut`` names the system under test (cases are drawn within its
     capabilities); a failing case for which ``expected(result)`` is truthy (already triaged) counts
-    as a pass (``fuzz.campaign.triage`` drives that). ``tour_share`` picks the tour's cases this campaign
-    runs (``strategies.tour.TourShare``; None: none, the search alone)."""
+    as a pass (``fuzz.campaign.triage`` drives that). ``readiness`` (``fuzz.compile.background.Readiness``)
+    defers cases whose kernels a background warm-up has not built yet, by its rule. ``tour_share`` picks
+    the tour's cases this campaign runs (``strategies.tour.TourShare``; None: none, the search alone)."""
     model = model or from_env()
-    res = CampaignResult(config, budget, seed, model=model, sut=sut, tour=None)
+    res = CampaignResult(config, budget, seed, model=model, sut=sut)
     sup = supervisor or shared()
     pending = None if artifacts_dir is None else Path(artifacts_dir) / ".pending"
     res.leftover = leftover_pending(pending) if pending is not None else []
@@ -169,7 +150,7 @@ def run_campaign(
         strategy = fit_strategy(campaign_cases(config, budget.max_lookups, search_config=caps.kernel_config,
                                                max_column_blocks=MAX_COLUMN_BLOCKS), caps)
         if caps.kernel_config and tour_share is not None:
-            res.tour = tour_share
+            res.tour_shares = (tour_share,)
             opening = [d for d in (fit_case(d, caps) for d in tour_share.pick(tour(config, budget.max_lookups)))
                        if d is not None]
     start = time.perf_counter()
@@ -184,6 +165,8 @@ def run_campaign(
 
     def run(case, cfg):  # one supervised case, its round trip and phases counted
         t0 = time.perf_counter()
+        if readiness is not None:
+            readiness.checked()
         result = sup.run(case, cfg, pending=pending, model=model, sut=sut)
         res.time.add(result.phases, time.perf_counter() - t0)
         return result
@@ -200,10 +183,13 @@ def run_campaign(
         case, cfg, overrides = split_draw(drawn, config)  # config-space search: overrides drawn around config
         now = time.perf_counter()
         if res.failure is None and not best and now > search_end:
-            res.stopped_by = "time"
+            res.stopped_by = StopReason.TIME
             raise _OutOfTime()
         if best and now > search_end + budget.shrink_seconds:
             raise _OutOfTime()
+        if readiness is not None and not best and not readiness.ready(case, cfg):
+            readiness.defer()
+            reject()
         try:
             result = run(case, cfg)
         except Unmaterializable as e:
@@ -228,49 +214,58 @@ def run_campaign(
 
     # the opening tour (strategies.tour) runs first; a failure there ends the search unless it is to be shrunk:
     # then the random search runs for the shrink time, and a smaller failure it finds replaces it
-    if _tour(opening, config, res, best, configs, start, observe, run, expected):
+    if _tour(opening, config, res, best, configs, start, observe, run, expected, readiness):
         search_end = time.perf_counter()
-        res.stopped_by = "failure"
+        res.stopped_by = StopReason.FAILURE
     try:
         if not best or shrink:
             prop()
         if not res.stopped_by:
-            res.stopped_by = "examples"
+            res.stopped_by = StopReason.EXAMPLES
     except _CaseFailed as e:
         res.failure = e.result
-        res.stopped_by = "failure"
+        res.stopped_by = StopReason.FAILURE
     except _OutOfTime:
         if best:
             res.failure = best[0]
-            res.stopped_by = "failure"
+            res.stopped_by = StopReason.FAILURE
     except (HypothesisException, AssertionError):  # e.g. Flaky: a failure that did not reproduce
         if not best:
             raise
         res.failure = best[0]
-        res.stopped_by = "failure"
+        res.stopped_by = StopReason.FAILURE
     if best and (res.failure is None or case_size(best[0].case) < case_size(res.failure.case)):
-        res.failure, res.stopped_by = best[0], "failure"
+        res.failure, res.stopped_by = best[0], StopReason.FAILURE
     res.seconds = time.perf_counter() - start
+    res.environment = sup.environment
     if res.failure is not None:
         res.failure_config, res.failure_overrides = configs.get(id(res.failure), (config, {}))
     if res.failure is not None and artifacts_dir is not None:
-        res.artifact = save_result(artifacts_dir, res.failure, res.failure_config, {
-            "source": "campaign", "budget": budget.name, "seed": seed, "sut": sut,
-            "examples_before_failure": res.first_failure_examples, "bound": model.kind, **(meta or {}),
-            "config_overrides": res.failure_overrides, "config_under_test": config.to_dict(),
-        }, sup.environment)
+        res.artifact = save_campaign_failure(artifacts_dir, res, meta)
     return res
 
 
+def save_campaign_failure(root: Path, res: CampaignResult, meta: Optional[dict[str, Any]] = None) -> Path:
+    """Save ``res``'s failure under ``root`` with the config it failed under and the environment it ran in;
+    ``meta`` adds to (or replaces) the campaign's own fields."""
+    return artifacts.save_result(root, res.failure, res.failure_config or res.config, {
+        "source": "campaign", "budget": res.budget.name, "seed": res.seed, "sut": res.sut,
+        "examples_before_failure": res.first_failure_examples, "bound": res.model.kind, **(meta or {}),
+        "config_overrides": res.failure_overrides, "config_under_test": res.config.to_dict(),
+    }, res.environment)
+
+
 def _tour(opening: list, config: KernelConfig, res: CampaignResult, best: list, configs: dict, start: float,
-          observe: Any, run: Any, expected: Any) -> bool:
+          observe: Any, run: Any, expected: Any, readiness: Any = None) -> bool:
     """Run the opening tour's cases in order (``run(case, cfg)``); True (and ``best`` set) at the first
     failure that ``expected`` does not explain."""
     for drawn in opening:
         if time.perf_counter() > start + res.budget.seconds:
-            res.stopped_by = "time"
+            res.stopped_by = StopReason.TIME
             return False
         case, cfg, overrides = split_draw(drawn, config)
+        if readiness is not None:
+            readiness.wait(case, cfg, start + res.budget.seconds - time.perf_counter())
         try:
             result = run(case, cfg)
         except Unmaterializable as e:
@@ -285,12 +280,3 @@ def _tour(opening: list, config: KernelConfig, res: CampaignResult, best: list, 
             best[:] = [result]
             return True
     return False
-
-
-def save_result(root: Path, result: CaseResult, config: KernelConfig, meta: dict[str, Any],
-                environment: Optional[dict[str, Any]] = None) -> Path:
-    """Save a failing CaseResult as an artifact directory (tensors re-materialized from its case on the
-    CPU); ``environment`` is the worker's, where the kernels ran."""
-    saved: CaseTensors = tensors(result.case, config)
-    meta = {"failure_kind": result.kind, **meta}
-    return artifacts.save_failure(root, result.case, config, saved, result.text(), meta, environment)

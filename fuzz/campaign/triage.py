@@ -20,10 +20,11 @@ from typing import Any, Optional, Sequence
 
 from fuzz.execution import artifacts
 from fuzz.budgets import Budget
-from fuzz.campaign.search import CampaignResult, run_campaign, save_result
+from fuzz.campaign.search import CampaignResult, run_campaign, save_campaign_failure
 from strategies.cases import case_size
 from strategies.tour import ALL
 from fuzz.judge.check import CaseResult
+from fuzz.status import StopReason
 from fuzz.judge.known import TRIAGE, KnownFinding, explain, for_sut
 from oracles.error_model import ErrorModel, from_env
 from tbe import KernelConfig
@@ -45,23 +46,6 @@ class KnownRecord:
         return tables, bags, self.result.lookups
 
 
-def _merge(total: CampaignResult, part: CampaignResult) -> None:
-    total.examples += part.examples
-    total.shrink_examples += part.shrink_examples
-    total.lookups += part.lookups
-    total.tiers.update(part.tiers)
-    total.expected_failures += part.expected_failures
-    total.unmaterializable += part.unmaterializable
-    total.unmaterializable_example = total.unmaterializable_example or part.unmaterializable_example
-    for name, ratio in part.max_ratio.items():
-        total.max_ratio[name] = max(total.max_ratio.get(name, 0.0), ratio)
-    total.compiles.add(part.compiles)
-    total.fbgemm.update(part.fbgemm)
-    total.teeth.merge(part.teeth)
-    total.leftover += [p for p in part.leftover if p not in total.leftover]
-    total.tour, total.tour_cases = part.tour, total.tour_cases + part.tour_cases
-
-
 def run_triaged(
     config: KernelConfig,
     budget: Budget,
@@ -76,14 +60,17 @@ def run_triaged(
     observe: Any = None,
     model: Optional[ErrorModel] = None,
     supervisor: Any = None,
+    readiness: Any = None,
+    strategy: Any = None,
     tour_share: Any = ALL,
 ) -> CampaignResult:
     """A campaign against ``sut`` that reports its triaged findings as known (see the module docstring).
     With no finding triaged for ``sut`` it is exactly ``run_campaign`` (``database`` and ``observe`` as
-    there; rounds of a triaged campaign use no database; ``tour_share`` as there, in every round)."""
+    there; rounds of a triaged campaign use no database); ``strategy`` replaces the drawn cases as there,
+    and ``tour_share`` picks the opening tour's cases as there, in every round."""
     model = model or from_env()
     common = dict(artifacts_dir=artifacts_dir, progress=progress, meta=meta, sut=sut, observe=observe, model=model,
-                  supervisor=supervisor, tour_share=tour_share)
+                  supervisor=supervisor, readiness=readiness, strategy=strategy, tour_share=tour_share)
     if not for_sut(sut, triage):
         return run_campaign(config, budget, seed=seed, use_database=use_database, database=database, **common)
     start = time.perf_counter()
@@ -94,7 +81,7 @@ def run_triaged(
         left = budget.seconds - (time.perf_counter() - start)
         examples_left = budget.max_examples - total.examples
         if left <= 0 or examples_left <= 0:
-            total.stopped_by = "time" if left <= 0 else "examples"
+            total.stopped_by = StopReason.TIME if left <= 0 else StopReason.EXAMPLES
             break
         only = tuple(found)
         part = run_campaign(
@@ -102,7 +89,7 @@ def run_triaged(
             use_database=False, expected=lambda r: explain(sut, r, triage, only=only) is not None,
             **{**common, "artifacts_dir": None},
         )
-        _merge(total, part)
+        total.merge(part)
         round_ += 1
         if part.ok:
             total.stopped_by = part.stopped_by
@@ -112,19 +99,18 @@ def run_triaged(
             total.failure = part.failure
             total.first_failure_examples = total.examples - part.examples + (part.first_failure_examples or 0)
             total.first_failure_seconds = time.perf_counter() - start - part.seconds + (part.first_failure_seconds or 0)
-            total.stopped_by = "failure"
-            if artifacts_dir is not None:
-                total.artifact = save_result(artifacts_dir, part.failure, config, {
-                    "source": "campaign", "budget": budget.name, "seed": seed + round_ - 1, "sut": sut,
-                    "bound": model.kind,
+            total.stopped_by = StopReason.FAILURE
+            total.failure_config, total.failure_overrides = part.failure_config, part.failure_overrides
+            total.environment = part.environment
+            if artifacts_dir is not None:  # the round's seed and config, the whole campaign's example count
+                total.artifact = save_campaign_failure(artifacts_dir, part, {
                     "examples_before_failure": total.first_failure_examples, **(meta or {})})
             break
         new = [f for f in known if f.id not in found]
         artifact = None
         if artifacts_dir is not None and new:
-            artifact = save_result(Path(artifacts_dir) / "known", part.failure, config, {
-                "source": "campaign (known finding)", "known": [f.id for f in known], "budget": budget.name,
-                "seed": seed + round_ - 1, "sut": sut, **(meta or {})})
+            artifact = save_campaign_failure(Path(artifacts_dir) / "known", part, {
+                "source": "campaign (known finding)", "known": [f.id for f in known], **(meta or {})})
         for f in new:
             found[f.id] = KnownRecord(f, part.failure, total.examples, time.perf_counter() - start, artifact)
         if progress is not None:

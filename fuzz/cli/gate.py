@@ -2,7 +2,8 @@
 
 Gate exit codes: 0 ACCEPT, or UNVERIFIED with levels (a)-(c) passed and (d) not run (no GPU)
 unless --require-perf; 1 KEEP or any other UNVERIFIED; 2 bad usage. Tune: 0 when a candidate
-passed the gate, 1 when the baseline stays, 2 bad usage (or no Optuna, or no GPU).
+passed the gate, 1 when the baseline stays, 2 bad usage (or no Optuna, no GPU, or a --storage that
+cannot be opened).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def _gamma(text: str) -> float:
 
 
 def _shapes(text: str):
-    from fuzz.gate.shapes import load_shapes
+    from fuzz.gate import load_shapes
 
     try:
         return text, load_shapes(text)
@@ -53,6 +54,15 @@ def _candidate_file(text: str):
         raise argparse.ArgumentTypeError(f"{text!r}: a KernelConfig JSON must be an object, got "
                                          f"{type(data).__name__}")
     return path, data
+
+
+def _storage(text: str) -> str:
+    from fuzz.tune.storage import check_url
+
+    try:
+        return check_url(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _dir(text: str) -> Path:
@@ -84,7 +94,7 @@ def add_gate_options(gate: argparse.ArgumentParser, config_file, positive_int) -
 
 def cmd_gate(args: argparse.Namespace, budget, progress, backend_line: str) -> int:
     from fuzz.gate import report as cascade_report
-    from fuzz.gate.cascade import CascadeOptions, run_cascade
+    from fuzz.gate import CascadeOptions, run_cascade
 
     name, shapes = args.shapes or _shapes("quick")
     opts = CascadeOptions(budget=budget, seeds=tuple(args.seed + i for i in range(args.seeds)), levels=args.levels,
@@ -122,19 +132,31 @@ def add_tune_parser(sub, config_file, positive_int, positive_float, seed) -> Non
                            "search: the gate rejects a per-shape slowdown (default 0.9)")
     tune.add_argument("--out", type=_dir, default=Path("tune-out"), metavar="DIR",
                       help="where tune.json, tune.md, winner.json and the gate reports go (default tune-out)")
+    tune.add_argument("--storage", type=_storage, default=None, metavar="redis://HOST:PORT/DB|URL|FILE",
+                      help="keep Optuna's study in Redis, an SQLAlchemy database (sqlite:///tune.db) or a journal "
+                           "file, so processes on several GPUs or hosts tuning the same baseline, shapes and fields "
+                           "run trials of one study side by side (default: this process only)")
 
 
 def cmd_tune(args: argparse.Namespace, parser: argparse.ArgumentParser, progress) -> int:
     from fuzz.tune import search as tune
     from fuzz.tune import report as tune_report
-    from fuzz.gate.perf import gpu_unavailable
-    from fuzz.tune.space import searched_fields
+    from fuzz.gate import gpu_unavailable
+    from fuzz.tune import searched_fields
     from tbe import KernelConfig
 
     why = tune.optuna_missing() or gpu_unavailable()
     if why is not None:
         print(f"tbe-fuzz tune: cannot run: {why}", file=sys.stderr)
         return 2
+    if args.storage is not None:
+        from fuzz.tune.storage import open_storage
+
+        try:
+            open_storage(args.storage)
+        except Exception as e:  # noqa: BLE001  (any failure to reach the study is a reason not to start)
+            print(f"tbe-fuzz tune: cannot run: --storage {args.storage}: {type(e).__name__}: {e}", file=sys.stderr)
+            return 2
     name, shapes = args.shapes or _shapes("quick")
     fields = None if args.fields is None else [f.strip() for f in args.fields.split(",") if f.strip()]
     try:
@@ -143,7 +165,8 @@ def cmd_tune(args: argparse.Namespace, parser: argparse.ArgumentParser, progress
         parser.error(f"argument --fields: {e}")
     baseline = args.baseline[1] if args.baseline else KernelConfig()
     opts = tune.TuneOptions(shapes=shapes, seconds=args.time, trials=args.trials, seed=args.seed, fields=fields,
-                            gamma=args.gamma, verify_top=args.verify_top, worst_floor=args.worst_floor, out=args.out)
+                            gamma=args.gamma, verify_top=args.verify_top, worst_floor=args.worst_floor, out=args.out,
+                            storage=args.storage)
     progress(f"tbe-fuzz tune: {len(shapes)} shapes ({name}), {args.time:g}s, gamma {args.gamma:g}")
     res = tune.run_tune(baseline, opts, progress=progress)
     for p in tune_report.write(res, args.out):

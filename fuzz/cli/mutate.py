@@ -61,7 +61,7 @@ def _gpus() -> list[str]:
 def command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from fuzz.mutate import operators as mutants
     from fuzz.mutate import report
-    from fuzz.mutate.runner import Check, Runner, check_sources_hash, probe_hash, sources_hash
+    from fuzz.mutate import Check, Runner, check_sources_hash, probe_hash, sources_hash
 
     root = Path.cwd()
     if not (root / mutants.KERNEL_FILES).is_dir():

@@ -1,4 +1,4 @@
-"""The ``tbe-fuzz`` command line: run, warmup, replay, gate, tune, selftest, mutate.
+"""The ``tbe-fuzz`` command line: run, warmup, replay, gate, tune, selftest, mutate, config.
 
 Exit codes: 0 pass (failures, if any, all triaged known findings of the SUT), 1 a case failed
 (or a planted fault went unnoticed; for gate and tune, see ``fuzz.cli.gate``), 2 bad usage
@@ -13,7 +13,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from fuzz.cli.gate import add_gate_options, add_tune_parser
 
@@ -76,7 +76,8 @@ def _artifacts_dir(text: str) -> Path:
 
 def _sut_name(text: str) -> str:
     """A SUT name the registry resolves (built-in, ``tbe_fuzz.suts`` entry point, or module:factory)."""
-    from fuzz.sut.protocol import SUTError, get
+    from fuzz.errors import SUTError
+    from fuzz.sut.protocol import get
 
     try:
         get(text)
@@ -111,7 +112,7 @@ def _sanitize_option(p: argparse.ArgumentParser) -> None:
 def _bound_option(p: argparse.ArgumentParser, default: str = "$TBE_FUZZ_BOUND, else worst") -> None:
     p.add_argument("--bound", choices=("worst", "probabilistic"), default=None,
                    help="accumulation error bound: worst case (valid for any input) or probabilistic "
-                        f"(Higham-Mary lambda sqrt(n) u, false alarm <= 1e-6 per check; see README) (default: {default})")
+                        f"(Higham-Mary lambda sqrt(n) u, false alarm <= 1e-6 per check; see docs/design/bounds.md) (default: {default})")
 
 
 def _model(args: argparse.Namespace):
@@ -120,15 +121,39 @@ def _model(args: argparse.Namespace):
     return None if args.bound is None else ErrorModel(args.bound)
 
 
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose epilog may be a function, called only when help is printed (the fault
+    list needs ``tbe``, which loads torch and Triton: no command should wait for that to parse)."""
+
+    def __init__(self, *args: Any, epilog_fn: Optional[Callable[[], str]] = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._epilog_fn = epilog_fn
+
+    def format_help(self) -> str:
+        if self._epilog_fn is not None:
+            self.epilog = self._epilog_fn()
+        return super().format_help()
+
+
+def _faults_epilog() -> str:
+    from fuzz.cli.info import faults_epilog
+
+    return faults_epilog()
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    from fuzz.cli.info import version
+
+    parser = _Parser(
         prog="tbe-fuzz", description="Differential fuzzing of a TBE (this project's Triton TBE unless --sut names another).")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     from fuzz.cli.run import add_run_options, add_warmup_parser, tour_option
 
-    sub = parser.add_subparsers(dest="command", metavar="{run,warmup,replay,gate,tune,selftest,mutate}")
+    sub = parser.add_subparsers(dest="command", metavar="{run,warmup,replay,gate,tune,selftest,mutate,config}",
+                                parser_class=_Parser)
     sub.required = True
 
-    run = sub.add_parser("run", help="run a campaign under one config")
+    run = sub.add_parser("run", help="run a campaign under one config", epilog_fn=_faults_epilog)
     _budget_options(run)
     run.add_argument("--config", type=_config_file, default=None, help="KernelConfig JSON (default: defaults)")
     run.add_argument("--artifacts", type=_artifacts_dir, default=Path("fuzz-artifacts"), metavar="DIR",
@@ -138,8 +163,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_warmup_parser(sub, _config_file)
     _bound_option(run)
 
-    rp = sub.add_parser("replay", help="re-run a saved failure (artifact dir or case.json)")
-    rp.add_argument("target", type=Path, help="an artifact directory or a case.json")
+    rp = sub.add_parser("replay",
+                        help="re-run a saved failure (artifact dir or case.json); on an artifacts root, list its cases")
+    rp.add_argument("target", type=Path,
+                    help="an artifact directory or a case.json; an artifacts root (e.g. fuzz-artifacts) lists the "
+                         "cases it holds, with the path to replay each")
     rp.add_argument("--config", type=_config_file, default=None,
                     help="KernelConfig JSON to replay under (default: the artifact's config.json)")
     rp.add_argument("--rematerialize", action="store_true",
@@ -158,8 +186,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_tune_parser(sub, _config_file, _positive_int, _positive_float, _seed)
 
-    st = sub.add_parser("selftest", help="prove each planted fault is caught on this backend")
+    st = sub.add_parser("selftest", help="prove each planted fault is caught on this backend", epilog_fn=_faults_epilog)
     _budget_options(st)
+    st.add_argument("--list", action="store_true",
+                    help="list the planted faults (name and the bug each plants) and exit")
     st.add_argument("--fault", action="append", default=None, metavar="NAME",
                     help="only this fault (repeatable; default: every known fault)")
     st.add_argument("--artifacts", type=_artifacts_dir, default=None, metavar="DIR",
@@ -169,6 +199,12 @@ def build_parser() -> argparse.ArgumentParser:
     from fuzz.cli import mutate as mutate_cli  # mutation testing: options and command live in their own module
 
     mutate_cli.add_parser(sub, _positive_int, _seed, _positive_float)
+
+    cf = sub.add_parser("config", help="print the default KernelConfig (what --config files change)")
+    cf.add_argument("--defaults", action="store_true", required=True,
+                    help="the default KernelConfig, every field")
+    cf.add_argument("--json", action="store_true",
+                    help="as the JSON a --config file holds (KernelConfig.load reads it)")
     return parser
 
 
@@ -187,7 +223,7 @@ def _emit(args: argparse.Namespace, text: str, data: dict) -> None:
 
 
 def _backend_line(sut: str = "triton") -> str:
-    from fuzz.sut.protocol import get
+    from fuzz.sut import get
     from tbe.backend import INTERPRETED
 
     if sut != "triton":
@@ -197,7 +233,8 @@ def _backend_line(sut: str = "triton") -> str:
 
 def _require(parser: argparse.ArgumentParser, name: str, **needs: bool) -> None:
     """Refuse (exit 2, naming --sut) a SUT that is not available here or cannot do what the command needs."""
-    from fuzz.sut.protocol import SUTError, require
+    from fuzz.errors import SUTError
+    from fuzz.sut.protocol import require
 
     try:
         require(name, **needs)
@@ -213,9 +250,13 @@ def cmd_run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 
 def cmd_replay(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from fuzz.campaign import report
+    from fuzz.campaign import catalog, report
     from fuzz.campaign.replay import replay
 
+    if catalog.is_root(args.target):  # a listing, not a verdict: exit 0
+        found = catalog.entries(args.target)
+        _emit(args, catalog.text(args.target, found), catalog.to_json(args.target, found))
+        return 0
     try:
         res = replay(args.target, args.config[0] if args.config else None, args.rematerialize, _model(args),
                      sut=args.sut)
@@ -232,11 +273,23 @@ def cmd_gate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     return run(args, _budget(args), _progress, _backend_line(args.sut))
 
 
+def cmd_config(args: argparse.Namespace) -> int:
+    from fuzz.cli import info
+
+    sys.stdout.write(info.default_config_json() if args.json else info.default_config_text() + "\n")
+    sys.stdout.flush()
+    return 0
+
+
 def cmd_selftest(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from fuzz.campaign import report
-    from fuzz.selftest.run import all_ok, run_selftest
+    from fuzz.cli import info
+    from fuzz.selftest import report as selftest_report
+    from fuzz.selftest import all_ok, run_selftest
     from tbe import faults
 
+    if args.list:
+        _emit(args, info.faults_text(), info.faults())
+        return 0
     _require(parser, args.sut, planted_faults=True)
     for name in args.fault or ():
         if name not in faults.KNOWN:
@@ -250,13 +303,19 @@ def cmd_selftest(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
 
     results = run_selftest(budget, seed=args.seed, only=args.fault, artifacts_dir=args.artifacts,
                            progress=_progress, sut=args.sut, tour_share=tour_share(args))
-    _emit(args, report.selftest_text(results), report.selftest_json(results))
+    _emit(args, selftest_report.selftest_text(results), selftest_report.selftest_json(results))
     return 0 if all_ok(results) else 1
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    from fuzz import profiles
+
+    try:
+        profiles.load()  # the Hypothesis profile $HYPOTHESIS_PROFILE names (settings a campaign leaves unset)
+    except ValueError as e:
+        parser.error(str(e))
     try:
         from fuzz.memcheck.weak_memory import enable_from_env
 
@@ -278,7 +337,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from fuzz.execution import forced_crash
     from fuzz.memcheck import sanitizer
-    from fuzz.execution.supervisor import WorkerError
+    from fuzz.errors import WorkerError
 
     try:
         forced_crash.from_env()
@@ -299,9 +358,9 @@ def _command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         if not INTERPRETED:
             parser.error("argument --sanitize: the sanitizer checks the Triton interpreter's accesses and kernels "
                          "here are compiled; run the replay under compute-sanitizer instead")
-        import os
+        from tbe.env import SANITIZE
 
-        os.environ["TBE_FUZZ_SANITIZE"] = "1"  # read by every worker the supervisor starts
+        SANITIZE.set("1")  # read by every worker the supervisor starts
     if args.command == "run":
         return cmd_run(args, parser)
     if args.command == "warmup":
@@ -320,6 +379,8 @@ def _command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         from fuzz.cli import mutate as mutate_cli
 
         return mutate_cli.command(args, parser)
+    if args.command == "config":
+        return cmd_config(args)
     return cmd_selftest(args, parser)
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 
 def _database_arg(text: str) -> str:
-    from fuzz.campaign.database import check_url
+    from fuzz.campaign import check_url
 
     try:
         return check_url(text)
@@ -58,7 +58,10 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
                      help="campaign processes (default: one per visible GPU; one without a GPU)")
     run.add_argument("--database", type=_database_arg, default=None, metavar="DIR|redis://HOST:PORT/DB",
                      help="Hypothesis example database shared by the workers (default: <artifacts>/.hypothesis)")
-    run.add_argument("--no-warmup", action="store_true", help="skip building the kernels before the search")
+    run.add_argument("--no-warmup", action="store_true", help="skip building the kernels (each case compiles its own)")
+    run.add_argument("--warmup-first", action="store_true",
+                     help="build every kernel before the search starts (default: build in the background while "
+                          "cases whose kernels are built run first; --workers > 1 always builds first)")
     run.add_argument("--warmup-processes", type=_workers_arg, default=None, metavar="N",
                      help="processes compiling in the warm-up (default: CPU cores, at most 32)")
     run.add_argument("--progress", action="store_true", help="draw the live progress line even when stderr is no terminal")
@@ -84,7 +87,7 @@ def _progress(line: str) -> None:
 
 
 def cmd_warmup(args: argparse.Namespace) -> int:
-    from fuzz.compile.warmup import warm_campaigns
+    from fuzz.compile import warm_campaigns
     from tbe import KernelConfig
 
     bases = [c for _, c in args.config] if args.config else [KernelConfig()]
@@ -108,7 +111,7 @@ def _one_thread_on_cpu(sut: str) -> None:
 
     import torch
 
-    from fuzz.sut.protocol import get
+    from fuzz.sut import get
 
     if not torch.cuda.is_available() and "OMP_NUM_THREADS" not in os.environ and not get(sut).capabilities.kernel_config:
         torch.set_num_threads(1)
@@ -126,11 +129,11 @@ def tour_share(args: argparse.Namespace) -> Any:
 def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any = None) -> int:
     from fuzz.campaign import pictures
     from fuzz.campaign import report
-    from fuzz.campaign.progress import LiveProgress, chain
-    from fuzz.sut.protocol import get as get_sut
-    from fuzz.campaign.triage import run_triaged
-    from fuzz.compile.warmup import warm_campaigns
-    from fuzz.execution.workers import default_workers, merged_text, run_workers
+    from fuzz.campaign import LiveProgress, chain
+    from fuzz.sut import get as get_sut
+    from fuzz.campaign import run_triaged
+    from fuzz.compile import warm_campaigns
+    from fuzz.execution import default_workers, merged_text, run_workers
     from tbe import KernelConfig
 
     config = args.config[1] if args.config else KernelConfig()
@@ -139,10 +142,24 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any
               f"examples of <= {budget.max_lookups} lookups), seed {args.seed}, {backend_line}"
               + (f", {n} workers" if n > 1 else ""))
     warm = None
+    background = None
     sut = getattr(args, "sut", "triton")
     if not args.no_warmup and get_sut(sut).capabilities.kernel_config:  # Triton kernels only
-        warm = warm_campaigns([config], args.warmup_processes, progress=_progress)
-        _progress(warm.text())
+        if n > 1 or args.warmup_first:
+            warm = warm_campaigns([config], args.warmup_processes, progress=_progress)
+            _progress(warm.text())
+        else:  # build beside the search; cases whose kernels are built run first (fuzz.compile.background)
+            from fuzz.compile import background
+            from strategies.config_space import campaign_configs
+
+            from fuzz.compile import default_processes
+
+            processes = args.warmup_processes or max(1, default_processes() - 2)  # two cores for the search
+            tours = [] if tour_share(args) is None else [config]  # --no-tour: no tour kernels to build
+            background = background.start(campaign_configs(config), tours, processes, progress=_progress)
+            if background.thread is not None:
+                _progress(f"warm-up: building {background.result.groups} groups in the background on "
+                          f"{background.result.processes} processes; the search starts now")
     if n > 1:
         merged = run_workers(args, n, progress=_progress)
         if warm is not None:
@@ -152,7 +169,7 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any
     _one_thread_on_cpu(sut)
     database = None
     if args.database is not None:
-        from fuzz.campaign.database import open_database
+        from fuzz.campaign import open_database
 
         database = open_database(args.database, config)
     live = LiveProgress(budget.seconds, enabled=True if args.progress else None)
@@ -161,15 +178,24 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any
         res = run_triaged(config, budget, seed=args.seed, artifacts_dir=args.artifacts, database=database,
                           progress=None if live.enabled else _progress, observe=chain(live, collector),
                           meta={"config_file": str(args.config[0]) if args.config else None}, sut=sut,
-                          model=model, tour_share=tour_share(args))
+                          model=model, readiness=None if background is None else background.readiness,
+                          tour_share=tour_share(args))
     finally:
         live.close()
+    if background is not None:
+        warm = background.stop()
+        r = background.readiness
+        built = ("the build finished after " + f"{r.examples_before_built} examples" if r.examples_before_built
+                 is not None else "the build had not finished")
+        _progress(f"{warm.text()}\n  warm-up: {built}; {r.deferred} draws deferred until their kernels were built")
     report_dir = args.report_dir or Path(args.artifacts) / "report"
     drawn, why_not = pictures.write(collector, config, report_dir)
     data = report.campaign_json(res)
     data["pictures"] = [str(p) for p in drawn] if drawn else f"not drawn: {why_not}"
     if warm is not None:
         data["warmup"] = warm.to_dict()
+    if background is not None:
+        data["warmup"]["background"] = background.readiness.to_dict()
     text = report.campaign_text(res) + "\n  pictures: " + (", ".join(map(str, drawn)) or f"not drawn ({why_not})")
     print(json.dumps(data, indent=2, sort_keys=True, default=str) if args.json else text, flush=True)
     return 0 if res.ok else 1

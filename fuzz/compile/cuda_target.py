@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from fuzz.compile.launches import Launch
+from tbe.env import CACHE
 
 SM90 = ("cuda", 90, 32)
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,7 +68,7 @@ def source_hash(module: str) -> str:
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("TBE_FUZZ_CACHE", Path.home() / ".cache" / "tbe-fuzz")) / "compiled"
+    return CACHE.path() / "compiled"
 
 
 def _cache_path(launch: Launch, target: tuple, sources: dict[str, str]) -> Path:

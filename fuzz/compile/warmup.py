@@ -110,10 +110,10 @@ def exercise(case: Any, config: KernelConfig, backward: bool = True) -> None:
     import torch
 
     from strategies.cases import base_spec, tensors
-    from strategies.run import build_module
+    from fuzz.sut import build_module
     from tbe.bounds_check import BoundsCheckError
 
-    t = tensors(case, config, steps=backward, weights=False)
+    t = tensors(case, steps=backward, weights=False)
     module = build_module(base_spec(case), config)
     dev = module.device
     psw = None
@@ -173,6 +173,7 @@ class WarmupResult:
     skipped: Optional[str] = None  # why nothing ran (the interpreter)
     reused: int = 0  # configs (and tours) whose warm-up Triton's cache already held (``fuzz.compile.stamp``)
     stamped_at: Optional[str] = None  # set when every config was: the newest stamp
+    not_built: int = 0  # groups a background warm-up dropped because the campaign ended first
 
     def text(self) -> str:
         if self.skipped:
@@ -184,6 +185,8 @@ class WarmupResult:
                 f"{self.seconds:.1f}s; {self.compiled} kernels compiled, {self.loaded} loaded from the disk cache")
         if self.reused:
             line += f"; {self.reused} config(s) or tour(s) already built (stamped)"
+        if self.not_built:
+            line += f"; {self.not_built} groups not built (the campaign ended first; the next run builds them)"
         if self.errors:
             line += f"\n  warm-up: {len(self.errors)} case(s) failed; first: {self.errors[0]}"
         return line

@@ -41,6 +41,14 @@ class CompileCounts:
         return {"interpreted": False, "compiled": self.compiled, "loaded": self.loaded,
                 "compiled_by_kernel": dict(self.by_kernel)}
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "CompileCounts":
+        """The counts a ``to_dict`` dict describes."""
+        if d.get("interpreted", INTERPRETED):
+            return cls(interpreted=True)
+        return cls(int(d.get("compiled", 0)), int(d.get("loaded", 0)),
+                   collections.Counter(d.get("compiled_by_kernel", {})), interpreted=False)
+
     def add(self, other: "CompileCounts") -> None:
         self.compiled += other.compiled
         self.loaded += other.loaded

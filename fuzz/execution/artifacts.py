@@ -19,13 +19,17 @@ import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import torch
 
-from strategies.cases import AnyCase, CaseTensors, case_from_dict, case_to_dict
+from strategies.cases import AnyCase, CaseTensors, case_from_dict, case_to_dict, tensors
 from tbe import KernelConfig
 from tbe.backend import INTERPRETED
+from tbe.env import ALLOW_FAULTS, FORCE_CRASH
+
+if TYPE_CHECKING:
+    from fuzz.judge import CaseResult
 
 FILES = ("case.json", "config.json", "tensors.pt", "report.txt", "environment.json", "meta.json", "replay.txt")
 DEFAULT_DIR = Path("fuzz-artifacts")
@@ -65,9 +69,9 @@ def environment() -> dict[str, Any]:
 
 
 def replay_command(path: Path, config: KernelConfig) -> str:
-    forced = os.environ.get("TBE_FUZZ_FORCE_CRASH")  # a test's forced failure is part of how the case ran
-    prefix = "TBE_FUZZ_ALLOW_FAULTS=1 " if config.faults or forced else ""
-    prefix += f"TBE_FUZZ_FORCE_CRASH={shlex.quote(forced)} " if forced else ""
+    forced = FORCE_CRASH.raw()  # a test's forced failure is part of how the case ran
+    prefix = f"{ALLOW_FAULTS.name}=1 " if config.faults or forced else ""
+    prefix += f"{FORCE_CRASH.name}={shlex.quote(forced)} " if forced else ""
     return f"{prefix}tbe-fuzz replay {shlex.quote(str(path))}   (or: {prefix}python -m fuzz replay {shlex.quote(str(path))})"
 
 
@@ -93,6 +97,15 @@ def save_failure(
     (path / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n")
     (path / "replay.txt").write_text(replay_command(path, config) + "\n")
     return path
+
+
+def save_result(root: Path, result: CaseResult, config: KernelConfig, meta: dict[str, Any],
+                environment: Optional[dict[str, Any]] = None) -> Path:
+    """Save a failing CaseResult as an artifact directory (tensors re-materialized from its case on the
+    CPU); ``environment`` is the worker's, where the kernels ran."""
+    saved = tensors(result.case)
+    meta = {"failure_kind": result.kind, "failed_check": result.failed_check, **meta}
+    return save_failure(root, result.case, config, saved, result.text(), meta, environment)
 
 
 def load_case(path: Path) -> AnyCase:

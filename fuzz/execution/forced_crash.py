@@ -22,7 +22,8 @@ import torch
 import triton
 import triton.language as tl
 
-ENV = "TBE_FUZZ_FORCE_CRASH"
+from tbe.env import ALLOW_FAULTS, FORCE_CRASH
+
 HOW = ("segv", "abort", "exit", "hang", "cuda", "ima")
 MEASURES = ("lookups", "tables", "bags")
 
@@ -52,7 +53,7 @@ class ForcedCrash:
             while True:
                 time.sleep(3600)
         elif self.how == "cuda":
-            raise RuntimeError("CUDA error: an illegal memory access was encountered (forced by " + ENV + ")")
+            raise RuntimeError(f"CUDA error: an illegal memory access was encountered (forced by {FORCE_CRASH.name})")
         x = torch.zeros(1, device=device)
         _wild_store[(1,)](x)
         x.cpu()  # on a GPU the error surfaces at the next synchronization
@@ -64,19 +65,19 @@ def parse(text: Optional[str]) -> Optional[ForcedCrash]:
         return None
     m = re.fullmatch(r"\s*(\w+)\s*:\s*(\w+)\s*>=\s*(\d+)\s*", text)
     if m is None or m.group(1) not in HOW or m.group(2) not in MEASURES:
-        raise ValueError(f"{ENV} must look like <how>:<measure>>=<n> with how in {HOW} and measure in "
-                         f"{MEASURES}, got {text!r}")
+        raise ValueError(f"{FORCE_CRASH.name} must look like <how>:<measure>>=<n> with how in {HOW} and measure "
+                         f"in {MEASURES}, got {text!r}")
     return ForcedCrash(m.group(1), m.group(2), int(m.group(3)))
 
 
 def from_env() -> Optional[ForcedCrash]:
-    forced = parse(os.environ.get(ENV))
+    forced = parse(FORCE_CRASH.raw())
     if forced is not None:
         from tbe import faults
 
         if not faults.allowed():
-            raise ValueError(f"{ENV}={os.environ[ENV]!r} makes workers fail on purpose and is refused outside "
-                             f"tests (set {faults.ENV}=1 to opt in)")
+            raise ValueError(f"{FORCE_CRASH.name}={FORCE_CRASH.raw()!r} makes workers fail on purpose and is "
+                             f"refused outside tests (set {ALLOW_FAULTS.name}=1 to opt in)")
     return forced
 
 

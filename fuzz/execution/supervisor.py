@@ -41,7 +41,9 @@ from fuzz.judge import check
 from fuzz.execution import forced_crash
 from strategies.cases import AnyCase, case_size, case_to_dict, tensors
 from fuzz.judge.check import CaseResult
+from fuzz.errors import Unmaterializable, WorkerError
 from fuzz.execution.gpu_pin import case_threads
+from fuzz.status import FailureKind
 from tbe import KernelConfig
 from tbe.backend import INTERPRETED
 
@@ -65,15 +67,7 @@ PER_LOOKUP_S = 4.5e-3 if INTERPRETED else 2.5e-5
 
 # failures that leave a sanitized interpreter worker intact: the sanitizer stops every out-of-range
 # access before it happens, so a mismatch or an exception there damaged no memory
-_HARMLESS = ("mismatch", check.SANITIZER, check.EXCEPTION)
-
-
-class Unmaterializable(ValueError):
-    """The case's spec cannot be materialized (a generator bug, not a kernel failure)."""
-
-
-class WorkerError(RuntimeError):
-    """The worker failed in harness code (not in the case's kernels)."""
+_HARMLESS = (FailureKind.MISMATCH, FailureKind.SANITIZER, FailureKind.EXCEPTION)
 
 
 def timeout_for(case: AnyCase, steps: bool = True, scale: float = 1.0) -> float:
@@ -222,7 +216,7 @@ class Supervisor:
         where = self._write_pending(pending or self.tmp / "pending", req)
         try:
             result, earlier = self._run_once(case, config, req, saved)
-            if result.error_kind == check.CRASH and earlier:  # confirm it alone, as a replay would run it
+            if result.error_kind == FailureKind.CRASH and earlier:  # confirm it alone, as a replay would run it
                 first = result
                 result, _ = self._run_once(case, config, req, saved)
                 result.notes.insert(0, f"first run, after {earlier} other case(s) in the same worker: "
@@ -262,16 +256,16 @@ class Supervisor:
             w.cases += 1
             if not msg[1].ok and not (w.hello.get("sanitizer") and msg[1].kind in _HARMLESS):
                 self._keep_spare = True
-                self._retire(kill=msg[1].error_kind == check.CUDA_ERROR)
+                self._retire(kill=msg[1].error_kind == FailureKind.CUDA_ERROR)
             return msg[1], earlier
         if msg == "hang":
             if hasattr(signal, "SIGUSR1"):
                 os.kill(w.proc.pid, signal.SIGUSR1)  # faulthandler dumps the stacks to the log
                 time.sleep(1.0)
             self._retire(kill=True)
-            kind, text = check.HANG, f"no answer after {timeout:.0f}s ({_formula(case, req['steps'])}); worker killed"
+            kind, text = FailureKind.HANG, f"no answer after {timeout:.0f}s ({_formula(case, req['steps'])}); worker killed"
         else:
-            kind, text = check.CRASH, w.describe_exit() + " while running the case"
+            kind, text = FailureKind.CRASH, w.describe_exit() + " while running the case"
             self._retire(kill=True)
         self._keep_spare = True
         t = _tensors(case, config, req["steps"], saved)
@@ -297,7 +291,7 @@ def _formula(case: AnyCase, steps: bool) -> str:
 def _tensors(case: AnyCase, config: KernelConfig, steps: bool, saved: Optional[Path]):
     from fuzz.execution import artifacts
 
-    return artifacts.load_tensors(saved) if saved is not None else tensors(case, config, steps, weights=False)
+    return artifacts.load_tensors(saved) if saved is not None else tensors(case, steps=steps, weights=False)
 
 
 def _write(path: Path, text: str) -> None:

@@ -20,18 +20,18 @@ from typing import Optional
 from hypothesis import currently_in_test_context, target
 from hypothesis.control import current_build_context
 
-from fuzz.campaign.search import save_result
+from fuzz.execution.artifacts import save_result
 from strategies.cases import AnyCase, case_to_dict
-from fuzz.judge.check import CaseResult
+from fuzz.judge import CaseResult
 from fuzz.execution.supervisor import shared
 from tbe import KernelConfig
+from tbe.env import ARTIFACTS
 
-ARTIFACTS_ENV = "TBE_FUZZ_ARTIFACTS"
 RATIO_CAP = 1e12  # hypothesis.target needs a finite score; inf (NaN out, bound 0, a crash) is capped
 
 
 def artifacts_dir() -> Path:
-    return Path(os.environ.get(ARTIFACTS_ENV) or "fuzz-artifacts")
+    return ARTIFACTS.path()
 
 
 def failing_text(result: CaseResult) -> str:
@@ -47,7 +47,7 @@ def assert_passes(case: AnyCase, config: KernelConfig, label: str = "", test: Op
     from fuzz.memcheck import weak_memory
 
     if weak_memory.active() is not None:  # an interpreter mode of this process: the case runs here, in it
-        from fuzz.judge.check import run_case
+        from fuzz.judge import run_case
 
         result = run_case(case, config)
     else:

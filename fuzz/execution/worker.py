@@ -41,6 +41,7 @@ def handle(req: dict[str, Any]) -> tuple[tuple[str, Any], bool]:
     from fuzz.execution import artifacts
     from fuzz.judge import check
     from fuzz.execution import forced_crash
+    from fuzz.status import FailureKind
     from strategies.cases import case_from_dict, case_size, tensors
     from fuzz.compile.watch import watch
     from tbe import KernelConfig, faults
@@ -54,7 +55,7 @@ def handle(req: dict[str, Any]) -> tuple[tuple[str, Any], bool]:
     case = case_from_dict(req["case"])
     t0 = time.perf_counter()
     try:
-        t = artifacts.load_tensors(req["saved"]) if req["saved"] else tensors(case, config, req["steps"], False)
+        t = artifacts.load_tensors(req["saved"]) if req["saved"] else tensors(case, steps=req["steps"], weights=False)
     except ValueError as e:
         return ("unmaterializable", str(e)), False
     materialized = time.perf_counter() - t0
@@ -73,9 +74,9 @@ def handle(req: dict[str, Any]) -> tuple[tuple[str, Any], bool]:
         result.compiles = compiles
         result.phases["materialize"] = result.phases.get("materialize", 0.0) + materialized
     err = _sync_error()
-    if err is not None and result.error_kind != check.CUDA_ERROR:
-        result.error, result.error_kind = check.classify(err)[1], check.CUDA_ERROR
-    return ("result", _plain(result)), result.error_kind == check.CUDA_ERROR
+    if err is not None and result.error_kind != FailureKind.CUDA_ERROR:
+        result.error, result.error_kind = check.classify(err)[1], FailureKind.CUDA_ERROR
+    return ("result", _plain(result)), result.error_kind == FailureKind.CUDA_ERROR
 
 
 def _plain(result: Any) -> Any:
@@ -95,9 +96,10 @@ def main(argv: list[str]) -> int:
     replies = Connection(int(argv[2]), readable=False)
     from fuzz.execution import artifacts
     from fuzz.memcheck import sanitizer
+    from tbe.env import WORKER_PROFILE
 
     sanitize = sanitizer.enable_from_env()
-    profile_dir = os.environ.get("TBE_FUZZ_WORKER_PROFILE")
+    profile_dir = WORKER_PROFILE.path()
     profiler = None
     if profile_dir:
         import cProfile

@@ -6,8 +6,8 @@ pinned to one GPU through ``CUDA_VISIBLE_DEVICES`` (round-robin over the visible
 without a GPU, one interpreter process each. All share the artifact directory and one
 example database (the directory one, or Redis with ``--database redis://...``), so a
 failure one worker saved is replayed by the others on their next run. The parent waits,
-reads each worker's JSON summary, and merges them: examples and lookups add up, tiers add
-up, the worst ratio per check is the largest, and any worker that failed a case or
+reads each worker's JSON summary, and merges them (``fuzz.execution.stats``: examples and
+lookups add up, tiers add up, the worst ratio per check is the largest), and any worker that failed a case or
 crashed (no summary, with its exit code and log) makes the whole run fail.
 
 Subprocesses rather than a multiprocessing pool: each worker must choose its GPU before
@@ -17,7 +17,6 @@ person would run by hand (printed in its log).
 
 from __future__ import annotations
 
-import collections
 import json
 import os
 import subprocess
@@ -27,7 +26,9 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from fuzz import time_split
+from fuzz.compile.watch import CompileCounts
 from fuzz.execution.gpu_pin import case_threads
+from fuzz.execution.stats import CampaignStats
 
 
 def visible_gpus() -> list[str]:
@@ -123,33 +124,21 @@ def _parse(index: int, seed: int, rc: int, out: str, log: Path) -> dict[str, Any
 
 
 def merge(results: Sequence[dict[str, Any]], wall: float, budget: str) -> dict[str, Any]:
+    """One summary of the workers' JSON summaries; their statistics merge as ``CampaignStats`` do."""
     done = [r for r in results if not r["crashed"]]
-    tiers: collections.Counter = collections.Counter()
-    ratios: dict[str, float] = {}
-    compiled = loaded = 0
-    interpreted = all(r.get("compiles", {}).get("interpreted", False) for r in done) if done else True
+    stats = CampaignStats(compiles=CompileCounts(interpreted=True))  # stays interpreted only if every worker was
     for r in done:
-        tiers.update(r.get("tiers", {}))
-        for k, v in r.get("max_ratio", {}).items():
-            ratios[k] = max(ratios.get(k, 0.0), v)
-        compiled += r.get("compiles", {}).get("compiled", 0)
-        loaded += r.get("compiles", {}).get("loaded", 0)
-    examples = sum(r["examples"] for r in done)
-    tours = [r.get("tour") for r in done]
-    lookups = sum(r["lookups"] for r in done)
+        stats.merge(CampaignStats.from_state(r))
+    state = stats.to_state()
     return {
         "kind": "campaign_workers", "budget": budget, "workers": len(results), "workers_finished": len(done),
         "ok": len(done) == len(results) and all(r["ok"] for r in done),
-        "examples": examples, "lookups": lookups, "seconds": round(wall, 3),
-        "examples_per_s": round(examples / wall, 3) if wall > 0 else 0.0,
-        "lookups_per_s": round(lookups / wall, 1) if wall > 0 else 0.0,
-        "tiers": dict(tiers), "max_ratio": ratios,
-        # each worker ran its own share of the opening tour (None: --no-tour)
-        "tour": None if not tours or any(t is None for t in tours) else {
-            "cases": sum(t["cases"] for t in tours), "shares": [f"{t['index']}/{t['of']}" for t in tours]},
-        "time_split": time_split.merge([r["time_split"] for r in done if "time_split" in r]),
+        **{k: state[k] for k in ("examples", "lookups", "tiers", "max_ratio", "time_split", "compiles", "fbgemm",
+                                 "expected_failures", "unmaterializable", "tour")},
+        "seconds": round(wall, 3),
+        "examples_per_s": round(stats.examples / wall, 3) if wall > 0 else 0.0,
+        "lookups_per_s": round(stats.lookups / wall, 1) if wall > 0 else 0.0,
         "known": sorted({k["id"] for r in done for k in r.get("known", [])}),  # triaged findings met (fuzz.judge.known)
-        "compiles": {"interpreted": True} if interpreted else {"interpreted": False, "compiled": compiled, "loaded": loaded},
         "failed": [{"worker": r["worker"], "seed": r["seed"], "artifact": r.get("artifact"),
                     "reports": (r.get("failure") or {}).get("reports", [])[:4]} for r in done if not r["ok"]],
         "crashed": [{k: r[k] for k in ("worker", "seed", "exit_code", "log", "log_tail")}
@@ -168,7 +157,7 @@ def merged_text(m: dict[str, Any]) -> str:
         "  tiers exercised: " + (", ".join(f"{t} x{n}" for t, n in sorted(m["tiers"].items())) or "none"),
         "  opening tour: " + ("not run (the search alone)" if m.get("tour") is None else
                               f"{m['tour']['cases']} case(s) checked, split as shares "
-                              f"{', '.join(m['tour']['shares'])}"),
+                              + ", ".join(f"{t['index']}/{t['of']}" for t in m["tour"]["shares"])),
         "  max error/bound ratio per check (1.0 = at the bound):",
         *[f"    {k:<32} {v:.3g}" for k, v in sorted(m["max_ratio"].items())],
     ]

@@ -26,10 +26,10 @@ from fuzz.gate.oracle import OracleResult, run_oracle_level
 from fuzz.gate.perf import DEFAULT_GAMMA, PerfResult, run_perf
 from fuzz.gate.shapes import PRESETS, PerfShape
 from fuzz.gate.static import StaticResult, run_static_level
+from fuzz.status import Decision, Status
+from fuzz.sut.protocol import get as get_sut
 from tbe import KernelConfig
 
-PASS, FAIL, NOT_RUN = "pass", "fail", "not run"
-ACCEPT, KEEP, UNVERIFIED = "ACCEPT", "KEEP", "UNVERIFIED"
 LEVELS = {
     "a": "static: validates, compiles for sm_90 within limits, synchronises",
     "b": "correctness over seeds: campaign + targeted edges, both configs",
@@ -59,7 +59,7 @@ class CascadeOptions:
 @dataclasses.dataclass
 class Level:
     key: str
-    status: str = NOT_RUN
+    status: Status = Status.NOT_RUN
     reasons: list[str] = dataclasses.field(default_factory=list)
     notes: list[str] = dataclasses.field(default_factory=list)
     seconds: float = 0.0
@@ -89,21 +89,21 @@ class CascadeResult:
 
     @property
     def first_failure(self) -> Optional[Level]:
-        return next((lv for lv in self.levels.values() if lv.status == FAIL), None)
+        return next((lv for lv in self.levels.values() if lv.status == Status.FAIL), None)
 
     @property
     def verdict(self) -> str:
         if self.first_failure is not None:
-            return KEEP
-        return ACCEPT if all(lv.status == PASS for lv in self.levels.values()) else UNVERIFIED
+            return Decision.KEEP
+        return Decision.ACCEPT if all(lv.status == Status.PASS for lv in self.levels.values()) else Decision.UNVERIFIED
 
     @property
     def exit_code(self) -> int:
-        if self.verdict == ACCEPT:
+        if self.verdict == Decision.ACCEPT:
             return 0
-        if self.verdict == KEEP:
+        if self.verdict == Decision.KEEP:
             return 1
-        correctness = all(self.levels[k].status == PASS for k in "abc")
+        correctness = all(self.levels[k].status == Status.PASS for k in "abc")
         return 0 if correctness and not self.options.require_perf else 1
 
     @property
@@ -112,13 +112,13 @@ class CascadeResult:
         bad = self.first_failure
         if bad is not None:
             return [f"level ({bad.key}) fails: {r}" for r in bad.reasons] or [f"level ({bad.key}) fails"]
-        if self.verdict == ACCEPT:
+        if self.verdict == Decision.ACCEPT:
             perf: Optional[PerfResult] = self.levels["d"].result
             speed = "" if perf is None else f"; geometric-mean speedup {perf.geomean():.3f}"
             return [f"every level passed{speed} >= gamma {self.options.gamma:g}"]
         out = []
         for lv in self.levels.values():
-            if lv.status == NOT_RUN:
+            if lv.status == Status.NOT_RUN:
                 what = "performance unverified" if lv.key == "d" else "correctness unverified"
                 out.append(f"level ({lv.key}) not run ({'; '.join(lv.reasons) or 'not asked for'}): {what}")
         return out
@@ -135,7 +135,7 @@ def _warm(baseline, candidate, opts: CascadeOptions, lv: Level, progress) -> Non
 
     if INTERPRETED or opts.budget.seconds < WARMUP_MIN_SECONDS:
         return
-    from fuzz.compile.warmup import warm_campaigns
+    from fuzz.compile import warm_campaigns
 
     res = warm_campaigns([baseline, candidate], progress=progress)  # (b) draws the override profiles too
     lv.notes.append(res.text().replace("\n ", ";"))
@@ -147,7 +147,7 @@ def _level_b(baseline, candidate, opts: CascadeOptions, lv: Level, progress) -> 
     _warm(baseline, candidate, opts, lv, progress)
     for i, seed in enumerate(opts.seeds):
         if opts.deadline is not None and time.monotonic() > opts.deadline:
-            lv.status, lv.reasons = NOT_RUN, [f"out of time after {i} of {len(opts.seeds)} seeds"]
+            lv.status, lv.reasons = Status.NOT_RUN, [f"out of time after {i} of {len(opts.seeds)} seeds"]
             return
         if progress is not None:
             progress(f"  (b) seed {seed}")
@@ -157,9 +157,9 @@ def _level_b(baseline, candidate, opts: CascadeOptions, lv: Level, progress) -> 
         lv.notes += [f"seed {seed}: {n}" for n in g.notes if f"seed {seed}: {n}" not in lv.notes]
         if not g.ok:
             lv.reasons += [f"seed {seed}: {r}" for r in g.reasons]
-            lv.status = FAIL
+            lv.status = Status.FAIL
             return
-    lv.status = PASS
+    lv.status = Status.PASS
 
 
 def _static(candidate_data: dict[str, Any], candidate: Optional[KernelConfig], progress) -> StaticResult:
@@ -168,7 +168,7 @@ def _static(candidate_data: dict[str, Any], candidate: Optional[KernelConfig], p
         try:
             KernelConfig.from_dict(candidate_data)
         except (TypeError, ValueError) as e:
-            res.step("config validates", FAIL, str(e))
+            res.step("config validates", Status.FAIL, str(e))
             res.reasons.append(f"the config does not validate: {e}")
         return res
     return run_static_level(candidate, progress)
@@ -197,7 +197,7 @@ def run_cascade(
         if config is None and key != "a":
             lv.reasons.append("the candidate does not validate")
             continue
-        if opts.sut != "triton" and key != "b":
+        if key != "b" and not get_sut(opts.sut).capabilities.project_kernels:
             lv.reasons.append(f"SUT {opts.sut}: level ({key}) checks this project's own kernels")
             continue
         if progress is not None:
@@ -219,7 +219,7 @@ def run_cascade(
                          progress)
             lv.result, lv.status, lv.reasons, lv.notes = p, p.status, list(p.reasons), list(p.notes)
         lv.seconds = time.perf_counter() - start
-        if lv.status == FAIL and not opts.keep_going:
+        if lv.status == Status.FAIL and not opts.keep_going:
             stop = key
     res.seconds = time.perf_counter() - t0
     return res

@@ -20,15 +20,16 @@ from hypothesis import seed as hypothesis_seed
 
 from fuzz.budgets import Budget
 from fuzz.profiles import MAX_COLUMN_BLOCKS
-from fuzz.campaign.search import save_result
+from fuzz.execution import save_result
 from strategies.cases import AnyCase
-from fuzz.judge.check import CaseResult
+from fuzz.judge import CaseResult
 from strategies.config_space import Drawn, split_draw
 from strategies.edges import edge_cases, reseed
-from fuzz.judge.known import explain
+from fuzz.judge import explain
 from strategies.space import campaign_cases
 from fuzz.execution import supervisor as supervision
-from fuzz.execution.supervisor import Supervisor, Unmaterializable
+from fuzz.errors import Unmaterializable
+from fuzz.execution.supervisor import Supervisor
 from fuzz.sut.protocol import get as get_sut
 from fuzz.sut.fit import fit_case, fit_strategy
 from tbe import KernelConfig

@@ -5,7 +5,9 @@ pooling x weighting, weights fp32/fp16/bf16 and outputs fp32/fp16/bf16 in turn, 
 bucket edges and wider than the largest bucket, int32 and int64 ids, hot rows at the
 candidate's long-run threshold and across two chunks, and one single fp16 table on the
 small-table path. Each case is one training step judged by ``fuzz.judge.check.run_case`` (the FP64
-authority under the derived bounds, the verdict every other check uses). Where FBGEMM's CPU
+authority under the derived bounds, the verdict every other check uses), in a supervised worker
+(``fuzz.execution.supervisor``) like every other command's cases, so a crash or a hang of the kernel
+fails the case instead of the gate. Where FBGEMM's CPU
 TBE applies (fp32/fp16 weights and outputs, every D % 4 == 0) it runs the same step from the
 same weights on every case (``fuzz.judge.fbgemm_sample.run``, which campaigns use on a sample) and
 is checked against the same FP64 step and bounds, skipping only what ``oracles/findings.py``
@@ -25,24 +27,23 @@ from typing import Callable, Optional
 
 from fuzz.judge import fbgemm_sample
 from strategies.cases import CaseTensors, tensors
-from fuzz.judge.check import CaseResult, run_case
+from fuzz.execution import supervisor as supervision
+from fuzz.judge.check import CaseResult
 from fuzz.profiles import MAX_LOOKUPS
+from fuzz.status import OracleVerdict, Status
 from oracles import fbgemm_cpu
-from oracles.compare import Report
+from oracles.compare import Oracle, Report
 from oracles.findings import fbgemm_backward_difference, fbgemm_forward_difference, fbgemm_update_difference
 from strategies.case import CaseSpec, HotRow
 from tbe import KernelConfig
 from tbe.modes import Optimizer, Pooling, parse_float_dtype
-
-PASS, FAIL, NOT_RUN = "pass", "fail", "not run"
-AGREES, TRIAGED, NOT_APPLICABLE, DISAGREES = "agrees", "agrees (parts triaged)", "not applicable", "DISAGREES"
 
 
 @dataclasses.dataclass
 class OracleCase:
     label: str
     kernel: CaseResult
-    fbgemm: str                  # AGREES, TRIAGED, NOT_APPLICABLE or DISAGREES
+    fbgemm: OracleVerdict
     fbgemm_detail: list[str]     # triaged findings, why not applicable, or the disagreement
     baseline_ok: Optional[bool] = None  # set when the candidate fails the case
 
@@ -61,7 +62,7 @@ class OracleCase:
 
 @dataclasses.dataclass
 class OracleResult:
-    status: str = PASS
+    status: Status = Status.PASS
     cases: list[OracleCase] = dataclasses.field(default_factory=list)
     reasons: list[str] = dataclasses.field(default_factory=list)
     findings: list[str] = dataclasses.field(default_factory=list)  # untriaged oracle disagreements
@@ -71,7 +72,7 @@ class OracleResult:
     def to_dict(self) -> dict:
         return {"status": self.status, "reasons": self.reasons, "findings": self.findings, "notes": self.notes,
                 "seconds": round(self.seconds, 2), "cases": [c.to_dict() for c in self.cases],
-                "fbgemm_checked": sum(c.fbgemm in (AGREES, TRIAGED, DISAGREES) for c in self.cases)}
+                "fbgemm_checked": sum(c.fbgemm != OracleVerdict.NOT_APPLICABLE for c in self.cases)}
 
 
 def matrix(config: KernelConfig, max_lookups: int = MAX_LOOKUPS) -> list[tuple[str, CaseSpec]]:
@@ -119,7 +120,7 @@ def triaged_findings(spec: CaseSpec) -> list[str]:
 
 
 def is_fbgemm(report: Report) -> bool:
-    return "fbgemm" in report.what
+    return report.oracle == Oracle.FBGEMM
 
 
 def kernel_ok(result: CaseResult) -> bool:
@@ -129,32 +130,32 @@ def kernel_ok(result: CaseResult) -> bool:
 
 def fbgemm_verdict(spec: CaseSpec, t: CaseTensors, result: CaseResult) -> tuple[str, list[str]]:
     """FBGEMM's CPU step on the case (``fuzz.judge.fbgemm_sample``: judged against the FP64 step under
-    the derived bounds and the triage list), reusing its Reports when the case's check ran it."""
+    the derived bounds and the triage list)."""
     why = fbgemm_sample.not_applicable(spec, int(t.indices.numel()))
     if why is not None:
-        return NOT_APPLICABLE, [why]
-    reports = [r for r in result.reports if is_fbgemm(r)]
-    if result.fbgemm != fbgemm_sample.CHECKED:
-        try:
-            reports = fbgemm_sample.run(spec, t)
-        except Exception as e:  # noqa: BLE001  (an oracle crash is a finding about the oracle)
-            return DISAGREES, [f"FBGEMM raised {type(e).__name__}: {e}"]
+        return OracleVerdict.NOT_APPLICABLE, [why]
+    try:  # here, not in the kernels' worker: every case, whether or not the worker's sample took it
+        reports = fbgemm_sample.run(spec, t)
+    except Exception as e:  # noqa: BLE001  (an oracle crash is a finding about the oracle)
+        return OracleVerdict.DISAGREES, [f"FBGEMM raised {type(e).__name__}: {e}"]
     bad = [str(r) for r in reports if not r.ok]
     if bad:
-        return DISAGREES, bad
+        return OracleVerdict.DISAGREES, bad
     triaged = triaged_findings(spec)
-    return (TRIAGED, triaged) if triaged else (AGREES, [])
+    return (OracleVerdict.TRIAGED, triaged) if triaged else (OracleVerdict.AGREES, [])
 
 
 def run_oracle_level(
     baseline: KernelConfig, candidate: KernelConfig, max_lookups: int = MAX_LOOKUPS,
     progress: Optional[Callable[[str], None]] = None, max_cases: Optional[int] = None,
-    deadline: Optional[float] = None,
+    deadline: Optional[float] = None, supervisor: Optional[supervision.Supervisor] = None,
 ) -> OracleResult:
     """Every matrix case (or the first ``max_cases``) under the candidate, FBGEMM beside it; stops at
     the first candidate failure. Past ``deadline`` (time.monotonic()) no case starts and the level
-    is "not run": an unfinished matrix never passes."""
+    is "not run": an unfinished matrix never passes. ``supervisor`` runs the kernels' cases (default: this
+    process's shared one); FBGEMM, an oracle, runs here."""
     t0 = time.perf_counter()
+    sup = supervisor or supervision.shared()
     res = OracleResult()
     cases = matrix(candidate, max_lookups)
     if max_cases is not None and max_cases < len(cases):
@@ -163,30 +164,31 @@ def run_oracle_level(
         cases = cases[:max_cases]
     for i, (label, spec) in enumerate(cases):
         if deadline is not None and time.monotonic() > deadline:
-            res.status, res.reasons = NOT_RUN, [f"out of time after {i} of {len(cases)} matrix cases"]
+            res.status, res.reasons = Status.NOT_RUN, [f"out of time after {i} of {len(cases)} matrix cases"]
             res.seconds = time.perf_counter() - t0
             return res
-        saved = tensors(spec, candidate)
-        kernel = run_case(spec, candidate, saved)
+        saved = tensors(spec)
+        kernel = sup.run(spec, candidate)
         verdict, detail = fbgemm_verdict(spec, saved, kernel)
         case = OracleCase(label, kernel, verdict, detail)
         res.cases.append(case)
         if progress is not None:
             progress(f"  (c) {label}: {'ok' if case.ok else 'FAIL'}, fbgemm {verdict}")
-        if verdict == DISAGREES:
+        if verdict == OracleVerdict.DISAGREES:
             res.findings.append(f"{label}: FBGEMM vs FP64 - " + "; ".join(detail[:2]))
             res.reasons.append(f"FBGEMM disagrees with FP64 on {label}: an oracle disagreement, not the "
                                f"candidate's (it does not depend on the config); triage it in oracles/findings.py")
         if not case.ok:
-            case.baseline_ok = kernel_ok(run_case(spec, baseline, tensors(spec, baseline)))
-            corroborated = {AGREES: "; FBGEMM agrees with FP64 on this case",
-                            TRIAGED: "; FBGEMM agrees with FP64 where not triaged"}.get(verdict, "")
-            res.reasons.append(f"candidate disagrees with FP64 on {label}"
+            case.baseline_ok = kernel_ok(sup.run(spec, baseline))
+            corroborated = {OracleVerdict.AGREES: "; FBGEMM agrees with FP64 on this case",
+                            OracleVerdict.TRIAGED: "; FBGEMM agrees with FP64 where not triaged"}.get(verdict, "")
+            how = "disagrees with FP64 on" if kernel.error is None else f"fails ({kernel.headline}) on"
+            res.reasons.append(f"candidate {how} {label}"
                                + (" (the baseline fails it too)" if not case.baseline_ok else "") + corroborated)
         if res.reasons:
             break
     if not fbgemm_cpu.available():
         res.notes.append("FBGEMM's CPU TBE did not load: cases were checked against FP64 only")
-    res.status = FAIL if res.reasons else PASS
+    res.status = Status.FAIL if res.reasons else Status.PASS
     res.seconds = time.perf_counter() - t0
     return res

@@ -18,8 +18,8 @@ from typing import Callable, Optional, Sequence
 
 from fuzz.gate.timing import BaselineCache, Entry, time_shape
 from fuzz.gate.shapes import PerfShape
+from fuzz.status import Status
 
-PASS, FAIL, NOT_RUN = "pass", "fail", "not run"
 DEFAULT_GAMMA = 1.03
 
 
@@ -27,7 +27,7 @@ DEFAULT_GAMMA = 1.03
 class PerfResult:
     gamma: float
     entries: list[Entry] = dataclasses.field(default_factory=list)
-    status: str = NOT_RUN
+    status: Status = Status.NOT_RUN
     reasons: list[str] = dataclasses.field(default_factory=list)  # why it fails, or why it did not run
     notes: list[str] = dataclasses.field(default_factory=list)
     device: str = ""
@@ -72,7 +72,7 @@ def judge(res: PerfResult) -> None:
         if not e.ok:
             res.reasons.append(f"{e.shape} {e.phase}: {e.error or 'not measured'}")
     if not res.measured:
-        res.status = FAIL if res.reasons else NOT_RUN
+        res.status = Status.FAIL if res.reasons else Status.NOT_RUN
         if not res.reasons:
             res.reasons.append("no shape was measured")
         return
@@ -85,7 +85,7 @@ def judge(res: PerfResult) -> None:
         extra = f" less its mean noise {100 * res.mean_noise:.1f}%" if res.gamma <= 1 else ""
         res.reasons.append(f"geometric-mean speedup {g:.3f} over {len(res.measured)} measurements "
                            f"is below gamma {res.gamma:g}{extra}")
-    res.status = FAIL if res.reasons else PASS
+    res.status = Status.FAIL if res.reasons else Status.PASS
 
 
 def gpu_unavailable() -> Optional[str]:

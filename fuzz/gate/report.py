@@ -7,16 +7,17 @@ import platform
 from pathlib import Path
 from typing import Any
 
-from fuzz.gate.cascade import ACCEPT, FAIL, KEEP, LEVELS, PASS, CascadeResult, Level
+from fuzz.gate.cascade import LEVELS, CascadeResult, Level
+from fuzz.status import Decision, OracleVerdict, Status
 from strategies.cases import case_to_dict
 from fuzz.gate.perf import PerfResult
-from fuzz.campaign.report import _failure_lines
+from fuzz.campaign import failure_lines
 
-HEADLINE = {ACCEPT: "ACCEPT the candidate", KEEP: "KEEP the baseline", "UNVERIFIED": "UNVERIFIED"}
+HEADLINE = {Decision.ACCEPT: "ACCEPT the candidate", Decision.KEEP: "KEEP the baseline", Decision.UNVERIFIED: "UNVERIFIED"}
 
 
 def _status(lv: Level) -> str:
-    return lv.status.upper() if lv.status == FAIL else lv.status
+    return lv.status.upper() if lv.status == Status.FAIL else lv.status
 
 
 def perf_rows(p: PerfResult) -> list[list[str]]:
@@ -50,7 +51,7 @@ def _level_lines(lv: Level) -> list[str]:
     if lv.key == "a" and r is not None:
         out += [f"{check}: {status}" + (f" - {detail}" if detail else "") for check, status, detail in r.steps]
         out += [f"over limits: {s['kernel']} {s['over_limits']}" for s in r.specializations if s.get("over_limits")]
-        if r.sync_text and lv.status == FAIL:
+        if r.sync_text and lv.status == Status.FAIL:
             out += r.sync_text.splitlines()[:12]
     elif lv.key == "b" and r:
         for g in r:
@@ -60,16 +61,16 @@ def _level_lines(lv: Level) -> list[str]:
             for c in g.cases:
                 if not c.cand.ok:
                     out.append(f"candidate fails {c.label}" + (" (the baseline fails it too)" if not c.base.ok else ""))
-                    out += [ln.strip() for ln in _failure_lines(c.cand)]
+                    out += [ln.strip() for ln in failure_lines(c.cand)]
             out += [f"artifact: {a}" for a in g.artifacts]
     elif lv.key == "c" and r is not None:
         for c in r.cases:
             out.append(f"{c.label}: {'ok' if c.ok else 'FAIL'} (max error/bound {c.kernel.max_ratio:.3g}); "
                        f"FBGEMM {c.fbgemm}")
-            if c.fbgemm == "DISAGREES":
+            if c.fbgemm == OracleVerdict.DISAGREES:
                 out += [f"FBGEMM: {d}" for d in c.fbgemm_detail[:3]]
             if not c.ok:
-                out += [ln.strip() for ln in _failure_lines(c.kernel)]
+                out += [ln.strip() for ln in failure_lines(c.kernel)]
     elif lv.key == "d" and r is not None:
         out += _perf_summary(r)
     return out
@@ -83,7 +84,7 @@ def text(res: CascadeResult) -> str:
     lines.append("  changed fields (baseline -> candidate):" if diff else "  the two configs are identical")
     lines += [f"    {k}: {a!r} -> {b!r}" for k, (a, b) in sorted(diff.items())]
     for lv in res.levels.values():
-        why = f"  ({'; '.join(lv.reasons)})" if lv.status != PASS and lv.reasons and lv.status != FAIL else ""
+        why = f"  ({'; '.join(lv.reasons)})" if lv.status == Status.NOT_RUN and lv.reasons else ""
         lines.append(f"  ({lv.key}) {lv.name}: {_status(lv)}" + (f"  {lv.seconds:.1f}s" if lv.seconds else "") + why)
         lines += [f"      {ln}" for ln in _level_lines(lv)]
         lines += [f"      note: {n}" for n in lv.notes]
@@ -155,7 +156,7 @@ def markdown(res: CascadeResult) -> str:
                                                             sorted(diff.items())]) if diff else ["(none)"]
     lines += ["", "## Levels", ""]
     lines += _md_table(["level", "what", "status", "seconds", "why"], [
-        [f"({lv.key})", LEVELS[lv.key], f"**{lv.status}**" if lv.status == FAIL else lv.status,
+        [f"({lv.key})", LEVELS[lv.key], f"**{lv.status}**" if lv.status == Status.FAIL else lv.status,
          f"{lv.seconds:.1f}", "; ".join(lv.reasons[:3]).replace("|", "\\|")] for lv in res.levels.values()])
     for lv in res.levels.values():
         detail = _level_lines(lv) + [f"note: {n}" for n in lv.notes]

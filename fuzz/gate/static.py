@@ -24,7 +24,7 @@ import sys
 import time
 from typing import Any, Callable, Optional
 
-PASS, FAIL, NOT_RUN = "pass", "fail", "not run"
+from fuzz.status import Status
 
 # sm_90 limits, each a launch failure or a silent slowdown when crossed
 LIMITS = {
@@ -38,7 +38,7 @@ LIMITS = {
 
 @dataclasses.dataclass
 class StaticResult:
-    status: str = PASS
+    status: Status = Status.PASS
     reasons: list[str] = dataclasses.field(default_factory=list)
     notes: list[str] = dataclasses.field(default_factory=list)
     steps: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)  # (check, status, detail)
@@ -48,10 +48,10 @@ class StaticResult:
 
     def step(self, name: str, status: str, detail: str = "") -> None:
         self.steps.append((name, status, detail))
-        if status == FAIL:
-            self.status = FAIL
-        elif status == NOT_RUN and self.status == PASS:
-            self.status = NOT_RUN
+        if status == Status.FAIL:
+            self.status = Status.FAIL
+        elif status == Status.NOT_RUN and self.status == Status.PASS:
+            self.status = Status.NOT_RUN
 
     def to_dict(self) -> dict[str, Any]:
         return {"status": self.status, "reasons": self.reasons, "notes": self.notes, "limits": LIMITS,
@@ -100,7 +100,7 @@ def _validate(config, res: StaticResult) -> bool:
     try:
         config.validate()
     except (TypeError, ValueError) as e:
-        res.step("config validates", FAIL, str(e))
+        res.step("config validates", Status.FAIL, str(e))
         res.reasons.append(f"the config does not validate: {e}")
         return False
     blocks = {block_for_dim(d, config) for d in range(1, 2 * max(config.dim_buckets) + 1)}
@@ -108,7 +108,7 @@ def _validate(config, res: StaticResult) -> bool:
     if dead:
         res.notes.append(f"fwd_bucket_tiles names BLOCK_D {dead}, which dim_buckets {list(config.dim_buckets)} "
                          f"never produce: those entries are never used")
-    res.step("config validates", PASS)
+    res.step("config validates", Status.PASS)
     return True
 
 
@@ -117,7 +117,7 @@ def extra_launches(config) -> list:
     each repairing mode (standalone or fused, as the config says)."""
     import torch
 
-    from fuzz.compile.launches import Probe, recording, run_probe
+    from fuzz.compile import Probe, recording, run_probe
     from tbe import TritonTBE
 
     out = list(run_probe(Probe(tables=((config.small_table_max_rows, config.small_table_min_dim),),
@@ -140,11 +140,11 @@ def _check_here(config, progress: Optional[Callable[[str], None]]) -> StaticResu
         return res
     why = infrastructure_missing()
     if why is not None:
-        res.step("synchronisation check", NOT_RUN, why)
-        res.step("compiles for sm_90 within limits", NOT_RUN, why)
+        res.step("synchronisation check", Status.NOT_RUN, why)
+        res.step("compiles for sm_90 within limits", Status.NOT_RUN, why)
         res.reasons.append(why)
         return res
-    from fuzz.compile.cuda_target import compile_launches
+    from fuzz.compile import compile_launches
     from fuzz.memcheck.sync_check import check_launches, reachable_launches
 
     sync_launches = reachable_launches(config, "ci")
@@ -154,12 +154,12 @@ def _check_here(config, progress: Optional[Callable[[str], None]]) -> StaticResu
     res.sync_text = sync.text()
     if not sync.ok:
         first = (sync.problems[0][1] if sync.problems else sync.errors[0]).splitlines()[0]
-        res.step("synchronisation check", FAIL,
+        res.step("synchronisation check", Status.FAIL,
                  f"{len(sync.problems)} problem(s), {len(sync.errors)} error(s): {first}")
         res.reasons.append(f"synchronisation check fails: {first}")
         res.seconds = time.perf_counter() - t0
         return res
-    res.step("synchronisation check", PASS, sync.text().splitlines()[0])
+    res.step("synchronisation check", Status.PASS, sync.text().splitlines()[0])
     if progress is not None:
         progress(f"  (a) sync check passed in {time.perf_counter() - t0:.1f}s; compiling every reachable "
                  f"specialization")
@@ -188,7 +188,7 @@ def _compile_all(launches: list, res: StaticResult, compile_launches) -> None:
     summary = (f"{len(res.specializations)} specialization(s), {sum(s['cached'] for s in res.specializations)} "
                f"from the cache; most registers {worst['registers'] if worst else 0} "
                f"({worst['kernel'] if worst else '-'})")
-    res.step("compiles for sm_90 within limits", FAIL if bad else PASS, bad[0] if bad else summary)
+    res.step("compiles for sm_90 within limits", Status.FAIL if bad else Status.PASS, bad[0] if bad else summary)
     res.reasons += bad
 
 
@@ -208,7 +208,7 @@ def run_static_level(config, progress: Optional[Callable[[str], None]] = None) -
     if proc.returncode != 0 or not lines:
         res = StaticResult()
         tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
-        res.step("static checks (child process)", FAIL, f"exited {proc.returncode}: {tail}")
+        res.step("static checks (child process)", Status.FAIL, f"exited {proc.returncode}: {tail}")
         res.reasons.append(f"the static checks crashed: {tail}")
         res.seconds = time.perf_counter() - t0
         return res

@@ -1,0 +1,12 @@
+"""Judging one case: run it on a SUT and check every output, weight and state against the oracles under
+the derived error bounds (``CaseResult``), the differential checks themselves, the known findings a
+failure may match, the FBGEMM sample, and the teeth table of how close errors come to their bounds."""
+
+from fuzz.lazy import face
+
+__all__, __getattr__, __dir__ = face(__name__, {
+    ".check": ("CaseResult", "run_case"),
+    ".differential": ("check_case", "failures"),
+    ".known": ("KnownFinding", "explain", "for_sut"),
+    ".teeth": ("Teeth",),
+})

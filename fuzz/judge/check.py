@@ -11,7 +11,6 @@ outside the process, a crash (a signal or an exit) or a hang.
 from __future__ import annotations
 
 import dataclasses
-import re
 import time
 import traceback
 from typing import Optional
@@ -21,16 +20,30 @@ import torch
 from strategies.cases import AnyCase, BadIdCase, CaseTensors, base_spec, tensors
 from fuzz.judge.differential import check_batch
 from fuzz.compile.watch import CompileCounts
-from fuzz.memcheck.sanitizer import MemoryViolation
+from fuzz.errors import MemoryViolation
 from fuzz.judge.teeth import Teeth
+from fuzz.status import FailureKind
 from fuzz.time_split import Phases
-from oracles.compare import Report
+from oracles.compare import Check, Oracle, Report
 from oracles.error_model import ErrorModel
-from fuzz.sut.protocol import DEFAULT as DEFAULT_SUT
-from fuzz.sut.protocol import get as get_sut
+from fuzz.sut import DEFAULT as DEFAULT_SUT
+from fuzz.sut import get as get_sut
 from tbe import KernelConfig
 from tbe.forward_dispatch import choose_path
 from tbe.modes import parse_float_dtype
+from tbe.routing import route
+
+
+RAN = "ran to completion"  # the yes/no check a crash, hang or exception fails (outcomes_by_check)
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckOutcome:
+    """One kind of check in one example: its largest error / bound, whether it has a bound at all, its verdict."""
+
+    ratio: float   # 0 for a yes/no check
+    graded: bool   # False: a yes/no check (raised or not, counts equal or not)
+    ok: bool
 
 
 @dataclasses.dataclass
@@ -45,7 +58,7 @@ class CaseResult:
     segment_hist: tuple = ()     # (segment length, runs) per distinct length, ascending
     fbgemm: str = ""             # the FBGEMM CPU oracle's status for this case (fuzz.judge.fbgemm_sample)
     teeth: Optional[Teeth] = None  # each weight bound relative to its update, per SL band
-    error_kind: Optional[str] = None  # with ``error``: one of ERROR_KINDS
+    error_kind: Optional[FailureKind] = None  # with ``error``: one of ERROR_KINDS
     notes: list[str] = dataclasses.field(default_factory=list)  # e.g. how a crash behaved in a fresh worker
     compiles: Optional[CompileCounts] = None  # Triton compilations the case caused (set by fuzz.execution.worker)
     phases: dict[str, float] = dataclasses.field(default_factory=dict)  # seconds per fuzz.time_split phase
@@ -55,11 +68,11 @@ class CaseResult:
         return self.error is None and all(r.ok for r in self.reports)
 
     @property
-    def kind(self) -> str:
-        """"ok", "mismatch", or how it failed otherwise (one of ERROR_KINDS)."""
+    def kind(self) -> FailureKind:
+        """OK, MISMATCH, or how it failed otherwise (one of ERROR_KINDS)."""
         if self.error is not None:
-            return self.error_kind or EXCEPTION
-        return "ok" if self.ok else "mismatch"
+            return self.error_kind or FailureKind.EXCEPTION
+        return FailureKind.OK if self.ok else FailureKind.MISMATCH
 
     @property
     def max_ratio(self) -> float:
@@ -72,17 +85,39 @@ class CaseResult:
         """One line saying how it failed: the kind and the error's last line or the first failing check."""
         if self.error is not None:
             lines = [line for line in self.error.strip().splitlines() if line.strip()]
-            last = lines[-1] if self.kind == EXCEPTION else lines[0]
+            last = lines[-1] if self.kind == FailureKind.EXCEPTION else lines[0]
             return f"{self.kind}: {last.strip()}"
         bad = [r.what for r in self.reports if not r.ok]
         return f"mismatch: {bad[0]}" if bad else "ok"
 
+    @property
+    def failed_check(self) -> Optional[str]:
+        """The kind of check (``Report.key``) of the first failing Report, None if none failed."""
+        return next((r.key for r in self.reports if not r.ok), None)
+
     def ratios_by_check(self) -> dict[str, float]:
-        """Largest ratio per kind of check ('forward vs fp64', 'weights after update', ...)."""
+        """Largest ratio per kind of graded check ('forward vs fp64', 'weights after update', ...); yes/no
+        checks have no bound, so no ratio (``outcomes_by_check`` keeps them)."""
         out: dict[str, float] = {}
         for r in self.reports:
-            key = check_name(r.what)
-            out[key] = max(out.get(key, 0.0), r.max_ratio)
+            if not r.graded:
+                continue
+            out[r.key] = max(out.get(r.key, 0.0), r.max_ratio)
+        return out
+
+    def outcomes_by_check(self) -> dict[str, CheckOutcome]:
+        """Per kind of check: largest ratio, graded or yes/no, passed; a comparison of nothing is left out, and
+        an example that crashed, hung or raised fails the yes/no check ``RAN``."""
+        out: dict[str, CheckOutcome] = {}
+        for r in self.reports:
+            if r.graded and r.num_checked == 0:
+                continue
+            key = r.key
+            old = out.get(key, CheckOutcome(0.0, r.graded, True))
+            out[key] = CheckOutcome(max(old.ratio, r.max_ratio if r.graded else 0.0), old.graded or r.graded,
+                                    old.ok and r.ok)
+        if self.error is not None:
+            out[RAN] = CheckOutcome(0.0, False, False)
         return out
 
     def text(self) -> str:
@@ -94,40 +129,30 @@ class CaseResult:
         return "\n".join(lines) if lines else "(no reports)"
 
 
-EXCEPTION, SANITIZER, CUDA_ERROR, CRASH, HANG = "exception", "sanitizer", "cuda_error", "crash", "hang"
 # kind -> the heading report.txt and replay print above the details
 ERROR_KINDS = {
-    EXCEPTION: "kernel raised",
-    SANITIZER: "sanitizer finding (out-of-range access; the launch was stopped before it)",
-    CUDA_ERROR: "CUDA error (the worker's context is unusable after it; the worker was replaced)",
-    CRASH: "worker crashed",
-    HANG: "worker hung",
+    FailureKind.EXCEPTION: "kernel raised",
+    FailureKind.SANITIZER: "sanitizer finding (out-of-range access; the launch was stopped before it)",
+    FailureKind.CUDA_ERROR: "CUDA error (the worker's context is unusable after it; the worker was replaced)",
+    FailureKind.CRASH: "worker crashed",
+    FailureKind.HANG: "worker hung",
 }
 _CUDA_MARKS = ("CUDA error", "Triton Error [CUDA]", "cudaError", "illegal memory access", "AcceleratorError")
 
 
-def classify(exc: BaseException) -> tuple[str, str]:
+def classify(exc: BaseException) -> tuple[FailureKind, str]:
     """(kind, text) of an exception a check raised: a sanitizer finding anywhere in its chain, a CUDA
     error (the process's context is then poisoned), or a plain exception with its traceback."""
     seen, e = set(), exc
     while e is not None and id(e) not in seen:
         seen.add(id(e))
         if isinstance(e, MemoryViolation):
-            return SANITIZER, str(e.finding)
+            return FailureKind.SANITIZER, str(e.finding)
         e = e.__cause__ or e.__context__
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=8))
     if any(mark in text for mark in _CUDA_MARKS):
-        return CUDA_ERROR, text
-    return EXCEPTION, text
-
-
-def check_name(what: str) -> str:
-    """Group a Report's label across steps and tables: 'step 1 table 3 weights ...' -> 'weights ...'."""
-    name = re.sub(r"^step \d+ ", "", what)
-    name = re.sub(r"^table \d+ ", "", name)
-    name = re.sub(r" at .*$", "", name)
-    name = re.sub(r" \(.*\)$", "", name)
-    return name
+        return FailureKind.CUDA_ERROR, text
+    return FailureKind.EXCEPTION, text
 
 
 def tiers_of(case: AnyCase, t: CaseTensors, config: KernelConfig) -> tuple[frozenset[str], int, tuple]:
@@ -150,12 +175,13 @@ def tiers_of(case: AnyCase, t: CaseTensors, config: KernelConfig) -> tuple[froze
     table_of = torch.repeat_interleave(torch.arange(layout.num_tables), off[B::B] - off[:-1:B])
     lin = torch.tensor(layout.hash_size_cumsum[:-1], dtype=torch.int64)[table_of] + t.indices.to(torch.int64)
     sl = torch.unique(lin, return_counts=True)[1]
-    if bool((sl < config.long_run_threshold).any()):
+    routing = route(sl, t.indices.numel(), config)
+    if routing.short:
         found.add("bwd:short")
-    if bool((sl >= config.long_run_threshold).any()):
-        found.add("bwd:long_fused" if config.fused_long_tier else "bwd:long")
-        if bool((sl > config.chunk_size).any()):
-            found.add("bwd:multi_chunk")
+    if routing.long:
+        found.add("bwd:long_fused" if routing.fused else "bwd:long")
+    if routing.multi_chunk:
+        found.add("bwd:multi_chunk")
     lengths, runs = torch.unique(sl, return_counts=True)
     return frozenset(found), int(sl.max()), tuple(zip(lengths.tolist(), runs.tolist()))
 
@@ -174,7 +200,7 @@ def run_case(
     t0 = time.perf_counter()
     phases = Phases()
     with phases.timed("materialize"):
-        t = saved if saved is not None else tensors(case, config, steps, weights=False)
+        t = saved if saved is not None else tensors(case, steps=steps, weights=False)
     grads = t.grad_outputs if steps else []
     reports: list[Report] = []
     error = kind = None
@@ -186,8 +212,9 @@ def run_case(
     except Exception as e:  # a failure on a case is a finding, kept with its traceback
         kind, error = classify(e)
     phases.seconds["oracles"] += max(0.0, time.perf_counter() - t1 - phases.seconds["sut"])
-    fb_status = "" if sut == DEFAULT_SUT else f"n/a: SUT {sut}"  # the sample is an oracle beside our kernels
-    if error is None and grads and sut == DEFAULT_SUT:
+    beside = get_sut(sut).capabilities.project_kernels  # the sample is an oracle beside this project's kernels
+    fb_status = "" if beside else f"n/a: SUT {sut}"
+    if error is None and grads and beside:
         with phases.timed("fbgemm"):
             fb_status, fb_reports = _fbgemm(case, t, grads)
         reports += fb_reports
@@ -197,11 +224,11 @@ def run_case(
     return result
 
 
-def case_result(case: AnyCase, t: CaseTensors, config: KernelConfig, seconds: float, kind: Optional[str],
+def case_result(case: AnyCase, t: CaseTensors, config: KernelConfig, seconds: float, kind: Optional[FailureKind],
                 error: Optional[str], reports: Optional[list[Report]] = None, sut: str = DEFAULT_SUT) -> CaseResult:
     """The CaseResult of ``case`` (materialized as ``t``) with ``error`` of ``kind`` (None: judged by reports)."""
     tiers, max_segment, hist = tiers_of(case, t, config)
-    if sut != DEFAULT_SUT and not get_sut(sut).capabilities.kernel_config:  # --sut: no Triton paths
+    if not get_sut(sut).capabilities.kernel_config:  # no KernelConfig, no Triton paths: its tiers only
         tiers = frozenset(x for x in tiers if x.startswith("bwd:"))
     return CaseResult(case, reports or [], int(t.indices.numel()), tiers, seconds, error, max_segment,
                       hist, error_kind=None if error is None else kind)
@@ -214,4 +241,5 @@ def _fbgemm(case: AnyCase, t: CaseTensors, grads) -> tuple[str, list[Report]]:
     try:
         return fbgemm_sample.check(case, dataclasses.replace(t, grad_outputs=list(grads)))
     except Exception as e:  # noqa: BLE001
-        return fbgemm_sample.CHECKED, [Report(f"step 0 fbgemm raised ({type(e).__name__}: {e})", False, None, 1, 1)]
+        return fbgemm_sample.CHECKED, [Report(f"step 0 fbgemm raised ({type(e).__name__}: {e})", False, None, 1, 1,
+                                              graded=False, check=Check.RAISED, step=0, oracle=Oracle.FBGEMM)]

@@ -32,12 +32,14 @@ from typing import Optional, Sequence
 import torch
 
 from fuzz.sut.protocol import DEFAULT as DEFAULT_SUT
-from fuzz.sut.protocol import FatalBoundsCheck, SUTError, packed_momentum, packed_weights, params_for, warnings_count
+from fuzz.errors import FatalBoundsCheck, SUTError
+from fuzz.sut.protocol import packed_momentum, packed_weights, params_for, warnings_count
 from fuzz.sut.protocol import get as get_sut
 from fuzz.sut.fit import refusal
+from oracles.bounds import unit_roundoff
 from oracles.bounds_backward import check_step, table_bounds
 from oracles.checks import check_forward
-from oracles.compare import Mismatch, Report, compare
+from oracles.compare import Check, Mismatch, Report, compare
 from oracles.error_model import ErrorModel, from_env
 from oracles.reference import table_rows
 from oracles.reference_backward import reference_backward
@@ -50,9 +52,10 @@ from fuzz.judge.teeth import Teeth
 from fuzz.time_split import Phases
 
 
-def _scalar_report(what: str, expected: float, got: float) -> Report:
+def _scalar_report(what: str, expected: float, got: float, check: Check, step: int) -> Report:
     ok = expected == got
-    return Report(what, ok, Mismatch(-1, -1, -1, float(expected), float(got), 0.0), 0 if ok else 1, 1)
+    return Report(what, ok, Mismatch(-1, -1, -1, float(expected), float(got), 0.0), 0 if ok else 1, 1,
+                  graded=False, check=check, step=step)
 
 
 def _step_reports(k: int, ref, layout, w_before: torch.Tensor, instance, psw_grad, psw_dtype,
@@ -68,9 +71,10 @@ def _step_reports(k: int, ref, layout, w_before: torch.Tensor, instance, psw_gra
     reports = []
     for s, tb in zip(ref.tables, table_bounds(ref, after.dtype, model)):
         if teeth is not None:
-            teeth.add(s.seg_len, tb.w_bound, s.w_new - s.w_old, tb.exact)
+            teeth.add(s.seg_len, tb.w_bound, s.w_new - s.w_old, tb.exact, s.w_new, unit_roundoff(after.dtype))
         flat = layout.weights_offsets[s.table] + s.rows[:, None] * s.dim + torch.arange(s.dim, device=s.rows.device)
         r = compare(f"step {k} table {s.table} weights after update (sample = row)", s.w_new, after[flat], tb.w_bound)
+        r.check, r.step, r.table = Check.WEIGHTS, k, s.table
         if r.worst is not None:
             r.worst.table, r.worst.sample = s.table, int(s.rows[r.worst.sample])
         reports.append(r)
@@ -80,7 +84,7 @@ def _step_reports(k: int, ref, layout, w_before: torch.Tensor, instance, psw_gra
         if v.what == "weight" and weights_failed:
             continue  # already reported above, with its ratio
         reports.append(Report(f"step {k} {v.what} at {v.where}", False,
-                              Mismatch(-1, -1, -1, v.exact, v.got, v.bound), 1, 1))
+                              Mismatch(-1, -1, -1, v.exact, v.got, v.bound), 1, 1, check=Check(v.what), step=k))
     return reports
 
 
@@ -144,16 +148,20 @@ def check_batch(
             # it must name the first offender, where the SUT says which it found
             ok = fatal and (e.position is None or (e.kind, e.position) == first_bad)
             why = "" if ok or not fatal else f"; expected it to name {first_bad[0]} entry {first_bad[1]}"
-            reports.append(Report(f"step {k} FATAL bounds check raised ({e}){why}", ok, None, 0 if ok else 1, 1))
+            reports.append(Report(f"step {k} FATAL bounds check raised ({e}){why}", ok, None, 0 if ok else 1, 1,
+                                  graded=False, check=Check.FATAL_RAISED, step=k))
             return reports
         if fatal:
-            reports.append(Report(f"step {k} FATAL bounds check did not raise on invalid input", False, None, 1, 1))
+            reports.append(Report(f"step {k} FATAL bounds check did not raise on invalid input", False, None, 1, 1,
+                                  graded=False, check=Check.FATAL_SILENT, step=k))
             return reports
         if mode == BoundsCheckMode.WARNING:
             reports.append(_scalar_report(f"step {k} bounds-check warnings", expected_warn,
-                                          warnings_count(instance) - warn0))
-        reports.append(check_forward(layout, w_before, ref_idx, ref_off, ref_psw, B, pooling,
-                                     out.detach().to(device), what=f"step {k} forward vs fp64", model=model))
+                                          warnings_count(instance) - warn0, Check.WARNINGS, k))
+        fwd = check_forward(layout, w_before, ref_idx, ref_off, ref_psw, B, pooling,
+                            out.detach().to(device), what=f"step {k} forward vs fp64", model=model)
+        fwd.check, fwd.step = Check.FORWARD, k
+        reports.append(fwd)
         if not backward:
             break
         grad = grad_outputs[k]
@@ -163,7 +171,8 @@ def check_batch(
             psw_grad = instance.backward(grad.clone())
         if per_sample_weights is not None and per_sample_weights.numel() and psw_grad is None \
                 and target.capabilities.psw_grad:
-            reports.append(Report(f"step {k} missing psw grad (the SUT returned none)", False, None, 1, 1))
+            reports.append(Report(f"step {k} missing psw grad (the SUT returned none)", False, None, 1, 1,
+                                  graded=False, check=Check.MISSING_PSW_GRAD, step=k))
         psw_grad = None if psw_grad is None else psw_grad.detach().to(device)
         reports += _step_reports(k, ref, layout, w_before, instance, psw_grad,
                                  None if per_sample_weights is None else per_sample_weights.dtype, model, teeth)

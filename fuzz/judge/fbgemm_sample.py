@@ -21,7 +21,7 @@ from strategies.cases import BadIdCase, CaseTensors, initial_weights
 from oracles import fbgemm_cpu
 from oracles.bounds_backward import check_step
 from oracles.checks import check_forward
-from oracles.compare import Mismatch, Report
+from oracles.compare import Check, Mismatch, Oracle, Report
 from oracles.findings import fbgemm_backward_difference, fbgemm_forward_difference, fbgemm_update_difference
 from oracles.reference_backward import reference_backward
 from tbe.modes import Optimizer, Pooling, parse_float_dtype
@@ -77,8 +77,9 @@ def run(case: Any, t: CaseTensors) -> list[Report]:
         m_before = torch.cat(m_list) if m_list else torch.zeros(0)
         out, psw_grad = fb.step(idx, off, psw, grad)
         if fbgemm_forward_difference(pooling, spec.weighted, odt) is None:
-            reports.append(check_forward(layout, w_before, idx, off, psw, B, pooling, out,
-                                         what=f"step {k} fbgemm forward vs fp64"))
+            fwd = check_forward(layout, w_before, idx, off, psw, B, pooling, out, what=f"step {k} fbgemm forward vs fp64")
+            fwd.check, fwd.step, fwd.oracle = Check.FORWARD, k, Oracle.FBGEMM
+            reports.append(fwd)
         if fbgemm_update_difference(opt, wdt) is not None:
             continue  # triaged: FBGEMM's update is outside the one-rounding bound here
         fb_pool = Pooling.SUM if fbgemm_backward_difference(pooling, spec.weighted) else pooling
@@ -87,8 +88,10 @@ def run(case: Any, t: CaseTensors) -> list[Report]:
         after = torch.cat([w.flatten() for w in fb.weights()])
         m_after = fb.momentum()
         violations = check_step(ref, layout, w_before, after, torch.cat(m_after) if m_after else None, psw_grad)
-        reports.append(Report(f"step {k} fbgemm update vs fp64", not violations, None, len(violations), 1))
+        reports.append(Report(f"step {k} fbgemm update vs fp64", not violations, None, len(violations), 1,
+                              graded=False, check=Check.UPDATE, step=k, oracle=Oracle.FBGEMM))
         for v in violations:
             reports.append(Report(f"step {k} fbgemm {v.what} at {v.where}", False,
-                                  Mismatch(-1, -1, -1, v.exact, v.got, v.bound), 1, 1))
+                                  Mismatch(-1, -1, -1, v.exact, v.got, v.bound), 1, 1,
+                                  check=Check(v.what), step=k, oracle=Oracle.FBGEMM))
     return reports

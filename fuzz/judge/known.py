@@ -1,9 +1,9 @@
 """Known findings: triaged disagreements of a SUT with the FP64 references, matched on a failing case.
 
 Each ``KnownFinding`` names the SUTs it applies to, a predicate on the case and the checks
-it explains (prefixes of ``fuzz.judge.check.check_name``; ``CRASH`` for an exception whose
-traceback matches ``error``). ``TRIAGE`` is this project's list; a SUT registered from
-outside may carry its own (``SUT(..., findings=...)``, where ``suts`` may stay empty). A failing case is *known* when every failing check is
+it explains (``oracles.compare.Check`` members, matched on a failing Report's fields: that
+check, judged against the FP64 reference), or, with ``error``, the exception whose traceback
+matches it. ``TRIAGE`` is this project's list; a SUT registered from outside may carry its own (``SUT(..., findings=...)``, where ``suts`` may stay empty). A failing case is *known* when every failing check is
 explained by some finding that applies to the SUT and the case; anything else (a failing
 check no finding explains, a crash no finding expects) is a new failure. The texts live
 in ``oracles/findings.py``, with the tests that pin them.
@@ -16,13 +16,13 @@ import re
 from typing import Callable, Optional, Sequence
 
 from strategies.cases import AnyCase, BadIdCase, base_spec
-from fuzz.judge.check import CaseResult, check_name
+from fuzz.judge.check import CaseResult
 from oracles import findings
+from oracles.compare import Check, Oracle, Report
 
-CRASH = "crash"
-ANY = ("forward vs fp64", "weights after update", "momentum", "psw grad", "bounds-check warnings",
-       "FATAL bounds check", "untouched weight changed")
-UPDATE = ("weights after update", "momentum", "psw grad")
+ANY = (Check.FORWARD, Check.WEIGHTS, Check.MOMENTUM, Check.PSW_GRAD, Check.WARNINGS, Check.FATAL_RAISED,
+       Check.FATAL_SILENT, Check.UNTOUCHED)
+UPDATE = (Check.WEIGHTS, Check.MOMENTUM, Check.PSW_GRAD)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,14 +31,14 @@ class KnownFinding:
     suts: tuple[str, ...]
     description: str
     applies: Callable[[AnyCase], bool]  # predicate on the case
-    checks: tuple[str, ...]             # check-name prefixes it explains, or CRASH
-    error: str = ""                     # with CRASH: a regex the traceback must match
+    checks: tuple[Check, ...] = ()      # the SUT's checks against FP64 it explains
+    error: str = ""                     # a regex: it explains an exception whose traceback matches
 
-    def explains_check(self, name: str) -> bool:
-        return any(name.startswith(c) for c in self.checks if c != CRASH)
+    def explains(self, report: Report) -> bool:
+        return report.oracle == Oracle.FP64 and report.check is not None and report.check in self.checks
 
     def explains_crash(self, traceback_text: str) -> bool:
-        return CRASH in self.checks and re.search(self.error, traceback_text) is not None
+        return bool(self.error) and re.search(self.error, traceback_text) is not None
 
 
 def _spec(pred: Callable) -> Callable[[AnyCase], bool]:
@@ -58,28 +58,28 @@ CPU, CUDA = "fbgemm-cpu", "fbgemm-cuda"
 TRIAGE: tuple[KnownFinding, ...] = (
     KnownFinding("fbgemm-weighted-mean-fp16-forward", (CPU,), findings.FBGEMM_WEIGHTED_MEAN_FP16_FORWARD,
                  _spec(lambda s: s.pooling == "mean" and s.weighted and s.output_dtype == "fp16"),
-                 ("forward vs fp64",)),
+                 (Check.FORWARD,)),
     KnownFinding("fbgemm-weighted-mean-backward", (CPU,), findings.FBGEMM_WEIGHTED_MEAN_BACKWARD,
                  _spec(lambda s: s.pooling == "mean" and s.weighted), UPDATE),
     KnownFinding("fbgemm-fp16-sgd-step-rounding", (CPU,), findings.FBGEMM_FP16_SGD_UPDATE,
                  _spec(lambda s: s.weights_dtype == "fp16" and s.optimizer == "exact_sgd"),
-                 ("weights after update",)),
+                 (Check.WEIGHTS,)),
     KnownFinding("fbgemm-minus-one-raises", (CPU,), findings.FBGEMM_MINUS_ONE_CPU, _bad(id_kind="minus_one"),
-                 (CRASH,), error=r"out of bounds: -1"),
+                 error=r"out of bounds: -1"),
     KnownFinding("fbgemm-first-offset-kept", (CPU,), findings.FBGEMM_FIRST_OFFSET_KEPT,
                  _bad(offset_kind="first_positive"), ANY),
     KnownFinding("fbgemm-cuda-weighted-mean-psw-grad", (CUDA,), findings.FBGEMM_CUDA_WEIGHTED_MEAN_PSW_GRAD,
-                 _spec(lambda s: s.pooling == "mean" and s.weighted), ("psw grad",)),
+                 _spec(lambda s: s.pooling == "mean" and s.weighted), (Check.PSW_GRAD,)),
     KnownFinding("fbgemm-cuda-mean-grad-rounded", (CUDA,), findings.FBGEMM_CUDA_MEAN_GRAD_ROUNDED,
                  _spec(lambda s: s.pooling == "mean" and s.output_dtype in ("fp16", "bf16")),
-                 ("weights after update", "momentum")),
+                 (Check.WEIGHTS, Check.MOMENTUM)),
 )
 
 
 def for_sut(sut: str, triage: Sequence[KnownFinding] = TRIAGE) -> tuple[KnownFinding, ...]:
     """The findings triaged for ``sut``: the entries of ``triage`` naming it, then those the SUT
     carries itself (``fuzz.sut.protocol.SUT.findings``, for SUTs registered from outside this project)."""
-    from fuzz.sut.protocol import get
+    from fuzz.sut import get
 
     return tuple(f for f in triage if sut in f.suts) + tuple(get(sut).findings)
 
@@ -102,6 +102,6 @@ def explain(sut: str, result: CaseResult, triage: Sequence[KnownFinding] = TRIAG
     if result.error is not None and not take(lambda f: f.explains_crash(result.error)):
         return None
     for r in result.reports:
-        if not r.ok and not take(lambda f, name=check_name(r.what): f.explains_check(name)):
+        if not r.ok and not take(lambda f, r=r: f.explains(r)):
             return None
     return tuple(f for f in usable if f in used)

@@ -7,6 +7,12 @@ run) could pass. Ratios are kept per segment-length band in a log2 histogram (a 
 octave per bin, so medians are within 19%; maxima are exact), and entries whose row
 gradient the reference found exact (exact-value data) are counted, so a campaign report
 shows where the check is strong and where it is weak.
+
+A band with ratios at or above 1 holds no failure (each entry's error was within its bound);
+the report says how many entries and examples, how many exact-value, and why: an update within
+one rounding of the stored weight (|update| <= u |w|, where a correct store may leave the weight
+as it was) or a bound wider than the update (a run whose gradients nearly cancel, against a
+worst-case accumulation allowance that grows with the sum of their magnitudes).
 """
 
 from __future__ import annotations
@@ -47,11 +53,19 @@ class Band:
     zero_update: int = 0   # of those, whose exact update is zero (no ratio)
     max_ratio: float = 0.0
     hist: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    over: int = 0          # entries with ratio >= 1: the check could not tell their update from none
+    over_exact: int = 0    # of those, with an exact row gradient
+    over_rounding: int = 0  # of those, whose update is within one rounding of the stored weight
+    over_cases: int = 0    # examples with at least one such entry
 
     def merge(self, other: "Band") -> None:
         self.entries += other.entries
         self.exact += other.exact
         self.zero_update += other.zero_update
+        self.over += other.over
+        self.over_exact += other.over_exact
+        self.over_rounding += other.over_rounding
+        self.over_cases += other.over_cases
         self.max_ratio = max(self.max_ratio, other.max_ratio)
         self.hist.update(other.hist)
 
@@ -69,7 +83,23 @@ class Band:
 
     def to_json(self) -> dict[str, Any]:
         return {"entries": self.entries, "exact": self.exact, "zero_update": self.zero_update,
-                "median": self.median(), "max": self.max_ratio if self.entries > self.zero_update else None}
+                "median": self.median(), "max": self.max_ratio if self.entries > self.zero_update else None,
+                "at_or_above_1": {"entries": self.over, "exact": self.over_exact,
+                                  "within_one_rounding": self.over_rounding, "examples": self.over_cases}}
+
+    def why_not_failing(self, name: str) -> Optional[str]:
+        """The report's sentence for a band with ratios at or above 1, None for a band without."""
+        if not self.over:
+            return None
+        wide = self.over - self.over_rounding
+        why = []
+        if self.over_rounding:
+            why.append(f"{self.over_rounding} because the update is within one rounding of the stored weight "
+                       f"(|update| <= u|w|: a correct store may keep the old value)")
+        if wide:
+            why.append(f"{wide} because the allowance exceeds the update (e.g. a run whose gradients nearly cancel)")
+        return (f"{name}: {self.over} entries in {self.over_cases} example(s), {self.over_exact} of them exact-value; "
+                + ", ".join(why))
 
 
 @dataclasses.dataclass
@@ -78,8 +108,10 @@ class Teeth:
         default_factory=lambda: {band_label(lo, hi): Band() for lo, hi in BANDS})
 
     def add(self, seg_len: torch.Tensor, bound: torch.Tensor, update: torch.Tensor,
-            exact: Optional[torch.Tensor] = None) -> None:
-        """One table's step: ``seg_len`` [U] per row; ``bound``, ``update`` (exact, fp64), ``exact`` [U, D]."""
+            exact: Optional[torch.Tensor] = None, weight: Optional[torch.Tensor] = None, unit: float = 0.0) -> None:
+        """One table's step of one example (a fresh Teeth per example; ``merge`` adds examples up): ``seg_len``
+        [U] per row; ``bound``, ``update`` (exact, fp64), ``exact``, ``weight`` (the exact new weight) [U, D];
+        ``unit`` the stored weights' unit roundoff."""
         sl = seg_len.to(torch.int64)[:, None].expand_as(bound).reshape(-1).contiguous()
         b = bound.to(torch.float64).reshape(-1)
         upd = update.to(torch.float64).abs().reshape(-1)
@@ -93,6 +125,11 @@ class Teeth:
         counts = torch.stack([torch.bincount(band[m], minlength=nb) for m in (keep, keep & ex, zero)])
         rated = keep & ~zero
         r, rb = b[rated] / upd[rated], band[rated]
+        over = torch.zeros_like(rated)
+        over[rated] = r >= 1
+        w = weight.to(torch.float64).abs().reshape(-1) if weight is not None else torch.zeros_like(upd)
+        within = over & (upd <= unit * w)
+        over_counts = torch.stack([torch.bincount(band[m], minlength=nb) for m in (over, over & ex, within)])
         top = torch.zeros(nb, dtype=torch.float64, device=r.device).scatter_reduce_(0, rb, r, "amax")
         bins = torch.floor(torch.log2(r) * BINS_PER_OCTAVE).clamp(min=_FLOOR_BIN, max=_TOP_BIN).to(torch.int64)
         keys, n = torch.unique(rb * _KEY_STRIDE + (bins - _FLOOR_BIN), return_counts=True)
@@ -103,6 +140,11 @@ class Teeth:
             bands[i].zero_update += n_zero
         for i, m in enumerate(top.tolist()):
             bands[i].max_ratio = max(bands[i].max_ratio, m)
+        for i, (n_over, n_exact, n_within) in enumerate(zip(*over_counts.tolist())):
+            bands[i].over_cases = 1 if bands[i].over or n_over else 0
+            bands[i].over += n_over
+            bands[i].over_exact += n_exact
+            bands[i].over_rounding += n_within
         for key, count in zip(keys.tolist(), n.tolist()):
             bands[key // _KEY_STRIDE].hist[key % _KEY_STRIDE + _FLOOR_BIN] += count
 
@@ -128,4 +170,9 @@ class Teeth:
             has = band.entries > band.zero_update
             out.append(f"    {name:<16}{band.entries:>10}{band.exact:>10}{band.zero_update:>10}"
                        f"{'-' if med is None else f'{med:.2e}':>11}{f'{band.max_ratio:.2e}' if has else '-':>11}")
+        why = [line for name, band in self.bands.items() if (line := band.why_not_failing(name))]
+        if why:
+            out.append("    ratio >= 1 is no failure (each entry's error was within its bound); it marks entries whose "
+                       "update the check could not tell from none:")
+            out += [f"      {line}" for line in why]
         return out

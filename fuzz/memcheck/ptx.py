@@ -16,15 +16,13 @@ import re
 from collections import deque
 from typing import Callable, Iterable, Optional
 
+from fuzz.errors import PTXError
+
 _LABEL = re.compile(r"^(\$?[A-Za-z_][\w$]*):")
 _LOC = re.compile(r"^\.loc\s+(\d+)\s+(\d+)\s+(\d+)")
 _FILE = re.compile(r'^\.file\s+(\d+)\s+"([^"]+)"')
 _PRED = re.compile(r"^@(!?)(%[\w]+)\s+")
 _REG = re.compile(r"%[A-Za-z_][\w]*")
-
-
-class PTXError(ValueError):
-    pass
 
 
 @dataclasses.dataclass

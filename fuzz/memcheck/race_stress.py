@@ -127,7 +127,7 @@ def run_stress(
 def barrier_gap(variant: Variant, fault: str = "no_barrier", rows: Optional[int] = None) -> tuple[bool, str]:
     """Whether the sm_90 PTX of this variant's own fused-kernel launch lacks a barrier before the
     countdown under ``fault`` (static check of exactly what the stress runs), and the report."""
-    from fuzz.compile.launches import recording
+    from fuzz.compile import recording
     from fuzz.memcheck.sync_check import check_launches, hands_off
 
     with recording(execute=False) as launches:
@@ -151,46 +151,3 @@ def catch(fault: str, seconds: float, trials_per_variant: int = 20,
         if out[-1].lost_runs:
             break
     return out
-
-
-# ----------------------------------------------------------------------------- self-test detector
-def _skip(fault: str) -> Optional[str]:
-    if INTERPRETED:
-        return ("needs a CUDA device: the interpreter runs programs one after another, so no partial sum is "
-                "ever lost there (the weak-memory mode models that race on CPU)")
-    return None
-
-
-def _run(fault: str, ctx):
-    from fuzz.selftest.detectors import CAUGHT, MISSED, Detection
-
-    from fuzz.selftest.detectors import MASKED
-
-    t0 = time.perf_counter()
-    variants = VARIANTS
-    if fault == "no_barrier":  # only where the compiled code really lacks the barrier
-        variants = [v for v in VARIANTS if barrier_gap(v)[0]]
-        if not variants:
-            return Detection("race stress", MASKED, "the static check finds a barrier before the countdown in the "
-                             "compiled kernel of every stress variant", time.perf_counter() - t0, 0)
-    results = catch(fault, seconds=min(ctx.budget.seconds, 120.0), variants=variants)
-    spent = time.perf_counter() - t0
-    trials = sum(r.trials for r in results)
-    runs = sum(r.runs for r in results)
-    hit = next((r for r in results if r.lost_runs), None)
-    if hit is None:
-        return Detection("race stress", MISSED, f"no lost sum in {runs} runs over {len(results)} variant(s)",
-                         spent, trials)
-    before = sum(r.seconds for r in results[:-1])
-    return Detection("race stress", CAUGHT, f"{hit.lost_runs} of {hit.rows} runs lost a sum in trial "
-                     f"{hit.trials_to_catch} ({hit.variant.label})", before + hit.seconds_to_catch, trials)
-
-
-def register_detectors() -> None:
-    from fuzz.selftest.detectors import Detector, register
-
-    for fault in ("no_fence", "no_barrier"):
-        register(fault, Detector("race stress", _run, _skip))
-
-
-register_detectors()

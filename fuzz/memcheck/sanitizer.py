@@ -45,7 +45,8 @@ from typing import Any, Iterator, Optional
 import numpy as np
 import torch
 
-ENV = "TBE_FUZZ_SANITIZE"
+from fuzz.errors import MemoryViolation
+from tbe.env import SANITIZE
 # packed buffer argument -> the argument holding each table's start in it
 PACKED = {"weights_ptr": "weights_offsets_ptr", "momentum_ptr": "hcs_ptr"}
 # an argument whose entries are table ids (one per work slot): loading entry k picks table ids[k]
@@ -73,14 +74,6 @@ class Finding:
 
 def _span(lo: int, hi: int) -> str:
     return f"{lo}" if lo == hi else f"{lo}..{hi}"
-
-
-class MemoryViolation(RuntimeError):
-    """Raised inside the interpreted kernel, before the access, with the ``Finding``."""
-
-    def __init__(self, finding: Finding) -> None:
-        super().__init__("sanitizer: " + str(finding))
-        self.finding = finding
 
 
 @dataclasses.dataclass
@@ -225,9 +218,9 @@ def enable(tables: bool = True) -> None:
     try:
         from triton.runtime import interpreter as ti
     except ImportError as e:  # pragma: no cover - triton without an interpreter
-        raise RuntimeError(f"{ENV}: the sanitizer needs Triton's interpreter ({e})") from e
+        raise RuntimeError(f"{SANITIZE.name}: the sanitizer needs Triton's interpreter ({e})") from e
     if os.environ.get("TRITON_INTERPRET") != "1":
-        raise RuntimeError(f"{ENV}=1 needs the Triton interpreter (TRITON_INTERPRET=1): compiled kernels are not "
+        raise RuntimeError(f"{SANITIZE.name}=1 needs the Triton interpreter (TRITON_INTERPRET=1): compiled kernels are not "
                            f"checked; on a GPU run the replay under compute-sanitizer instead")
     b, ge = ti.interpreter_builder, ti.GridExecutor
     orig = {name: getattr(b, name) for name in ("set_grid_idx", "create_masked_load", "create_masked_store",
@@ -292,14 +285,14 @@ def disable() -> None:
 
 def requested() -> Optional[str]:
     """The env var's mode: None (off), "memory" (address check only) or "all"."""
-    value = os.environ.get(ENV, "").strip().lower()
+    value = (SANITIZE.raw() or "").strip().lower()
     if value in ("", "0", "off", "no"):
         return None
     if value in ("1", "on", "all", "yes"):
         return "all"
     if value == "memory":
         return "memory"
-    raise ValueError(f"{ENV} must be 0, 1 or memory, got {os.environ.get(ENV)!r}")
+    raise ValueError(f"{SANITIZE.name} must be 0, 1 or memory, got {SANITIZE.raw()!r}")
 
 
 def enable_from_env() -> bool:

@@ -22,8 +22,8 @@ import itertools
 import time
 from typing import Any, Optional
 
-from fuzz.compile.cuda_target import SM90, Compiled, compile_launches, triton_version
-from fuzz.compile.launches import Launch, Probe, run_probe
+from fuzz.compile import SM90, Compiled, compile_launches, triton_version
+from fuzz.compile import Launch, Probe, run_probe
 from fuzz.memcheck.sync_analysis import KernelSync, analyse
 
 SYNC_KERNELS = ("tbe.backward_long._chunk_kernel",)
@@ -225,50 +225,6 @@ def discover(config, target: tuple = SM90, jobs: Optional[int] = None) -> dict[s
             raise RuntimeError(f"{comp.launch.kernel} did not compile: {comp.error}")
         out[comp.launch.kernel] = out.get(comp.launch.kernel, False) or analyse(comp.ptx).hands_off
     return out
-
-
-# ----------------------------------------------------------------------------- self-test detector
-def _skip(fault: str) -> Optional[str]:
-    try:
-        import triton.backends.nvidia  # noqa: F401
-    except ImportError:
-        return "this Triton has no NVIDIA backend to compile the PTX with"
-    return None
-
-
-def _run(fault: str, ctx) -> Any:
-    from fuzz.selftest.detectors import CAUGHT, MASKED, MISSED, SKIPPED, Detection
-    from tbe import KernelConfig
-
-    base = KernelConfig(fused_long_tier=True)
-    clean = check_config(base)
-    report = check_config(base.replace(faults=(fault,)))
-    seconds = clean.seconds + report.seconds
-    if report.errors or clean.errors:
-        return Detection("static sync check", SKIPPED, "; ".join((report.errors + clean.errors)[:2]), seconds)
-    if not clean.ok:
-        return Detection("static sync check", MISSED, "the clean config fails too, so a failure proves nothing: "
-                         + clean.problems[0][1], seconds)
-    if report.problems:
-        bad = {lc.key() for lc, _ in report.problems}
-        return Detection("static sync check", CAUGHT, f"{len(bad)} of {len(report.checked)} sm_90 specializations "
-                         f"(triton {report.triton}): {report.problems[0][1]}", seconds, len(report.checked))
-    own = report.compiler_barriers()
-    why = (f"a bar.sync carrying the countdown's own source line, i.e. emitted by the compiler with the atomic, "
-           f"e.g. {own[0]}; " if own else "")
-    return Detection("static sync check", MASKED, f"the compiled code keeps the synchronisation in all "
-                     f"{len(report.checked)} sm_90 specializations (triton {report.triton}): {why}relied on: "
-                     + "; ".join(report.evidence()[:3]), seconds, len(report.checked))
-
-
-def register_detectors() -> None:
-    from fuzz.selftest.detectors import Detector, register
-
-    for fault in ("no_fence", "no_barrier"):
-        register(fault, Detector("static sync check", _run, _skip))
-
-
-register_detectors()
 
 
 def main(argv=None) -> int:

@@ -43,8 +43,7 @@ from typing import Iterator, Optional
 import numpy as np
 
 from fuzz.memcheck import sanitizer
-
-ENV, SEED_ENV, DELAY_ENV = "TBE_WEAK_MEMORY", "TBE_WEAK_MEMORY_SEED", "TBE_WEAK_MEMORY_DELAY"
+from tbe import env
 
 
 @dataclasses.dataclass
@@ -328,13 +327,6 @@ def weak_memory(seed: int = 0, max_delay: int = 4, stores: bool = True) -> Itera
 
 def enable_from_env() -> Optional[WeakMemory]:
     """``TBE_WEAK_MEMORY=1`` switches the mode on (seed and delay from their variables)."""
-    if os.environ.get(ENV, "0") in ("", "0"):
+    if not env.WEAK_MEMORY.flag():
         return None
-    if os.environ[ENV] != "1":
-        raise ValueError(f"{ENV} must be 0 or 1, got {os.environ[ENV]!r}")
-    try:
-        seed, delay = int(os.environ.get(SEED_ENV, "0")), int(os.environ.get(DELAY_ENV, "4"))
-    except ValueError:
-        raise ValueError(f"{SEED_ENV} and {DELAY_ENV} must be integers, got {os.environ.get(SEED_ENV)!r}, "
-                         f"{os.environ.get(DELAY_ENV)!r}") from None
-    return enable(seed, delay)
+    return enable(env.WEAK_MEMORY_SEED.integer(), env.WEAK_MEMORY_DELAY.integer())

@@ -29,7 +29,7 @@ def _imported_here() -> bool:
 
 def campaign(budget_name: str, seconds: float, seed: int, max_examples: int = 0) -> int:
     from fuzz.budgets import get
-    from fuzz.campaign.search import run_campaign
+    from fuzz.campaign import run_campaign
     from tbe import KernelConfig
 
     budget = get(budget_name).with_overrides(seconds=seconds, max_examples=max_examples or None)

@@ -29,7 +29,7 @@ import torch  # noqa: E402
 from strategies.cases import AnyCase, BadIdCase, base_spec, tensors  # noqa: E402
 from strategies.bad_inputs import ID_KINDS, BadBatchSpec, BadId  # noqa: E402
 from strategies.case import CaseSpec, HotRow  # noqa: E402
-from strategies.run import build_module  # noqa: E402
+from fuzz.sut import build_module  # noqa: E402
 from tbe import KernelConfig  # noqa: E402
 
 SMALL = KernelConfig(long_run_threshold=8, chunk_size=4)
@@ -129,7 +129,7 @@ def _h(t: torch.Tensor) -> str:
 def fingerprint(case: AnyCase, config: KernelConfig) -> list[Any]:
     """Every observable result of the case, step by step (a raised error is a result too)."""
     spec = base_spec(case)
-    t = tensors(case, config)
+    t = tensors(case)
     module = build_module(spec, config)
     out: list[Any] = []
     for grad in t.grad_outputs or [None]:

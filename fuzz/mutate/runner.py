@@ -38,6 +38,7 @@ from fuzz.mutate import kernel_graph
 
 from fuzz.mutate import operators as mutants
 from fuzz.mutate.operators import Site
+from tbe.env import ALLOW_FAULTS
 
 COPIED = ("tbe", "fuzz", "oracles", "strategies", "tests", "pyproject.toml")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis", ".pytest_cache", "fuzz-artifacts")
@@ -160,7 +161,7 @@ def child_env(copy: Path, gpu: Optional[str]) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(copy)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
-    env.pop("TBE_FUZZ_ALLOW_FAULTS", None)
+    env.pop(ALLOW_FAULTS.name, None)
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpu
     return env

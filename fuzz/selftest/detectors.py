@@ -14,20 +14,22 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from fuzz.budgets import Budget
-from fuzz.campaign.search import CampaignResult, run_campaign
+from fuzz.campaign import CampaignResult, run_campaign
 from strategies.cases import case_size
 from fuzz.profiles import MAX_LOOKUPS
+from fuzz.status import DetectionStatus
 from strategies.tour import ALL, TourShare
 from tbe import KernelConfig
 from tbe.backend import INTERPRETED
 
-CAUGHT, MISSED, MASKED, SKIPPED = "caught", "missed", "masked", "skipped"
+CAUGHT, MISSED, MASKED, SKIPPED = (DetectionStatus.CAUGHT, DetectionStatus.MISSED, DetectionStatus.MASKED,
+                                   DetectionStatus.SKIPPED)
 
 
 @dataclasses.dataclass
 class Detection:
     detector: str
-    status: str                       # CAUGHT, MISSED, MASKED or SKIPPED
+    status: DetectionStatus
     detail: str = ""                  # why skipped, the masking evidence, or what was seen
     seconds: Optional[float] = None   # to the first failure (caught) or spent (missed)
     examples: Optional[int] = None    # examples or trials to the first failure, or run

@@ -11,8 +11,8 @@ from __future__ import annotations
 import time
 
 from fuzz.execution.supervisor import Supervisor, timeout_for
-from fuzz.judge.check import HANG
 from fuzz.selftest.detectors import CAUGHT, MISSED, Context, Detection, Detector, register
+from fuzz.status import FailureKind
 from strategies.case import CaseSpec, HotRow
 from tbe import KernelConfig, faults
 
@@ -30,7 +30,7 @@ def _run(fault: str, ctx: Context) -> Detection:
     finally:
         sup.close()
     limit = f"timeout {timeout_for(CASE):.0f}s"
-    if hung.kind != HANG:
+    if hung.kind != FailureKind.HANG:
         return Detection("supervised hang", MISSED, f"ended as {hung.kind}, not hang ({limit})", seconds, 1)
     if not clean.ok:
         return Detection("supervised hang", MISSED, f"the case fails without the fault too ({clean.kind}): the "

@@ -17,7 +17,7 @@ import time
 from typing import Optional
 
 from fuzz.selftest.detectors import CAUGHT, MISSED, Context, Detection, Detector, register
-from fuzz.judge.differential import check_case, failures
+from fuzz.judge import check_case, failures
 from strategies.case import CaseSpec, HotRow
 from tbe import KernelConfig
 from tbe.backend import INTERPRETED

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from typing import Optional
 
-from fuzz.campaign.search import run_campaign
+from fuzz.campaign import run_campaign
 from fuzz.selftest.detectors import CAUGHT, MISSED, Context, Detection, Detector, campaign_detection, register
 from strategies.space import bad_id_cases
 from fuzz.execution.supervisor import Supervisor
+from fuzz.status import FailureKind
 from tbe import KernelConfig
 from tbe.backend import INTERPRETED
 
@@ -32,7 +33,7 @@ def _campaign(fault: str, ctx: Context, name: str, sanitize: bool) -> Detection:
     det = campaign_detection(name, res)
     if det.status == CAUGHT:
         det.detail = f"{res.failure.kind}: " + (res.failure.error or res.failure.text()).splitlines()[0]
-        if sanitize and res.failure.kind != "sanitizer":
+        if sanitize and res.failure.kind != FailureKind.SANITIZER:
             return Detection(name, MISSED, f"the campaign failed by a {res.failure.kind}; the sanitizer named no "
                                            f"access", res.seconds, res.examples, campaign=res)
     return det

@@ -20,12 +20,11 @@ from fuzz.selftest import hangs, int32_check  # noqa: F401  (register their dete
 from fuzz.selftest import large_runs
 from fuzz.selftest import oob as oob_detectors
 from fuzz.selftest.detectors import CAUGHT, MASKED, MISSED, SKIPPED, Context, Detection, detectors_for
+from fuzz.status import DetectionStatus
 from strategies.tour import ALL, TourShare
 from tbe import faults
 
 # modules that register detectors of their own
-import fuzz.memcheck.race_stress  # noqa: E402,F401
-import fuzz.memcheck.sync_check  # noqa: E402,F401
 import fuzz.selftest.race_detectors  # noqa: E402,F401
 
 
@@ -37,7 +36,7 @@ class FaultResult:
     named: bool = False  # asked for with --fault
 
     @property
-    def status(self) -> str:
+    def status(self) -> DetectionStatus:
         statuses = {d.status for d in self.detections}
         for s in (CAUGHT, MASKED, MISSED):  # a proof of masking explains a dynamic miss
             if s in statuses:

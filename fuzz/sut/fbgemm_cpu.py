@@ -21,7 +21,8 @@ from typing import Iterator, Optional
 
 import torch
 
-from fuzz.sut.protocol import SUT, Capabilities, FatalBoundsCheck, TBEParams
+from fuzz.errors import FatalBoundsCheck
+from fuzz.sut.protocol import SUT, Capabilities, TBEParams
 from oracles import fbgemm_cpu
 from tbe.modes import BoundsCheckMode, Optimizer, Pooling
 

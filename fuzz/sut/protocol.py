@@ -31,6 +31,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import torch
 
+from fuzz.errors import FatalBoundsCheck, SUTError  # noqa: F401  (FatalBoundsCheck: raised by SUTs, named here by the protocol)
 from strategies.bad_inputs import ID_KINDS, OFFSET_KINDS
 from tbe.modes import BoundsCheckMode, Optimizer, Pooling
 
@@ -44,19 +45,6 @@ BUILTIN = {
 }
 ALL_DTYPES = ("fp32", "fp16", "bf16")
 ALL_BOUNDS = ("fatal", "warning", "ignore", "none")
-
-
-class FatalBoundsCheck(Exception):
-    """Raised by an instance's forward when FATAL bounds checking rejects the batch; ``kind``
-    ("offsets" or "id") and ``position`` name the first offender where the SUT says which."""
-
-    def __init__(self, message: str, kind: Optional[str] = None, position: Optional[int] = None) -> None:
-        super().__init__(message)
-        self.kind, self.position = kind, position
-
-
-class SUTError(ValueError):
-    """A SUT that cannot be resolved or used here; the message names it and says why."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,6 +67,8 @@ class Capabilities:
     devices: tuple[str, ...] = ("cpu",)
     kernel_config: bool = False                 # params.config (a KernelConfig) tunes it
     planted_faults: bool = False                # KernelConfig.faults plants its known bugs
+    project_kernels: bool = False               # it runs this project's kernels (tbe): the gate's static, oracle
+                                                # and performance levels and the FBGEMM sample beside it apply
 
     def __post_init__(self) -> None:
         for field, allowed in (("weights_dtypes", ALL_DTYPES), ("output_dtypes", ALL_DTYPES),

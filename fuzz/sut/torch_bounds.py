@@ -15,11 +15,8 @@ from typing import Sequence
 
 import torch
 
+from fuzz.errors import TorchBoundsError
 from tbe.modes import BoundsCheckMode
-
-
-class TorchBoundsError(ValueError):
-    """FATAL rejected the batch; the message names the first offset entry or id position."""
 
 
 def check_bounds(

@@ -17,8 +17,9 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
-from fuzz.sut.protocol import SUT, Capabilities, FatalBoundsCheck, TBEParams
-from fuzz.sut.torch_bounds import TorchBoundsError, check_bounds
+from fuzz.errors import FatalBoundsCheck, TorchBoundsError
+from fuzz.sut.protocol import SUT, Capabilities, TBEParams
+from fuzz.sut.torch_bounds import check_bounds
 from tbe.modes import BoundsCheckMode, Optimizer, Pooling
 
 

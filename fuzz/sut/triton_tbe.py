@@ -9,7 +9,8 @@ from typing import Optional
 
 import torch
 
-from fuzz.sut.protocol import SUT, Capabilities, FatalBoundsCheck, TBEParams
+from fuzz.errors import FatalBoundsCheck
+from fuzz.sut.protocol import SUT, Capabilities, TBEParams
 from tbe import KernelConfig, TritonTBE
 from tbe.backend import INTERPRETED
 from tbe.bounds_check import BoundsCheckError
@@ -62,6 +63,7 @@ class TritonInstance:
 
 
 def factory() -> SUT:
-    caps = Capabilities(devices=("cpu",) if INTERPRETED else ("cuda",), kernel_config=True, planted_faults=True)
+    caps = Capabilities(devices=("cpu",) if INTERPRETED else ("cuda",), kernel_config=True, planted_faults=True,
+                        project_kernels=True)
     return SUT("triton", caps, TritonInstance,
                description="this project's Triton TBE (" + ("Triton interpreter" if INTERPRETED else "compiled") + ")")

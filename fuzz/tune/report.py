@@ -15,12 +15,13 @@ def to_json(res: TuneResult) -> dict[str, Any]:
         "winner_trial": None if res.winner is None else res.winner.number,
         "baseline": res.baseline.to_dict(), "aa_value": res.aa_value, "notes": res.notes,
         "seconds": round(res.seconds, 1), "search_seconds": round(res.search_seconds, 1),
+        "study": res.study_name, "storage": res.options.storage,
         "options": {"shapes": [s.name for s in res.options.shapes], "time": res.options.seconds,
                     "gamma": res.options.gamma, "rounds": res.options.rounds, "seed": res.options.seed,
                     "fields": res.options.fields, "verify_top": res.options.verify_top,
                     "worst_floor": res.options.worst_floor},
         "trials": [{"number": t.number, "origin": t.origin, "value": t.value, "worst": t.worst, "state": t.state,
-                    "seconds": round(t.seconds, 1), "error": t.error,
+                    "seconds": round(t.seconds, 1), "error": t.error, "worker": t.worker,
                     "diff": {k: list(v) for k, v in res.baseline.diff(t.config).items()}} for t in res.trials],
         "verified": [{"trial": t.number, "search_value": t.value, "verdict": g.verdict, "reasons": g.reasons}
                      for t, g in res.verified],
@@ -48,6 +49,10 @@ def text(res: TuneResult) -> str:
     head = (f"tbe-fuzz tune: {'ACCEPTED trial ' + str(res.winner.number) if res.winner else 'KEEP the baseline'}"
             f"  ({len(res.trials)} trials in {res.search_seconds:.0f}s of search, {res.seconds:.0f}s in all)")
     lines = [head]
+    peers = sum(t.worker is not None for t in res.trials)
+    if res.study_name is not None:
+        lines.append(f"  shared study {res.study_name}: {len(res.trials) - peers} trials here, {peers} from other "
+                     "processes")
     if res.aa_value is not None:
         lines.append(f"  baseline against itself (the tuner's A/A): {res.aa_value:.3f}x")
     for t in res.ranked[:5]:
@@ -67,7 +72,8 @@ def markdown(res: TuneResult) -> str:
         diff = ", ".join(f"{k}={b}" for k, (_, b) in sorted(res.baseline.diff(t.config).items())) or "(baseline)"
         value = "-" if t.value is None else f"{t.value:.3f}x"
         worst = "-" if t.worst is None else f"{t.worst:.3f}x"
-        lines.append(f"| {t.number} | {t.origin} | {value} | {worst} | {t.error or t.state} | {t.seconds:.0f} "
+        origin = t.origin if t.worker is None else f"{t.origin} ({t.worker})"
+        lines.append(f"| {t.number} | {origin} | {value} | {worst} | {t.error or t.state} | {t.seconds:.0f} "
                      f"| {diff} |")
     for trial, gate in res.verified:
         lines += ["", f"Trial {trial.number} through the gate: **{gate.verdict}** - " + "; ".join(gate.reasons),

@@ -20,20 +20,33 @@ verifying the best trials with the full cascade (``fuzz.gate.cascade``), best fi
 accepted; its (d) level times the search shapes plus the segment-length bands, so a config
 tuned on realistic shapes cannot slow a band down unseen. Tune writes every trial, the
 winning config (if one passed) and the gate report of every verified candidate.
+
+``--storage`` (``fuzz.tune.storage``) keeps the study in Redis, an RDB or a journal file, so
+processes on several GPUs and hosts run trials of one study side by side: the first process
+enqueues the baseline and the hints, every process samples around the study's best trial with
+a sampler seeded by ``--seed``, its host and its process id (so no two propose alike), a config
+any process already timed is not timed again, and each process ranks and verifies over the
+whole study. A trial's speedup is measured against the baseline on the process's own GPU, so
+values from different GPUs of one kind compare.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import os
+import random
+import socket
 import time
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from fuzz.gate.cascade import ACCEPT, CascadeOptions, CascadeResult, run_cascade
+from fuzz.gate.cascade import CascadeOptions, CascadeResult, run_cascade
 from fuzz.gate.perf import DEFAULT_GAMMA
+from fuzz.status import Decision
 from fuzz.gate.shapes import PRESETS, PerfShape
 from fuzz.tune.space import active_groups, group_of, hint_configs, params_of, searched_fields, suggest
+from fuzz.tune.storage import open_storage, open_study, study_name
 from tbe import KernelConfig
 
 OPTUNA_PIN = "optuna==5.0.0"
@@ -62,6 +75,7 @@ class TuneOptions:
     worst_floor: float = 0.9          # a trial whose slowest shape ran below this in the search is not verified
     gate_seeds: Sequence[int] = (0, 1, 2)
     out: Optional[Path] = None
+    storage: Optional[str] = None     # where the study lives (fuzz.tune.storage); None: this process only
 
 
 @dataclasses.dataclass
@@ -74,6 +88,7 @@ class Trial:
     seconds: float
     error: Optional[str] = None
     worst: Optional[float] = None  # slowest shape and phase in the search (speedup), where measured
+    worker: Optional[str] = None   # "host:pid" of the process that ran it, when another process did (--storage)
 
 
 @dataclasses.dataclass
@@ -86,6 +101,7 @@ class TuneResult:
     notes: list[str] = dataclasses.field(default_factory=list)
     search_seconds: float = 0.0
     seconds: float = 0.0
+    study_name: Optional[str] = None  # the shared study's name (--storage)
 
     @property
     def ranked(self) -> list[Trial]:
@@ -111,7 +127,7 @@ def gpu_measure(baseline: KernelConfig, opts: TuneOptions) -> Measure:
     """A trial's measurement on the GPU: every shape, both phases, against cached baseline modules."""
     import torch
 
-    from fuzz.gate.timing import BaselineCache, time_shape
+    from fuzz.gate import BaselineCache, time_shape
     from fuzz.tune.warm import TrialWarmer
 
     cache = BaselineCache(baseline, torch.device("cuda"))
@@ -136,9 +152,35 @@ def gpu_measure(baseline: KernelConfig, opts: TuneOptions) -> Measure:
     return measure
 
 
+def worker_id() -> str:
+    """``host:pid`` of this process (read at each call: a forked child is another worker)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+ATTR = "tbe_fuzz"  # a finished trial's record in the study's user attributes: what other processes read
+
+
+def _record_attrs(record: Trial) -> dict:
+    return {"config": record.config.to_json(), "origin": record.origin, "state": record.state,
+            "seconds": record.seconds, "error": record.error, "worst": record.worst, "worker": worker_id()}
+
+
+def _trial_of(frozen) -> Optional[Trial]:
+    """A finished trial of another process, from its record; None while it runs."""
+    a = frozen.user_attrs.get(ATTR)
+    if a is None:
+        return None
+    value = frozen.value if frozen.state.name == "COMPLETE" else None
+    return Trial(frozen.number, a["origin"], KernelConfig.from_json(a["config"]), value, a["state"], a["seconds"],
+                 a["error"], a["worst"], worker=a["worker"])
+
+
 def search(baseline: KernelConfig, opts: TuneOptions, measure: Measure, deadline: float,
            progress: Optional[Callable[[str], None]] = None) -> list[Trial]:
-    """Run the Optuna study until ``deadline`` (time.monotonic()) or the trial cap."""
+    """Run the Optuna study until ``deadline`` (time.monotonic()) or the trial cap (this process's trials).
+
+    Returns every finished trial of the study by number: this process's, and with ``opts.storage``
+    also those other processes finished (``Trial.worker`` set)."""
     import warnings
 
     import optuna
@@ -147,27 +189,42 @@ def search(baseline: KernelConfig, opts: TuneOptions, measure: Measure, deadline
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     fields = searched_fields(opts.shapes, opts.fields)
     groups = active_groups(fields)
-    tpe = optuna.samplers.TPESampler(seed=opts.seed)
-    study = optuna.create_study(direction="maximize", sampler=tpe,
-                                pruner=optuna.pruners.MedianPruner(n_startup_trials=4, n_warmup_steps=2))
-    hints = hint_configs(baseline, fields)
-    for cfg in [baseline] + hints:
-        study.enqueue_trial(params_of(cfg, baseline, opts.shapes, fields))
-    origins = ["baseline"] + ["hint"] * len(hints)
+    storage = None if opts.storage is None else open_storage(opts.storage)
+    seed = opts.seed if storage is None else random.Random(f"{opts.seed}:{worker_id()}").randrange(2**31)
+    tpe = optuna.samplers.TPESampler(seed=seed)
+    name = study_name(baseline, opts.shapes, fields)
+    study, created = open_study(storage, name, tpe,
+                                optuna.pruners.MedianPruner(n_startup_trials=4, n_warmup_steps=2))
+    if progress is not None and storage is not None:
+        progress(f"  study {name} at {opts.storage}: {'created' if created else 'joined'}, "
+                 f"{len(study.trials)} trials so far")
+    if created:
+        hints = hint_configs(baseline, fields)
+        for origin, cfg in [("baseline", baseline)] + [("hint", h) for h in hints]:
+            study.enqueue_trial(params_of(cfg, baseline, opts.shapes, fields), user_attrs={"origin": origin})
+    base_params = params_of(baseline, baseline, opts.shapes, fields)
     trials: list[Trial] = []
-    seen: dict[str, tuple[float, Optional[float]]] = {}
-    state = {"origin": "baseline", "repeats": 0}
+    state = {"origin": "search", "repeats": 0}
+
+    def timed(key: str) -> Optional[tuple[float, Optional[float]]]:
+        """Value and slowest shape of a config some process already timed."""
+        for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
+            a = t.user_attrs.get(ATTR)
+            if a is not None and a["config"] == key and a["origin"] != "repeat":
+                return t.value, a["worst"]
+        return None
 
     def objective(trial) -> float:
         t0 = time.perf_counter()
         cfg = suggest(trial, baseline, opts.shapes, fields)
-        record = Trial(trial.number, state["origin"], cfg, None, "running", 0.0)
+        record = Trial(trial.number, trial.user_attrs.get("origin", state["origin"]), cfg, None, "running", 0.0)
         trials.append(record)
-        key = cfg.to_json()
-        if key in seen:  # the block-wise sampler proposed a config already timed: reuse its value
+        known = timed(cfg.to_json())
+        if known is not None:  # the block-wise sampler proposed a config already timed: reuse its value
             record.origin, record.state = "repeat", "repeat"
-            record.value, record.worst = seen[key]
+            record.value, record.worst = known
             state["repeats"] += 1
+            trial.set_user_attr(ATTR, _record_attrs(record))
             return record.value
         state["repeats"] = 0
 
@@ -189,10 +246,11 @@ def search(baseline: KernelConfig, opts: TuneOptions, measure: Measure, deadline
         if value != value:  # NaN: stopped early
             if progress is not None:
                 progress(f"  trial {trial.number} ({record.origin}) {record.state} after {record.seconds:.0f}s")
+            trial.set_user_attr(ATTR, _record_attrs(record))
             raise optuna.TrialPruned()
         record.value, record.state = value, "complete" if record.error is None else "error"
         record.worst = getattr(measure, "last_worst", None)
-        seen[key] = (value, record.worst)
+        trial.set_user_attr(ATTR, _record_attrs(record))
         if progress is not None:
             diff = baseline.diff(cfg)
             progress(f"  trial {trial.number} ({record.origin}) {value:.3f}x in {record.seconds:.0f}s "
@@ -201,19 +259,25 @@ def search(baseline: KernelConfig, opts: TuneOptions, measure: Measure, deadline
 
     k = 0
     while time.monotonic() < deadline and (opts.trials is None or len(trials) < opts.trials):
-        n = len(trials)  # study.trials also lists the enqueued ones still waiting
-        if n < len(origins):
-            state["origin"] = origins[n]
-        else:  # free one group, keep the others at the best trial's values
+        if not study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):
+            # free one group, keep the others at the best trial's values (the baseline's before any finished)
             group = groups[k % len(groups)]
             k += 1
-            fixed = {p: v for p, v in study.best_trial.params.items() if group_of(p) != group}
+            try:
+                best = study.best_trial.params
+            except ValueError:
+                best = base_params
+            fixed = {p: v for p, v in best.items() if group_of(p) != group}
             study.sampler = optuna.samplers.PartialFixedSampler(fixed, tpe)
             state["origin"] = f"search: {group}"
         if state["repeats"] >= 8 * len(groups):
             break  # every group keeps proposing timed configs: the space is exhausted
         study.optimize(objective, n_trials=1)
-    return trials
+    if storage is None:
+        return trials
+    mine = {t.number for t in trials}
+    peers = [p for p in map(_trial_of, study.get_trials(deepcopy=False)) if p is not None and p.number not in mine]
+    return sorted(trials + peers, key=lambda t: t.number)
 
 
 def verify_reserve(opts: TuneOptions) -> float:
@@ -249,6 +313,8 @@ def run_tune(baseline: KernelConfig, opts: TuneOptions, measure: Optional[Measur
     res = TuneResult(baseline, opts)
     measure = measure or gpu_measure(baseline, opts)
     res.trials = search(baseline, opts, measure, t0 + search_seconds(opts), progress)
+    if opts.storage is not None:
+        res.study_name = study_name(baseline, opts.shapes, searched_fields(opts.shapes, opts.fields))
     res.search_seconds = time.monotonic() - t0
     cache = getattr(measure, "cache", None)
     if cache is not None:
@@ -264,7 +330,7 @@ def run_tune(baseline: KernelConfig, opts: TuneOptions, measure: Optional[Measur
             progress(f"verifying trial {trial.number} ({trial.value:.3f}x in the search) with the full cascade")
         gate = verify(trial.config, end)
         res.verified.append((trial, gate))
-        if gate.verdict == ACCEPT:
+        if gate.verdict == Decision.ACCEPT:
             res.winner = trial
             break
     if not res.ranked or res.ranked[0].value <= 1.0:

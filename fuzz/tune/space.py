@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Optional, Sequence
 
-from fuzz.gate.shapes import PerfShape
+from fuzz.gate import PerfShape
 from tbe import KernelConfig
 from tbe.buckets import block_for_dim
 

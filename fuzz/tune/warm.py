@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from typing import Any, Optional, Sequence
 
-from fuzz.gate.shapes import PerfShape
+from fuzz.gate import PerfShape
 from strategies.case import CaseSpec, HotRow
 from tbe import KernelConfig
 
@@ -35,7 +35,7 @@ class TrialWarmer:
         import concurrent.futures as cf
         import multiprocessing as mp
 
-        from fuzz.compile.warmup import default_processes
+        from fuzz.compile import default_processes
 
         self.shapes = list(shapes)
         n = min(len(tiny_specs(shapes, KernelConfig())), processes or default_processes())

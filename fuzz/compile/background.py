@@ -1,0 +1,276 @@
+"""Background warm-up: a campaign checks its first case at once while the kernels build beside it.
+
+The warm-up's groups (``fuzz.compile.warmup``) build in parallel processes, the opening tour's
+groups first. The rule for a drawn case whose kernels are not built yet:
+
+* a case is *ready* when every warm-up group holding its kernels has finished: the group of its
+  (config, weights, output and index dtypes, weighting); for a single-table case that may take
+  the small-table path, also that config's small-table groups; for an opening-tour case, its
+  tour group. A case no group covers is ready (nothing is being built for it).
+* the random search **defers** a case that is not ready: the property rejects it, Hypothesis draws
+  again, and the rejection is counted (``deferred``); a short pause keeps the rejections from
+  spending Hypothesis' budget of calls while nothing new is built.
+* the opening tour runs in order and waits for each case's group; those groups build first.
+
+Once every group is built, every case is ready, nothing is rejected, and the draws are the
+strategies' own: the same seed then draws the same cases as a campaign without a warm-up.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import dataclasses
+import os
+import threading
+import time
+from typing import Any, Callable, Optional, Sequence
+
+from strategies.cases import base_spec
+from tbe.config import KernelConfig
+
+from fuzz.compile.warmup import WarmCase, WarmupResult, default_processes, tour_groups, warm_groups
+
+PAUSE_S = 0.005  # after a deferral, while groups are still building
+
+
+def _matrix_key(config: KernelConfig, spec: Any) -> tuple:
+    return ("matrix", config.to_json(), spec.weights_dtype, spec.output_dtype, spec.index_dtype, bool(spec.weighted))
+
+
+def _may_take_small_table(config: KernelConfig, spec: Any) -> bool:
+    """Conservative: true wherever ``tbe.forward_small_table.eligible`` can hold for some bag lengths."""
+    if not config.small_table_path or len(spec.tables) != 1 or spec.weighted:
+        return False
+    rows, dim = spec.tables[0]
+    return (spec.weights_dtype == "fp16" and spec.output_dtype == "fp32" and rows <= config.small_table_max_rows
+            and config.small_table_min_dim <= dim <= config.small_table_max_dim)
+
+
+def group_keys(group: Sequence[WarmCase], tour: bool) -> list[tuple]:
+    """The readiness keys a finished group makes true."""
+    if tour:
+        return [("tour", repr((c.spec, c.config))) for c in group]
+    first = group[0]
+    if not first.backward:  # the small-table groups are forward-only (fuzz.compile.warmup.small_table_cases)
+        return [("small", first.config.to_json())]
+    return [_matrix_key(first.config, base_spec(first.spec))]
+
+
+class Readiness:
+    """Which warm-up groups have finished; thread-safe. ``planned`` holds every key of a group still to build,
+    with a count (the small-table key belongs to several groups)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Condition()
+        self._pending: dict[tuple, int] = {}
+        self._tour: set[tuple] = set()  # keys of the opening tour's cases: such a case needs its tour group only
+        self.finished = True
+        self.built = True  # False when the warm-up was stopped before every group finished
+        self.deferred = 0
+        self.examples = 0
+        self.examples_before_built: Optional[int] = None
+        self.seconds_to_built: Optional[float] = None
+        self.first_example_s: Optional[float] = None  # from the warm-up's start to the first case sent to run
+        self._t0 = time.perf_counter()
+
+    def plan(self, keys: Sequence[tuple]) -> None:
+        with self._lock:
+            for k in keys:
+                self._pending[k] = self._pending.get(k, 0) + 1
+                if k[0] == "tour":
+                    self._tour.add(k)
+            self.finished = not self._pending
+
+    def done(self, keys: Sequence[tuple]) -> None:
+        with self._lock:
+            for k in keys:
+                left = self._pending.get(k, 0) - 1
+                if left > 0:
+                    self._pending[k] = left
+                else:
+                    self._pending.pop(k, None)
+            self._lock.notify_all()
+
+    def all_done(self, built: bool = True) -> None:
+        """Every group finished (``built``), or the warm-up stopped: either way nothing is deferred any more."""
+        with self._lock:
+            self._pending.clear()
+            if not self.finished:
+                self.finished = True
+                self.built = built
+                if built:
+                    self.examples_before_built = self.examples
+                    self.seconds_to_built = time.perf_counter() - self._t0
+            self._lock.notify_all()
+
+    def _needs(self, case: Any, config: KernelConfig) -> list[tuple]:
+        tour = ("tour", repr((case, config)))
+        if tour in self._tour:
+            return [tour]
+        spec = base_spec(case)
+        keys = [_matrix_key(config, spec)]
+        if _may_take_small_table(config, spec):
+            keys.append(("small", config.to_json()))
+        return keys
+
+    def ready(self, case: Any, config: KernelConfig) -> bool:
+        if self.finished:
+            return True
+        with self._lock:
+            return not any(k in self._pending for k in self._needs(case, config))
+
+    def defer(self) -> None:
+        """A case that is not ready was rejected; pause so that rejections don't outrun the builders."""
+        self.deferred += 1
+        time.sleep(PAUSE_S)
+
+    def wait(self, case: Any, config: KernelConfig, timeout: float) -> bool:
+        """Block until ``case`` is ready (the tour's cases), at most ``timeout`` seconds."""
+        end = time.perf_counter() + timeout
+        with self._lock:
+            while not self.finished and any(k in self._pending for k in self._needs(case, config)):
+                left = end - time.perf_counter()
+                if left <= 0:
+                    return False
+                self._lock.wait(min(left, 1.0))
+        return True
+
+    def checked(self) -> None:
+        if self.first_example_s is None:
+            self.first_example_s = time.perf_counter() - self._t0
+        self.examples += 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"deferred_draws": self.deferred, "examples_before_built": self.examples_before_built,
+                "seconds_to_built": None if self.seconds_to_built is None else round(self.seconds_to_built, 1),
+                "first_example_seconds": None if self.first_example_s is None else round(self.first_example_s, 1),
+                "built": self.built}
+
+
+@dataclasses.dataclass
+class BackgroundWarmup:
+    """A warm-up running beside a campaign: ``readiness`` for the campaign, ``result`` once ``join`` or ``stop``
+    returns."""
+
+    readiness: Readiness
+    result: WarmupResult
+    thread: Optional[threading.Thread] = None
+    futures: list = dataclasses.field(default_factory=list)
+    cancelled: int = 0
+    stopping: bool = False
+    pool: Any = None
+
+    def join(self, timeout: Optional[float] = None) -> WarmupResult:
+        if self.thread is not None:
+            self.thread.join(timeout)
+        return self.result
+
+    def stop(self) -> WarmupResult:
+        """The campaign ended: drop the groups not started (their units get no stamp), let running ones finish."""
+        self.stopping = True
+        self.cancelled = sum(f.cancel() for f in list(self.futures))
+        if self.pool is not None and self.cancelled:
+            _terminate(self.pool)  # groups in flight too: Triton writes each cache file whole, so none is torn
+        self.join()
+        self.result.not_built = self.cancelled + sum(1 for f in self.futures if not f.cancelled()
+                                                     and f.done() and f.exception() is not None)
+        return self.result
+
+
+def start(configs: Sequence[KernelConfig], tours: Sequence[KernelConfig], processes: Optional[int] = None,
+          progress: Optional[Callable[[str], None]] = None, runner: Optional[Callable[[list], dict]] = None,
+          executor: Optional[Callable[[int], cf.Executor]] = None, interpreted: Optional[bool] = None,
+          force: bool = False) -> BackgroundWarmup:
+    """Start building ``configs``' groups and ``tours``' opening-tour groups in the background; returns at once.
+    ``runner`` (a group's builder), ``executor`` (a pool factory) and ``interpreted`` exist for tests."""
+    from fuzz.compile import stamp as warm_stamp
+    from fuzz.compile.warmup import _run_group
+
+    readiness = Readiness()
+    if interpreted is None:
+        from tbe.backend import INTERPRETED as interpreted  # noqa: N811
+    if interpreted:
+        return BackgroundWarmup(readiness, WarmupResult(skipped="kernels run in Triton's interpreter: nothing to compile"))
+    units = [("tour", c) for c in dict.fromkeys(tours)] + [("matrix", c) for c in dict.fromkeys(configs)]
+    if runner is None:
+        env = warm_stamp.environment()
+        keys = {u: warm_stamp.stamp_key([u[1]], tag=u[0], env=env) for u in units}
+        stamps = {u: None if force else warm_stamp.find(keys[u]) for u in units}
+    else:
+        keys, stamps = {}, {u: None for u in units}
+    todo = [u for u in units if stamps[u] is None]
+    tour_part = [(u, g) for u in todo if u[0] == "tour" for g in tour_groups(u[1])]
+    matrix_part = [(u, g) for u in todo if u[0] == "matrix" for g in warm_groups([u[1]])]
+    matrix_part.sort(key=lambda ug: len(ug[1]), reverse=True)  # the slowest work starts earliest
+    groups = tour_part + matrix_part
+    n = processes or default_processes()
+    res = WarmupResult(cases=sum(len(g) for _, g in groups), groups=len(groups), processes=n,
+                       reused=len(units) - len(todo))
+    readiness.plan([k for u, g in groups for k in group_keys(g, u[0] == "tour")])
+    if not groups:
+        res.stamped_at = max((s.get("stamped_at", "?") for s in stamps.values() if s), default=None)
+        return BackgroundWarmup(readiness, res)
+    readiness.finished = False
+    run_group = runner or _run_group
+    make_pool = executor or _process_pool
+    handle = BackgroundWarmup(readiness, res)
+
+    def build() -> None:
+        t0 = time.perf_counter()
+        failed: set = set()
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
+        try:
+            with make_pool(n) as pool:
+                handle.pool = pool
+                futures = {pool.submit(run_group, g): (u, g) for u, g in groups}
+                handle.futures[:] = list(futures)
+                if handle.stopping:  # stop() came before the futures existed
+                    handle.cancelled = sum(f.cancel() for f in futures)
+                for k, fut in enumerate(cf.as_completed(futures), 1):
+                    u, g = futures[fut]
+                    try:
+                        r = fut.result()
+                    except cf.CancelledError:
+                        failed.add(u)
+                        continue
+                    except Exception as e:  # noqa: BLE001  (a worker that died: say so, keep the rest)
+                        failed.add(u)
+                        if handle.stopping:  # terminated by stop(): counted there, not an error
+                            continue
+                        res.errors.append(f"warm-up worker failed: {type(e).__name__}: {e}")
+                        failed.add(u)
+                    else:
+                        res.compiled += r.get("compiled", 0)
+                        res.loaded += r.get("loaded", 0)
+                        res.errors += r.get("errors", [])
+                        if r.get("errors"):
+                            failed.add(u)
+                    readiness.done(group_keys(g, u[0] == "tour"))  # a failed group is not retried: its cases JIT
+                    if progress is not None and k % 32 == 0:
+                        progress(f"  warm-up (background): {k}/{len(groups)} groups, {time.perf_counter() - t0:.0f}s")
+        finally:
+            res.seconds = time.perf_counter() - t0
+            readiness.all_done(built=not handle.stopping)
+        for u in todo:
+            if u not in failed and u in keys:
+                warm_stamp.write(keys[u], {"seconds": round(res.seconds, 1), "units_in_run": len(todo)})
+
+    handle.thread = threading.Thread(target=build, name="tbe-fuzz-warmup", daemon=True)
+    handle.thread.start()
+    return handle
+
+
+def _terminate(pool: Any) -> None:
+    """End a process pool's workers now (``ProcessPoolExecutor`` gains ``terminate_workers`` only in 3.14)."""
+    stop = getattr(pool, "terminate_workers", None)
+    if stop is not None:
+        stop()
+        return
+    for proc in list(getattr(pool, "_processes", {}).values()):
+        proc.terminate()
+
+
+def _process_pool(n: int) -> cf.Executor:
+    import multiprocessing as mp
+
+    return cf.ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn"))

@@ -1,0 +1,101 @@
+"""What a campaign counted: examples, lookups, tiers, worst ratio per check, compilations, time.
+
+The one place campaign statistics are recorded (a checked case), merged (the rounds of a
+triaged campaign, the workers of ``run --workers``) and written out (the summary's JSON
+fields). A worker's JSON summary is read back with ``from_state``; the bound-sharpness
+histogram (``teeth``) is not carried by JSON (its bands hold medians), so merged worker
+statistics have none. The opening tour's shares add up too: a triaged campaign's rounds run
+one share, ``run --workers N`` runs N (``strategies.tour.TourShare``), each tour case once.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from pathlib import Path
+from typing import Any, Optional
+
+from fuzz.compile.watch import CompileCounts
+from fuzz.judge.check import CaseResult
+from fuzz.judge.teeth import Teeth
+from fuzz.status import Status
+from fuzz.time_split import TimeSplit
+from strategies.tour import TourShare
+
+
+@dataclasses.dataclass(kw_only=True)
+class CampaignStats:
+    examples: int = 0                 # cases checked before the first failure (or all, on a pass)
+    shrink_examples: int = 0          # cases checked while shrinking
+    lookups: int = 0
+    seconds: float = 0.0
+    tiers: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    max_ratio: dict[str, float] = dataclasses.field(default_factory=dict)  # per check
+    expected_failures: int = 0        # cases failing only with known findings already recorded
+    unmaterializable: int = 0         # drawn specs materialize refused (a generator bug, not the kernel's)
+    unmaterializable_example: Optional[str] = None
+    compiles: CompileCounts = dataclasses.field(default_factory=CompileCounts)  # during the search
+    fbgemm: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # status -> examples
+    teeth: Teeth = dataclasses.field(default_factory=Teeth)  # bound / |update| per SL band, passing cases
+    time: TimeSplit = dataclasses.field(default_factory=TimeSplit)  # where the seconds went, per case
+    leftover: list[Path] = dataclasses.field(default_factory=list)  # pending cases of drivers that died
+    tour_shares: tuple[TourShare, ...] = ()  # the opening tour's shares run (none: the search alone)
+    tour_cases: int = 0               # opening-tour cases checked (counted in ``examples`` too)
+
+    def record(self, result: CaseResult, ratios: bool = True) -> None:
+        """One checked example; ``ratios=False`` leaves its error ratios out of ``max_ratio``."""
+        self.examples += 1
+        self.lookups += result.lookups
+        self.tiers.update(result.tiers)
+        self.fbgemm[result.fbgemm or Status.NOT_RUN] += 1
+        for name, ratio in (result.ratios_by_check() if ratios else {}).items():
+            self.max_ratio[name] = max(self.max_ratio.get(name, 0.0), ratio)
+        self.teeth.merge(result.teeth)
+        if result.compiles is not None:
+            self.compiles.add(result.compiles)
+
+    def merge(self, other: "CampaignStats") -> None:
+        """Add ``other`` (another round or another worker): counts add up, the worst ratio per check wins."""
+        self.examples += other.examples
+        self.shrink_examples += other.shrink_examples
+        self.lookups += other.lookups
+        self.seconds += other.seconds
+        self.tiers.update(other.tiers)
+        for name, ratio in other.max_ratio.items():
+            self.max_ratio[name] = max(self.max_ratio.get(name, 0.0), ratio)
+        self.expected_failures += other.expected_failures
+        self.unmaterializable += other.unmaterializable
+        self.unmaterializable_example = self.unmaterializable_example or other.unmaterializable_example
+        self.compiles.add(other.compiles)
+        self.fbgemm.update(other.fbgemm)
+        self.teeth.merge(other.teeth)
+        self.time.merge(other.time)
+        self.leftover += [p for p in other.leftover if p not in self.leftover]
+        self.tour_shares += tuple(s for s in other.tour_shares if s not in self.tour_shares)
+        self.tour_cases += other.tour_cases
+
+    def to_state(self) -> dict[str, Any]:
+        """The statistics' fields of a campaign's JSON summary."""
+        return {
+            "examples": self.examples, "shrink_examples": self.shrink_examples, "lookups": self.lookups,
+            "seconds": round(self.seconds, 3), "tiers": dict(self.tiers), "max_ratio": self.max_ratio,
+            "expected_failures": self.expected_failures, "unmaterializable": self.unmaterializable,
+            "compiles": self.compiles.to_dict(), "fbgemm": dict(self.fbgemm), "teeth": self.teeth.to_json(),
+            "time_split": self.time.to_json(self.seconds),
+            "tour": {"cases": self.tour_cases, "shares": [dataclasses.asdict(s) for s in self.tour_shares]}
+            if self.tour_shares else None,
+        }
+
+    @classmethod
+    def from_state(cls, d: dict[str, Any]) -> "CampaignStats":
+        """Statistics read back from a ``to_state`` dict (a worker's JSON summary); teeth stay empty."""
+        return cls(
+            examples=int(d.get("examples", 0)), shrink_examples=int(d.get("shrink_examples", 0)),
+            lookups=int(d.get("lookups", 0)), seconds=float(d.get("seconds", 0.0)),
+            tiers=collections.Counter(d.get("tiers", {})), max_ratio=dict(d.get("max_ratio", {})),
+            expected_failures=int(d.get("expected_failures", 0)), unmaterializable=int(d.get("unmaterializable", 0)),
+            compiles=CompileCounts.from_dict(d.get("compiles", {})), fbgemm=collections.Counter(d.get("fbgemm", {})),
+            time=TimeSplit.from_json(d.get("time_split", {})),
+            tour_shares=tuple(TourShare(**s) for s in (d.get("tour") or {}).get("shares", [])),
+            tour_cases=int((d.get("tour") or {}).get("cases", 0)),
+        )

@@ -1,0 +1,136 @@
+"""The background warm-up's scheduling rule (fuzz.compile.background): deferral while building, the
+strategies' own draws once built, tour groups first, and a campaign end that drops unbuilt groups."""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import threading
+
+from fuzz.budgets import Budget
+from fuzz.campaign import run_campaign
+from fuzz.compile import background
+from fuzz.compile.background import Readiness, group_keys
+from fuzz.compile.warmup import WarmCase, tour_groups, warm_groups
+from fuzz.judge import CaseResult
+from strategies.case import CaseSpec
+from strategies.cases import base_spec
+from strategies.config_space import campaign_configs
+from strategies.space import campaign_cases
+from tbe import KernelConfig
+
+BUDGET = Budget("t", seconds=60.0, shrink_seconds=0.0, max_examples=40, max_lookups=300)
+
+
+class _InstantSupervisor:
+    """Passes every case at once, so the tests see only what the campaign draws."""
+
+    environment: dict = {}
+
+    def run(self, case, config, pending=None, model=None, sut=None):
+        return CaseResult(case, [], 1, frozenset(), 0.0)
+
+
+def _drawn(readiness, seed=3):
+    seen = []
+    config = KernelConfig()
+    run_campaign(config, BUDGET, seed=seed, artifacts_dir=None, use_database=False,
+                 strategy=campaign_cases(config, BUDGET.max_lookups), supervisor=_InstantSupervisor(),
+                 observe=lambda res, result: seen.append(repr(result.case)), readiness=readiness)
+    return seen
+
+
+def test_once_everything_is_built_the_draws_are_the_strategies_own():
+    built = Readiness()  # nothing planned: finished
+    assert built.finished
+    assert _drawn(built) == _drawn(None)
+
+
+def test_a_case_whose_group_is_building_is_deferred_not_checked():
+    r = Readiness()
+    configs = campaign_configs(KernelConfig())
+    pending = [("matrix", c.to_json(), "fp16", o, i, w) for c in configs
+               for o in ("fp32", "fp16", "bf16") for i in ("int32", "int64") for w in (False, True)]
+    r.plan(pending)
+    r.finished = False
+    seen = []
+    config = KernelConfig()
+    run_campaign(config, BUDGET, seed=3, artifacts_dir=None, use_database=False,
+                 strategy=campaign_cases(config, BUDGET.max_lookups), supervisor=_InstantSupervisor(),
+                 observe=lambda res, result: seen.append(base_spec(result.case).weights_dtype), readiness=r)
+    assert seen and "fp16" not in seen
+    assert r.deferred > 0
+    assert r.examples == len(seen)
+
+
+def test_readiness_keys_follow_the_warmup_groups():
+    config = KernelConfig()
+    groups = warm_groups([config])
+    r = Readiness()
+    r.plan([k for g in groups for k in group_keys(g, tour=False)])
+    r.finished = False
+    spec = CaseSpec(tables=((10, 8),), batch_size=2, weights_dtype="bf16", output_dtype="fp32", index_dtype="int32")
+    assert not r.ready(spec, config)
+    mine = [g for g in groups if g[0].backward and base_spec(g[0].spec).weights_dtype == "bf16"
+            and base_spec(g[0].spec).output_dtype == "fp32" and base_spec(g[0].spec).index_dtype == "int32"
+            and not base_spec(g[0].spec).weighted]
+    assert len(mine) == 1
+    r.done(group_keys(mine[0], tour=False))
+    assert r.ready(spec, config)
+    # a single fp16 table the small-table path may take also waits for that path's groups
+    small = CaseSpec(tables=((32, 64),), batch_size=1, weights_dtype="fp16", output_dtype="fp32")
+    fp16 = [g for g in groups if g[0].backward and base_spec(g[0].spec).weights_dtype == "fp16"
+            and base_spec(g[0].spec).output_dtype == "fp32" and base_spec(g[0].spec).index_dtype == "int64"
+            and not base_spec(g[0].spec).weighted]
+    r.done(group_keys(fp16[0], tour=False))
+    assert not r.ready(small, config)
+    for g in groups:
+        if not g[0].backward:
+            r.done(group_keys(g, tour=False))
+    assert r.ready(small, config)
+    # a config no group was planned for has nothing to wait for
+    assert r.ready(spec, config.replace(chunk_size=config.chunk_size * 2))
+
+
+def test_tour_groups_build_first_and_readiness_finishes():
+    order = []
+    lock = threading.Lock()
+
+    def runner(group):
+        with lock:
+            order.append(group)
+        return {"compiled": len(group)}
+
+    config = KernelConfig()
+    handle = background.start([config], [config], processes=1, runner=runner,
+                              executor=lambda n: cf.ThreadPoolExecutor(n), interpreted=False)
+    res = handle.join(timeout=120)
+    assert handle.readiness.finished and handle.readiness.seconds_to_built is not None
+    n_tour = len(tour_groups(config))
+    assert n_tour > 0 and len(order) == res.groups == n_tour + len(warm_groups([config]))
+    assert all(isinstance(c, WarmCase) for g in order[:n_tour] for c in g)
+    assert {repr(c.spec) for g in order[:n_tour] for c in g} == {repr(c.spec) for g in tour_groups(config) for c in g}
+    assert res.compiled == res.cases
+
+
+def test_stop_drops_the_groups_not_started():
+    gate = threading.Event()
+
+    def runner(group):
+        gate.wait(30)
+        return {}
+
+    config = KernelConfig()
+    handle = background.start([config], [config], processes=1, runner=runner,
+                              executor=lambda n: cf.ThreadPoolExecutor(n), interpreted=False)
+    timer = threading.Timer(0.5, gate.set)
+    timer.start()
+    res = handle.stop()
+    timer.cancel()
+    assert handle.cancelled > 0 and res.not_built == handle.cancelled and not res.errors
+    assert handle.readiness.finished and not handle.readiness.built
+    assert handle.readiness.examples_before_built is None and "not built" in res.text()
+
+
+def test_the_interpreter_builds_nothing():
+    handle = background.start([KernelConfig()], [KernelConfig()], interpreted=True)
+    assert handle.thread is None and handle.readiness.finished and handle.result.skipped

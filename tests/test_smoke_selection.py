@@ -1,0 +1,35 @@
+"""The quick selection: HYPOTHESIS_PROFILE=smoke draws one example per property test, and the
+``property`` marker (added by conftest to every Hypothesis test) selects exactly those."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _python(code: str, profile: str) -> str:
+    env = {**os.environ, "HYPOTHESIS_PROFILE": profile}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.split()
+
+
+def test_smoke_profile_draws_one_example_where_ci_draws_the_stated_count():
+    code = ("import fuzz.profiles as p; from hypothesis import settings; "
+            "print(p.examples(300), settings.default.max_examples, settings.default.derandomize)")
+    assert _python(code, "smoke") == ["1", "1", "True"]
+    assert _python(code, "ci")[0] == "300"
+
+
+def test_property_marker_selects_the_hypothesis_tests_and_nothing_else():
+    env = {**os.environ, "HYPOTHESIS_PROFILE": "smoke"}
+    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:randomly", "-m", "property",
+                          "tests/test_teeth.py", "tests/test_transpose.py"],
+                         capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    picked = {line.split("::")[1] for line in out.stdout.splitlines() if "::" in line}
+    # test_transpose.py's one @given test; test_teeth.py has none
+    assert picked == {"test_runs_match_host_encoding"}, out.stdout + out.stderr

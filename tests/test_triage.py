@@ -1,0 +1,60 @@
+"""A triaged campaign saves an unexplained failure like a plain campaign does: the config it failed
+under (drawn overrides applied) and the environment of the worker that ran it."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+from hypothesis import strategies as st
+
+from fuzz.budgets import Budget
+from fuzz.campaign.triage import run_triaged
+from fuzz.execution.supervisor import shared
+from fuzz.judge.known import KnownFinding
+from strategies.case import CaseSpec, HotRow
+from strategies.config_space import Drawn
+from tbe import KernelConfig
+
+TINY = Budget("tiny", seconds=30.0, shrink_seconds=20.0, max_examples=3, max_lookups=300)
+
+
+def forward_triaged_sut():
+    """``module:factory``: the triton SUT with a finding of its own (any forward mismatch), so campaigns
+    against it are triaged; valid batches only."""
+    from fuzz.sut.triton_tbe import factory
+
+    finding = KnownFinding("any-forward", (), "test entry: every forward mismatch is triaged", lambda case: True,
+                           ("forward vs fp64",))
+    sut = factory()
+    caps = dataclasses.replace(sut.capabilities, bad_ids=(), bad_offsets=(), bounds_modes=("none",))
+    return dataclasses.replace(sut, findings=(finding,), capabilities=caps)
+
+
+class MarkedSupervisor:
+    """The shared supervisor, with a mark in the environment it reports, to tell it from the driver's."""
+
+    def run(self, *args, **kwargs):
+        return shared().run(*args, **kwargs)
+
+    @property
+    def environment(self):
+        env = shared().environment
+        return None if env is None else {**env, "mark": "the supervised worker"}
+
+
+@pytest.mark.fuzz
+def test_untriaged_failure_under_drawn_overrides_is_saved_with_its_config_and_environment(tmp_path):
+    spec = CaseSpec(tables=((30, 6),), batch_size=3, max_length=2, hot_rows=(HotRow(0, 4, 11),), seed=3)
+    overrides = (("chunk_size", 4), ("long_run_threshold", 8))
+    config = KernelConfig(faults=("skip_last_chunk_update",))  # only the long tier shows it: not a forward finding
+    res = run_triaged(config, TINY, artifacts_dir=tmp_path, sut="tests.test_triage:forward_triaged_sut",
+                      use_database=False, supervisor=MarkedSupervisor(), strategy=st.just(Drawn(spec, overrides)))
+    assert not res.ok and res.stopped_by == "failure" and not res.known
+    assert KernelConfig.load(res.artifact / "config.json") == config.replace(**dict(overrides))
+    env = json.loads((res.artifact / "environment.json").read_text())
+    assert env.get("mark") == "the supervised worker"
+    meta = json.loads((res.artifact / "meta.json").read_text())
+    assert meta["config_overrides"] == dict(overrides) and meta["config_under_test"]["chunk_size"] == 256
+    assert res.failure_overrides == dict(overrides)
