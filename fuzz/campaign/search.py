@@ -100,6 +100,8 @@ class CampaignResult(CampaignStats):
     def judged(self) -> bool:
         """False when no example was checked (all out of time): not a pass, the campaign did not run."""
         return self.examples > 0
+
+    @property
     def tour(self) -> Optional[TourShare]:
         """The share of the opening tour this campaign ran, every round the same (None: the search alone)."""
         return self.tour_shares[0] if self.tour_shares else None
