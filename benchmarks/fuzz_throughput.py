@@ -44,8 +44,8 @@ def selftest_part(seconds: float, seed: int, processes: int | None) -> dict:
     from tbe import faults
 
     names = sorted(faults.KNOWN)
-    with faults.allow():
-        warm = warm_campaigns([KernelConfig(faults=(f,)) for f in names], processes)
+    with faults.allow():  # a hanging fault's warm-up would never return: its campaign compiles its kernels
+        warm = warm_campaigns([KernelConfig(faults=(f,)) for f in names if f not in faults.HANGS], processes)
     budget = Budget("selftest", seconds=seconds, shrink_seconds=5.0, max_examples=10**6,
                     max_lookups=min(MAX_LOOKUPS, 1_000_000))
     out = {"warmup": warm.to_dict(), "per_fault": {}}

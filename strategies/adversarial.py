@@ -18,7 +18,7 @@ from typing import Any, Optional
 
 from hypothesis import strategies as st
 
-from strategies.case import CaseSpec, HotRow
+from strategies.case import CaseSpec, HotRow, multi_step_rate
 from strategies.configs import NAMED, config_names, named_config
 from strategies.dyadic import VALUE_KINDS
 from strategies.segments import segment_lengths
@@ -93,9 +93,7 @@ def fuzz_cases(
             hot.append(HotRow(t, row, sl))
     steps = draw(st.integers(1, max_steps)) if max_steps >= 1 else 0
     lr = draw(st.sampled_from([0.05, 0.5, 2.0]))
-    longest = max([h.count for h in hot] + [shape.max_length, 1])
-    if steps > 1:  # keep updated rows in range: step 2's forward sums `longest` of them (fp16 max 65504)
-        lr = min(lr, 8.0 / longest)
+    lr = multi_step_rate(lr, max([h.count for h in hot] + [shape.max_length, 1]), steps)
     spec = CaseSpec(
         tables=shape.tables,
         batch_size=B,

@@ -96,6 +96,13 @@ class CaseSpec:
         return per_table * self.num_tables + hot
 
 
+def multi_step_rate(learning_rate: float, longest: int, steps: int) -> float:
+    """The learning rate a ``steps``-step case may use: after the first update a row can move by
+    about ``learning_rate`` per lookup of its run, and the next step's forward sums ``longest`` such
+    rows, so from two steps on the rate is capped at 8 / longest (fp16's 65,504 stays far away)."""
+    return learning_rate if steps <= 1 else min(learning_rate, 8.0 / max(1, longest))
+
+
 @dataclasses.dataclass
 class Case:
     """A materialized spec: the batch and the upstream gradients of every step, on CPU."""

@@ -5,20 +5,22 @@ segment lengths where the backward changes tier or splits a run) and at power-of
 chunk counts, so a campaign under a moved threshold probes the moved edge. General cases
 draw random-magnitude or exact-value data (``strategies.dyadic``) at every SL. One draw
 in five is a single fp16 table at the small-table path's edges, one a bad-id batch for
-the bounds check (repair under WARNING/IGNORE, MEAN over the repaired length). Learning
-rates are drawn too, so the optimizer update can dominate a row and gradient errors
-become visible.
+the bounds check (repair under WARNING/IGNORE, MEAN over the repaired length), one a table
+wider than 1,024 columns. Learning rates are drawn too, so the optimizer update can dominate
+a row and gradient errors become visible, and general cases run one to three training steps,
+so optimizer state carried between steps is checked.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Optional
 
 from hypothesis import strategies as st
 
 from strategies.cases import BadIdCase
 from strategies.bad_inputs import bad_batch_specs
-from strategies.case import CaseSpec
+from strategies.case import CaseSpec, multi_step_rate
 from strategies.dyadic import VALUE_KINDS
 from strategies.specs import case_specs
 from tbe import KernelConfig
@@ -100,25 +102,77 @@ def learning_rates() -> st.SearchStrategy[float]:
     return st.sampled_from([0.05, 0.5, 2.0])
 
 
+def step_counts() -> st.SearchStrategy[int]:
+    """Training steps of a general case: one most often (shrinking goes there), else two or three, so a
+    row's optimizer state is read back after its first update."""
+    return st.sampled_from([1, 1, 2, 3])
+
+
+def _longest(spec: CaseSpec) -> int:
+    return max([h.count for h in spec.hot_rows] + [spec.max_length, 1])
+
+
+def _with_rate_and_steps(spec: CaseSpec, lr: float, steps: int) -> CaseSpec:
+    return dataclasses.replace(spec, learning_rate=multi_step_rate(lr, _longest(spec), steps), steps=steps)
+
+
+# rows past 1,024 columns (FBGEMM's forward once returned zeros there): just past it, odd, and past
+# further column blocks
+WIDE_DIMS = (1025, 1031, 1088, 1537, 2049)
+
+
+def wide_dims(config: KernelConfig, max_column_blocks: Optional[int] = None) -> list[int]:
+    """``WIDE_DIMS`` that span at most ``max_column_blocks`` blocks of ``config``'s widest bucket (None: all)."""
+    widest = max(config.dim_buckets)
+    return [d for d in WIDE_DIMS if max_column_blocks is None or -(-d // widest) <= max_column_blocks]
+
+
+@st.composite
+def wide_row_specs(draw: st.DrawFn, dims: list[int]) -> CaseSpec:
+    """A table wider than 1,024 columns (beside a narrow one at times), one or two bags of a few ids:
+    few lookups, since every id costs a column loop."""
+    tables = [(draw(st.integers(1, 8)), draw(st.sampled_from(dims)))]
+    if draw(st.booleans()):
+        tables.append((draw(st.integers(1, 8)), draw(st.integers(1, 40))))
+    if draw(st.booleans()):
+        tables.reverse()  # the wide table's columns start past another table's
+    spec = CaseSpec(
+        tables=tuple(tables), batch_size=draw(st.integers(1, 2)),
+        length_profile=draw(st.sampled_from(["fixed", "uniform"])), max_length=draw(st.integers(1, 3)),
+        pooling=draw(st.sampled_from(["sum", "mean"])), weighted=draw(st.booleans()),
+        weights_dtype=draw(st.sampled_from(["fp32", "fp16", "bf16"])),
+        output_dtype=draw(st.sampled_from(["fp32", "fp16", "bf16"])),
+        index_dtype=draw(st.sampled_from(["int64", "int32"])),
+        optimizer=draw(st.sampled_from(["exact_sgd", "exact_rowwise_adagrad"])),
+        seed=draw(st.integers(0, 2**31 - 1)),
+    )
+    return _with_rate_and_steps(spec, draw(learning_rates()), draw(st.sampled_from([1, 2])))
+
+
 def campaign_cases(config: KernelConfig, max_lookups: int, search_config: bool = True,
-                   fixed: frozenset[str] = frozenset()) -> st.SearchStrategy:
+                   fixed: frozenset[str] = frozenset(), max_column_blocks: Optional[int] = None) -> st.SearchStrategy:
     """What a campaign draws: ``strategies.config_space.Drawn`` (a case and KernelConfig overrides drawn
-    around ``config``, never of ``fixed`` fields), or with ``search_config=False`` plain cases."""
+    around ``config``, never of ``fixed`` fields), or with ``search_config=False`` plain cases.
+    ``max_column_blocks`` caps the column blocks of a row wider than 1,024 under the effective config
+    (the interpreter's cost grows with them; None: no cap)."""
     if search_config:
         from strategies.config_space import drawn_cases
 
-        return drawn_cases(config, lambda c: plain_cases(c, max_lookups), fixed)
-    return plain_cases(config, max_lookups)
+        return drawn_cases(config, lambda c: plain_cases(c, max_lookups, max_column_blocks), fixed)
+    return plain_cases(config, max_lookups, max_column_blocks)
 
 
-def plain_cases(config: KernelConfig, max_lookups: int) -> st.SearchStrategy:
-    """Cases at ``config``'s edges: mostly general cases (shrinking prefers them), some bad-id batches
-    and some single fp16 tables at the small-table (histogram + tl.dot) path's edges."""
+def plain_cases(config: KernelConfig, max_lookups: int, max_column_blocks: Optional[int] = None) -> st.SearchStrategy:
+    """Cases at ``config``'s edges: mostly general cases of one to three steps (shrinking prefers them),
+    some bad-id batches, some single fp16 tables at the small-table (histogram + tl.dot) path's edges
+    and some rows wider than 1,024 columns (where ``max_column_blocks`` allows one)."""
     general = st.tuples(
         case_specs(max_lookups=max_lookups, max_batch=max_batch(max_lookups),
                    hot_row_counts=hot_row_counts(config, max_lookups), values=VALUE_KINDS),
-        learning_rates(),
-    ).map(lambda s_lr: dataclasses.replace(s_lr[0], learning_rate=s_lr[1]))
+        learning_rates(), step_counts(),
+    ).map(lambda x: _with_rate_and_steps(*x))
     small = st.tuples(small_table_specs(config, max_lookups), learning_rates()).map(
         lambda s_lr: dataclasses.replace(s_lr[0], learning_rate=s_lr[1]))
-    return st.one_of(general, general, general, bad_id_cases(), small)
+    dims = wide_dims(config, max_column_blocks)
+    wide = [wide_row_specs(dims)] if dims else []
+    return st.one_of(general, general, general, bad_id_cases(), small, *wide)

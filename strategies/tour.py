@@ -3,10 +3,10 @@
 A short campaign draws too few examples to reach every tier by chance, so it starts with
 these (as Hypothesis explicit examples, never shrunk): ids at both ends of every table's
 range, segment lengths at the long-run threshold and past two chunks (two-kernel and fused
-tier), rows wider than the largest dimension bucket, weighted MEAN with the per-sample-weight
-gradient, every bad-id kind with broken offsets repaired across several blocks (standalone
-and fused check, WARNING, IGNORE, FATAL), the small-table path with a tail past its
-histogram window, short runs side by side, the hoisted transpose, looping persistent grids,
+tier), rows wider than the largest dimension bucket and past 1,024 columns, weighted MEAN
+with the per-sample-weight gradient, every bad-id kind with broken offsets repaired across
+several blocks (standalone and fused check, WARNING, IGNORE, FATAL), the small-table path
+with a tail past its histogram window, short runs side by side, the hoisted transpose, looping persistent grids,
 per-bucket forward tiles, and empty bags. Each uses the config under test where its edge is
 affordable in ``max_lookups`` and config overrides (``strategies.config_space``) where it is not;
 ``fixed`` fields are never overridden (a case that would need one is left out).
@@ -14,13 +14,49 @@ affordable in ``max_lookups`` and config overrides (``strategies.config_space``)
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from typing import Any, Sequence, TypeVar
 
 from strategies.cases import BadIdCase
 from strategies.config_space import Drawn
 from strategies.bad_inputs import ID_KINDS, BadBatchSpec, BadId
 from strategies.case import CaseSpec, HotRow
 from tbe import KernelConfig
+
+T = TypeVar("T")
+
+
+@dataclasses.dataclass(frozen=True)
+class TourShare:
+    """Which of the tour's cases one campaign runs: every ``of``-th from ``index`` (0-based), so ``of``
+    campaigns side by side (``tbe-fuzz run --workers N``) run each case once between them."""
+
+    index: int = 0
+    of: int = 1
+
+    def __post_init__(self) -> None:
+        if self.of < 1 or not 0 <= self.index < self.of:
+            raise ValueError(f"tour share: index must be in 0..of-1 and of >= 1, got {self.index}/{self.of}")
+
+    @classmethod
+    def parse(cls, text: str) -> "TourShare":
+        """``"I/N"``: share I (0-based) of N."""
+        index, sep, of = text.partition("/")
+        try:
+            if not sep:
+                raise ValueError
+            return cls(int(index), int(of))
+        except ValueError as e:
+            raise ValueError(f"tour share must be I/N with 0 <= I < N, got {text!r}") from e
+
+    def pick(self, cases: Sequence[T]) -> list[T]:
+        return list(cases[self.index::self.of])
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.of}"
+
+
+ALL = TourShare()
 
 _PLACES = [("first", "first", "first"), ("last", "last", "last"), ("first", "last", "first"),
            ("last", "first", "last"), ("first", "first", "last"), ("last", "last", "first")]
@@ -63,6 +99,8 @@ def tour(config: KernelConfig, max_lookups: int, fixed: frozenset[str] = frozens
     wide = 2 * c.dim_buckets[-1] + 1 if 2 * c.dim_buckets[-1] + 1 <= 160 else None
     narrow = {} if wide else {"dim_buckets": (4, 16)}
     wide = wide or 33  # 1 past a multiple of every bucket: a column loop one block short drops a column
+    # 1,025 columns in at most 16 column blocks (the interpreter's cost grows with them)
+    wide_ov = {} if 1025 <= 16 * c.dim_buckets[-1] else {"dim_buckets": tuple(sorted(set(c.dim_buckets) | {128}))}
     st = {"small_table_max_rows": 16, "small_table_min_dim": 16, "small_table_max_dim": 32,
           "small_table_min_pooling": 8, "small_table_bags_per_program": 2, "small_table_histogram_ids": 16}
     tail = 2 * c.fwd_gather_unweighted + 3  # the scalar tail past the histogram window: three gathers
@@ -78,6 +116,10 @@ def tour(config: KernelConfig, max_lookups: int, fixed: frozenset[str] = frozens
         ("ids at both ends of every table, weighted mean",
          CaseSpec(tables=((7, 5), (1, 3), (64, 2)), batch_size=4, max_length=3, weighted=True, pooling="mean",
                   hot_rows=(HotRow(0, 0, 2), HotRow(0, 6, 3)), id_skew=2.0, seed=2), {}),
+        # early: few ids, and its narrow table's second Adagrad step reads the state the first wrote
+        ("rows past 1,024 columns beside a narrow table, weighted mean adagrad, two steps",
+         CaseSpec(tables=((4, 5), (3, 1025)), batch_size=2, max_length=2, length_profile="fixed", weighted=True,
+                  pooling="mean", optimizer="exact_rowwise_adagrad", learning_rate=0.5, steps=2, seed=20), wide_ov),
         ("ids at both ends, int32, bf16, adagrad",
          CaseSpec(tables=((9, 3), (2, 8)), batch_size=3, max_length=4, index_dtype="int32", weights_dtype="bf16",
                   output_dtype="fp16", optimizer="exact_rowwise_adagrad", hot_rows=(HotRow(0, 8, 2), HotRow(1, 1, 3)),

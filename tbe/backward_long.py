@@ -15,7 +15,8 @@ atomic's result to guard with a barrier of its own (which hides a missing one).
 Two faults live only in very long runs: ``drop_chunk_past_4096`` drops chunk 4,096 (the
 4,097th) of a run split into more than 4,096 chunks; ``zero_update_past_2p20`` zeroes the
 gradient of runs longer than 4,096 x chunk_size lookups (2^20 at the default chunk size
-256), like a 12-bit chunk counter or a 2^20 length limit gone wrong.
+256), like a 12-bit chunk counter or a 2^20 length limit gone wrong. ``hang_narrow_long_run``
+stops the chunk loop's advance for rows narrower than 32 columns: the kernel never returns.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def backward_long(
         FAULT_SKIP_LAST=cfg.has_fault("skip_last_chunk_update"),
         FAULT_DROP_CHUNK=cfg.has_fault("drop_chunk_past_4096"),
         FAULT_ZERO_LONG=cfg.has_fault("zero_update_past_2p20"),
-        FAULT_CHUNK_LIMIT=FAULT_CHUNK_LIMIT,
+        FAULT_CHUNK_LIMIT=FAULT_CHUNK_LIMIT, FAULT_HANG_NARROW=cfg.has_fault("hang_narrow_long_run"),
         num_warps=cfg.bwd_long_num_warps,
     )
 
@@ -153,7 +154,7 @@ def _chunk_kernel(
     WEIGHTED: tl.constexpr, MEAN: tl.constexpr, ADAGRAD: tl.constexpr, GATHER: tl.constexpr,
     BLOCK_D: tl.constexpr, WIDE: tl.constexpr, FAULT_ACC_W: tl.constexpr, FAULT_SKIP_LAST: tl.constexpr,
     FAULT_DROP_CHUNK: tl.constexpr, FAULT_ZERO_LONG: tl.constexpr, FAULT_CHUNK_LIMIT: tl.constexpr,
-    FUSED: tl.constexpr, SEM: tl.constexpr, FAULT_NO_BARRIER: tl.constexpr,
+    FUSED: tl.constexpr, SEM: tl.constexpr, FAULT_NO_BARRIER: tl.constexpr, FAULT_HANG_NARROW: tl.constexpr,
 ):
     """One program per chunk (grid-stride). Two-kernel tier: the chunk writes its fp32 partial into
     workspace row ``c`` (no atomics, no order effects). Fused: it adds the partial atomically into its
@@ -191,7 +192,10 @@ def _chunk_kernel(
             if remaining == 1:
                 _apply_from_workspace(ws_ptr + s * ws_stride, 1, ws_stride, w_row, momentum_ptr, lin, D, lr, eps,
                                       ADAGRAD, BLOCK_D, WIDE, True)
-        c += step
+        if FAULT_HANG_NARROW:  # planted: a narrow row's chunk loop stops advancing
+            c += tl.where(D < 32, 0, step)
+        else:
+            c += step
 
 
 @triton.jit(do_not_specialize=["B", "ws_stride"])

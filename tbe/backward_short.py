@@ -47,7 +47,8 @@ def backward_short(
     runs = cfg.bwd_short_runs_per_program
     if runs > 1 and not wide:
         grid = persistent_grid(cfg.short_grid_multiplier, triton.cdiv(tr.n, runs), grad.device)
-        _short_rows_kernel[(grid,)](*args, RUNS=runs, **flags)
+        _short_rows_kernel[(grid,)](*args, RUNS=runs, FAULT_LANE_MASK=cfg.has_fault("lane_mask_narrow"),
+                                    FAULT_MOMENTUM_BF16=cfg.has_fault("momentum_low_precision"), **flags)
         return
     grid = persistent_grid(cfg.short_grid_multiplier, tr.n, grad.device)
     _short_kernel[(grid,)](
@@ -150,9 +151,12 @@ def _short_rows_kernel(
     weights_offsets_ptr, hcs_ptr,  # unread: the table layout, named for the interpreter's sanitizer
     B, lr, eps,
     WEIGHTED: tl.constexpr, MEAN: tl.constexpr, ADAGRAD: tl.constexpr, RUNS: tl.constexpr,
-    BLOCK_D: tl.constexpr, FAULT_ACC_W: tl.constexpr,
+    BLOCK_D: tl.constexpr, FAULT_ACC_W: tl.constexpr, FAULT_LANE_MASK: tl.constexpr,
+    FAULT_MOMENTUM_BF16: tl.constexpr,
 ):
-    """RUNS short runs at once (rows within one column block): one gradient row of each per step."""
+    """RUNS short runs at once (rows within one column block): one gradient row of each per step.
+    Planted faults: ``FAULT_LANE_MASK`` lets rows narrower than 32 use every lane of the block;
+    ``FAULT_MOMENTUM_BF16`` reads the momentum back rounded to bf16."""
     num_short = tl.load(counts_ptr + 0)
     lane = tl.arange(0, RUNS)[:, None]
     cols = tl.arange(0, BLOCK_D)[None, :]
@@ -169,10 +173,15 @@ def _short_rows_kernel(
         t = tl.load(table_ptr + r, mask=rm, other=0)
         D = tl.load(dims_ptr + t, mask=rm, other=1)
         col0 = tl.load(col_offsets_ptr + t, mask=rm, other=0)
-        cmask = rm & (cols < D)
+        if FAULT_LANE_MASK:  # planted: lanes past a narrow row's D stay on
+            cmask = rm & (cols < tl.where(D < 32, BLOCK_D, D))
+        else:
+            cmask = rm & (cols < D)
         w = tl.load(weights_ptr + w_rows + cols, mask=cmask, other=0.0).to(tl.float32)  # prefetched
         if ADAGRAD:
             m_old = tl.load(momentum_ptr + lin, mask=rm, other=0.0)
+            if FAULT_MOMENTUM_BF16:  # planted: the state loses its low bits on every read
+                m_old = m_old.to(tl.bfloat16).to(tl.float32)
         acc = tl.zeros([RUNS, BLOCK_D], dtype=tl.float32)
         for i in range(0, tl.max(length)):
             m = rm & (i < length)

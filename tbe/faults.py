@@ -14,10 +14,15 @@ from tbe.env import ALLOW_FAULTS
 
 # name -> the bug it plants
 KNOWN: dict[str, str] = {}
+# faults whose symptom is a kernel that never returns: only a supervised run (one that can time the
+# kernels out) may switch them on, so a warm-up or an in-process check must leave them out
+HANGS: set[str] = set()
 
 
-def register(name: str, description: str) -> None:
+def register(name: str, description: str, hangs: bool = False) -> None:
     KNOWN[name] = description
+    if hangs:
+        HANGS.add(name)
 
 
 register("fwd_skip_last_id", "forward gather drops the last id of every bag with more than one id")
@@ -33,6 +38,15 @@ register("drop_chunk_past_4096", "a run split into more than 4,096 chunks loses 
 register("zero_update_past_2p20", "runs longer than 4,096 x chunk_size lookups (2^20 at the default chunk size 256) "
                                   "get a zero gradient, so their row is not updated")
 register("bounds_check_off_by_one", "the id check lets an id equal to its table's row count through")
+# bug classes of FBGEMM's own fixes (pytorch/FBGEMM #5569, #2509, #3623)
+register("fwd_drop_cols_past_1024", "the generic forward writes zeros to a row's output columns past 1,024")
+register("hang_narrow_long_run", "the long tier's chunk loop never advances for rows narrower than 32 columns",
+         hangs=True)
+register("lane_mask_narrow", "for D < 32 the side-by-side short kernel's lane mask spans the whole column block "
+                             "instead of D columns: it reads the next columns' gradient and writes into the next row")
+register("momentum_low_precision", "row-wise Adagrad in the side-by-side short kernel reads its momentum back rounded "
+                                   "to bf16 every step: exact on a row's first update (it starts at 0), drifting "
+                                   "over later steps")
 
 
 def allowed() -> bool:

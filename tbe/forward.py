@@ -58,6 +58,7 @@ def forward_generic(
             MEAN=int(pooling == Pooling.MEAN), WEIGHTED=weighted, BAGS=bags, GATHER=gather, BLOCK_D=block_d,
             FAULT_SKIP_LAST=config.has_fault("fwd_skip_last_id"),
             FAULT_MEAN_RAW_LEN=config.has_fault("fwd_mean_wrong_length"),
+            FAULT_DROP_WIDE=config.has_fault("fwd_drop_cols_past_1024"),
             **kernel_args(check, indices, offsets),
             num_warps=warps,
         )
@@ -73,7 +74,7 @@ def _forward_kernel(
     BLOCK_D: tl.constexpr, FAULT_SKIP_LAST: tl.constexpr,
     rows_ptr, ids_out_ptr, warn_ptr, record_ptr, raw_offsets_ptr, num_indices,
     CHECK: tl.constexpr, CHECK_WRITE: tl.constexpr, CHECK_COUNT: tl.constexpr, CHECK_RECORD: tl.constexpr,
-    FAULT_MEAN_RAW_LEN: tl.constexpr, CHECK_OFF_BY_ONE: tl.constexpr,
+    FAULT_MEAN_RAW_LEN: tl.constexpr, CHECK_OFF_BY_ONE: tl.constexpr, FAULT_DROP_WIDE: tl.constexpr,
 ):
     t = tl.load(table_ids_ptr + tl.program_id(1))
     D = tl.load(dims_ptr + t)
@@ -119,4 +120,6 @@ def _forward_kernel(
                         raw_len = tl.load(raw_offsets_ptr + t * B + b + 1) - tl.load(raw_offsets_ptr + t * B + b)
                         length = tl.maximum(raw_len.to(tl.int64), 1).to(tl.float32)
                     acc = acc / length
+                if FAULT_DROP_WIDE:  # planted: columns past 1,024 come out zero
+                    acc = tl.where(c < 1024, acc, 0.0)
                 tl.store(out_ptr + b * out_stride + col0 + c, to_storage(acc, out_ptr.dtype.element_ty), mask=cmask)

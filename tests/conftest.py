@@ -1,7 +1,8 @@
 """Suite-wide set-up: xdist workers pinned to GPUs and building each kernel once per machine, planted faults
-allowed, Hypothesis profile loaded, Hypothesis tests marked ``property``, GPU tests skipped on CPU, and, with
-TBE_FUZZ_SANITIZE=1 (what ``make test`` sets), the interpreter sanitizer on for every ``fuzz`` test (in
-process here; supervised workers read the variable themselves)."""
+allowed, Hypothesis profile loaded, Hypothesis tests marked ``property``, GPU tests skipped on CPU, a ``fuzz``
+test that ran too few valid examples failed (``tests.min_examples``) and, with TBE_FUZZ_SANITIZE=1 (what
+``make test`` sets), the interpreter sanitizer on for every ``fuzz`` test (in process here; supervised workers
+read the variable themselves)."""
 
 import os
 
@@ -29,6 +30,7 @@ import torch  # noqa: E402
 from fuzz import profiles  # noqa: E402
 from fuzz.memcheck import sanitizer  # noqa: E402
 from tbe.backend import INTERPRETED  # noqa: E402
+from tests.min_examples import pytest_runtest_call  # noqa: E402,F401  (the hook, registered with this conftest)
 
 profiles.load()  # the Hypothesis profile $HYPOTHESIS_PROFILE names, before test modules build their settings
 

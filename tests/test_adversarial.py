@@ -13,13 +13,14 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fuzz.profiles import MAX_LOOKUPS, MAX_RUNS, examples
+from fuzz.profiles import MAX_COLUMN_BLOCKS, MAX_LOOKUPS, MAX_RUNS, examples
 from fuzz.judge.differential import check_case, failures, summary
 from strategies.adversarial import FuzzCase, fuzz_cases
 from strategies.case import CaseSpec, HotRow, materialize
 from strategies.configs import NAMED
 from strategies.duplicates import duplicate_specs
 from strategies.int32_edges import Int32EdgeSpec, int32_edge_specs
+from strategies.space import wide_dims, wide_row_specs
 from strategies.tiers import case_tier_report
 from tbe import KernelConfig
 from tbe.layout import INT32_MAX
@@ -32,13 +33,29 @@ pytestmark = pytest.mark.fuzz
 
 # adversarial: about 8 s an example on two CPU cores (the narrow config loops over 4-wide column
 # blocks, and D reaches the hundreds), so 40 keep the suite near 15 minutes
-CI_COUNTS = {"adversarial": 40, "duplicates": 60, "bad": 60, "int32": 60}
+CI_COUNTS = {"adversarial": 40, "duplicates": 60, "bad": 60, "int32": 60, "wide": 5}
 
 
 @settings(max_examples=examples(CI_COUNTS["adversarial"]))
 @given(fuzz_cases(**DEFAULT_CASES))
 def test_adversarial_cases_match_fp64(fc):
     """Shapes x segment-length profiles x configs (every tier): forward and steps vs FP64."""
+    check_fuzz_case(fc)
+
+
+def wide_case_strategy() -> st.SearchStrategy[FuzzCase]:
+    """Rows past 1,024 columns (a few ids each) under the configs whose widest bucket keeps them
+    within the interpreter's column-block cap."""
+    names = [n for n in ("default", "small") if wide_dims(NAMED[n], MAX_COLUMN_BLOCKS)]
+    return st.sampled_from(names).flatmap(
+        lambda n: wide_row_specs(wide_dims(NAMED[n], MAX_COLUMN_BLOCKS)).map(lambda s: FuzzCase(s, n)))
+
+
+@settings(max_examples=examples(CI_COUNTS["wide"]))
+@given(wide_case_strategy())
+def test_rows_past_1024_columns_match_fp64(fc):
+    """The TBE takes any D >= 1: rows of 1,025 to 2,049 columns, forward and one or two steps vs FP64."""
+    assert max(d for _, d in fc.spec.tables) > 1024
     check_fuzz_case(fc)
 
 

@@ -175,6 +175,15 @@ def test_selftest_catches_a_fault_and_states_skips(capsys):
     assert FAULT in out and "1 caught" in out
 
 
+@pytest.mark.fuzz
+def test_selftest_without_the_tour_reports_what_the_search_alone_caught(capsys):
+    assert main(["selftest", "--fault", FAULT, "--no-tour", "--time", "30", "--max-examples", "30", "--json"]) == 0
+    (f,) = json.loads(capsys.readouterr().out)["faults"]
+    campaign = f["detections"][0]
+    assert f["caught"] and campaign["detector"] == "campaign" and "by the search alone" in campaign["detail"], f
+    assert f["examples_to_catch"] >= 1 and f["seconds_to_catch"] is not None
+
+
 def test_selftest_fails_when_a_fault_asked_for_by_name_is_skipped(monkeypatch, capsys):
     """A fault no detector can check here is 'skipped', never caught; naming it makes the exit non-zero."""
     from fuzz.selftest import detectors

@@ -17,7 +17,7 @@ from fuzz.profiles import MAX_LOOKUPS
 from strategies.adversarial import fuzz_cases
 from strategies.int32_edges import int32_edge_specs
 from tests.fuzz_properties import bad_duplicate_cases, check_bad_case, check_fuzz_case, check_int32_case
-from tests.test_adversarial import duplicate_case_strategy
+from tests.test_adversarial import duplicate_case_strategy, wide_case_strategy
 from tests.test_strategies import DEFAULT_CASES
 
 MAX_TRIES = 300
@@ -35,6 +35,17 @@ PROPERTIES = {
     # count differs, or the access past the buffer kills the supervised worker
     "bounds_check_off_by_one": (bad_duplicate_cases(), lambda x, f: check_bad_case(*x, f),
                                 ("sanitizer", "forward vs fp64", "bounds-check warnings", "worker crashed")),
+    "fwd_drop_cols_past_1024": (wide_case_strategy(), check_fuzz_case, "forward vs fp64"),
+    # the supervisor times the never-ending kernel out: the case fails as a hang
+    "hang_narrow_long_run": (fuzz_cases(**DEFAULT_CASES), check_fuzz_case, ": hang"),
+    # the wide mask reads the next columns' gradient into the row (Adagrad's rate sees it too) and writes
+    # the next row; past the buffer's end the sanitizer names it, or the worker dies of it
+    "lane_mask_narrow": (fuzz_cases(**DEFAULT_CASES), check_fuzz_case,
+                         ("weights after update", "momentum", "untouched weight changed", "sanitizer", "crash")),
+    # optimizer state across steps: the adversarial cases that update rows twice or more with row-wise Adagrad
+    "momentum_low_precision": (fuzz_cases(**DEFAULT_CASES).filter(
+        lambda fc: fc.spec.optimizer == "exact_rowwise_adagrad" and fc.spec.steps > 1),
+        check_fuzz_case, ("momentum", "weights after update")),
 }
 SEARCH = settings(max_examples=MAX_TRIES, phases=[Phase.generate], database=None, derandomize=True,
                   deadline=None, suppress_health_check=list(HealthCheck), print_blob=False)

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fuzz.budgets import Budget
-from fuzz.selftest import run_selftest
-from fuzz.selftest import detectors_for
+from fuzz.selftest import Context, detectors_for, run_selftest
 from tbe import faults
 from tbe.backend import INTERPRETED
 
@@ -26,3 +25,12 @@ def test_int32_fault_is_caught_at_the_transpose():
     assert fr.caught and fr.first_catch.detector == "int32_transpose", fr.detections
     assert "passes without the fault" in fr.first_catch.detail and "linear index" in fr.first_catch.detail
     assert fr.first_catch.shrunk[2] <= 4, "the shrunk layout reads a few ids"
+
+
+@pytest.mark.fuzz
+def test_a_hanging_kernel_ends_as_hang_and_the_case_passes_without_it():
+    """The supervisor's timeout (floor + slack x predicted cost) ends the planted endless loop as ``hang``."""
+    (det,) = [d for d in detectors_for("hang_narrow_long_run") if d.name == "supervised hang"]
+    with faults.allow():
+        found = det.run("hang_narrow_long_run", Context(Budget("t", 5.0, 5.0, 4, 300)))
+    assert found.status == "caught" and "passes without the fault" in found.detail, found

@@ -12,6 +12,7 @@ from fuzz.execution.stats import CampaignStats
 from fuzz.judge.check import CaseResult
 from oracles.compare import Check, Mismatch, Report
 from strategies.case import CaseSpec
+from strategies.tour import TourShare
 
 SPEC = CaseSpec(tables=((4, 2),), batch_size=1)
 
@@ -70,3 +71,17 @@ def test_workers_merge_through_the_same_statistics():
         assert m[key] == expected[key], key
     assert m["seconds"] == 2.0 and m["examples_per_s"] == 1.0 and not m["ok"] and len(m["crashed"]) == 1
     assert "tiers exercised: bwd:short x2, fwd:generic x1" in workers.merged_text(m)
+
+
+def test_tour_shares_merge_once_each_and_their_cases_add_up():
+    rounds = [CampaignStats(tour_shares=(TourShare(0, 2),), tour_examples=n) for n in (5, 3)]
+    rounds[0].merge(rounds[1])  # a triaged campaign's rounds run one share
+    assert rounds[0].tour_shares == (TourShare(0, 2),) and rounds[0].tour_examples == 8
+    other = CampaignStats.from_state(json.loads(json.dumps(
+        CampaignStats(tour_shares=(TourShare(1, 2),), tour_examples=4).to_state())))
+    rounds[0].merge(other)  # another worker's share, read back from its JSON summary
+    assert rounds[0].tour_shares == (TourShare(0, 2), TourShare(1, 2)) and rounds[0].tour_examples == 12
+    merged = workers.merge([{**rounds[0].to_state(), "ok": True, "crashed": False}], wall=1.0, budget="quick")
+    assert "opening tour: 12 case(s) checked, split as shares 0/2, 1/2" in workers.merged_text(merged)
+    searched_alone = CampaignStats()
+    assert searched_alone.to_state()["tour"] is None and CampaignStats.from_state({}).tour_shares == ()

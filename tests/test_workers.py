@@ -17,6 +17,8 @@ from fuzz.budgets import Budget
 from fuzz.campaign import run_campaign
 from fuzz.cli import main
 from fuzz.campaign import open_database
+from fuzz.budgets import get
+from strategies.tour import tour
 from tbe import KernelConfig
 from tests.redis_server import redis_url  # noqa: F401  (fixture)
 
@@ -36,6 +38,10 @@ def test_two_workers_merge_into_one_summary(tmp_path, capsys):
     cov = merged["coverage"]  # fuzz.judge.coverage, summed over the workers, drawn once
     assert cov["examples"] == merged["examples"] and 0 < cov["covered"] <= cov["reachable"]
     assert Path(merged["coverage_map"]).name == "coverage.png"
+    # the workers split the opening tour between them instead of each running all of it
+    assert merged["tour"]["shares"] == [{"index": 0, "of": 2}, {"index": 1, "of": 2}]
+    shares = [w["tour"]["cases"] for w in merged["per_worker"]]
+    assert merged["tour"]["cases"] == sum(shares) <= len(tour(KernelConfig(), get("quick").max_lookups))
     assert (tmp_path / "art" / ".workers" / "worker-1.log").read_text().startswith("$ ")
 
 

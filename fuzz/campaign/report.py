@@ -92,6 +92,7 @@ def campaign_text(r: CampaignResult) -> str:
         ("  tiers exercised: " if _caps(r).kernel_config else "  segment-length classes (this project's tiers): ")
         + (", ".join(f"{t} x{n}" for t, n in sorted(r.tiers.items())) or "none"),
         f"  bound: {r.model.describe()}",
+        _tour_line(r),
         "  max error/bound ratio per check (1.0 = at the bound):",
         *_ratios(r.max_ratio),
         *r.margins.lines(),
@@ -121,6 +122,13 @@ def campaign_text(r: CampaignResult) -> str:
         lines.append(f"  replay:   {(r.artifact / 'replay.txt').read_text().strip()}")
         lines += _sanitizer_hint(r.failure, (r.artifact / "replay.txt").read_text())
     return "\n".join(lines)
+
+
+def _tour_line(r: CampaignResult) -> str:
+    if r.tour is None:
+        return "  opening tour: not run (the search alone)"
+    share = "" if r.tour.of == 1 else f" (share {r.tour} of the tour: every {r.tour.of}th case)"
+    return f"  opening tour: {r.tour_examples} case(s) checked{share}"
 
 
 def _fbgemm_line(r: CampaignResult) -> str:

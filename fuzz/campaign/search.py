@@ -31,6 +31,7 @@ from hypothesis.errors import HypothesisException
 
 from fuzz.campaign import steer
 from fuzz.execution import artifacts, interrupt
+from fuzz.profiles import MAX_COLUMN_BLOCKS
 from fuzz.budgets import EXAMPLE_CAP_S, Budget
 from fuzz.campaign.reduce import failing_check, reduce_failure, size_text
 from strategies.cases import case_size
@@ -44,7 +45,7 @@ from fuzz.execution.supervisor import (CaseInterrupted, CaseTimedOut, Supervisor
 from fuzz.sut.protocol import DEFAULT as DEFAULT_SUT
 from fuzz.sut.protocol import get as get_sut
 from fuzz.sut.fit import fit_case, fit_strategy
-from strategies.tour import tour
+from strategies.tour import ALL, TourShare, tour
 from oracles.error_model import WORST, ErrorModel, from_env
 from tbe import KernelConfig
 
@@ -99,6 +100,9 @@ class CampaignResult(CampaignStats):
     def judged(self) -> bool:
         """False when no example was checked (all out of time): not a pass, the campaign did not run."""
         return self.examples > 0
+    def tour(self) -> Optional[TourShare]:
+        """The share of the opening tour this campaign ran, every round the same (None: the search alone)."""
+        return self.tour_shares[0] if self.tour_shares else None
 
     def count(self, result: CaseResult, known: bool, triaged: bool, observe: Any) -> None:
         """A checked example of the search or the tour (not a shrink step); ``known``: a failure the
@@ -149,6 +153,7 @@ def run_campaign(
     expected: Optional[Callable[[CaseResult], Any]] = None,
     readiness: Any = None,
     announce: Any = None,
+    tour_share: Optional[TourShare] = ALL,
 ) -> CampaignResult:
     """Search for a case that fails under ``config``. ``artifacts_dir=None`` saves nothing; the example
     database lives under it unless ``use_database`` is off (then every run starts from the seed alone);
@@ -162,7 +167,8 @@ def run_campaign(
     as a pass (``fuzz.campaign.triage`` drives that). ``readiness`` (``fuzz.compile.background.Readiness``)
     defers cases whose kernels a background warm-up has not built yet, by its rule. ``announce`` (a
     callable taking a line; default ``progress``) receives the lines a person watches for even under a
-    live bar: the first failure and each shrinking step."""
+    live bar: the first failure and each shrinking step. ``tour_share`` picks the tour's cases this
+    campaign runs (``strategies.tour.TourShare``; None: none, the search alone)."""
     model = model or from_env()
     res = CampaignResult(config, budget, seed, model=model, sut=sut, search_config=strategy is None)
     sup = supervisor or shared()
@@ -171,9 +177,12 @@ def run_campaign(
     caps = get_sut(sut).capabilities
     opening: list = []
     if strategy is None:  # config-space search and the opening tour need a SUT that takes a KernelConfig
-        strategy = fit_strategy(campaign_cases(config, budget.max_lookups, search_config=caps.kernel_config), caps)
-        if caps.kernel_config:
-            opening = [d for d in (fit_case(d, caps) for d in tour(config, budget.max_lookups)) if d is not None]
+        strategy = fit_strategy(campaign_cases(config, budget.max_lookups, search_config=caps.kernel_config,
+                                               max_column_blocks=MAX_COLUMN_BLOCKS), caps)
+        if caps.kernel_config and tour_share is not None:
+            res.tour_shares = (tour_share,)
+            opening = [d for d in (fit_case(d, caps) for d in tour_share.pick(tour(config, budget.max_lookups)))
+                       if d is not None]
     announce = announce or progress
     start = time.perf_counter()
     search_end = start + budget.seconds

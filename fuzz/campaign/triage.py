@@ -22,6 +22,7 @@ from fuzz.execution import artifacts, interrupt
 from fuzz.budgets import Budget
 from fuzz.campaign.search import CampaignResult, run_campaign, save_campaign_failure
 from strategies.cases import case_size
+from strategies.tour import ALL
 from fuzz.judge.check import CaseResult
 from fuzz.status import StopReason
 from fuzz.judge.known import TRIAGE, KnownFinding, explain, for_sut
@@ -62,13 +63,16 @@ def run_triaged(
     readiness: Any = None,
     strategy: Any = None,
     announce: Any = None,
+    tour_share: Any = ALL,
 ) -> CampaignResult:
     """A campaign against ``sut`` that reports its triaged findings as known (see the module docstring).
     With no finding triaged for ``sut`` it is exactly ``run_campaign`` (``database`` and ``observe`` as
-    there; rounds of a triaged campaign use no database); ``strategy`` replaces the drawn cases as there."""
+    there; rounds of a triaged campaign use no database); ``strategy`` replaces the drawn cases as there,
+    and ``tour_share`` picks the opening tour's cases as there, in every round."""
     model = model or from_env()
     common = dict(artifacts_dir=artifacts_dir, progress=progress, meta=meta, sut=sut, observe=observe, model=model,
-                  supervisor=supervisor, readiness=readiness, strategy=strategy, announce=announce)
+                  supervisor=supervisor, readiness=readiness, strategy=strategy, announce=announce,
+                  tour_share=tour_share)
     if not for_sut(sut, triage):
         return run_campaign(config, budget, seed=seed, use_database=use_database, database=database, **common)
     start = time.perf_counter()

@@ -158,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="tbe-fuzz", description="Differential fuzzing of a TBE (this project's Triton TBE unless --sut names another).")
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
-    from fuzz.cli.run import add_run_options, add_warmup_parser
+    from fuzz.cli.run import add_run_options, add_warmup_parser, tour_option
 
     sub = parser.add_subparsers(dest="command", metavar="{run,warmup,replay,gate,tune,selftest,mutate,config}",
                                 parser_class=_Parser)
@@ -205,6 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="only this fault (repeatable; default: every known fault)")
     st.add_argument("--artifacts", type=_artifacts_dir, default=None, metavar="DIR",
                     help="save each caught fault's shrunk case here (default: not saved)")
+    tour_option(st)
     _sut_option(st)
     from fuzz.cli import mutate as mutate_cli  # mutation testing: options and command live in their own module
 
@@ -310,9 +311,12 @@ def cmd_selftest(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     budget = _budget(args)
     if args.time is None:  # per fault: a short campaign each
         budget = budget.with_overrides(seconds=min(budget.seconds, 60.0))
-    _progress(f"tbe-fuzz selftest: up to {budget.seconds:g}s per fault, seed {args.seed}, {_backend_line(args.sut)}")
+    _progress(f"tbe-fuzz selftest: up to {budget.seconds:g}s per fault, seed {args.seed}, {_backend_line(args.sut)}"
+              + (", the search alone (no opening tour)" if args.no_tour else ""))
+    from fuzz.cli.run import tour_share
+
     results = run_selftest(budget, seed=args.seed, only=args.fault, artifacts_dir=args.artifacts,
-                           progress=_progress, sut=args.sut)
+                           progress=_progress, sut=args.sut, tour_share=tour_share(args))
     _emit(args, selftest_report.selftest_text(results), selftest_report.selftest_json(results))
     return 0 if all_ok(results) else 1
 

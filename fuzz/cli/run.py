@@ -39,7 +39,26 @@ def _workers_arg(text: str) -> int:
     return value
 
 
+def _tour_share_arg(text: str):
+    from strategies.tour import TourShare
+
+    try:
+        return TourShare.parse(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def tour_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-tour", action="store_true",
+                   help="skip the opening tour (strategies.tour): the random search alone, to measure its power")
+
+
 def add_run_options(run: argparse.ArgumentParser) -> None:
+    tours = run.add_mutually_exclusive_group()
+    tour_option(tours)
+    tours.add_argument("--tour-share", type=_tour_share_arg, default=None, metavar="I/N",
+                       help="run only every Nth case of the opening tour from case I (0-based); --workers N gives "
+                            "worker I share I/N, so the workers run the tour once between them")
     run.add_argument("--workers", type=_workers_arg, default=None, metavar="N",
                      help="campaign processes (default: one per visible GPU; one without a GPU)")
     run.add_argument("--database", type=_database_arg, default=None, metavar="DIR|redis://HOST:PORT/DB",
@@ -133,6 +152,15 @@ def _one_thread_on_cpu(sut: str) -> None:
         torch.set_num_threads(1)
 
 
+def tour_share(args: argparse.Namespace) -> Any:
+    """The share of the opening tour a command's options ask for (None: --no-tour)."""
+    from strategies.tour import ALL
+
+    if getattr(args, "no_tour", False):
+        return None
+    return getattr(args, "tour_share", None) or ALL
+
+
 def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any = None) -> int:
     from fuzz.budgets import EXAMPLE_CAP_S
     from fuzz.campaign import coverage_map, pictures
@@ -169,7 +197,8 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any
             from fuzz.compile import default_processes
 
             processes = args.warmup_processes or max(1, default_processes() - 2)  # two cores for the search
-            background = background.start(campaign_configs(config), [config], processes, progress=_progress)
+            tours = [] if tour_share(args) is None else [config]  # --no-tour: no tour kernels to build
+            background = background.start(campaign_configs(config), tours, processes, progress=_progress)
             if background.thread is not None:
                 _progress(f"warm-up: building {background.result.groups} groups in the background on "
                           f"{background.result.processes} processes; the search starts now")
@@ -200,7 +229,7 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any
                               progress=None if live.enabled else _progress, observe=chain(live, collector),
                               meta={"config_file": str(args.config[0]) if args.config else None}, sut=sut,
                               model=model, readiness=None if background is None else background.readiness,
-                              announce=live.write if live.enabled else _progress)
+                              announce=live.write if live.enabled else _progress, tour_share=tour_share(args))
     finally:
         live.close()
     if background is not None:

@@ -6,6 +6,8 @@ fields). A worker's JSON summary is read back with ``from_state``; the bound-sha
 histogram (``teeth``) is not carried by JSON (its bands hold medians), so merged worker
 statistics have none. The coverage JSON needs the config's reachable cells, so the summary
 writes it (``fuzz.campaign.report``) and workers merge it with ``fuzz.judge.coverage.merge_json``.
+The opening tour's shares add up too: a triaged campaign's rounds run one share, ``run --workers N``
+runs N (``strategies.tour.TourShare``), each tour case once.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from fuzz.judge.margins import Margins
 from fuzz.judge.teeth import Teeth
 from fuzz.status import Status
 from fuzz.time_split import TimeSplit
+from strategies.tour import TourShare
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -42,6 +45,7 @@ class CampaignStats:
     time: TimeSplit = dataclasses.field(default_factory=TimeSplit)  # where the seconds went, per case
     leftover: list[Path] = dataclasses.field(default_factory=list)  # pending cases of drivers that died
     tour_examples: int = 0            # of ``examples``, the opening tour's (run before the drawn ones)
+    tour_shares: tuple[TourShare, ...] = ()  # the opening tour's shares run (none: the search alone)
     skipped_for_time: int = 0         # drawn examples not started: their expected cost exceeded the time left
     stopped_for_time: int = 0         # examples stopped at the budget's end (EXAMPLE_CAP_S past it), not judged
     reduce_steps: int = 0             # candidates the spec reducer (fuzz.campaign.reduce) checked
@@ -82,6 +86,7 @@ class CampaignStats:
         self.time.merge(other.time)
         self.leftover += [p for p in other.leftover if p not in self.leftover]
         self.tour_examples += other.tour_examples
+        self.tour_shares += tuple(s for s in other.tour_shares if s not in self.tour_shares)
         self.skipped_for_time += other.skipped_for_time
         self.stopped_for_time += other.stopped_for_time
         self.reduce_steps += other.reduce_steps
@@ -97,6 +102,8 @@ class CampaignStats:
             "time_split": self.time.to_json(self.seconds),
             "tour_examples": self.tour_examples, "skipped_for_time": self.skipped_for_time,
             "stopped_for_time": self.stopped_for_time, "reduce_steps": self.reduce_steps,
+            "tour": {"cases": self.tour_examples, "shares": [dataclasses.asdict(s) for s in self.tour_shares]}
+            if self.tour_shares else None,
         }
 
     @classmethod
@@ -111,4 +118,5 @@ class CampaignStats:
             time=TimeSplit.from_json(d.get("time_split", {})), margins=Margins.from_json(d.get("margins", {})),
             tour_examples=int(d.get("tour_examples", 0)), skipped_for_time=int(d.get("skipped_for_time", 0)),
             stopped_for_time=int(d.get("stopped_for_time", 0)), reduce_steps=int(d.get("reduce_steps", 0)),
+            tour_shares=tuple(TourShare(**s) for s in (d.get("tour") or {}).get("shares", [])),
         )

@@ -1,6 +1,7 @@
 """``tbe-fuzz run --workers N``: N campaign processes, one merged summary.
 
-Each worker is a ``tbe-fuzz run`` subprocess with its own seed (base seed + worker index),
+Each worker is a ``tbe-fuzz run`` subprocess with its own seed (base seed + worker index) and its own
+share of the opening tour (``--tour-share I/N``: the workers run each tour case once between them),
 pinned to one GPU through ``CUDA_VISIBLE_DEVICES`` (round-robin over the visible GPUs) or,
 without a GPU, one interpreter process each. All share the artifact directory and one
 example database (the directory one, or Redis with ``--database redis://...``), so a
@@ -64,6 +65,8 @@ def worker_argv(args: Any, index: int, report_dir: Optional[Path]) -> list[str]:
         argv += ["--bound", args.bound]
     if getattr(args, "sut", "triton") != "triton":
         argv += ["--sut", args.sut]
+    if getattr(args, "no_tour", False):
+        argv += ["--no-tour"]
     if report_dir is not None:
         argv += ["--report-dir", str(report_dir / f"worker-{index}")]
     return argv
@@ -92,6 +95,8 @@ def run_workers(args: Any, n: int, progress=None) -> dict[str, Any]:
     for i in range(n):
         env = worker_env(i, n, gpus)
         argv = worker_argv(args, i, args.report_dir)
+        if not getattr(args, "no_tour", False):
+            argv += ["--tour-share", f"{i}/{n}"]
         log = open(logs / f"worker-{i}.log", "w")
         log.write("$ " + " ".join(argv) + f"\n# CUDA_VISIBLE_DEVICES={env.get('CUDA_VISIBLE_DEVICES', '')}\n")
         log.flush()
@@ -130,7 +135,7 @@ def merge(results: Sequence[dict[str, Any]], wall: float, budget: str) -> dict[s
         "kind": "campaign_workers", "budget": budget, "workers": len(results), "workers_finished": len(done),
         "ok": len(done) == len(results) and all(r["ok"] for r in done),
         **{k: state[k] for k in ("examples", "lookups", "tiers", "max_ratio", "time_split", "compiles", "fbgemm",
-                                 "expected_failures", "unmaterializable")},
+                                 "expected_failures", "unmaterializable", "tour")},
         "seconds": round(wall, 3),
         "examples_per_s": round(stats.examples / wall, 3) if wall > 0 else 0.0,
         "lookups_per_s": round(stats.lookups / wall, 1) if wall > 0 else 0.0,
@@ -141,7 +146,7 @@ def merge(results: Sequence[dict[str, Any]], wall: float, budget: str) -> dict[s
         "crashed": [{k: r[k] for k in ("worker", "seed", "exit_code", "log", "log_tail")}
                     for r in results if r["crashed"]],
         "per_worker": [{k: r.get(k) for k in ("worker", "seed", "ok", "examples", "lookups", "seconds", "crashed",
-                                              "exit_code", "log")} for r in results],
+                                              "exit_code", "log", "tour")} for r in results],
     }
 
 
@@ -152,6 +157,9 @@ def merged_text(m: dict[str, Any]) -> str:
         f"  examples {m['examples']}, lookups {m['lookups']}, {m['seconds']:.1f}s wall "
         f"({m['examples_per_s']:.2f} examples/s, {m['lookups_per_s']:,.0f} lookups/s checked)",
         "  tiers exercised: " + (", ".join(f"{t} x{n}" for t, n in sorted(m["tiers"].items())) or "none"),
+        "  opening tour: " + ("not run (the search alone)" if m.get("tour") is None else
+                              f"{m['tour']['cases']} case(s) checked, split as shares "
+                              + ", ".join(f"{t['index']}/{t['of']}" for t in m["tour"]["shares"])),
         "  max error/bound ratio per check (1.0 = at the bound):",
         *[f"    {k:<32} {v:.3g}" for k, v in sorted(m["max_ratio"].items())],
     ]

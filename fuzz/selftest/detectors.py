@@ -18,6 +18,7 @@ from fuzz.campaign import CampaignResult, run_campaign
 from strategies.cases import case_size
 from fuzz.profiles import MAX_LOOKUPS
 from fuzz.status import DetectionStatus
+from strategies.tour import ALL, TourShare
 from tbe import KernelConfig
 from tbe.backend import INTERPRETED
 
@@ -52,6 +53,7 @@ class Context:
     artifacts_dir: Optional[Path] = None
     progress: Optional[Callable[[str], None]] = None
     sut: str = "triton"  # the system under test (fuzz.sut.protocol name); one that takes KernelConfig.faults
+    tour_share: Optional[TourShare] = ALL  # the campaign detector's opening tour (None: the search alone)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,14 +64,24 @@ class Detector:
     skip_reason: Callable[[str], Optional[str]] = lambda fault: None
 
 
+def _who(res: CampaignResult) -> str:
+    """Which part of the campaign found the first failure: a tour case or the search (tour off or not)."""
+    if res.tour is None:
+        return "by the search alone (no opening tour)"
+    if (res.first_failure_examples or 0) <= res.tour_examples:
+        return f"by opening-tour case {res.first_failure_examples} of {res.tour_examples}"
+    return f"by the search, after {res.tour_examples} opening-tour case(s)"
+
+
 def campaign_detection(name: str, res: CampaignResult, wall: Optional[float] = None) -> Detection:
     """A Detection from a campaign that ran with a fault switched on."""
     if res.ok:
-        return Detection(name, MISSED, f"no failure in {res.examples} examples", res.seconds, res.examples,
+        alone = " (search alone, no opening tour)" if res.tour is None else ""
+        return Detection(name, MISSED, f"no failure in {res.examples} examples{alone}", res.seconds, res.examples,
                          campaign=res)
     tables, bags, _ = case_size(res.failure.case)
-    return Detection(name, CAUGHT, "", res.first_failure_seconds, res.first_failure_examples,
-                     (tables, bags, res.failure.lookups), res.artifact, res)
+    return Detection(name, CAUGHT, f"{_who(res)}; {res.first_failure_headline}", res.first_failure_seconds,
+                     res.first_failure_examples, (tables, bags, res.failure.lookups), res.artifact, res)
 
 
 # ----------------------------------------------------------------------------- the campaign detector
@@ -109,7 +121,8 @@ def campaign_config(fault: str, base: Optional[KernelConfig] = None) -> KernelCo
 def _campaign_run(fault: str, ctx: Context) -> Detection:
     config = campaign_config(fault)
     res = run_campaign(config, ctx.budget, seed=ctx.seed, artifacts_dir=ctx.artifacts_dir, use_database=False,
-                       meta={"source": "selftest", "fault": fault}, sut=ctx.sut, announce=ctx.progress)
+                       meta={"source": "selftest", "fault": fault}, sut=ctx.sut, announce=ctx.progress,
+                       tour_share=ctx.tour_share)
     return campaign_detection("campaign", res)
 
 

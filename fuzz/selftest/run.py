@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from fuzz.budgets import Budget
-from fuzz.selftest import int32_check  # noqa: F401  (register their detectors)
+from fuzz.selftest import hangs, int32_check  # noqa: F401  (register their detectors)
 from fuzz.selftest import large_runs
 from fuzz.selftest import oob as oob_detectors
 from fuzz.selftest.detectors import CAUGHT, MASKED, MISSED, SKIPPED, Context, Detection, detectors_for
 from fuzz.status import DetectionStatus
+from strategies.tour import ALL, TourShare
 from tbe import faults
 
 # modules that register detectors of their own
@@ -63,14 +64,16 @@ def run_selftest(
     artifacts_dir: Optional[Path] = None,
     progress: Any = None,
     sut: str = "triton",
+    tour_share: Optional[TourShare] = ALL,
 ) -> list[FaultResult]:
     """Every detector of every fault (``only`` narrows the list and marks those faults as named).
-    ``sut`` must take planted faults through KernelConfig.faults (the campaign detector runs against it)."""
+    ``sut`` must take planted faults through KernelConfig.faults (the campaign detector runs against it);
+    ``tour_share`` is the campaign detector's opening tour (None: the search alone)."""
     names = list(only) if only else sorted(faults.KNOWN)
     for name in names:
         if name not in faults.KNOWN:
             raise ValueError(f"selftest: unknown fault {name!r} (known: {sorted(faults.KNOWN)})")
-    ctx = Context(budget, seed, artifacts_dir, progress, sut=sut)
+    ctx = Context(budget, seed, artifacts_dir, progress, sut=sut, tour_share=tour_share)
     results = []
     with faults.allow():
         for name in names:
