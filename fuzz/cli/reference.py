@@ -111,7 +111,8 @@ def with_env_table(page: str) -> str:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="python -m fuzz.cli.reference", description=__doc__.splitlines()[0])
-    p.add_argument("--write", type=Path, default=None, metavar="DIR", help=f"write DIR/{FILE} (and refresh DIR/{ENV_FILE}'s variables table) instead of printing")
+    p.add_argument("--write", type=Path, default=None, metavar="DIR",
+                   help=f"write DIR/{FILE} (and refresh DIR/{ENV_FILE}'s variables table) instead of printing")
     args = p.parse_args(argv)
     text = render()
     if args.write is None:
