@@ -83,6 +83,21 @@ def test_cli_reference_is_generated_from_the_parser():
         "docs/reference/cli.md is stale: run `python -m fuzz.cli.reference --write docs/reference`")
 
 
+def test_environment_table_is_generated_from_the_registry():
+    committed = (DOCS / "reference" / reference.ENV_FILE).read_text()
+    assert committed == reference.with_env_table(committed), (
+        "docs/reference/environment.md's table is stale: run `python -m fuzz.cli.reference --write docs/reference`")
+
+
+def test_environment_table_refresh_replaces_only_the_marked_block():
+    page = f"# Env\nbefore\n{reference.ENV_BEGIN}\nstale row\n{reference.ENV_END}\nafter\n"
+    out = reference.with_env_table(page)
+    assert "stale row" not in out and "| `TBE_FUZZ_ALLOW_FAULTS` |" in out
+    assert out.startswith("# Env\nbefore\n") and out.endswith(f"|\n\n{reference.ENV_END}\nafter\n")
+    with pytest.raises(ValueError, match="markers"):
+        reference.with_env_table("# no markers\n")
+
+
 def test_cli_reference_lists_every_option_of_every_command():
     text = reference.render()
     parser = build_parser()

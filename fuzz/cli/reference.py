@@ -1,6 +1,7 @@
 """The CLI reference in Markdown, generated from ``tbe-fuzz``'s argparse parser so it cannot drift.
 
-``python -m fuzz.cli.reference --write docs/reference`` writes ``cli.md``; without ``--write`` it prints it.
+``python -m fuzz.cli.reference --write docs/reference`` writes ``cli.md`` and refreshes the variables table
+of ``environment.md`` (between its markers, from ``tbe.env.markdown()``); without ``--write`` it prints ``cli.md``.
 It renders the parser's actions itself rather than ``format_help()``: argparse's help layout changes
 between Python versions and terminal widths, and the reference must be the same on every machine.
 argparse has no public way to list a parser's options, so this reads ``_actions`` (stable since 3.2).
@@ -14,6 +15,9 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 FILE = "cli.md"
+ENV_FILE = "environment.md"
+ENV_BEGIN = "<!-- generated from tbe.env.markdown() by `python -m fuzz.cli.reference --write docs/reference` -->"
+ENV_END = "<!-- end of the generated table -->"
 HEADER = """# CLI reference
 
 Generated from the argparse parser by `python -m fuzz.cli.reference --write docs/reference`;
@@ -94,9 +98,21 @@ def render(parser: Optional[argparse.ArgumentParser] = None) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def with_env_table(page: str) -> str:
+    """``page`` with the text between ``ENV_BEGIN`` and ``ENV_END`` replaced by the registry's table."""
+    from tbe.env import markdown
+
+    head, sep, rest = page.partition(ENV_BEGIN + "\n")
+    _, sep2, tail = rest.partition(ENV_END)
+    if not sep or not sep2:
+        raise ValueError(f"{ENV_FILE} lacks the markers {ENV_BEGIN!r} ... {ENV_END!r}")
+    return head + sep + markdown() + "\n" + sep2 + tail  # a blank line ends the table before the marker
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="python -m fuzz.cli.reference", description=__doc__.splitlines()[0])
-    p.add_argument("--write", type=Path, default=None, metavar="DIR", help=f"write DIR/{FILE} instead of printing it")
+    p.add_argument("--write", type=Path, default=None, metavar="DIR",
+                   help=f"write DIR/{FILE} (and refresh DIR/{ENV_FILE}'s variables table) instead of printing")
     args = p.parse_args(argv)
     text = render()
     if args.write is None:
@@ -105,6 +121,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         args.write.mkdir(parents=True, exist_ok=True)
         (args.write / FILE).write_text(text)
         print(f"wrote {args.write / FILE}")
+        env = args.write / ENV_FILE
+        if env.is_file():
+            env.write_text(with_env_table(env.read_text()))
+            print(f"refreshed the variables table of {env}")
     return 0
 
 
