@@ -15,11 +15,11 @@ step() {  # step NAME LIMIT_S COMMAND...: run, record wall and exit status
     python3 -c "import sys; print(f'{sys.argv[1]:<16} rc={sys.argv[2]:<4} wall={float(sys.argv[4]) - float(sys.argv[3]):.1f}s')" \
         "$name" "$rc" "$t0" "$(date +%s.%N)" | tee -a "$OUT/walls.txt"
 }
-step quick_fresh 200 python -m fuzz run --budget quick --json --artifacts "$OUT/a1"
-step quick_warm 150 python -m fuzz run --budget quick --json --time 30 --artifacts "$OUT/a2"
+step quick_fresh 170 python -m fuzz run --budget quick --json --artifacts "$OUT/a1"
+step quick_warm 110 python -m fuzz run --budget quick --json --time 30 --artifacts "$OUT/a2"
 t0=$(date +%s.%N)
 for i in 1 2 3; do
-    timeout 120 python -m fuzz run --budget quick --time 20 --seed "$i" --json --artifacts "$OUT/c$i" \
+    timeout 100 python -m fuzz run --budget quick --time 20 --seed "$i" --json --artifacts "$OUT/c$i" \
         > "$OUT/concurrent_$i.json" 2> "$OUT/concurrent_$i.err" &
 done
 wait
@@ -27,4 +27,4 @@ python3 -c "import sys; print(f'concurrent x3    wall={float(sys.argv[2]) - floa
     | tee -a "$OUT/walls.txt"
 args=()
 for f in $FAULTS; do args+=(--fault "$f"); done
-step selftest_new 300 python -m fuzz selftest --time 45 --json "${args[@]}"
+step selftest_new 190 python -m fuzz selftest --time 30 --json "${args[@]}"
