@@ -4,12 +4,15 @@ strategies' own draws once built, tour groups first, and a campaign end that dro
 from __future__ import annotations
 
 import concurrent.futures as cf
+import os
 import threading
+import time
+
 
 from fuzz.budgets import Budget
 from fuzz.campaign import run_campaign
 from fuzz.compile import background
-from fuzz.compile.background import Readiness, group_keys
+from fuzz.compile.background import Readiness, _BuilderPool, group_keys
 from fuzz.compile.warmup import WarmCase, tour_groups, warm_groups
 from fuzz.judge import CaseResult
 from strategies.case import CaseSpec
@@ -26,7 +29,7 @@ class _InstantSupervisor:
 
     environment: dict = {}
 
-    def run(self, case, config, pending=None, model=None, sut=None):
+    def run(self, case, config, pending=None, **options):
         return CaseResult(case, [], 1, frozenset(), 0.0)
 
 
@@ -134,3 +137,40 @@ def test_stop_drops_the_groups_not_started():
 def test_the_interpreter_builds_nothing():
     handle = background.start([KernelConfig()], [KernelConfig()], interpreted=True)
     assert handle.thread is None and handle.readiness.finished and handle.result.skipped
+
+
+def _sleepy_group(group):
+    """A stand-in builder: the first group returns at once, the others take far longer than the test."""
+    time.sleep(0 if group == ["quick"] else 600)
+    return {"compiled": 1}
+
+
+def test_the_builder_process_is_killed_whole_when_the_campaign_ends():
+    """The production pool: a builder process of its own; stopping it while groups are in flight returns at once
+    (no executor left waiting) and its processes are gone."""
+    pool = _BuilderPool(2)
+    futures = [pool.submit(_sleepy_group, ["quick"]), pool.submit(_sleepy_group, ["slow"]),
+               pool.submit(_sleepy_group, ["slow"])]
+    pool.start()
+    assert futures[0].result(timeout=120) == {"compiled": 1}
+    t0 = time.perf_counter()
+    assert all(f.cancel() for f in futures[1:])
+    pool.kill()
+    pool.__exit__(None, None, None)
+    assert time.perf_counter() - t0 < 15
+    assert not pool._proc.is_alive()
+    assert _running_in_group(pool._proc.pid) == []  # the builder's pool went with it
+
+
+def _running_in_group(pgid):
+    """Pids of the live (not zombie) processes in process group ``pgid``, read from /proc."""
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                fields = open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                out.append(int(d))
+    return out

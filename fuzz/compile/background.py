@@ -166,12 +166,12 @@ class BackgroundWarmup:
         return self.result
 
     def stop(self) -> WarmupResult:
-        """The campaign ended: drop the groups not started (their units get no stamp), let running ones finish."""
+        """The campaign ended: drop the groups not finished (their units get no stamp) and end the builder."""
         self.stopping = True
         self.cancelled = sum(f.cancel() for f in list(self.futures))
         if self.pool is not None and self.cancelled:
             _terminate(self.pool)  # groups in flight too: Triton writes each cache file whole, so none is torn
-        self.join()
+        self.join(timeout=30)
         self.result.not_built = self.cancelled + sum(1 for f in self.futures if not f.cancelled()
                                                      and f.done() and f.exception() is not None)
         return self.result
@@ -224,6 +224,7 @@ def start(configs: Sequence[KernelConfig], tours: Sequence[KernelConfig], proces
                 handle.pool = pool
                 futures = {pool.submit(run_group, g): (u, g) for u, g in groups}
                 handle.futures[:] = list(futures)
+                getattr(pool, "start", lambda: None)()  # the builder process starts once every group is queued
                 if handle.stopping:  # stop() came before the futures existed
                     handle.cancelled = sum(f.cancel() for f in futures)
                 for k, fut in enumerate(cf.as_completed(futures), 1):
@@ -261,16 +262,93 @@ def start(configs: Sequence[KernelConfig], tours: Sequence[KernelConfig], proces
 
 
 def _terminate(pool: Any) -> None:
-    """End a process pool's workers now (``ProcessPoolExecutor`` gains ``terminate_workers`` only in 3.14)."""
-    stop = getattr(pool, "terminate_workers", None)
-    if stop is not None:
-        stop()
-        return
-    for proc in list(getattr(pool, "_processes", {}).values()):
-        proc.terminate()
+    """End a pool's work now: the builder's process group, or a test's thread pool (nothing to kill)."""
+    kill = getattr(pool, "kill", None)
+    if kill is not None:
+        kill()
 
 
-def _process_pool(n: int) -> cf.Executor:
+class _BuilderPool:
+    """Groups built in a builder process of its own (its own process group, with its own process pool), results
+    read back over a queue. Why not a ``ProcessPoolExecutor`` here: stopping one whose workers are busy, by
+    terminating them, can leave its shutdown (and the interpreter's exit) waiting forever; a process group is
+    killed whole, and the driver holds no executor that could wait."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self._items: list = []
+        self._futures: list[cf.Future] = []
+        self._proc: Any = None
+
+    def __enter__(self) -> "_BuilderPool":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._proc is not None:
+            self._proc.join(timeout=5)
+            self.kill()
+
+    def submit(self, fn: Callable, group: Any) -> cf.Future:
+        fut: cf.Future = cf.Future()
+        self._items.append((fn, group))
+        self._futures.append(fut)
+        return fut
+
+    def start(self) -> None:
+        import multiprocessing as mp
+
+        ctx = mp.get_context("spawn")
+        self._queue = ctx.Queue()
+        self._proc = ctx.Process(target=_builder_main, args=(self._items, self.n, self._queue))
+        self._proc.start()
+        threading.Thread(target=self._read, name="tbe-fuzz-warmup-reader", daemon=True).start()
+
+    def _read(self) -> None:
+        import queue as queue_mod
+
+        while True:
+            try:
+                msg = self._queue.get(timeout=1.0)
+            except queue_mod.Empty:
+                if self._proc.is_alive():
+                    continue
+                msg = ("end",)
+            if msg[0] == "end":
+                for fut in self._futures:
+                    if not fut.done() and fut.set_running_or_notify_cancel():
+                        fut.set_exception(RuntimeError("the warm-up's builder process ended before this group"))
+                return
+            i, ok, payload = msg
+            fut = self._futures[i]
+            if not fut.done() and fut.set_running_or_notify_cancel():
+                fut.set_result(payload) if ok else fut.set_exception(RuntimeError(payload))
+
+    def kill(self) -> None:
+        import signal
+
+        if self._proc is None or self._proc.pid is None:
+            return
+        try:
+            os.killpg(self._proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self._proc.join(timeout=5)
+
+
+def _builder_main(items: list, n: int, out: Any) -> None:
+    """The builder process: a group of its own (so ``kill`` takes its pool too), groups built ``n`` at a time."""
     import multiprocessing as mp
 
-    return cf.ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn"))
+    os.setpgrp()
+    with cf.ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn")) as pool:
+        futures = {pool.submit(fn, group): i for i, (fn, group) in enumerate(items)}
+        for fut in cf.as_completed(futures):
+            try:
+                out.put((futures[fut], True, fut.result()))
+            except Exception as e:  # noqa: BLE001  (reported to the driver as that group's failure)
+                out.put((futures[fut], False, f"{type(e).__name__}: {e}"))
+    out.put(("end",))
+
+
+def _process_pool(n: int) -> _BuilderPool:
+    return _BuilderPool(n)
