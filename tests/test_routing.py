@@ -21,7 +21,7 @@ LONG = dict(long_run_threshold=8, chunk_size=4, fused_long_tier=True)
 
 def _fused_launched(config: KernelConfig) -> bool:
     """Whether one training step of SPEC under ``config`` launches the long tier's fused chunk kernel."""
-    t = tensors(SPEC, config)
+    t = tensors(SPEC)
     m = TritonTBE(list(SPEC.tables), config=config)
     with recording(execute=False) as launches:
         out = m(t.indices, t.offsets, None)
@@ -33,11 +33,11 @@ def _fused_launched(config: KernelConfig) -> bool:
 
 def test_fused_long_min_lookups_gates_the_fused_label():
     """Below fused_long_min_lookups the long runs take grad-accum + apply, and the label says so."""
-    n = tensors(SPEC, KernelConfig(**LONG)).indices.numel()
+    n = tensors(SPEC).indices.numel()
     assert n >= 12
     for min_lookups, fused in ((0, True), (n, True), (n + 1, False), (10**6, False)):
         cfg = KernelConfig(**LONG, fused_long_min_lookups=min_lookups)
-        tiers = tiers_of(SPEC, tensors(SPEC, cfg), cfg)[0]
+        tiers = tiers_of(SPEC, tensors(SPEC), cfg)[0]
         assert ("bwd:long_fused" in tiers) == fused, (min_lookups, tiers)
         assert ("bwd:long" in tiers) == (not fused), (min_lookups, tiers)
         assert "bwd:multi_chunk" in tiers

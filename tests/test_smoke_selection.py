@@ -19,7 +19,7 @@ def _python(code: str, profile: str) -> str:
 
 
 def test_smoke_profile_draws_one_example_where_ci_draws_the_stated_count():
-    code = ("import fuzz.profiles as p; from hypothesis import settings; "
+    code = ("import fuzz.profiles as p; p.load(); from hypothesis import settings; "
             "print(p.examples(300), settings.default.max_examples, settings.default.derandomize)")
     assert _python(code, "smoke") == ["1", "1", "True"]
     assert _python(code, "ci")[0] == "300"
