@@ -25,7 +25,7 @@ import torch
 import triton
 import triton.language as tl
 
-from tbe.backward_short import accumulate_fault, gather_grad, row_of_run
+from tbe.backward_short import gather_grad, row_of_run
 from tbe.classify import Classified, persistent_grid
 from tbe.optimizers import update_row
 
@@ -46,44 +46,34 @@ def backward_long(
         WEIGHTED=weighted, MEAN=module.pooling.value == "mean",
         ADAGRAD=module.optimizer.value == "exact_rowwise_adagrad",
         GATHER=cfg.bwd_long_gather, BLOCK_D=block_d, WIDE=wide,
-        FAULT_ACC_W=accumulate_fault(cfg, module.weights),
+        FAULT_ACC_W=cfg.has_fault("accumulate_in_weight_dtype"),
         FAULT_SKIP_LAST=cfg.has_fault("skip_last_chunk_update"),
         FAULT_DROP_CHUNK=cfg.has_fault("drop_chunk_past_4096"),
         FAULT_ZERO_LONG=cfg.has_fault("zero_update_past_2p20"),
         FAULT_CHUNK_LIMIT=FAULT_CHUNK_LIMIT, FAULT_HANG_NARROW=cfg.has_fault("hang_narrow_long_run"),
         num_warps=cfg.bwd_long_num_warps,
     )
-
-    def run_args(weights, run_linear):
-        return (
-            weights, module.momentum, grad, grad.stride(0),
-            cls.counts, cls.long_runs, cls.chunk_base, cls.num_chunks, cls.chunk_slot, cls.chunk_index,
-            run_linear, tr.run_start, tr.run_length, tr.sorted_bag,
-            tr.sorted_psw if weighted else tr.run_start, tr.offsets,
-            lt["weights_offsets"], lt["dims"], lt["col_offsets"], lt["hash_size_cumsum"],
-            tr.batch_size, module.learning_rate, module.eps, cfg.chunk_size, ws_stride,
-        )
-
+    run_args = (
+        module.weights, module.momentum, grad, grad.stride(0),
+        cls.counts, cls.long_runs, cls.chunk_base, cls.num_chunks, cls.chunk_slot, cls.chunk_index,
+        tr.run_linear, tr.run_start, tr.run_length, tr.sorted_bag,
+        tr.sorted_psw if weighted else tr.run_start, tr.offsets,
+        lt["weights_offsets"], lt["dims"], lt["col_offsets"], lt["hash_size_cumsum"],
+        tr.batch_size, module.learning_rate, module.eps, cfg.chunk_size, ws_stride,
+    )
     chunk_grid = persistent_grid(cfg.long_grid_multiplier, cls.chunk_upper, device)
     if fused:
         # one fp32 row per long slot; at most n / threshold long runs
         slots = max(1, tr.n // cfg.long_run_threshold)
         ws = torch.zeros((slots, ws_stride), dtype=torch.float32, device=device)
         _chunk_kernel[(chunk_grid,)](
-            *run_args(module.weights, tr.run_linear), ws, cls.countdown, FUSED=True,
+            *run_args, ws, cls.countdown, FUSED=True,
             SEM="relaxed" if (cfg.has_fault("no_fence") or not cfg.fence) else "acq_rel",
             FAULT_NO_BARRIER=cfg.has_fault("no_barrier"), **common,
         )
         return
     ws = torch.empty((cls.chunk_upper, ws_stride), dtype=torch.float32, device=device)
-    # the two-kernel tier's chunk program only sums: the update, and with it the optimizer, the wide-row
-    # loop, the weights' dtype and the row's linear index, is the apply kernel's. Fixed values and int64 /
-    # fp32 placeholders (never read) for those make one chunk kernel serve every optimizer, weights dtype
-    # and linear index dtype; the accumulate fault alone reads the weights' dtype
-    sums = dict(common, ADAGRAD=False, WIDE=False)
-    weights = module.weights if common["FAULT_ACC_W"] else ws
-    _chunk_kernel[(chunk_grid,)](*run_args(weights, tr.run_start), ws, ws, FUSED=False, SEM="relaxed",
-                                 FAULT_NO_BARRIER=False, **sums)
+    _chunk_kernel[(chunk_grid,)](*run_args, ws, ws, FUSED=False, SEM="relaxed", FAULT_NO_BARRIER=False, **common)
     apply_grid = persistent_grid(cfg.long_grid_multiplier, max(1, tr.n // cfg.long_run_threshold), device)
     # the apply kernel reads only the workspace and the rows: no gradient, weight or offsets pointer and no
     # gradient flag in its signature, so their dtypes do not multiply its specializations

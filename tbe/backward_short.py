@@ -41,7 +41,7 @@ def backward_short(
     flags = dict(
         WEIGHTED=weighted, MEAN=module.pooling.value == "mean",
         ADAGRAD=module.optimizer.value == "exact_rowwise_adagrad",
-        BLOCK_D=block_d, FAULT_ACC_W=accumulate_fault(cfg, module.weights),
+        BLOCK_D=block_d, FAULT_ACC_W=cfg.has_fault("accumulate_in_weight_dtype"),
         num_warps=cfg.bwd_short_num_warps,
     )
     runs = cfg.bwd_short_runs_per_program
@@ -55,12 +55,6 @@ def backward_short(
         *args, GATHER=cfg.bwd_short_gather_weighted if weighted else cfg.bwd_short_gather_unweighted,
         WIDE=wide, **flags,
     )
-
-
-def accumulate_fault(cfg, weights: torch.Tensor) -> bool:
-    """The accumulate_in_weight_dtype fault's flag: it rounds the running sum to the weights' dtype, which
-    for fp32 weights rounds nothing, so fp32 keeps the fault-free kernels (no build of its own)."""
-    return cfg.has_fault("accumulate_in_weight_dtype") and weights.dtype != torch.float32
 
 
 # ----------------------------------------------------------------------------- kernels

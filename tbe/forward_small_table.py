@@ -92,7 +92,7 @@ def forward_small_table(
         BAGS=bags, M=max(DOT_MIN, bags), H=config.small_table_histogram_ids,
         ROWS=max(DOT_MIN, next_pow2(E)), BLOCK_D=max(DOT_MIN, next_pow2(D)),
         GATHER=config.fwd_gather_unweighted,
-        FAULT_MEAN_RAW_LEN=config.has_fault("fwd_mean_wrong_length") and pooling == Pooling.MEAN,  # read under MEAN
+        FAULT_MEAN_RAW_LEN=config.has_fault("fwd_mean_wrong_length"),
         **kernel_args(check, indices, offsets),
         num_warps=config.fwd_num_warps,
     )
