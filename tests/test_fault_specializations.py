@@ -30,6 +30,10 @@ TOUCHES = {
     "drop_chunk_past_4096": {"_chunk_kernel"},
     "zero_update_past_2p20": {"_chunk_kernel"},
     "bounds_check_off_by_one": {"_check_ids_kernel", "_forward_kernel", "_small_table_kernel"},  # fused check
+    "fwd_drop_cols_past_1024": {"_forward_kernel"},
+    "hang_narrow_long_run": {"_chunk_kernel"},
+    "lane_mask_narrow": {"_short_rows_kernel"},
+    "momentum_low_precision": {"_short_rows_kernel"},
 }
 
 # forces int32 linear ids where a profile asks for int64: fewer variants of the backward kernels, none new
