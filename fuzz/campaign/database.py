@@ -24,14 +24,19 @@ def is_redis(url: str) -> bool:
     return url.startswith(REDIS_SCHEMES)
 
 
+def require_redis(url: str) -> str:
+    """``url`` (a redis:// one) once the redis package is importable; ValueError naming it otherwise."""
+    try:
+        import redis  # noqa: F401
+    except ImportError:
+        raise ValueError(f"{url!r} needs the redis package (pip install redis)") from None
+    return url
+
+
 def check_url(text: str) -> str:
     """Validate a --database value early (argparse); ValueError names what is wrong."""
     if is_redis(text):
-        try:
-            import redis  # noqa: F401
-        except ImportError:
-            raise ValueError(f"{text!r} needs the redis package (pip install redis)") from None
-        return text
+        return require_redis(text)
     path = Path(text)
     if path.exists() and not path.is_dir():
         raise ValueError(f"{text!r} exists and is not a directory")

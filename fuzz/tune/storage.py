@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from fuzz.campaign import is_redis
+from fuzz.campaign import is_redis, require_redis
 from fuzz.gate import PerfShape
 from tbe import KernelConfig
 
@@ -27,11 +27,7 @@ RDB_SCHEMES = ("sqlite://", "postgresql://", "postgresql+", "mysql://", "mysql+"
 def check_url(text: str) -> str:
     """Validate a --storage value early (argparse); ValueError names what is wrong."""
     if is_redis(text):
-        try:
-            import redis  # noqa: F401
-        except ImportError:
-            raise ValueError(f"{text!r} needs the redis package (pip install redis)") from None
-        return text
+        return require_redis(text)
     if text.startswith(RDB_SCHEMES):
         return text
     path = Path(text)
