@@ -16,7 +16,8 @@ from typing import Any, Callable
 def face(package: str, exports: dict[str, tuple[str, ...]]) -> tuple[list[str], Callable[[str], Any],
                                                                      Callable[[], list[str]]]:
     """``(__all__, __getattr__, __dir__)`` for ``package``, whose ``exports`` map a submodule (relative,
-    ``".search"``) to the names it gives the face. A name resolves once, on first use."""
+    ``".search"``) to the names it gives the face. A name resolves on every use, from the module that defines
+    it, so a test that patches that module reaches callers that import the name through the face."""
     where = {name: module for module, names in exports.items() for name in names}
     if len(where) != sum(len(names) for names in exports.values()):
         raise ValueError(f"{package}: a name is exported twice")
@@ -27,9 +28,7 @@ def face(package: str, exports: dict[str, tuple[str, ...]]) -> tuple[list[str], 
     def __getattr__(name: str) -> Any:
         if name not in where:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(where[name], package), name)
-        setattr(sys.modules[package], name, value)
-        return value
+        return getattr(importlib.import_module(where[name], package), name)
 
     def __dir__() -> list[str]:
         return sorted(set(vars(sys.modules[package])) | set(where))
