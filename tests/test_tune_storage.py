@@ -114,13 +114,9 @@ def test_unreachable_storage_stops_tune_before_any_trial(monkeypatch, capsys):
     import socket
 
     from fuzz.cli import main
-    import fuzz.gate
     from fuzz.gate import perf
 
-    # as on a GPU host: only the storage is wrong (the CLI reads the name through the gate's face, which
-    # keeps its own reference once loaded)
-    monkeypatch.setattr(perf, "gpu_unavailable", lambda: None)
-    monkeypatch.setattr(fuzz.gate, "gpu_unavailable", lambda: None)
+    monkeypatch.setattr(perf, "gpu_unavailable", lambda: None)  # as on a GPU host: only the storage is wrong
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
