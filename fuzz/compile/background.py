@@ -28,7 +28,7 @@ from typing import Any, Callable, Optional, Sequence
 from strategies.cases import base_spec
 from tbe.config import KernelConfig
 
-from fuzz.compile.warmup import WarmCase, WarmupResult, default_processes, tour_groups, warm_groups
+from fuzz.compile.warmup import WarmCase, WarmupResult, default_processes
 
 PAUSE_S = 0.005  # after a deferral, while groups are still building
 
@@ -183,32 +183,23 @@ def start(configs: Sequence[KernelConfig], tours: Sequence[KernelConfig], proces
           force: bool = False) -> BackgroundWarmup:
     """Start building ``configs``' groups and ``tours``' opening-tour groups in the background; returns at once.
     ``runner`` (a group's builder), ``executor`` (a pool factory) and ``interpreted`` exist for tests."""
-    from fuzz.compile import stamp as warm_stamp
-    from fuzz.compile.warmup import _run_group
+    from fuzz.compile.warmup import _run_group, plan
 
     readiness = Readiness()
     if interpreted is None:
         from tbe.backend import INTERPRETED as interpreted  # noqa: N811
     if interpreted:
         return BackgroundWarmup(readiness, WarmupResult(skipped="kernels run in Triton's interpreter: nothing to compile"))
-    units = [("tour", c) for c in dict.fromkeys(tours)] + [("matrix", c) for c in dict.fromkeys(configs)]
-    if runner is None:
-        env = warm_stamp.environment()
-        keys = {u: warm_stamp.stamp_key([u[1]], tag=u[0], env=env) for u in units}
-        stamps = {u: None if force else warm_stamp.find(keys[u]) for u in units}
-    else:
-        keys, stamps = {}, {u: None for u in units}
-    todo = [u for u in units if stamps[u] is None]
-    tour_part = [(u, g) for u in todo if u[0] == "tour" for g in tour_groups(u[1])]
-    matrix_part = [(u, g) for u in todo if u[0] == "matrix" for g in warm_groups([u[1]])]
-    matrix_part.sort(key=lambda ug: len(ug[1]), reverse=True)  # the slowest work starts earliest
-    groups = tour_part + matrix_part
+    p = plan([("tour", c) for c in tours] + [("matrix", c) for c in configs], force=force, stamped=runner is None)
+    groups = p.groups()  # the tour's groups first; then the slowest work starts earliest
+    groups = [ug for ug in groups if ug[0][0] == "tour"] + sorted(
+        (ug for ug in groups if ug[0][0] == "matrix"), key=lambda ug: len(ug[1]), reverse=True)
     n = processes or default_processes()
     res = WarmupResult(cases=sum(len(g) for _, g in groups), groups=len(groups), processes=n,
-                       reused=len(units) - len(todo))
+                       reused=len(p.units) - len(p.todo))
     readiness.plan([k for u, g in groups for k in group_keys(g, u[0] == "tour")])
     if not groups:
-        res.stamped_at = max((s.get("stamped_at", "?") for s in stamps.values() if s), default=None)
+        res.stamped_at = p.newest_stamp()
         return BackgroundWarmup(readiness, res)
     readiness.finished = False
     run_group = runner or _run_group
@@ -252,9 +243,7 @@ def start(configs: Sequence[KernelConfig], tours: Sequence[KernelConfig], proces
         finally:
             res.seconds = time.perf_counter() - t0
             readiness.all_done(built=not handle.stopping)
-        for u in todo:
-            if u not in failed and u in keys:
-                warm_stamp.write(keys[u], {"seconds": round(res.seconds, 1), "units_in_run": len(todo)})
+        p.stamp(failed, res.seconds)
 
     handle.thread = threading.Thread(target=build, name="tbe-fuzz-warmup", daemon=True)
     handle.thread.start()

@@ -162,6 +162,47 @@ def unit_groups(unit: Unit) -> list[list[WarmCase]]:
     return warm_groups([config]) if kind == "matrix" else tour_groups(config)
 
 
+@dataclasses.dataclass
+class Plan:
+    """Which units a warm-up builds: those whose finished warm-up Triton's cache does not hold a stamp of
+    (``fuzz.compile.stamp``), unless forced. ``keys`` is empty for an unstamped plan (tests), which writes none."""
+
+    units: list[Unit]
+    keys: dict[Unit, str]
+    stamps: dict[Unit, Optional[dict[str, Any]]]
+
+    @property
+    def todo(self) -> list[Unit]:
+        return [u for u in self.units if self.stamps[u] is None]
+
+    def groups(self) -> list[tuple[Unit, list[WarmCase]]]:
+        return [(u, g) for u in self.todo for g in unit_groups(u)]
+
+    def newest_stamp(self) -> Optional[str]:
+        return max((s.get("stamped_at", "?") for s in self.stamps.values() if s), default=None)
+
+    def stamp(self, failed: set, seconds: float) -> None:
+        """Stamp every unit built without a failure."""
+        from fuzz.compile import stamp as warm_stamp
+
+        todo = self.todo
+        for u in todo:
+            if u not in failed and u in self.keys:
+                warm_stamp.write(self.keys[u], {"seconds": round(seconds, 1), "units_in_run": len(todo)})
+
+
+def plan(units: Sequence[Unit], force: bool = False, stamped: bool = True) -> Plan:
+    """The ``Plan`` of ``units`` (duplicates dropped, order kept); ``stamped=False`` reads and writes no stamp."""
+    units = list(dict.fromkeys(units))
+    if not stamped:
+        return Plan(units, {}, {u: None for u in units})
+    from fuzz.compile import stamp as warm_stamp
+
+    env = warm_stamp.environment()
+    keys = {u: warm_stamp.stamp_key([u[1]], tag=u[0], env=env) for u in units}
+    return Plan(units, keys, {u: None if force else warm_stamp.find(keys[u]) for u in units})
+
+
 def _run_group(cases: list[WarmCase]) -> dict[str, Any]:
     """Worker: run one group's cases, count what Triton compiled and loaded."""
     from fuzz.compile.watch import watch
@@ -231,20 +272,14 @@ def warmup(configs: Sequence[KernelConfig], processes: Optional[int] = None,
     import concurrent.futures as cf
     import multiprocessing as mp
 
-    from fuzz.compile import stamp as warm_stamp
-
     t0 = time.perf_counter()
-    units = [("matrix", c) for c in dict.fromkeys(configs)] + [("tour", c) for c in dict.fromkeys(tours)]
-    env = warm_stamp.environment()
-    keys = {u: warm_stamp.stamp_key([u[1]], tag=u[0], env=env) for u in units}
-    stamps = {u: None if force else warm_stamp.find(keys[u]) for u in units}
-    todo = [u for u in units if stamps[u] is None]
-    groups = [(u, g) for u in todo for g in unit_groups(u)]
+    p = plan([("matrix", c) for c in configs] + [("tour", c) for c in tours], force=force)
+    groups = p.groups()
     n = processes or default_processes()
     res = WarmupResult(cases=sum(len(g) for _, g in groups), groups=len(groups), processes=n,
-                       reused=len(units) - len(todo))
-    if not todo:
-        res.stamped_at = max(s.get("stamped_at", "?") for s in stamps.values())
+                       reused=len(p.units) - len(p.todo))
+    if not p.todo:
+        res.stamped_at = p.newest_stamp()
         res.seconds = time.perf_counter() - t0
         return res
     failed: set = set()
@@ -267,9 +302,7 @@ def warmup(configs: Sequence[KernelConfig], processes: Optional[int] = None,
             if progress is not None and k % 8 == 0:
                 progress(f"  warm-up: {k}/{len(groups)} groups, {time.perf_counter() - t0:.0f}s")
     res.seconds = time.perf_counter() - t0
-    for u in todo:
-        if u not in failed:
-            warm_stamp.write(keys[u], {"seconds": round(res.seconds, 1), "units_in_run": len(todo)})
+    p.stamp(failed, res.seconds)
     return res
 
 
