@@ -13,7 +13,6 @@ import time
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
-from fuzz.profiles import MAX_LOOKUPS
 from strategies.adversarial import fuzz_cases
 from strategies.int32_edges import int32_edge_specs
 from tests.fuzz_properties import bad_duplicate_cases, check_bad_case, check_fuzz_case, check_int32_case
@@ -21,31 +20,37 @@ from tests.test_adversarial import duplicate_case_strategy, wide_case_strategy
 from tests.test_strategies import DEFAULT_CASES
 
 MAX_TRIES = 300
+ADVERSARIAL = fuzz_cases(**DEFAULT_CASES)  # the adversarial fuzz test's strategy
+
+
+def multi_step_adagrad(fc) -> bool:
+    """Cases that carry row-wise Adagrad's state across steps."""
+    return fc.spec.optimizer == "exact_rowwise_adagrad" and fc.spec.steps > 1
+
 
 # fault -> (the fuzz test's strategy, its check, a phrase (or phrases, any of) the failure must contain)
 PROPERTIES = {
     "unstable_weighted_pairing": (duplicate_case_strategy(), lambda x, f: check_fuzz_case(x, f), "weights after update"),
     "int32_linearize_past_limit": (int32_edge_specs(), check_int32_case, "linear index"),
-    "long_threshold_off_by_one": (fuzz_cases(**DEFAULT_CASES), check_fuzz_case, "weights after update"),
+    "long_threshold_off_by_one": (ADVERSARIAL, check_fuzz_case, "weights after update"),
     "fwd_mean_wrong_length": (bad_duplicate_cases(), lambda x, f: check_bad_case(*x, f), "forward vs fp64"),
-    "skip_last_chunk_update": (fuzz_cases(**DEFAULT_CASES), check_fuzz_case, "weights after update"),
+    "skip_last_chunk_update": (ADVERSARIAL, check_fuzz_case, "weights after update"),
     # the rounded gradient reaches both the momentum and the weights; either check may see it first
-    "accumulate_in_weight_dtype": (fuzz_cases(**DEFAULT_CASES), check_fuzz_case, ("weights after update", "momentum")),
+    "accumulate_in_weight_dtype": (ADVERSARIAL, check_fuzz_case, ("weights after update", "momentum")),
     # row E_t is read and written: the sanitizer names it (make test); without it the forward or the
     # count differs, or the access past the buffer kills the supervised worker
     "bounds_check_off_by_one": (bad_duplicate_cases(), lambda x, f: check_bad_case(*x, f),
                                 ("sanitizer", "forward vs fp64", "bounds-check warnings", "worker crashed")),
     "fwd_drop_cols_past_1024": (wide_case_strategy(), check_fuzz_case, "forward vs fp64"),
     # the supervisor times the never-ending kernel out: the case fails as a hang
-    "hang_narrow_long_run": (fuzz_cases(**DEFAULT_CASES), check_fuzz_case, ": hang"),
+    "hang_narrow_long_run": (ADVERSARIAL, check_fuzz_case, ": hang"),
     # the wide mask reads the next columns' gradient into the row (Adagrad's rate sees it too) and writes
     # the next row; past the buffer's end the sanitizer names it, or the worker dies of it
-    "lane_mask_narrow": (fuzz_cases(**DEFAULT_CASES), check_fuzz_case,
+    "lane_mask_narrow": (ADVERSARIAL, check_fuzz_case,
                          ("weights after update", "momentum", "untouched weight changed", "sanitizer", "crash")),
     # optimizer state across steps: the adversarial cases that update rows twice or more with row-wise Adagrad
-    "momentum_low_precision": (fuzz_cases(**DEFAULT_CASES).filter(
-        lambda fc: fc.spec.optimizer == "exact_rowwise_adagrad" and fc.spec.steps > 1),
-        check_fuzz_case, ("momentum", "weights after update")),
+    "momentum_low_precision": (ADVERSARIAL.filter(multi_step_adagrad), check_fuzz_case,
+                               ("momentum", "weights after update")),
 }
 SEARCH = settings(max_examples=MAX_TRIES, phases=[Phase.generate], database=None, derandomize=True,
                   deadline=None, suppress_health_check=list(HealthCheck), print_blob=False)

@@ -57,7 +57,7 @@ def test_a_planted_fault_reduces_to_a_small_case_that_still_fails():
 
 
 def test_selftest_reports_each_shrunk_size():
-    from fuzz.campaign.report import selftest_json, selftest_text
+    from fuzz.selftest.report import selftest_json, selftest_text
     from fuzz.selftest.detectors import CAUGHT, Detection
     from fuzz.selftest.run import FaultResult
 
