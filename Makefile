@@ -6,7 +6,7 @@ HAS_GPU := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/
 REQS := requirements/$(if $(HAS_GPU),gpu,cpu).txt
 STAMP := $(VENV)/.installed-$(notdir $(basename $(REQS)))
 
-.PHONY: fuzz test install clean
+.PHONY: fuzz test test-nightly install clean
 
 install: $(STAMP)
 
@@ -20,7 +20,12 @@ fuzz: $(STAMP)
 	$(PY) -m fuzz run --budget quick
 
 test: $(STAMP)
-	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-ci} TBE_FUZZ_SANITIZE=$${TBE_FUZZ_SANITIZE:-1} $(PY) -m pytest -n 2 -q
+	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-ci} TBE_FUZZ_SANITIZE=$${TBE_FUZZ_SANITIZE:-1} $(PY) -m pytest -n 2 --dist worksteal -q -m "not nightly"
+
+# the tests too long for CI (minutes each on the interpreter), then the suite at the nightly profile
+test-nightly: $(STAMP)
+	HYPOTHESIS_PROFILE=ci TBE_FUZZ_SANITIZE=$${TBE_FUZZ_SANITIZE:-1} $(PY) -m pytest -n 2 -q -m nightly
+	HYPOTHESIS_PROFILE=nightly TBE_FUZZ_SANITIZE=$${TBE_FUZZ_SANITIZE:-1} $(PY) -m pytest -n 2 -q -m "fuzz and not nightly"
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -61,3 +61,10 @@ MAX_COLUMN_BLOCKS = 16 if INTERPRETED else None
 # Distinct rows (runs) one example's background may touch: the interpreter's short backward
 # tier costs about 2 ms per run, so CPU examples keep most lookups in a few hot runs.
 MAX_RUNS = 300 if INTERPRETED else 4_000_000
+
+# Bags and tables one example may draw: each bag is a forward program per column block and each table
+# a few launches per step, and under the 4-wide ``narrow`` config a 64-table, 256-bag, two-step example
+# cost 27 s on the interpreter (the CI fuzz test's examples then ranged from 0.1 to 27 s). None: the
+# strategy's own caps (its background runs; 64 tables).
+MAX_BAGS = 64 if INTERPRETED else None
+MAX_TABLES = 16 if INTERPRETED else 64

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, Phase, find, settings
 
 from strategies.adversarial import FuzzCase, fuzz_cases
 from strategies.int32_edges import Int32EdgeSpec
-from tests.test_planted_faults import ADVERSARIAL, PROPERTIES, _artifacts_in_tmp, multi_step_adagrad  # noqa: F401
+from tests.test_planted_faults import ADVERSARIAL, PROPERTIES, _artifacts_in_tmp, fault_params, multi_step_adagrad  # noqa: F401
 
 MAX_TABLES, MAX_BAGS = 2, 8
 # fault -> (tables, bags) it may shrink to, and why more than 2 tables / 8 bags
@@ -42,7 +42,7 @@ def size(x) -> tuple[int, int, str]:
 SHRINK_CASES = fuzz_cases(max_lookups=1500, max_runs=60, max_total_dim=64, max_tables=8)
 
 
-@pytest.mark.parametrize("fault", sorted(PROPERTIES))
+@pytest.mark.parametrize("fault", fault_params())
 def test_failing_example_shrinks_small(fault):
     strategy, check, _ = PROPERTIES[fault]
     if strategy is ADVERSARIAL:

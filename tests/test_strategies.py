@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fuzz.profiles import MAX_COLUMN_BLOCKS, MAX_LOOKUPS, MAX_RUNS, examples
+from fuzz.profiles import MAX_BAGS, MAX_COLUMN_BLOCKS, MAX_LOOKUPS, MAX_RUNS, MAX_TABLES, examples
 from strategies.adversarial import fuzz_cases
 from strategies.case import materialize
 from strategies.configs import NAMED
@@ -24,7 +24,8 @@ from tbe.layout import INT32_MAX
 pytestmark = pytest.mark.fuzz
 
 # the default profile of the adversarial fuzz test (tests/test_adversarial.py draws the same)
-DEFAULT_CASES = dict(max_lookups=MAX_LOOKUPS, max_runs=MAX_RUNS, max_total_dim=256,
+DEFAULT_CASES = dict(max_lookups=MAX_LOOKUPS, max_runs=MAX_RUNS, max_bags=MAX_BAGS, max_tables=MAX_TABLES,
+                     max_total_dim=256,
                      max_column_blocks=MAX_COLUMN_BLOCKS)
 
 
