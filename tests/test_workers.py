@@ -28,7 +28,8 @@ FAULT = "fwd_skip_last_id"
 
 @pytest.mark.fuzz
 def test_two_workers_merge_into_one_summary(tmp_path, capsys):
-    rc = main(["run", "--workers", "2", "--time", "8", "--max-examples", "2", "--seed", "5",
+    # --time counts from each worker's start, whose imports take 10 s or more on a loaded machine
+    rc = main(["run", "--workers", "2", "--time", "30", "--max-examples", "2", "--seed", "5",
                "--artifacts", str(tmp_path / "art"), "--json"])
     merged = json.loads(capsys.readouterr().out)
     assert rc == 0, merged
@@ -54,7 +55,8 @@ def test_a_crashed_worker_fails_the_run(tmp_path, monkeypatch, capsys):
         return real(args, index, report_dir)
 
     monkeypatch.setattr(workers, "worker_argv", argv)
-    rc = main(["run", "--workers", "2", "--time", "5", "--max-examples", "1", "--artifacts", str(tmp_path)])
+    rc = main(["run", "--workers", "2", "--time", "30", "--max-examples", "1", "--no-tour", "--artifacts",
+               str(tmp_path)])
     out = capsys.readouterr().out
     assert rc == 1
     assert "2 workers ran, 1 finished, 1 crashed" in out and "exit code 3" in out and "boom" in out
