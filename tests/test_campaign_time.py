@@ -32,7 +32,7 @@ SLACK_S = 40.0
 
 @pytest.fixture
 def hang_everything(monkeypatch):
-    monkeypatch.setenv(FORCE_CRASH.name, "hang:lookups>=1")
+    monkeypatch.setenv(FORCE_CRASH.name, "hang:tables>=1")  # every case, an empty batch too
     monkeypatch.setattr(search, "EXAMPLE_CAP_S", CAP_S)
 
 

@@ -57,12 +57,13 @@ SEARCH = settings(max_examples=MAX_TRIES, phases=[Phase.generate], database=None
                   deadline=None, suppress_health_check=list(HealthCheck), print_blob=False)
 
 
-def fault_params() -> list:
-    """The faults as test parameters; a fault whose kernel never returns is a ``nightly`` test: each example
-    that reaches it costs the supervisor's whole hang timeout (20 s plus ten times the case's expected cost on
-    the interpreter), minutes per search. ``make test`` still proves its catch with the self-test's fixed
-    case (tests/test_selftest_detectors.py)."""
-    return [pytest.param(f, marks=pytest.mark.nightly) if f in faults.HANGS else f for f in sorted(PROPERTIES)]
+def fault_params(nightly: frozenset[str] = frozenset()) -> list:
+    """The faults as test parameters; a fault whose kernel never returns, and those in ``nightly``, are
+    ``nightly`` tests. A hang costs the supervisor's whole timeout (20 s plus ten times the case's expected
+    cost on the interpreter) per example that reaches it, minutes per search; ``make test`` still proves
+    its catch with the self-test's fixed case (tests/test_selftest_detectors.py)."""
+    slow = faults.HANGS | nightly
+    return [pytest.param(f, marks=pytest.mark.nightly) if f in slow else f for f in sorted(PROPERTIES)]
 
 
 @pytest.fixture(autouse=True)
