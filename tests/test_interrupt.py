@@ -33,8 +33,17 @@ def _start(tmp_path: Path, *extra: str, env: dict[str, str] | None = None) -> tu
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "PYTHONPATH": str(REPO), "TBE_FUZZ_ALLOW_FAULTS": "1", **(env or {})})
     lines: queue.Queue = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line) for line in proc.stderr], daemon=True).start()
+    threading.Thread(target=_pump, args=(proc.stderr, lines), daemon=True).start()
     return proc, lines
+
+
+def _pump(stream, lines: queue.Queue) -> None:
+    """Stderr's lines into the queue until the stream ends or the test closes it (communicate, kill)."""
+    try:
+        for line in stream:
+            lines.put(line)
+    except ValueError:  # closed under the reader by the test
+        pass
 
 
 def _wait_for(lines: queue.Queue, needle: str, seen: list[str]) -> None:
