@@ -29,6 +29,9 @@ def multi_step_adagrad(fc) -> bool:
     return fc.spec.optimizer == "exact_rowwise_adagrad" and fc.spec.steps > 1
 
 
+MULTI_STEP_ADAGRAD = ADVERSARIAL.filter(multi_step_adagrad)  # optimizer state carried between steps
+
+
 # fault -> (the fuzz test's strategy, its check, a phrase (or phrases, any of) the failure must contain)
 PROPERTIES = {
     "unstable_weighted_pairing": (duplicate_case_strategy(), lambda x, f: check_fuzz_case(x, f), "weights after update"),
@@ -50,7 +53,7 @@ PROPERTIES = {
     "lane_mask_narrow": (ADVERSARIAL, check_fuzz_case,
                          ("weights after update", "momentum", "untouched weight changed", "sanitizer", "crash")),
     # optimizer state across steps: the adversarial cases that update rows twice or more with row-wise Adagrad
-    "momentum_low_precision": (ADVERSARIAL.filter(multi_step_adagrad), check_fuzz_case,
+    "momentum_low_precision": (MULTI_STEP_ADAGRAD, check_fuzz_case,
                                ("momentum", "weights after update")),
 }
 SEARCH = settings(max_examples=MAX_TRIES, phases=[Phase.generate], database=None, derandomize=True,
