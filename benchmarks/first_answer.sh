@@ -2,29 +2,41 @@
 # Time to a GPU answer on a fresh machine: a quick campaign with the background warm-up (first checked
 # example, examples in the search, wall), a warm re-run, three campaigns started together, and the
 # self-test of the faults named in FAULTS. Usage: bash benchmarks/first_answer.sh OUT_DIR
-# Each step writes its JSON summary and stderr to OUT_DIR; walls go to OUT_DIR/walls.txt.
+# Each step writes its JSON summary and its stderr (each line prefixed with seconds since the step began)
+# to OUT_DIR; walls go to OUT_DIR/walls.txt. With TAR set, OUT_DIR is packed into that file after every
+# step, so a run cut short still leaves the steps it finished.
 set -u
 OUT=${1:?output directory}
 mkdir -p "$OUT"
 FAULTS=${FAULTS:-"fwd_drop_cols_past_1024 hang_narrow_long_run lane_mask_narrow momentum_low_precision"}
+stamp() {  # stderr lines with the seconds since the step began
+    python3 -u -c 'import sys, time
+t0 = time.time()
+for line in sys.stdin:
+    sys.stdout.write(f"{time.time() - t0:7.1f} {line}")
+    sys.stdout.flush()'
+}
+pack() { if [ -n "${TAR:-}" ]; then tar czf "$TAR.tmp" -C "$(dirname "$OUT")" "$(basename "$OUT")" && mv "$TAR.tmp" "$TAR"; fi; }
 step() {  # step NAME LIMIT_S COMMAND...: run, record wall and exit status
     local name=$1 limit=$2; shift 2
     local t0; t0=$(date +%s.%N)
-    timeout "$limit" "$@" > "$OUT/$name.json" 2> "$OUT/$name.err"
+    timeout "$limit" "$@" > "$OUT/$name.json" 2> >(stamp > "$OUT/$name.err")
     local rc=$?
     python3 -c "import sys; print(f'{sys.argv[1]:<16} rc={sys.argv[2]:<4} wall={float(sys.argv[4]) - float(sys.argv[3]):.1f}s')" \
         "$name" "$rc" "$t0" "$(date +%s.%N)" | tee -a "$OUT/walls.txt"
+    pack
 }
-step quick_fresh 170 python -m fuzz run --budget quick --json --artifacts "$OUT/a1"
-step quick_warm 110 python -m fuzz run --budget quick --json --time 30 --artifacts "$OUT/a2"
+step quick_fresh 150 python -m fuzz run --budget quick --json --artifacts "$OUT/a1"
+step quick_warm 100 python -m fuzz run --budget quick --json --time 30 --artifacts "$OUT/a2"
 t0=$(date +%s.%N)
 for i in 1 2 3; do
-    timeout 100 python -m fuzz run --budget quick --time 20 --seed "$i" --json --artifacts "$OUT/c$i" \
-        > "$OUT/concurrent_$i.json" 2> "$OUT/concurrent_$i.err" &
+    timeout 90 python -m fuzz run --budget quick --time 20 --seed "$i" --json --artifacts "$OUT/c$i" \
+        > "$OUT/concurrent_$i.json" 2> >(stamp > "$OUT/concurrent_$i.err") &
 done
 wait
 python3 -c "import sys; print(f'concurrent x3    wall={float(sys.argv[2]) - float(sys.argv[1]):.1f}s')" "$t0" "$(date +%s.%N)" \
     | tee -a "$OUT/walls.txt"
+pack
 args=()
 for f in $FAULTS; do args+=(--fault "$f"); done
-step selftest_new 190 python -m fuzz selftest --time 30 --json "${args[@]}"
+step selftest "${SELFTEST_LIMIT:-190}" python -m fuzz selftest --time 30 --json "${args[@]}"
