@@ -168,7 +168,7 @@ class BackgroundWarmup:
     def stop(self) -> WarmupResult:
         """The campaign ended: drop the groups not finished (their units get no stamp) and end the builder."""
         self.stopping = True
-        self.cancelled = sum(f.cancel() for f in list(self.futures))
+        self.cancelled = sum(_cancel(f) for f in list(self.futures))
         if self.pool is not None and self.cancelled:
             _terminate(self.pool)  # groups in flight too: Triton writes each cache file whole, so none is torn
         self.join(timeout=30)
@@ -217,7 +217,7 @@ def start(configs: Sequence[KernelConfig], tours: Sequence[KernelConfig], proces
                 handle.futures[:] = list(futures)
                 getattr(pool, "start", lambda: None)()  # the builder process starts once every group is queued
                 if handle.stopping:  # stop() came before the futures existed
-                    handle.cancelled = sum(f.cancel() for f in futures)
+                    handle.cancelled = sum(_cancel(f) for f in futures)
                 for k, fut in enumerate(cf.as_completed(futures), 1):
                     u, g = futures[fut]
                     try:
@@ -248,6 +248,18 @@ def start(configs: Sequence[KernelConfig], tours: Sequence[KernelConfig], proces
     handle.thread = threading.Thread(target=build, name="tbe-fuzz-warmup", daemon=True)
     handle.thread.start()
     return handle
+
+
+def _cancel(fut: cf.Future) -> bool:
+    """Cancel a group not started and tell its waiters: ``Future.cancel`` alone wakes no ``as_completed``
+    (only ``set_running_or_notify_cancel`` does, which our builder pool never calls for a cancelled group)."""
+    if not fut.cancel():
+        return False
+    try:
+        fut.set_running_or_notify_cancel()
+    except RuntimeError:  # already notified (a thread pool's worker did it)
+        pass
+    return True
 
 
 def _terminate(pool: Any) -> None:
