@@ -184,6 +184,36 @@ def test_selftest_without_the_tour_reports_what_the_search_alone_caught(capsys):
     assert f["examples_to_catch"] >= 1 and f["seconds_to_catch"] is not None
 
 
+def test_a_fault_s_later_detectors_wait_for_its_first_catch(monkeypatch):
+    """After one detector caught the fault, the rest are 'skipped' (not run, never a catch) unless every detector
+    is asked for; then they run, and one that misses does not undo the catch."""
+    from fuzz.selftest import detectors
+    from fuzz.selftest.detectors import CAUGHT, MISSED, Detection
+
+    ran = []
+
+    def second(fault, ctx):
+        ran.append(fault)
+        return Detection("second", MISSED, "saw nothing")
+
+    monkeypatch.setattr(detectors, "CAMPAIGN", detectors.Detector(
+        "campaign", lambda f, c: Detection("campaign", CAUGHT, "planted", 0.1, 1)))
+    monkeypatch.setattr(detectors, "_EXTRA", {FAULT: [detectors.Detector("second", second)]})
+    (fr,) = run_selftest(TINY, only=[FAULT])
+    assert fr.caught and not ran and fr.detections[1].status == "skipped"
+    assert "not run" in fr.detections[1].detail and "campaign caught" in fr.detections[1].detail
+    (fr,) = run_selftest(TINY, only=[FAULT], every_detector=True)
+    assert ran == [FAULT] and fr.caught and [d.status for d in fr.detections] == ["caught", "missed"]
+
+
+@pytest.mark.fuzz
+def test_selftest_jobs_check_faults_in_processes_and_keep_their_order():
+    names = ["fwd_skip_last_id", "fwd_mean_wrong_length"]
+    results = run_selftest(TINY, only=names, jobs=2)
+    assert [r.fault for r in results] == names and all(r.caught for r in results), results
+    assert all(r.first_catch.campaign is not None and r.first_catch.campaign.failure is not None for r in results)
+
+
 def test_selftest_fails_when_a_fault_asked_for_by_name_is_skipped(monkeypatch, capsys):
     """A fault no detector can check here is 'skipped', never caught; naming it makes the exit non-zero."""
     from fuzz.selftest import detectors

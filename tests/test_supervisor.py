@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import pytest
@@ -225,3 +226,47 @@ def test_gpu_illegal_memory_access_is_survived(monkeypatch):
         assert s.run(SPEC, KernelConfig()).ok and s.started == 3
     finally:
         s.close()
+
+
+class _Alive:
+    def poll(self):
+        return None
+
+
+def _talking_worker(messages):
+    """A worker stand-in whose reply pipe carries ``messages`` as (delay_s, message) pairs, in a thread."""
+    import multiprocessing
+
+    from fuzz.execution.supervisor import _Worker
+
+    ours, theirs = multiprocessing.Pipe()
+    w = object.__new__(_Worker)
+    w.replies, w.proc = ours, _Alive()
+
+    def talk():
+        for delay, msg in messages:
+            time.sleep(delay)
+            theirs.send(msg)
+
+    threading.Thread(target=talk, daemon=True).start()
+    return w
+
+
+def test_kernel_builds_do_not_count_toward_a_case_timeout():
+    """A worker that reports a build (compile events) gets the build's time added to its deadline: a 1.5 s build
+    inside a 1 s timeout is not a hang; the same silence without the events is one."""
+    w = _talking_worker([(0.1, ("compile", "start")), (1.5, ("compile", "end")), (0.3, ("result", "ok"))])
+    assert w._wait(1.0) == ("result", "ok")
+    silent = _talking_worker([(2.0, ("result", "late"))])
+    with pytest.raises(TimeoutError):
+        silent._wait(1.0)
+
+
+def test_the_callers_limit_bounds_build_credit_and_is_not_a_hang():
+    from fuzz.execution.supervisor import _LimitReached
+
+    w = _talking_worker([(0.1, ("compile", "start")), (5.0, ("compile", "end"))])
+    t0 = time.monotonic()
+    with pytest.raises(_LimitReached):
+        w._wait(0.5, limit=t0 + 1.0)
+    assert time.monotonic() - t0 < 2.5

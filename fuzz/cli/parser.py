@@ -204,7 +204,15 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--fault", action="append", default=None, metavar="NAME",
                     help="only this fault (repeatable; default: every known fault)")
     st.add_argument("--artifacts", type=_artifacts_dir, default=None, metavar="DIR",
-                    help="save each caught fault's shrunk case here (default: not saved)")
+                    help="save each caught fault's case here, shrunk (default: not saved)")
+    st.add_argument("--shrink", action="store_true",
+                    help="shrink each caught fault's case for the budget's shrink time (implied by --artifacts); "
+                         "by default a self-test asks only whether each fault is caught")
+    st.add_argument("--every-detector", action="store_true",
+                    help="run every detector of a fault, not only those up to its first catch")
+    st.add_argument("--jobs", type=_positive_int, default=None, metavar="N",
+                    help="faults checked at once, each in its own process (default: 1 under the interpreter, "
+                         "a quarter of the cores up to 4 on a GPU)")
     tour_option(st)
     _sut_option(st)
     from fuzz.cli import mutate as mutate_cli  # mutation testing: options and command live in their own module
@@ -299,6 +307,7 @@ def cmd_selftest(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     from fuzz.cli import info
     from fuzz.selftest import report as selftest_report
     from fuzz.selftest import all_ok, run_selftest
+    from fuzz.selftest.run import default_jobs
     from tbe import faults
 
     if args.list:
@@ -311,12 +320,16 @@ def cmd_selftest(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     budget = _budget(args)
     if args.time is None:  # per fault: a short campaign each
         budget = budget.with_overrides(seconds=min(budget.seconds, 60.0))
+    jobs = args.jobs or default_jobs()
+    shrink = args.shrink or args.artifacts is not None
     _progress(f"tbe-fuzz selftest: up to {budget.seconds:g}s per fault, seed {args.seed}, {_backend_line(args.sut)}"
-              + (", the search alone (no opening tour)" if args.no_tour else ""))
+              + (", the search alone (no opening tour)" if args.no_tour else "")
+              + (f", {jobs} faults at once" if jobs > 1 else "") + (", shrinking each catch" if shrink else ""))
     from fuzz.cli.run import tour_share
 
     results = run_selftest(budget, seed=args.seed, only=args.fault, artifacts_dir=args.artifacts,
-                           progress=_progress, sut=args.sut, tour_share=tour_share(args))
+                           progress=_progress, sut=args.sut, tour_share=tour_share(args), shrink=shrink,
+                           every_detector=args.every_detector, jobs=jobs)
     _emit(args, selftest_report.selftest_text(results), selftest_report.selftest_json(results))
     return 0 if all_ok(results) else 1
 

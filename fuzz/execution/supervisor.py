@@ -61,8 +61,14 @@ START_TIMEOUT_S = 300.0  # imports, and on a GPU the CUDA context
 # On the CPU the floor covers a kernel's first run in a fresh worker (the interpreter builds each kernel
 # lazily): a 3-table, 2-step case took 16 s there and 5-10 s afterwards at load average 8, within
 # SLACK * predicted (35 s) alone. A floor well under a quick campaign's budget is what lets a planted
-# hang (``hang_narrow_long_run``) end as ``hang`` inside the self-test's time.
+# hang (``hang_narrow_long_run``) end as ``hang`` inside the self-test's time. A worker that reports its
+# kernel builds (``compile_events`` in its hello; Triton's JIT hooks) has the time they take added to
+# its deadline, so on a GPU its floor need not cover compiling: ``EVENTS_FLOOR_S``. One build is
+# credited for at most ``BUILD_CREDIT_S`` (a build waiting on another process's lock waits up to the
+# lock's 600 s timeout; a longer one is itself a hang).
 FLOOR_S = 20.0 if INTERPRETED else 180.0
+EVENTS_FLOOR_S = 20.0 if INTERPRETED else 30.0
+BUILD_CREDIT_S = 900.0
 SLACK = 10.0
 PER_CASE_S, PER_BAG_S, PER_TABLE_S = 0.5, 2.0e-2, 0.2
 PER_LOOKUP_S = 4.5e-3 if INTERPRETED else 2.5e-5
@@ -71,6 +77,10 @@ PER_LOOKUP_S = 4.5e-3 if INTERPRETED else 2.5e-5
 # failures that leave a sanitized interpreter worker intact: the sanitizer stops every out-of-range
 # access before it happens, so a mismatch or an exception there damaged no memory
 _HARMLESS = (FailureKind.MISMATCH, FailureKind.SANITIZER, FailureKind.EXCEPTION)
+
+
+class _LimitReached(TimeoutError):
+    """The caller's deadline came before the case's own timeout."""
 
 
 class CaseTimedOut(Exception):
@@ -88,8 +98,9 @@ def expected_seconds(case: AnyCase, steps: bool = True) -> float:
     return (PER_CASE_S + PER_LOOKUP_S * lookups + PER_BAG_S * bags + PER_TABLE_S * tables) * (n_steps + 1)
 
 
-def timeout_for(case: AnyCase, steps: bool = True, scale: float = 1.0) -> float:
-    return scale * (FLOOR_S + SLACK * expected_seconds(case, steps))
+def timeout_for(case: AnyCase, steps: bool = True, scale: float = 1.0, compile_events: bool = False) -> float:
+    """Seconds a case may run; ``compile_events``: its worker reports builds, which its deadline then excludes."""
+    return scale * ((EVENTS_FLOOR_S if compile_events else FLOOR_S) + SLACK * expected_seconds(case, steps))
 
 
 class _Worker:
@@ -121,22 +132,36 @@ class _Worker:
             self.hello = msg[1]
         return self.hello
 
-    def _wait(self, timeout: float, cancellable: bool = False) -> Any:
-        """The next message; None when the process ended; TimeoutError after ``timeout`` seconds;
-        ``cancellable``: "interrupted" as soon as a Ctrl-C was requested."""
+    def _wait(self, timeout: float, cancellable: bool = False, limit: Optional[float] = None) -> Any:
+        """The next message; None when the process ended; TimeoutError after ``timeout`` seconds, not counting
+        the worker's kernel builds (its ``("compile", ...)`` events), and never past ``limit`` (a
+        time.monotonic() deadline); ``cancellable``: "interrupted" as soon as a Ctrl-C was requested."""
         deadline = time.monotonic() + timeout
+        building: Optional[float] = None  # when the build in progress started
         while True:
             if cancellable and interrupt.requested():
                 return "interrupted"
-            if self.replies.poll(max(0.0, min(1.0, deadline - time.monotonic()))):
+            now = time.monotonic()
+            end = deadline if building is None else max(deadline, building + BUILD_CREDIT_S)
+            end = end if limit is None else min(end, limit)
+            if self.replies.poll(max(0.0, min(1.0, end - now))):
                 try:
-                    return self.replies.recv()
+                    msg = self.replies.recv()
                 except (EOFError, OSError):
                     return None
+                if isinstance(msg, tuple) and msg and msg[0] == "compile":
+                    now = time.monotonic()
+                    if msg[1] == "start":
+                        building = now
+                    elif building is not None:
+                        deadline += min(now - building, BUILD_CREDIT_S)
+                        building = None
+                    continue
+                return msg
             if self.proc.poll() is not None and not self.replies.poll(0):
                 return None
-            if time.monotonic() >= deadline:
-                raise TimeoutError
+            if time.monotonic() >= end:
+                raise _LimitReached if limit is not None and end >= limit else TimeoutError
 
     def describe_exit(self) -> str:
         try:
@@ -266,17 +291,19 @@ class Supervisor:
             w = self._current()
         since, earlier = os.path.getsize(w.log_path), w.cases
         t0 = time.perf_counter()
-        timeout = timeout_for(case, req["steps"], self.timeout_scale)
+        timeout = timeout_for(case, req["steps"], self.timeout_scale, bool(w.hello.get("compile_events")))
         left = None if end is None else max(0.0, end - time.monotonic())
         try:
             w.requests.send(req)
         except OSError:  # it died between the check and the request; its exit is reported below
             pass
         try:
-            msg = w._wait(timeout if left is None else min(timeout, left), cancellable=True)
+            msg = w._wait(timeout, cancellable=True, limit=end)
+        except _LimitReached:
+            msg = "limit"
         except TimeoutError:
             msg = "hang"
-        if msg == "interrupted" or (msg == "hang" and left is not None and left < timeout):
+        if msg in ("interrupted", "limit"):
             self._retire(kill=True)  # stopped, not judged: the worker may be mid-kernel
             self._keep_spare = True
             if msg == "interrupted":
@@ -299,7 +326,9 @@ class Supervisor:
                 os.kill(w.proc.pid, signal.SIGUSR1)  # faulthandler dumps the stacks to the log
                 time.sleep(1.0)
             self._retire(kill=True)
-            kind, text = FailureKind.HANG, f"no answer after {timeout:.0f}s ({_formula(case, req['steps'])}); worker killed"
+            builds = ", kernel builds not counted" if w.hello.get("compile_events") else ""
+            kind, text = FailureKind.HANG, (f"no answer after {timeout:.0f}s ({_formula(case, req['steps'])}{builds}); "
+                                            f"worker killed")
         else:
             kind, text = FailureKind.CRASH, w.describe_exit() + " while running the case"
             self._retire(kill=True)

@@ -88,6 +88,36 @@ def _plain(result: Any) -> Any:
     return result
 
 
+def _report_compiles(replies: Connection) -> bool:
+    """Tell the supervisor when a kernel build (or disk-cache load) starts and ends, so that its hang timeout
+    counts running time, not compiling time; False where this Triton has no JIT hooks (or under the
+    interpreter, which builds nothing)."""
+    from tbe.backend import INTERPRETED
+
+    if INTERPRETED:
+        return False
+    try:
+        from triton import knobs
+    except ImportError:
+        return False
+    runtime = getattr(knobs, "runtime", None)
+    if runtime is None or not hasattr(runtime, "jit_cache_hook") or not hasattr(runtime, "jit_post_compile_hook"):
+        return False
+    before, after = runtime.jit_cache_hook, runtime.jit_post_compile_hook
+
+    def started(*args: Any, **kwargs: Any) -> bool:
+        replies.send(("compile", "start"))
+        return bool(before(*args, **kwargs)) if before is not None else False  # True would skip the build
+
+    def ended(*args: Any, **kwargs: Any) -> None:
+        replies.send(("compile", "end"))
+        if after is not None:
+            after(*args, **kwargs)
+
+    runtime.jit_cache_hook, runtime.jit_post_compile_hook = started, ended
+    return True
+
+
 def main(argv: list[str]) -> int:
     faulthandler.enable(file=sys.stderr, all_threads=True)
     if hasattr(signal, "SIGUSR1"):  # the supervisor asks for the stacks of a hung case before killing it
@@ -106,7 +136,9 @@ def main(argv: list[str]) -> int:
 
         os.makedirs(profile_dir, exist_ok=True)
         profiler = cProfile.Profile()
-    replies.send(("hello", {"pid": os.getpid(), "environment": artifacts.environment(), "sanitizer": sanitize}))
+    events = _report_compiles(replies)
+    replies.send(("hello", {"pid": os.getpid(), "environment": artifacts.environment(), "sanitizer": sanitize,
+                            "compile_events": events}))
     while True:
         try:
             req = requests.recv()

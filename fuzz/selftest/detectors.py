@@ -54,6 +54,7 @@ class Context:
     progress: Optional[Callable[[str], None]] = None
     sut: str = "triton"  # the system under test (fuzz.sut.protocol name); one that takes KernelConfig.faults
     tour_share: Optional[TourShare] = ALL  # the campaign detector's opening tour (None: the search alone)
+    shrink: bool = False  # shrink a caught case (the budget's shrink time); else it is kept as found
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,7 +123,7 @@ def _campaign_run(fault: str, ctx: Context) -> Detection:
     config = campaign_config(fault)
     res = run_campaign(config, ctx.budget, seed=ctx.seed, artifacts_dir=ctx.artifacts_dir, use_database=False,
                        meta={"source": "selftest", "fault": fault}, sut=ctx.sut, announce=ctx.progress,
-                       tour_share=ctx.tour_share)
+                       tour_share=ctx.tour_share, shrink=ctx.shrink)
     return campaign_detection("campaign", res)
 
 

@@ -27,7 +27,7 @@ def _campaign(fault: str, ctx: Context, name: str, sanitize: bool) -> Detection:
     try:
         res = run_campaign(KernelConfig(faults=(fault,)), ctx.budget, seed=ctx.seed, artifacts_dir=ctx.artifacts_dir,
                            strategy=bad_id_cases(), use_database=False, supervisor=sup,
-                           meta={"source": "selftest", "fault": fault, "detector": name})
+                           meta={"source": "selftest", "fault": fault, "detector": name}, shrink=ctx.shrink)
     finally:
         sup.close()
     det = campaign_detection(name, res)

@@ -65,29 +65,85 @@ def run_selftest(
     progress: Any = None,
     sut: str = "triton",
     tour_share: Optional[TourShare] = ALL,
+    shrink: bool = False,
+    every_detector: bool = False,
+    jobs: int = 1,
 ) -> list[FaultResult]:
-    """Every detector of every fault (``only`` narrows the list and marks those faults as named).
-    ``sut`` must take planted faults through KernelConfig.faults (the campaign detector runs against it);
-    ``tour_share`` is the campaign detector's opening tour (None: the search alone)."""
+    """The detectors of every fault (``only`` narrows the list and marks those faults as named), in order
+    until one catches it (``every_detector``: all of them). ``sut`` must take planted faults through
+    KernelConfig.faults (the campaign detector runs against it); ``tour_share`` is the campaign
+    detector's opening tour (None: the search alone); ``shrink``: shrink each caught case (else it is
+    kept as found); ``jobs``: faults checked at once, each in a process of its own."""
     names = list(only) if only else sorted(faults.KNOWN)
     for name in names:
         if name not in faults.KNOWN:
             raise ValueError(f"selftest: unknown fault {name!r} (known: {sorted(faults.KNOWN)})")
-    ctx = Context(budget, seed, artifacts_dir, progress, sut=sut, tour_share=tour_share)
-    results = []
+    ctx = Context(budget, seed, artifacts_dir, progress, sut=sut, tour_share=tour_share, shrink=shrink)
+    if jobs > 1 and len(names) > 1:
+        return _in_processes(names, ctx, bool(only), every_detector, jobs)
     with faults.allow():
-        for name in names:
-            fr = FaultResult(name, faults.KNOWN[name], named=bool(only))
-            for det in detectors_for(name):
-                reason = det.skip_reason(name)
-                if reason is not None:
-                    fr.detections.append(Detection(det.name, SKIPPED, reason))
-                    continue
-                if progress is not None:
-                    progress(f"fault {name}: {det.name}")
-                fr.detections.append(det.run(name, ctx))
-            results.append(fr)
-    return results
+        return [_one_fault(name, ctx, bool(only), every_detector) for name in names]
+
+
+def _one_fault(name: str, ctx: Context, named: bool, every_detector: bool) -> FaultResult:
+    fr = FaultResult(name, faults.KNOWN[name], named=named)
+    for det in detectors_for(name):
+        reason = det.skip_reason(name)
+        caught = fr.first_catch
+        if reason is None and caught is not None and not every_detector:
+            reason = f"not run: {caught.detector} caught the fault first (--every-detector runs each one)"
+        if reason is not None:
+            fr.detections.append(Detection(det.name, SKIPPED, reason))
+            continue
+        if ctx.progress is not None:
+            ctx.progress(f"fault {name}: {det.name}")
+        fr.detections.append(det.run(name, ctx))
+    return fr
+
+
+def _in_processes(names: Sequence[str], ctx: Context, named: bool, every_detector: bool,
+                  jobs: int) -> list[FaultResult]:
+    """One fault per process (spawned: a fresh CUDA context each), ``jobs`` at a time, results in ``names``'
+    order. Progress lines go to this process's stderr, each marked with its fault."""
+    import concurrent.futures as cf
+    import multiprocessing as mp
+
+    with cf.ProcessPoolExecutor(max_workers=min(jobs, len(names)), mp_context=mp.get_context("spawn")) as pool:
+        futures = [pool.submit(_fault_in_child, name, dataclasses.replace(ctx, progress=None), named, every_detector,
+                               ctx.progress is not None) for name in names]
+        return [f.result() for f in futures]
+
+
+def _fault_in_child(name: str, ctx: Context, named: bool, every_detector: bool, talk: bool) -> FaultResult:
+    import sys
+
+    if talk:
+        ctx = dataclasses.replace(ctx, progress=lambda line: print(f"[{name}] {line}", file=sys.stderr, flush=True))
+    with faults.allow():
+        fr = _one_fault(name, ctx, named, every_detector)
+    return dataclasses.replace(fr, detections=[dataclasses.replace(d, campaign=_portable(d.campaign))
+                                               for d in fr.detections])
+
+
+def _portable(res: Any) -> Any:
+    """A detection's campaign, if it pickles (what the report reads of it: the failing case); else None."""
+    import pickle
+
+    try:
+        pickle.dumps(res)
+        return res
+    except Exception:  # noqa: BLE001  (anything a campaign result may hold that cannot cross processes)
+        return None
+
+
+def default_jobs() -> int:
+    """Faults checked at once: on a GPU a quarter of the cores, at most 4 (each fault runs a driver and a worker
+    process); under the interpreter one (its kernels take the cores)."""
+    import os
+
+    from tbe.backend import INTERPRETED
+
+    return 1 if INTERPRETED else max(1, min(4, (os.cpu_count() or 1) // 4))
 
 
 def counts(results: Sequence[FaultResult]) -> dict[str, int]:
