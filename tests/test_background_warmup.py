@@ -1,5 +1,6 @@
 """The background warm-up's scheduling rule (fuzz.compile.background): deferral while building, the
-strategies' own draws once built, tour groups first, and a campaign end that drops unbuilt groups."""
+strategies' own draws once built, tour groups first, a campaign end that drops unbuilt groups, group stamps that a
+later run does not build again, and one builder per cache directory that other campaigns follow."""
 
 from __future__ import annotations
 
@@ -174,3 +175,77 @@ def _running_in_group(pgid):
             if int(fields[2]) == pgid and fields[0] != "Z":
                 out.append(int(d))
     return out
+
+
+def _stamped_cache(tmp_path, monkeypatch):
+    from fuzz.compile import stamp as warm_stamp
+
+    monkeypatch.setattr(warm_stamp, "cache_dir", lambda: tmp_path)
+    return warm_stamp
+
+
+def _recording_runner():
+    built, lock = [], threading.Lock()
+
+    def runner(group):
+        with lock:
+            built.append(repr(group))
+        return {"compiled": len(group)}
+    return built, runner
+
+
+def test_built_groups_are_stamped_and_not_built_again(tmp_path, monkeypatch):
+    """A group finished by an earlier (stopped) run carries a group stamp: the next run builds only the rest, and
+    once every group of a unit is built the unit is stamped and a third run builds nothing."""
+    from fuzz.compile.warmup import plan
+
+    warm_stamp = _stamped_cache(tmp_path, monkeypatch)
+    config = KernelConfig()
+    units = [("tour", config), ("matrix", config)]
+    earlier = plan(units)
+    done = [(u, i) for u, i, _ in earlier.indexed_groups()][:5]
+    for u, i in done:
+        earlier.stamp_group(u, i)
+    built, runner = _recording_runner()
+    pool = lambda n: cf.ThreadPoolExecutor(n)  # noqa: E731
+    handle = background.start([config], [config], processes=2, runner=runner, executor=pool, interpreted=False,
+                              stamped=True)
+    res = handle.join(timeout=120)
+    assert handle.readiness.finished and handle.readiness.built
+    total = sum(len(earlier.unit_groups(u)) for u in units)
+    assert len(built) == res.groups == total - len(done)
+    assert all(warm_stamp.find(earlier.keys[u]) for u in units)
+    again = background.start([config], [config], processes=2, runner=runner, executor=pool, interpreted=False,
+                             stamped=True)
+    assert again.thread is None and again.result.groups == 0 and again.result.stamped_at
+    assert len(built) == total - len(done)
+
+
+def test_a_second_process_follows_the_builder_and_takes_over_when_it_ends(tmp_path, monkeypatch):
+    """One builder per cache directory: while another holds the builder lock, a campaign's warm-up builds nothing
+    and marks ready what the builder's group stamps say is built; when the builder lets go, it builds the rest."""
+    from fuzz.compile.warmup import plan
+
+    warm_stamp = _stamped_cache(tmp_path, monkeypatch)
+    monkeypatch.setattr(background, "POLL_S", 0.05)
+    config = KernelConfig()
+    other = warm_stamp.builder_lock()  # the other process's builder
+    assert other is not None and warm_stamp.builder_lock() is None
+    built, runner = _recording_runner()
+    handle = background.start([config], [config], processes=2, runner=runner,
+                              executor=lambda n: cf.ThreadPoolExecutor(n), interpreted=False, stamped=True)
+    p = plan([("tour", config), ("matrix", config)])
+    (tour_unit, first, group), *_ = p.indexed_groups()
+    case = group[0]
+    assert tour_unit[0] == "tour" and not handle.readiness.ready(case.spec, case.config)
+    p.stamp_group(tour_unit, first)  # the builder finished that group
+    deadline = time.monotonic() + 10
+    while not handle.readiness.ready(case.spec, case.config) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert handle.readiness.ready(case.spec, case.config) and built == [] and not handle.readiness.finished
+    os.close(other)  # the builder ended
+    res = handle.join(timeout=120)
+    assert handle.readiness.finished and handle.readiness.built and res.followed_seconds > 0
+    total = sum(len(p.unit_groups(u)) for u in p.units)
+    assert len(built) == total - 1 and repr(group) not in built
+    assert "followed another process's build" in res.text()

@@ -14,6 +14,11 @@ groups first. The rule for a drawn case whose kernels are not built yet:
 
 Once every group is built, every case is ready, nothing is rejected, and the draws are the
 strategies' own: the same seed then draws the same cases as a campaign without a warm-up.
+
+One builder per machine (per Triton cache directory): the campaign holding the builder lock
+builds; one started beside it builds nothing and marks groups ready as the builder's group stamps
+appear, and takes over what is left if the builder ends first. Each finished group is stamped, so
+a campaign that ends before its build does leaves the next run only the rest.
 """
 
 from __future__ import annotations
@@ -157,6 +162,7 @@ class BackgroundWarmup:
     thread: Optional[threading.Thread] = None
     futures: list = dataclasses.field(default_factory=list)
     cancelled: int = 0
+    waiting: int = 0  # groups a follower still waited for when the campaign ended
     stopping: bool = False
     pool: Any = None
 
@@ -172,82 +178,130 @@ class BackgroundWarmup:
         if self.pool is not None and self.cancelled:
             _terminate(self.pool)  # groups in flight too: Triton writes each cache file whole, so none is torn
         self.join(timeout=30)
-        self.result.not_built = self.cancelled + sum(1 for f in self.futures if not f.cancelled()
-                                                     and f.done() and f.exception() is not None)
+        self.result.not_built = self.waiting + self.cancelled + sum(
+            1 for f in self.futures if not f.cancelled() and f.done() and f.exception() is not None)
         return self.result
 
 
 def start(configs: Sequence[KernelConfig], tours: Sequence[KernelConfig], processes: Optional[int] = None,
           progress: Optional[Callable[[str], None]] = None, runner: Optional[Callable[[list], dict]] = None,
           executor: Optional[Callable[[int], cf.Executor]] = None, interpreted: Optional[bool] = None,
-          force: bool = False) -> BackgroundWarmup:
+          force: bool = False, stamped: Optional[bool] = None) -> BackgroundWarmup:
     """Start building ``configs``' groups and ``tours``' opening-tour groups in the background; returns at once.
-    ``runner`` (a group's builder), ``executor`` (a pool factory) and ``interpreted`` exist for tests."""
-    from fuzz.compile.warmup import _run_group, plan
+    Groups with a group stamp are not built again. Where another process holds the cache directory's builder
+    lock (``fuzz.compile.stamp.builder_lock``), this one follows that build's group stamps instead, and
+    builds what is left if that process ends first. ``runner`` (a group's builder), ``executor`` (a pool
+    factory), ``interpreted`` and ``stamped`` (read and write stamps; default: unless ``runner`` is given)
+    exist for tests."""
+    from fuzz.compile.warmup import plan
 
     readiness = Readiness()
     if interpreted is None:
         from tbe.backend import INTERPRETED as interpreted  # noqa: N811
     if interpreted:
         return BackgroundWarmup(readiness, WarmupResult(skipped="kernels run in Triton's interpreter: nothing to compile"))
-    p = plan([("tour", c) for c in tours] + [("matrix", c) for c in configs], force=force, stamped=runner is None)
-    groups = p.groups()  # the tour's groups first; then the slowest work starts earliest
-    groups = [ug for ug in groups if ug[0][0] == "tour"] + sorted(
-        (ug for ug in groups if ug[0][0] == "matrix"), key=lambda ug: len(ug[1]), reverse=True)
+    p = plan([("tour", c) for c in tours] + [("matrix", c) for c in configs], force=force,
+             stamped=runner is None if stamped is None else stamped)
+    groups = _order(p.indexed_groups(), configs[0] if configs else None)
     n = processes or default_processes()
-    res = WarmupResult(cases=sum(len(g) for _, g in groups), groups=len(groups), processes=n,
+    res = WarmupResult(cases=sum(len(g) for _, _, g in groups), groups=len(groups), processes=n,
                        reused=len(p.units) - len(p.todo))
-    readiness.plan([k for u, g in groups for k in group_keys(g, u[0] == "tour")])
+    readiness.plan([k for u, _, g in groups for k in group_keys(g, u[0] == "tour")])
     if not groups:
         res.stamped_at = p.newest_stamp()
         return BackgroundWarmup(readiness, res)
     readiness.finished = False
-    run_group = runner or _run_group
-    make_pool = executor or _process_pool
     handle = BackgroundWarmup(readiness, res)
-
-    def build() -> None:
-        t0 = time.perf_counter()
-        failed: set = set()
-        os.environ.setdefault("OMP_NUM_THREADS", "1")
-        try:
-            with make_pool(n) as pool:
-                handle.pool = pool
-                futures = {pool.submit(run_group, g): (u, g) for u, g in groups}
-                handle.futures[:] = list(futures)
-                getattr(pool, "start", lambda: None)()  # the builder process starts once every group is queued
-                if handle.stopping:  # stop() came before the futures existed
-                    handle.cancelled = sum(_cancel(f) for f in futures)
-                for k, fut in enumerate(cf.as_completed(futures), 1):
-                    u, g = futures[fut]
-                    try:
-                        r = fut.result()
-                    except cf.CancelledError:
-                        failed.add(u)
-                        continue
-                    except Exception as e:  # noqa: BLE001  (a worker that died: say so, keep the rest)
-                        failed.add(u)
-                        if handle.stopping:  # terminated by stop(): counted there, not an error
-                            continue
-                        res.errors.append(f"warm-up worker failed: {type(e).__name__}: {e}")
-                        failed.add(u)
-                    else:
-                        res.compiled += r.get("compiled", 0)
-                        res.loaded += r.get("loaded", 0)
-                        res.errors += r.get("errors", [])
-                        if r.get("errors"):
-                            failed.add(u)
-                    readiness.done(group_keys(g, u[0] == "tour"))  # a failed group is not retried: its cases JIT
-                    if progress is not None and k % 32 == 0:
-                        progress(f"  warm-up (background): {k}/{len(groups)} groups, {time.perf_counter() - t0:.0f}s")
-        finally:
-            res.seconds = time.perf_counter() - t0
-            readiness.all_done(built=not handle.stopping)
-        p.stamp(failed, res.seconds)
-
-    handle.thread = threading.Thread(target=build, name="tbe-fuzz-warmup", daemon=True)
+    handle.thread = threading.Thread(target=_drive, args=(handle, p, groups, runner, executor or _process_pool, progress),
+                                     name="tbe-fuzz-warmup", daemon=True)
     handle.thread.start()
     return handle
+
+
+def _order(groups: list, base: Optional[KernelConfig]) -> list:
+    """The opening tour's groups first (in tour order), then the base config's (about half the draws use it), each
+    config's largest groups first so that the slowest work starts earliest."""
+    tour = [g for g in groups if g[0][0] == "tour"]
+    matrix = sorted((g for g in groups if g[0][0] == "matrix"), key=lambda g: (g[0][1] != base, -len(g[2])))
+    return tour + matrix
+
+
+POLL_S = 0.5  # how often a follower reads the builder's group stamps
+
+
+def _drive(handle: BackgroundWarmup, p: Any, groups: list, runner: Any, make_pool: Any, progress: Any) -> None:
+    """Follow another process's build while it holds the builder lock; build what is left once this process
+    holds it (at once, where no other builder runs)."""
+    from fuzz.compile import stamp as warm_stamp
+
+    res, readiness = handle.result, handle.readiness
+    t0 = time.perf_counter()
+    lock: Optional[int] = None
+    left = list(groups)
+    try:
+        while not handle.stopping:
+            left = [(u, i, g) for u, i, g in left if not (p.group_built(u, i) and _mark(readiness, u, g))]
+            if not left or not p.keys:
+                break
+            lock = warm_stamp.builder_lock()
+            if lock is not None:
+                break
+            if not res.followed_seconds and progress is not None:
+                progress("  warm-up: another process is building in this cache; following its build")
+            res.followed_seconds = time.perf_counter() - t0
+            time.sleep(POLL_S)
+        handle.waiting = len(left) if handle.stopping else 0
+        if left and not handle.stopping:
+            _build(handle, p, left, runner or _run_group_entry(), make_pool, progress)
+    finally:
+        if lock is not None:
+            os.close(lock)
+        res.seconds = time.perf_counter() - t0
+        readiness.all_done(built=not handle.stopping)
+    p.stamp(set(), res.seconds)  # a unit whose groups are all stamped, by this run or another
+
+
+def _mark(readiness: Readiness, unit: Any, group: list) -> bool:
+    readiness.done(group_keys(group, unit[0] == "tour"))
+    return True
+
+
+def _run_group_entry() -> Callable[[list], dict]:
+    from fuzz.compile.warmup import _run_group
+
+    return _run_group
+
+
+def _build(handle: BackgroundWarmup, p: Any, groups: list, run_group: Any, make_pool: Any, progress: Any) -> None:
+    """Build ``groups`` in ``make_pool(processes)``; each finished group is stamped and made ready."""
+    res, readiness = handle.result, handle.readiness
+    t0 = time.perf_counter()
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    with make_pool(res.processes) as pool:
+        handle.pool = pool
+        futures = {pool.submit(run_group, g): (u, i, g) for u, i, g in groups}
+        handle.futures[:] = list(futures)
+        getattr(pool, "start", lambda: None)()  # the builder process starts once every group is queued
+        if handle.stopping:  # stop() came before the futures existed
+            handle.cancelled = sum(_cancel(f) for f in futures)
+        for k, fut in enumerate(cf.as_completed(futures), 1):
+            u, i, g = futures[fut]
+            try:
+                r = fut.result()
+            except cf.CancelledError:
+                continue
+            except Exception as e:  # noqa: BLE001  (a worker that died: say so, keep the rest)
+                if not handle.stopping:  # terminated by stop(): counted there, not an error
+                    res.errors.append(f"warm-up worker failed: {type(e).__name__}: {e}")
+            else:
+                res.compiled += r.get("compiled", 0)
+                res.loaded += r.get("loaded", 0)
+                res.errors += r.get("errors", [])
+                if not r.get("errors"):
+                    p.stamp_group(u, i)
+            readiness.done(group_keys(g, u[0] == "tour"))  # a failed group is not retried: its cases JIT
+            if progress is not None and k % 32 == 0:
+                progress(f"  warm-up (background): {k}/{len(groups)} groups, {time.perf_counter() - t0:.0f}s")
 
 
 def _cancel(fut: cf.Future) -> bool:

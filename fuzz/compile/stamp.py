@@ -8,10 +8,16 @@ enumeration, the Triton and torch versions and the device. Any change there make
 key, and a deleted cache takes its stamps with it. A config with a failed warm-up case gets
 none. Stamps are per config, so a gate or tune warming a baseline and a candidate builds only
 the candidate's configs once the baseline's campaign has run on that machine.
+
+A finished group of a unfinished warm-up gets a group stamp (``write_group``), so a campaign that
+ended before its background build did leaves what it built marked, and the next run, or a
+campaign running beside it, builds only the rest. ``builder_lock`` makes one process per cache
+directory the builder; the others follow its group stamps.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -81,3 +87,34 @@ def write(key: str, summary: dict[str, Any]) -> None:
     tmp = p.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps({**summary, "stamped_at": time.strftime("%Y-%m-%d %H:%M:%S")}, sort_keys=True))
     os.replace(tmp, p)
+
+
+def _group_path(key: str, index: int) -> Path:
+    return cache_dir() / "tbe-fuzz-warm" / "groups" / f"{key}-{index}"
+
+
+def group_done(key: str, index: int) -> bool:
+    """Whether group ``index`` of the unit stamped as ``key`` was built here."""
+    return _group_path(key, index).exists()
+
+
+def write_group(key: str, index: int) -> None:
+    p = _group_path(key, index)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(time.strftime("%Y-%m-%d %H:%M:%S"))
+    os.replace(tmp, p)
+
+
+def builder_lock() -> Optional[int]:
+    """Become this cache directory's one warm-up builder: an open descriptor holding the lock (close it to let
+    go; a process that dies lets go with it), or None when another process builds."""
+    p = cache_dir() / "tbe-fuzz-warm" / "builder.lock"
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(p, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd

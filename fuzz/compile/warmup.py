@@ -129,9 +129,10 @@ def exercise(case: Any, config: KernelConfig, backward: bool = True) -> None:
         out.backward(steps[0].to(dev))
 
 
-def tour_groups(config: KernelConfig, size: int = 4) -> list[list[WarmCase]]:
-    """The opening tour's own cases under ``config`` (both of its size budgets), a few per group: the
-    tour's overrides lie outside the profiles, and its cases reach only a handful of kernels."""
+def tour_groups(config: KernelConfig, size: int = 1) -> list[list[WarmCase]]:
+    """The opening tour's own cases under ``config`` (both of its size budgets), one per group by default: the
+    tour's overrides lie outside the profiles, its cases reach only a handful of kernels, and a campaign's
+    tour runs each case as soon as its own group is built."""
     from strategies.config_space import split_draw
     from strategies.tour import tour
 
@@ -170,24 +171,50 @@ class Plan:
     units: list[Unit]
     keys: dict[Unit, str]
     stamps: dict[Unit, Optional[dict[str, Any]]]
+    _groups: dict = dataclasses.field(default_factory=dict, repr=False)  # unit -> its groups, enumerated once
+
+    def unit_groups(self, unit: Unit) -> list[list[WarmCase]]:
+        if unit not in self._groups:
+            self._groups[unit] = unit_groups(unit)
+        return self._groups[unit]
 
     @property
     def todo(self) -> list[Unit]:
         return [u for u in self.units if self.stamps[u] is None]
 
     def groups(self) -> list[tuple[Unit, list[WarmCase]]]:
-        return [(u, g) for u in self.todo for g in unit_groups(u)]
+        return [(u, g) for u, _, g in self.indexed_groups()]
+
+    def indexed_groups(self) -> list[tuple[Unit, int, list[WarmCase]]]:
+        """The groups still to build: those of unstamped units without a group stamp, with their index."""
+        from fuzz.compile import stamp as warm_stamp
+
+        return [(u, i, g) for u in self.todo for i, g in enumerate(self.unit_groups(u))
+                if u not in self.keys or not warm_stamp.group_done(self.keys[u], i)]
+
+    def group_built(self, unit: Unit, index: int) -> bool:
+        from fuzz.compile import stamp as warm_stamp
+
+        return unit in self.keys and warm_stamp.group_done(self.keys[unit], index)
+
+    def stamp_group(self, unit: Unit, index: int) -> None:
+        """Mark one finished group (a unit's stamp waits for all of them)."""
+        from fuzz.compile import stamp as warm_stamp
+
+        if unit in self.keys:
+            warm_stamp.write_group(self.keys[unit], index)
 
     def newest_stamp(self) -> Optional[str]:
         return max((s.get("stamped_at", "?") for s in self.stamps.values() if s), default=None)
 
     def stamp(self, failed: set, seconds: float) -> None:
-        """Stamp every unit built without a failure."""
+        """Stamp every unit built without a failure (its groups built by this run or an earlier one)."""
         from fuzz.compile import stamp as warm_stamp
 
         todo = self.todo
         for u in todo:
-            if u not in failed and u in self.keys:
+            if u not in failed and u in self.keys and all(
+                    warm_stamp.group_done(self.keys[u], i) for i in range(len(self.unit_groups(u)))):
                 warm_stamp.write(self.keys[u], {"seconds": round(seconds, 1), "units_in_run": len(todo)})
 
 
@@ -233,6 +260,7 @@ class WarmupResult:
     reused: int = 0  # configs (and tours) whose warm-up Triton's cache already held (``fuzz.compile.stamp``)
     stamped_at: Optional[str] = None  # set when every config was: the newest stamp
     not_built: int = 0  # groups a background warm-up dropped because the campaign ended first
+    followed_seconds: float = 0.0  # spent following another process's build (``fuzz.compile.stamp.builder_lock``)
 
     def text(self) -> str:
         if self.skipped:
@@ -244,6 +272,8 @@ class WarmupResult:
                 f"{self.seconds:.1f}s; {self.compiled} kernels compiled, {self.loaded} loaded from the disk cache")
         if self.reused:
             line += f"; {self.reused} config(s) or tour(s) already built (stamped)"
+        if self.followed_seconds:
+            line += f"; followed another process's build for {self.followed_seconds:.1f}s"
         if self.not_built:
             line += f"; {self.not_built} groups not built (the campaign ended first; the next run builds them)"
         if self.errors:
@@ -274,9 +304,9 @@ def warmup(configs: Sequence[KernelConfig], processes: Optional[int] = None,
 
     t0 = time.perf_counter()
     p = plan([("matrix", c) for c in configs] + [("tour", c) for c in tours], force=force)
-    groups = p.groups()
+    groups = p.indexed_groups()
     n = processes or default_processes()
-    res = WarmupResult(cases=sum(len(g) for _, g in groups), groups=len(groups), processes=n,
+    res = WarmupResult(cases=sum(len(g) for _, _, g in groups), groups=len(groups), processes=n,
                        reused=len(p.units) - len(p.todo))
     if not p.todo:
         res.stamped_at = p.newest_stamp()
@@ -286,19 +316,23 @@ def warmup(configs: Sequence[KernelConfig], processes: Optional[int] = None,
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # many processes: one thread each
     with cf.ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn")) as pool:
         # largest groups first, so the slowest work starts earliest
-        futures = {pool.submit(_run_group, g): u for u, g in sorted(groups, key=lambda ug: len(ug[1]), reverse=True)}
+        futures = {pool.submit(_run_group, g): (u, i)
+                   for u, i, g in sorted(groups, key=lambda uig: len(uig[2]), reverse=True)}
         for k, fut in enumerate(cf.as_completed(futures), 1):
+            u, i = futures[fut]
             try:
                 r = fut.result()
             except Exception as e:  # noqa: BLE001  (a worker that died: say so, keep the rest)
                 res.errors.append(f"warm-up worker failed: {type(e).__name__}: {e}")
-                failed.add(futures[fut])
+                failed.add(u)
                 continue
             res.compiled += r["compiled"]
             res.loaded += r["loaded"]
             res.errors += r["errors"]
             if r["errors"]:
-                failed.add(futures[fut])
+                failed.add(u)
+            else:
+                p.stamp_group(u, i)
             if progress is not None and k % 8 == 0:
                 progress(f"  warm-up: {k}/{len(groups)} groups, {time.perf_counter() - t0:.0f}s")
     res.seconds = time.perf_counter() - t0
