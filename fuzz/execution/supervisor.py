@@ -151,11 +151,9 @@ class _Worker:
                     return None
                 if isinstance(msg, tuple) and msg and msg[0] == "compile":
                     now = time.monotonic()
-                    if msg[1] == "start":
-                        building = now
-                    elif building is not None:
+                    if building is not None:  # an end, or a start after a build that raised (no end came)
                         deadline += min(now - building, BUILD_CREDIT_S)
-                        building = None
+                    building = now if msg[1] == "start" else None
                     continue
                 return msg
             if self.proc.poll() is not None and not self.replies.poll(0):
