@@ -66,6 +66,24 @@ def test_a_case_whose_group_is_building_is_deferred_not_checked():
     assert r.examples == len(seen)
 
 
+def test_a_long_build_does_not_end_the_search_for_want_of_ready_draws():
+    """Hypothesis ends a run after 458 rejected draws with none valid; a build that keeps every draw waiting longer
+    than that many draws take must not end the search: near the limit a draw waits for the next group."""
+    r = Readiness()
+    configs = campaign_configs(KernelConfig())
+    dtypes = ("fp32", "fp16", "bf16")
+    r.plan([("matrix", c.to_json(), w, o, i, wt) for c in configs for w in dtypes for o in dtypes
+            for i in ("int32", "int64") for wt in (False, True)])
+    r.finished = False
+    timer = threading.Timer(8.0, r.all_done)
+    timer.start()
+    try:
+        seen = _drawn(r)
+    finally:
+        timer.cancel()
+    assert len(seen) == BUDGET.max_examples and r.deferred >= background.DEFER_BASE
+
+
 def test_readiness_keys_follow_the_warmup_groups():
     config = KernelConfig()
     groups = warm_groups([config])

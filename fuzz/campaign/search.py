@@ -27,7 +27,7 @@ from typing import Any, Callable, Optional
 from hypothesis import HealthCheck, Phase, given, reject, settings, target
 from hypothesis import seed as hypothesis_seed
 from hypothesis.database import DirectoryBasedExampleDatabase
-from hypothesis.errors import HypothesisException
+from hypothesis.errors import HypothesisException, Unsatisfiable
 
 from fuzz.campaign import steer
 from fuzz.execution import artifacts, interrupt
@@ -209,14 +209,14 @@ def run_campaign(
         if expected_seconds(case) > left:
             res.skipped_for_time += 1
             raise CaseTimedOut(f"expected to take {expected_seconds(case):.0f}s with {left:.0f}s left")
-        if readiness is not None:
-            readiness.checked()
         try:
             result = sup.run(case, cfg, pending=pending, model=model, sut=sut, limit_s=left)
         except CaseTimedOut:
             res.stopped_for_time += 1
             raise
         res.time.add(result.phases, time.perf_counter() - t0)
+        if readiness is not None:
+            readiness.checked()
         return result
 
     def found(result: CaseResult) -> None:  # the first failure: say so, shrinking starts
@@ -245,8 +245,7 @@ def run_campaign(
             raise _OutOfTime()
         if best and now > search_end + budget.shrink_seconds * (HYPOTHESIS_SHARE if shrink else 1.0):
             raise _OutOfTime()
-        if readiness is not None and not best and not readiness.ready(case, cfg):
-            readiness.defer()
+        if readiness is not None and not best and not readiness.admit(case, cfg):
             reject()
         try:
             result = run(case, cfg)
@@ -292,7 +291,7 @@ def run_campaign(
         res.failure = best[0]
     try:
         if not best and not res.interrupted:
-            prop()
+            _until_satisfiable(prop, readiness, lambda: search_end)
         if not res.stopped_by:
             res.stopped_by = StopReason.EXAMPLES
     except _CaseFailed as e:
@@ -352,6 +351,18 @@ def _reduce(res: CampaignResult, run: Any, shrink_end: Any, announce: Any, steps
     res.failure = red.result
     if interrupt.requested():
         res.stopped_by = StopReason.INTERRUPTED
+
+
+def _until_satisfiable(prop: Any, readiness: Any, end: Any) -> None:
+    """Run ``prop``; while a background build is under way, a run that Hypothesis ended because every draw was
+    deferred (``Unsatisfiable``) starts again once more kernels are built, until the search time is over."""
+    while True:
+        try:
+            return prop()
+        except Unsatisfiable:
+            if readiness is None or readiness.finished or time.perf_counter() >= end():
+                raise
+            readiness.wait_for_news(min(5.0, max(0.0, end() - time.perf_counter())))
 
 
 def _tour(opening: list, config: KernelConfig, res: CampaignResult, best: list, configs: dict, start: float,

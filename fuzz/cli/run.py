@@ -230,6 +230,10 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any
                               meta={"config_file": str(args.config[0]) if args.config else None}, sut=sut,
                               model=model, readiness=None if background is None else background.readiness,
                               announce=live.write if live.enabled else _progress, tour_share=tour_share(args))
+    except BaseException:
+        if background is not None:
+            background.stop()  # else its builder process keeps this one alive until every group is built
+        raise
     finally:
         live.close()
     if background is not None:
@@ -247,7 +251,7 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any
     if warm is not None:
         data["warmup"] = warm.to_dict()
     if background is not None:
-        data["warmup"]["background"] = background.readiness.to_dict()
+        data["warmup"]["background"] = background.readiness.to_dict(since=getattr(args, "started", None))
     text = report.campaign_text(res) + "\n  pictures: " + (", ".join(map(str, drawn)) or f"not drawn ({why_not})")
     print(json.dumps(data, indent=2, sort_keys=True, default=str) if args.json else text, flush=True)
     if res.interrupted:

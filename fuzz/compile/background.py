@@ -8,8 +8,12 @@ groups first. The rule for a drawn case whose kernels are not built yet:
   the small-table path, also that config's small-table groups; for an opening-tour case, its
   tour group. A case no group covers is ready (nothing is being built for it).
 * the random search **defers** a case that is not ready: the property rejects it, Hypothesis draws
-  again, and the rejection is counted (``deferred``); a short pause keeps the rejections from
-  spending Hypothesis' budget of calls while nothing new is built.
+  again, and the rejection is counted (``deferred``). Hypothesis ends a run after 458 + 100 x valid
+  rejections, so once the deferrals reach half of that (``DEFER_BASE`` + ``DEFER_PER_ADMITTED`` x
+  admitted) a draw that is not ready waits for the next group to finish (at most ``WAIT_S``) and runs
+  if that made it ready; before, a short pause (``PAUSE_S``) only keeps rejections from outrunning
+  the builders. A run that Hypothesis still ends for want of valid draws starts again
+  (``fuzz.campaign.search``).
 * the opening tour runs in order and waits for each case's group; those groups build first.
 
 Once every group is built, every case is ready, nothing is rejected, and the draws are the
@@ -36,6 +40,8 @@ from tbe.config import KernelConfig
 from fuzz.compile.warmup import WarmCase, WarmupResult, default_processes
 
 PAUSE_S = 0.005  # after a deferral, while groups are still building
+DEFER_BASE, DEFER_PER_ADMITTED = 229, 50  # half of Hypothesis's limit on rejected draws (458 + 100 x valid)
+WAIT_S = 5.0  # longest wait for a group to finish, once deferrals near that limit
 
 
 def _matrix_key(config: KernelConfig, spec: Any) -> tuple:
@@ -72,10 +78,12 @@ class Readiness:
         self.finished = True
         self.built = True  # False when the warm-up was stopped before every group finished
         self.deferred = 0
+        self.admitted = 0
+        self._news = 0  # groups finished so far (wait_for_news waits for it to move)
         self.examples = 0
         self.examples_before_built: Optional[int] = None
         self.seconds_to_built: Optional[float] = None
-        self.first_example_s: Optional[float] = None  # from the warm-up's start to the first case sent to run
+        self.first_example_s: Optional[float] = None  # from the warm-up's start to the first checked case
         self._t0 = time.perf_counter()
 
     def plan(self, keys: Sequence[tuple]) -> None:
@@ -94,6 +102,7 @@ class Readiness:
                     self._pending[k] = left
                 else:
                     self._pending.pop(k, None)
+            self._news += 1
             self._lock.notify_all()
 
     def all_done(self, built: bool = True) -> None:
@@ -124,10 +133,26 @@ class Readiness:
         with self._lock:
             return not any(k in self._pending for k in self._needs(case, config))
 
-    def defer(self) -> None:
-        """A case that is not ready was rejected; pause so that rejections don't outrun the builders."""
+    def admit(self, case: Any, config: KernelConfig) -> bool:
+        """Whether the random search runs this draw now (see the rule above); False: it is deferred."""
+        if self.ready(case, config):
+            self.admitted += 1
+            return True
+        if self.deferred >= DEFER_BASE + DEFER_PER_ADMITTED * self.admitted:
+            self.wait_for_news(WAIT_S)
+            if self.ready(case, config):
+                self.admitted += 1
+                return True
+        else:
+            time.sleep(PAUSE_S)
         self.deferred += 1
-        time.sleep(PAUSE_S)
+        return False
+
+    def wait_for_news(self, timeout: float) -> None:
+        """Block until another group finishes or the build ends, at most ``timeout`` seconds."""
+        with self._lock:
+            seen = self._news
+            self._lock.wait_for(lambda: self.finished or self._news != seen, timeout)
 
     def wait(self, case: Any, config: KernelConfig, timeout: float) -> bool:
         """Block until ``case`` is ready (the tour's cases), at most ``timeout`` seconds."""
@@ -141,12 +166,16 @@ class Readiness:
         return True
 
     def checked(self) -> None:
+        """A case's result came back (tour or search)."""
         if self.first_example_s is None:
             self.first_example_s = time.perf_counter() - self._t0
         self.examples += 1
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, since: Optional[float] = None) -> dict[str, Any]:
+        """``since``: the process's start (time.perf_counter), for the first checked example's time from it."""
+        first = None if self.first_example_s is None or since is None else self.first_example_s + self._t0 - since
         return {"deferred_draws": self.deferred, "examples_before_built": self.examples_before_built,
+                "first_example_since_start_seconds": None if first is None else round(first, 1),
                 "seconds_to_built": None if self.seconds_to_built is None else round(self.seconds_to_built, 1),
                 "first_example_seconds": None if self.first_example_s is None else round(self.first_example_s, 1),
                 "built": self.built}
@@ -391,10 +420,15 @@ class _BuilderPool:
 
 
 def _builder_main(items: list, n: int, out: Any) -> None:
-    """The builder process: a group of its own (so ``kill`` takes its pool too), groups built ``n`` at a time."""
+    """The builder process: a group of its own (so ``kill`` takes its pool too), at a lower priority than the
+    search, groups built ``n`` at a time."""
     import multiprocessing as mp
 
     os.setpgrp()
+    try:
+        os.nice(10)  # the search's driver and worker come first; the build takes the cores they leave
+    except OSError:
+        pass
     with cf.ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn")) as pool:
         futures = {pool.submit(fn, group): i for i, (fn, group) in enumerate(items)}
         for fut in cf.as_completed(futures):
