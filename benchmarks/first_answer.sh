@@ -26,11 +26,11 @@ step() {  # step NAME LIMIT_S COMMAND...: run, record wall and exit status
         "$name" "$rc" "$t0" "$(date +%s.%N)" | tee -a "$OUT/walls.txt"
     pack
 }
-step quick_fresh 150 python -m fuzz run --budget quick --json --artifacts "$OUT/a1"
-step quick_warm 100 python -m fuzz run --budget quick --json --time 30 --artifacts "$OUT/a2"
+step quick_fresh "${FRESH_LIMIT:-150}" python -m fuzz run --budget quick --json --artifacts "$OUT/a1"
+step quick_warm "${WARM_LIMIT:-100}" python -m fuzz run --budget quick --json --time 30 --artifacts "$OUT/a2"
 t0=$(date +%s.%N)
 for i in 1 2 3; do
-    timeout 90 python -m fuzz run --budget quick --time 20 --seed "$i" --json --artifacts "$OUT/c$i" \
+    timeout "${CONCURRENT_LIMIT:-90}" python -m fuzz run --budget quick --time 20 --seed "$i" --json --artifacts "$OUT/c$i" \
         > "$OUT/concurrent_$i.json" 2> >(stamp > "$OUT/concurrent_$i.err") &
 done
 wait
