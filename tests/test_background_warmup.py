@@ -178,6 +178,9 @@ def test_the_builder_process_is_killed_whole_when_the_campaign_ends():
     pool.__exit__(None, None, None)
     assert time.perf_counter() - t0 < 15
     assert not pool._proc.is_alive()
+    deadline = time.monotonic() + 5  # a SIGKILLed process takes a moment to exit
+    while _running_in_group(pool._proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert _running_in_group(pool._proc.pid) == []  # the builder's pool went with it
 
 
@@ -267,3 +270,32 @@ def test_a_second_process_follows_the_builder_and_takes_over_when_it_ends(tmp_pa
     total = sum(len(p.unit_groups(u)) for u in p.units)
     assert len(built) == total - 1 and repr(group) not in built
     assert "followed another process's build" in res.text()
+
+
+def test_a_built_tour_case_does_not_wait_for_its_configs_groups(tmp_path, monkeypatch):
+    """With the tour stamped and the matrix still building, the tour's cases run at once: a tour case needs its own
+    group only, never the (larger) matrix group of its config."""
+    from fuzz.compile.warmup import plan
+
+    _stamped_cache(tmp_path, monkeypatch)
+    monkeypatch.setattr(background, "POLL_S", 0.05)
+    config = KernelConfig()
+    p = plan([("tour", config)])
+    for u, i, _ in p.indexed_groups():
+        p.stamp_group(u, i)
+    p.stamp(set(), 1.0)
+    gate = threading.Event()
+
+    def runner(group):
+        gate.wait(30)
+        return {}
+
+    handle = background.start([config], [config], processes=1, runner=runner,
+                              executor=lambda n: cf.ThreadPoolExecutor(n), interpreted=False, stamped=True)
+    try:
+        assert handle.result.reused == 1 and not handle.readiness.finished
+        cases = [c for g in tour_groups(config) for c in g]
+        assert cases and all(handle.readiness.ready(c.spec, c.config) for c in cases)
+    finally:
+        gate.set()
+        handle.stop()

@@ -86,6 +86,11 @@ class Readiness:
         self.first_example_s: Optional[float] = None  # from the warm-up's start to the first checked case
         self._t0 = time.perf_counter()
 
+    def know_tour(self, keys: Sequence[tuple]) -> None:
+        """Opening-tour cases already built (a stamped tour): such a case needs nothing, not its matrix group."""
+        with self._lock:
+            self._tour.update(k for k in keys if k[0] == "tour")
+
     def plan(self, keys: Sequence[tuple]) -> None:
         with self._lock:
             for k in keys:
@@ -235,6 +240,7 @@ def start(configs: Sequence[KernelConfig], tours: Sequence[KernelConfig], proces
     n = processes or default_processes()
     res = WarmupResult(cases=sum(len(g) for _, _, g in groups), groups=len(groups), processes=n,
                        reused=len(p.units) - len(p.todo))
+    readiness.know_tour([k for u in p.units if u[0] == "tour" for g in p.unit_groups(u) for k in group_keys(g, True)])
     readiness.plan([k for u, _, g in groups for k in group_keys(g, u[0] == "tour")])
     if not groups:
         res.stamped_at = p.newest_stamp()
