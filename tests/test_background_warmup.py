@@ -283,7 +283,7 @@ def test_a_built_tour_case_does_not_wait_for_its_configs_groups(tmp_path, monkey
     p = plan([("tour", config)])
     for u, i, _ in p.indexed_groups():
         p.stamp_group(u, i)
-    p.stamp(set(), 1.0)
+    p.stamp(1.0)
     gate = threading.Event()
 
     def runner(group):

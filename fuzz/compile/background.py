@@ -37,7 +37,7 @@ from typing import Any, Callable, Optional, Sequence
 from strategies.cases import base_spec
 from tbe.config import KernelConfig
 
-from fuzz.compile.warmup import WarmCase, WarmupResult, default_processes
+from fuzz.compile.warmup import WarmCase, WarmupResult, _run_group, default_processes, plan
 
 PAUSE_S = 0.005  # after a deferral, while groups are still building
 DEFER_BASE, DEFER_PER_ADMITTED = 229, 50  # half of Hypothesis's limit on rejected draws (458 + 100 x valid)
@@ -227,8 +227,6 @@ def start(configs: Sequence[KernelConfig], tours: Sequence[KernelConfig], proces
     builds what is left if that process ends first. ``runner`` (a group's builder), ``executor`` (a pool
     factory), ``interpreted`` and ``stamped`` (read and write stamps; default: unless ``runner`` is given)
     exist for tests."""
-    from fuzz.compile.warmup import plan
-
     readiness = Readiness()
     if interpreted is None:
         from tbe.backend import INTERPRETED as interpreted  # noqa: N811
@@ -272,39 +270,39 @@ def _drive(handle: BackgroundWarmup, p: Any, groups: list, runner: Any, make_poo
     res, readiness = handle.result, handle.readiness
     t0 = time.perf_counter()
     lock: Optional[int] = None
-    left = list(groups)
+    left = list(groups)  # none stamped when the plan was read
     try:
-        while not handle.stopping:
-            left = [(u, i, g) for u, i, g in left if not (p.group_built(u, i) and _mark(readiness, u, g))]
-            if not left or not p.keys:
-                break
+        while p.keys and left and not handle.stopping:  # an unstamped plan (tests) has no lock to take
             lock = warm_stamp.builder_lock()
             if lock is not None:
+                if res.followed_seconds:  # the builder ended: what it stamped since the last look
+                    left = _take_built(p, readiness, left)
                 break
             if not res.followed_seconds and progress is not None:
                 progress("  warm-up: another process is building in this cache; following its build")
-            res.followed_seconds = time.perf_counter() - t0
             time.sleep(POLL_S)
+            res.followed_seconds = time.perf_counter() - t0
+            left = _take_built(p, readiness, left)
         handle.waiting = len(left) if handle.stopping else 0
         if left and not handle.stopping:
-            _build(handle, p, left, runner or _run_group_entry(), make_pool, progress)
+            _build(handle, p, left, runner or _run_group, make_pool, progress)
     finally:
         if lock is not None:
             os.close(lock)
         res.seconds = time.perf_counter() - t0
         readiness.all_done(built=not handle.stopping)
-    p.stamp(set(), res.seconds)  # a unit whose groups are all stamped, by this run or another
+    p.stamp(res.seconds)  # a unit whose groups are all stamped, by this run or another
 
 
-def _mark(readiness: Readiness, unit: Any, group: list) -> bool:
-    readiness.done(group_keys(group, unit[0] == "tour"))
-    return True
-
-
-def _run_group_entry() -> Callable[[list], dict]:
-    from fuzz.compile.warmup import _run_group
-
-    return _run_group
+def _take_built(p: Any, readiness: Readiness, groups: list) -> list:
+    """Make ready the groups another process has stamped since; the rest, still to build."""
+    left = []
+    for u, i, g in groups:
+        if p.group_built(u, i):
+            readiness.done(group_keys(g, u[0] == "tour"))
+        else:
+            left.append((u, i, g))
+    return left
 
 
 def _build(handle: BackgroundWarmup, p: Any, groups: list, run_group: Any, make_pool: Any, progress: Any) -> None:
@@ -329,10 +327,7 @@ def _build(handle: BackgroundWarmup, p: Any, groups: list, run_group: Any, make_
                 if not handle.stopping:  # terminated by stop(): counted there, not an error
                     res.errors.append(f"warm-up worker failed: {type(e).__name__}: {e}")
             else:
-                res.compiled += r.get("compiled", 0)
-                res.loaded += r.get("loaded", 0)
-                res.errors += r.get("errors", [])
-                if not r.get("errors"):
+                if res.add(r):
                     p.stamp_group(u, i)
             readiness.done(group_keys(g, u[0] == "tour"))  # a failed group is not retried: its cases JIT
             if progress is not None and k % 32 == 0:

@@ -182,9 +182,6 @@ class Plan:
     def todo(self) -> list[Unit]:
         return [u for u in self.units if self.stamps[u] is None]
 
-    def groups(self) -> list[tuple[Unit, list[WarmCase]]]:
-        return [(u, g) for u, _, g in self.indexed_groups()]
-
     def indexed_groups(self) -> list[tuple[Unit, int, list[WarmCase]]]:
         """The groups still to build: those of unstamped units without a group stamp, with their index."""
         from fuzz.compile import stamp as warm_stamp
@@ -207,14 +204,14 @@ class Plan:
     def newest_stamp(self) -> Optional[str]:
         return max((s.get("stamped_at", "?") for s in self.stamps.values() if s), default=None)
 
-    def stamp(self, failed: set, seconds: float) -> None:
-        """Stamp every unit built without a failure (its groups built by this run or an earlier one)."""
+    def stamp(self, seconds: float) -> None:
+        """Stamp every unit whose groups all have a group stamp (built without a failure, by this run or an
+        earlier one)."""
         from fuzz.compile import stamp as warm_stamp
 
         todo = self.todo
         for u in todo:
-            if u not in failed and u in self.keys and all(
-                    warm_stamp.group_done(self.keys[u], i) for i in range(len(self.unit_groups(u)))):
+            if u in self.keys and all(self.group_built(u, i) for i in range(len(self.unit_groups(u)))):
                 warm_stamp.write(self.keys[u], {"seconds": round(seconds, 1), "units_in_run": len(todo)})
 
 
@@ -280,6 +277,13 @@ class WarmupResult:
             line += f"\n  warm-up: {len(self.errors)} case(s) failed; first: {self.errors[0]}"
         return line
 
+    def add(self, group: dict[str, Any]) -> bool:
+        """Count one built group's report (``_run_group``'s); True when it built without an error."""
+        self.compiled += group.get("compiled", 0)
+        self.loaded += group.get("loaded", 0)
+        self.errors += group.get("errors", [])
+        return not group.get("errors")
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
@@ -312,7 +316,6 @@ def warmup(configs: Sequence[KernelConfig], processes: Optional[int] = None,
         res.stamped_at = p.newest_stamp()
         res.seconds = time.perf_counter() - t0
         return res
-    failed: set = set()
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # many processes: one thread each
     with cf.ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn")) as pool:
         # largest groups first, so the slowest work starts earliest
@@ -324,19 +327,13 @@ def warmup(configs: Sequence[KernelConfig], processes: Optional[int] = None,
                 r = fut.result()
             except Exception as e:  # noqa: BLE001  (a worker that died: say so, keep the rest)
                 res.errors.append(f"warm-up worker failed: {type(e).__name__}: {e}")
-                failed.add(u)
                 continue
-            res.compiled += r["compiled"]
-            res.loaded += r["loaded"]
-            res.errors += r["errors"]
-            if r["errors"]:
-                failed.add(u)
-            else:
+            if res.add(r):
                 p.stamp_group(u, i)
             if progress is not None and k % 8 == 0:
                 progress(f"  warm-up: {k}/{len(groups)} groups, {time.perf_counter() - t0:.0f}s")
     res.seconds = time.perf_counter() - t0
-    p.stamp(failed, res.seconds)
+    p.stamp(res.seconds)
     return res
 
 
