@@ -306,8 +306,7 @@ def cmd_config(args: argparse.Namespace) -> int:
 def cmd_selftest(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from fuzz.cli import info
     from fuzz.selftest import report as selftest_report
-    from fuzz.selftest import all_ok, run_selftest
-    from fuzz.selftest.run import default_jobs
+    from fuzz.selftest import all_ok, default_jobs, run_selftest
     from tbe import faults
 
     if args.list:
