@@ -1,10 +1,12 @@
-"""Fuzz throughput after warm-up: examples/s on small cases, lookups/s checked on large ones,
+"""Fuzz throughput after warm-up: cases/s on small cases, lookups/s checked on large ones,
 seconds per planted fault in the self-test. Writes JSON and prints a short table.
 
-    python -m benchmarks.fuzz_throughput --out benchmarks/results/fuzz_throughput_h200.json
+    python -m benchmarks.fuzz_throughput --out benchmarks/results/fuzz_throughput_h200.json --pack 1,16
 
-Small cases: the campaign's own search space capped at 10,000 lookups per example; large:
-the backend's full budget (``fuzz.profiles.MAX_LOOKUPS``), so the segment-length spread is
+Each campaign part runs once per ``--pack`` value (sub-cases one example may hold, ``strategies.pack``),
+so one file compares packed and unpacked checking on one warm machine; each record keeps its time split.
+Small cases: the campaign's general cases (its config draws included) of at most 10,000 lookups,
+``--pack`` of them to an example; large: the campaign's own mix at the backend's full budget (``fuzz.profiles.MAX_LOOKUPS``), so the segment-length spread is
 the campaign's. Each part first warms the kernels it can reach (reported apart, not timed
 into the rates); the compile count during each search is recorded (it should be 0).
 """
@@ -29,10 +31,21 @@ from fuzz.compile import warm_campaigns
 from tbe import KernelConfig
 
 
-def campaign_part(name: str, seconds: float, max_lookups: int, seed: int) -> dict:
-    budget = Budget(name, seconds=seconds, shrink_seconds=0.0, max_examples=10**7, max_lookups=max_lookups)
-    res = run_campaign(KernelConfig(), budget, seed=seed, artifacts_dir=None, shrink=False)
-    return {"max_lookups_per_example": max_lookups, "seconds": round(res.seconds, 2), "examples": res.examples,
+def campaign_part(name: str, seconds: float, max_lookups: int, seed: int, pack: int = 1) -> dict:
+    """The campaign's own mix at ``max_lookups`` per example (``large``), or (``small``) general cases of at most
+    ``max_lookups`` each, ``pack`` of them to an example: one case's cost, packed or not."""
+    budget = Budget(name, seconds=seconds, shrink_seconds=0.0, max_examples=10**7, max_lookups=max_lookups, pack=pack)
+    strategy = None
+    if name == "small":
+        from strategies.config_space import drawn_cases
+        from strategies.pack import packs
+        from strategies.space import general_cases
+
+        strategy = drawn_cases(KernelConfig(), lambda c: packs(general_cases(c, max_lookups), pack, max_lookups * pack))
+    res = run_campaign(KernelConfig(), budget, seed=seed, artifacts_dir=None, shrink=False, strategy=strategy)
+    return {"part": name, "pack": pack, "max_lookups": max_lookups, "seconds": round(res.seconds, 2),
+            "examples": res.examples, "sub_cases": res.sub_cases, "tour_examples": res.tour_examples,
+            "sub_cases_per_s": round(res.sub_cases / res.seconds, 2), "time_split": res.time.to_json(res.seconds),
             "lookups": res.lookups, "examples_per_s": round(res.examples / res.seconds, 2),
             "lookups_per_s": round(res.lookups / res.seconds), "ok": res.ok, "compiles": res.compiles.to_dict(),
             "fbgemm": dict(res.fbgemm), "tiers": dict(res.tiers), "stopped_by": res.stopped_by,
@@ -57,6 +70,11 @@ def selftest_part(seconds: float, seed: int, processes: int | None) -> dict:
     return out
 
 
+def _write(out: Path, res: dict) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(res, indent=2, sort_keys=True) + "\n")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, required=True)
@@ -65,6 +83,7 @@ def main() -> None:
     p.add_argument("--large-seconds", type=float, default=30.0)
     p.add_argument("--selftest-seconds", type=float, default=10.0, help="search budget per fault")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--pack", default="1", help="comma-separated sub-cases per example to run each part with")
     p.add_argument("--processes", type=int, default=None, help="warm-up processes (default: cores, <= 16)")
     args = p.parse_args()
     parts = [x for x in args.parts.split(",") if x]
@@ -75,27 +94,27 @@ def main() -> None:
     t0 = time.perf_counter()
     if {"small", "large"} & set(parts):
         res["warmup"] = warm_campaigns([KernelConfig()], args.processes).to_dict()  # what `tbe-fuzz run` warms
-    if "small" in parts:
-        res["small"] = campaign_part("small", args.small_seconds, min(MAX_LOOKUPS, 10_000), args.seed)
-    if "large" in parts:
-        res["large"] = campaign_part("large", args.large_seconds, MAX_LOOKUPS, args.seed)
+    sizes = {"small": (args.small_seconds, min(MAX_LOOKUPS, 10_000)), "large": (args.large_seconds, MAX_LOOKUPS)}
+    res["campaigns"] = []
+    for part in (x for x in ("small", "large") if x in parts):
+        for k in args.pack.split(","):
+            res["campaigns"].append(campaign_part(part, *sizes[part], args.seed, int(k)))
+            _write(args.out, res)  # each part as it ends: a run cut short keeps what it measured
     if "selftest" in parts:
         res["selftest"] = selftest_part(args.selftest_seconds, args.seed, args.processes)
     res["total_seconds"] = round(time.perf_counter() - t0, 1)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(res, indent=2, sort_keys=True) + "\n")
+    _write(args.out, res)
     print(f"device {res['device']}, torch {res['torch']}, triton {res['triton']}")
     if "warmup" in res:
         w = res["warmup"]
         done = "{seconds:.1f}s, {compiled} compiled, {loaded} loaded".format(**w) if not w.get("skipped") else ""
         print(f"warm-up: {w.get('skipped') or done}")
-    for part in ("small", "large"):
-        if part in res:
-            r = res[part]
-            c = r["compiles"]
-            print(f"{part:<6} <= {r['max_lookups_per_example']:>10,} lookups: {r['examples_per_s']:8.2f} examples/s, "
-                  f"{r['lookups_per_s']:>12,} lookups/s, {r['examples']} examples in {r['seconds']}s, compiled "
-                  f"{'n/a (interpreter)' if c['interpreted'] else c['compiled']}")
+    for r in res["campaigns"]:
+        c = r["compiles"]
+        print(f"{r['part']:<6} pack {r['pack']:>3} <= {r['max_lookups']:>10,} lookups: "
+              f"{r['sub_cases_per_s']:8.2f} cases/s ({r['examples_per_s']:.2f} examples/s), "
+              f"{r['lookups_per_s']:>12,} lookups/s, {r['sub_cases']} cases in {r['examples']} examples, "
+              f"{r['seconds']}s, compiled {'n/a (interpreter)' if c['interpreted'] else c['compiled']}")
     if "selftest" in res:
         for fault, r in res["selftest"]["per_fault"].items():
             s = r["seconds_to_catch"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from fuzz.profiles import MAX_LOOKUPS
+from fuzz.profiles import MAX_LOOKUPS, PACK
 
 
 # how far past its phase's end one example may run before it is stopped (seconds)
@@ -29,23 +29,26 @@ class Budget:
     shrink_seconds: float  # shrinking a failure, on top of ``seconds``
     max_examples: int
     max_lookups: int
+    pack: int = 1          # sub-cases one drawn example may hold (strategies.pack), within max_lookups together
 
-    def with_overrides(self, seconds: float | None = None, max_examples: int | None = None) -> "Budget":
+    def with_overrides(self, seconds: float | None = None, max_examples: int | None = None,
+                       pack: int | None = None) -> "Budget":
         return dataclasses.replace(
             self,
             seconds=self.seconds if seconds is None else float(seconds),
             max_examples=self.max_examples if max_examples is None else int(max_examples),
+            pack=self.pack if pack is None else int(pack),
         )
 
 
 BUDGETS: dict[str, Budget] = {
     # 1.2M on a GPU: room for one run of 4,097 chunks (1,048,577 lookups) beside ordinary ones
     "quick": Budget("quick", seconds=70.0, shrink_seconds=25.0, max_examples=5_000,
-                    max_lookups=min(MAX_LOOKUPS, 1_200_000)),
+                    max_lookups=min(MAX_LOOKUPS, 1_200_000), pack=PACK),
     "ci": Budget("ci", seconds=300.0, shrink_seconds=120.0, max_examples=20_000,
-                 max_lookups=min(MAX_LOOKUPS, 4_000_000)),
+                 max_lookups=min(MAX_LOOKUPS, 4_000_000), pack=PACK),
     "nightly": Budget("nightly", seconds=3_600.0, shrink_seconds=600.0, max_examples=1_000_000,
-                      max_lookups=MAX_LOOKUPS),
+                      max_lookups=MAX_LOOKUPS, pack=PACK),
 }
 
 

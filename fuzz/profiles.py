@@ -53,6 +53,11 @@ def examples(ci_count: int) -> int:
 # Largest batch (looked-up ids) one example may draw: interpreter cost bounds CPU runs.
 MAX_LOOKUPS = 4_000 if INTERPRETED else 12_000_000
 
+# Sub-cases one drawn example may hold (``strategies.pack``): on a GPU a case's Python (drawing aside) is paid
+# once per pack, not per case; the interpreter's cost grows with the batch, so there a pack saves little.
+GPU_PACK = 16
+PACK = 1 if INTERPRETED else GPU_PACK
+
 # Column blocks one row may span under the drawn config (``strategies.adversarial.fuzz_cases``):
 # the interpreter's cost per lookup grows with them; under the 4-wide ``narrow`` config a row of
 # D in the hundreds made one example cost 4 s on two cores, most of a dev run's time.

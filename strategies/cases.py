@@ -1,9 +1,10 @@
-"""What a campaign draws and replays: a CaseSpec, or a CaseSpec run on a bad-id batch.
+"""What a campaign draws and replays: a CaseSpec, a CaseSpec run on a bad-id batch, or a pack of CaseSpecs.
 
 ``strategies.case.CaseSpec`` materializes only valid batches, so bad ids and broken
 offsets come from ``strategies.bad_inputs.BadBatchSpec``; ``BadIdCase`` pairs the two
-(tables, modes and dtypes from the CaseSpec, tensors from the BadBatchSpec). Both kinds
-serialize to JSON, and ``tensors`` materializes either into the ``CaseTensors`` that an
+(tables, modes and dtypes from the CaseSpec, tensors from the BadBatchSpec);
+``strategies.pack.PackCase`` runs several CaseSpecs as one step. All kinds serialize to JSON,
+and ``tensors`` materializes each into the ``CaseTensors`` that an
 artifact saves and a replay feeds back.
 """
 
@@ -18,6 +19,7 @@ import torch
 from strategies.bad_inputs import BadBatchSpec, materialize_bad
 from strategies.case import CaseSpec, materialize
 from strategies.dyadic import dyadic_grads, dyadic_weights
+from strategies.pack import PackCase, pack_tensors
 from tbe.modes import parse_float_dtype
 from tbe.layout import seeded_weights
 
@@ -39,7 +41,7 @@ class BadIdCase:
         return {"kind": "bad_ids", "spec": self.spec.to_dict(), "bad": json.loads(self.bad.to_json())}
 
 
-AnyCase = Union[CaseSpec, BadIdCase]
+AnyCase = Union[CaseSpec, BadIdCase, PackCase]
 
 
 def case_to_dict(case: AnyCase) -> dict[str, Any]:
@@ -52,11 +54,19 @@ def case_from_dict(data: dict[str, Any]) -> AnyCase:
         raise ValueError(f"case JSON must be an object, got {type(data).__name__}")
     if data.get("kind") == "bad_ids":
         return BadIdCase(CaseSpec.from_dict(data["spec"]), BadBatchSpec.from_json(json.dumps(data["bad"])))
+    if data.get("kind") == "pack":
+        return PackCase.from_dict(data)
     return CaseSpec.from_dict({k: v for k, v in data.items() if k != "kind"})
 
 
 def base_spec(case: AnyCase) -> CaseSpec:
-    return case.spec if isinstance(case, BadIdCase) else case
+    """The module and batch shape ``case`` runs with (a pack's: all its sub-cases' tables)."""
+    return case.spec if isinstance(case, (BadIdCase, PackCase)) else case
+
+
+def sub_cases(case: AnyCase) -> int:
+    """How many independent cases ``case`` checks (a pack's sub-cases, else one)."""
+    return len(case.subs) if isinstance(case, PackCase) else 1
 
 
 def case_size(case: AnyCase) -> tuple[int, int, int]:
@@ -64,6 +74,8 @@ def case_size(case: AnyCase) -> tuple[int, int, int]:
     spec = base_spec(case)
     if isinstance(case, BadIdCase):
         lookups = spec.num_tables * spec.batch_size * case.bad.max_length
+    elif isinstance(case, PackCase):
+        lookups = case.expected_lookups()
     else:
         lookups = spec.expected_lookups()
     return spec.num_tables, spec.num_tables * spec.batch_size, lookups
@@ -87,9 +99,12 @@ class CaseTensors:
         return cls(d["indices"], d["offsets"], d["per_sample_weights"], list(d["grad_outputs"]), d["initial_weights"])
 
 
-def initial_weights(spec: CaseSpec) -> torch.Tensor:
+def initial_weights(spec: CaseSpec | PackCase) -> torch.Tensor:
     """The packed weights every SUT starts ``spec`` from: ``tbe.layout.seeded_weights`` (what a fresh
-    TritonTBE holds), or for ``values="dyadic"`` exact-value weights (``strategies.dyadic``)."""
+    TritonTBE holds), or for ``values="dyadic"`` exact-value weights (``strategies.dyadic``); a pack's
+    are its sub-cases', one after another."""
+    if isinstance(spec, PackCase):
+        return torch.cat([initial_weights(s) for s in spec.subs])
     dtype = parse_float_dtype("weights_dtype", spec.weights_dtype)
     if spec.values == "dyadic":
         return dyadic_weights(spec, spec.seed).to(dtype)
@@ -97,8 +112,12 @@ def initial_weights(spec: CaseSpec) -> torch.Tensor:
 
 
 def tensors(case: AnyCase, *, steps: bool = True, weights: bool = True) -> CaseTensors:
-    """Materialize ``case`` (deterministic in the case); ``weights=False`` skips the initial weights."""
+    """Materialize ``case`` (deterministic in the case); ``weights=False`` skips the initial weights where
+    the spec alone gives them (a pack's are its sub-cases', so it always carries them)."""
     spec = base_spec(case)
+    if isinstance(case, PackCase):
+        p = pack_tensors(case, [initial_weights(s) for s in case.subs], steps)
+        return CaseTensors(p.indices, p.offsets, p.per_sample_weights, p.grad_outputs, p.initial_weights)
     if isinstance(case, BadIdCase):
         batch = materialize_bad(case.bad)
         g = torch.Generator().manual_seed(case.bad.seed ^ 0x6EAD)

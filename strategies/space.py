@@ -22,6 +22,7 @@ from strategies.cases import BadIdCase
 from strategies.bad_inputs import bad_batch_specs
 from strategies.case import CaseSpec, multi_step_rate
 from strategies.dyadic import VALUE_KINDS
+from strategies.pack import packs
 from strategies.specs import case_specs
 from tbe import KernelConfig
 
@@ -150,29 +151,42 @@ def wide_row_specs(draw: st.DrawFn, dims: list[int]) -> CaseSpec:
 
 
 def campaign_cases(config: KernelConfig, max_lookups: int, search_config: bool = True,
-                   fixed: frozenset[str] = frozenset(), max_column_blocks: Optional[int] = None) -> st.SearchStrategy:
+                   fixed: frozenset[str] = frozenset(), max_column_blocks: Optional[int] = None,
+                   pack: int = 1) -> st.SearchStrategy:
     """What a campaign draws: ``strategies.config_space.Drawn`` (a case and KernelConfig overrides drawn
     around ``config``, never of ``fixed`` fields), or with ``search_config=False`` plain cases.
     ``max_column_blocks`` caps the column blocks of a row wider than 1,024 under the effective config
-    (the interpreter's cost grows with them; None: no cap)."""
+    (the interpreter's cost grows with them; None: no cap); ``pack`` > 1 lets a general case hold up to
+    that many sub-cases (``strategies.pack``)."""
     if search_config:
         from strategies.config_space import drawn_cases
 
-        return drawn_cases(config, lambda c: plain_cases(c, max_lookups, max_column_blocks), fixed)
-    return plain_cases(config, max_lookups, max_column_blocks)
+        return drawn_cases(config, lambda c: plain_cases(c, max_lookups, max_column_blocks, pack), fixed)
+    return plain_cases(config, max_lookups, max_column_blocks, pack)
 
 
-def plain_cases(config: KernelConfig, max_lookups: int, max_column_blocks: Optional[int] = None) -> st.SearchStrategy:
-    """Cases at ``config``'s edges: mostly general cases of one to three steps (shrinking prefers them),
-    some bad-id batches, some single fp16 tables at the small-table (histogram + tl.dot) path's edges
-    and some rows wider than 1,024 columns (where ``max_column_blocks`` allows one)."""
-    general = st.tuples(
+def general_cases(config: KernelConfig, max_lookups: int) -> st.SearchStrategy[CaseSpec]:
+    """General cases of one to three steps at ``config``'s segment-length edges, random or exact-value data."""
+    return st.tuples(
         case_specs(max_lookups=max_lookups, max_batch=max_batch(max_lookups),
                    hot_row_counts=hot_row_counts(config, max_lookups), values=VALUE_KINDS),
         learning_rates(), step_counts(),
     ).map(lambda x: _with_rate_and_steps(*x))
+
+
+def plain_cases(config: KernelConfig, max_lookups: int, max_column_blocks: Optional[int] = None,
+                pack: int = 1) -> st.SearchStrategy:
+    """Cases at ``config``'s edges: mostly general cases of one to three steps (shrinking prefers them),
+    some bad-id batches, some single fp16 tables at the small-table (histogram + tl.dot) path's edges
+    and some rows wider than 1,024 columns (where ``max_column_blocks`` allows one). With ``pack`` > 1
+    one general draw in three is a pack of up to ``pack`` cases of 1/``pack`` of the lookups each
+    (``strategies.pack.packs``); the others run alone, since a neighbour would move them off the forward
+    path they are drawn for."""
+    whole = general_cases(config, max_lookups)
+    # one general branch in three draws packs of smaller cases, that share the budget
+    third = packs(general_cases(config, max(1, max_lookups // pack)), pack, max_lookups) if pack > 1 else whole
     small = st.tuples(small_table_specs(config, max_lookups), learning_rates()).map(
         lambda s_lr: dataclasses.replace(s_lr[0], learning_rate=s_lr[1]))
     dims = wide_dims(config, max_column_blocks)
     wide = [wide_row_specs(dims)] if dims else []
-    return st.one_of(general, general, general, bad_id_cases(), small, *wide)
+    return st.one_of(whole, whole, third, bad_id_cases(), small, *wide)

@@ -4,7 +4,8 @@ Hypothesis shrinks the choices behind a drawn spec, and stops where no smaller c
 draws a failing case; dropping one table of a spec re-draws every value from the seed, so it
 stalls at cases of a few tables and tens of bags. This reducer edits the spec itself: it drops a
 table (half of them, then all but one, first), halves (then decrements) the batch size, the bag length and each hot row's count, drops
-a hot row, and keeps an edit whenever the smaller case still fails the same way (same failure
+a hot row (a pack, ``strategies.pack.PackCase``: each sub-case alone first, the named one
+before the others, then the pack without one sub-case), and keeps an edit whenever the smaller case still fails the same way (same failure
 kind and same first failing check). Greedy first improvement, restarted after each kept edit;
 written here because the reductions are specific to CaseSpec and BadIdCase.
 """
@@ -16,6 +17,7 @@ from typing import Callable, Iterator, Optional
 
 from strategies.case import CaseSpec, HotRow
 from strategies.cases import AnyCase, BadIdCase, case_size
+from strategies.pack import PackCase
 from fuzz.judge.check import CaseResult
 
 
@@ -33,7 +35,8 @@ def signature(result: CaseResult) -> tuple[str, Optional[str]]:
 
 def size_text(result: CaseResult) -> str:
     tables, bags, _ = case_size(result.case)
-    return f"{tables} table(s), {bags} bag(s), {result.lookups} lookups"
+    subs = f" in {len(result.case.subs)} sub-cases" if isinstance(result.case, PackCase) else ""
+    return f"{tables} table(s), {bags} bag(s), {result.lookups} lookups{subs}"
 
 
 def _halvings(n: int, low: int) -> list[int]:
@@ -82,8 +85,20 @@ def _bad_candidates(case: BadIdCase) -> Iterator[BadIdCase]:
         yield BadIdCase(dataclasses.replace(spec, steps=1), bad)
 
 
-def candidates(case: AnyCase) -> Iterator[AnyCase]:
-    """Smaller variants of ``case``, the biggest cuts first (each may be invalid: the check says)."""
+def _pack_candidates(case: PackCase, named: Optional[int]) -> Iterator[AnyCase]:
+    order = ([named] if named is not None else []) + [i for i in range(len(case.subs)) if i != named]
+    for i in order:
+        yield case.subs[i]
+    if len(case.subs) > 2:
+        for i in order:
+            yield PackCase(case.subs[:i] + case.subs[i + 1:])
+
+
+def candidates(case: AnyCase, named: Optional[int] = None) -> Iterator[AnyCase]:
+    """Smaller variants of ``case``, the biggest cuts first (each may be invalid: the check says); ``named``
+    is the sub-case of a pack that the failure names, tried alone first."""
+    if isinstance(case, PackCase):
+        return _pack_candidates(case, named)
     return _bad_candidates(case) if isinstance(case, BadIdCase) else _spec_candidates(case)
 
 
@@ -104,7 +119,7 @@ def reduce_failure(result: CaseResult, check: Callable[[AnyCase], Optional[CaseR
     want = signature(result)
     out = Reduction(result)
     while True:
-        for cand in candidates(out.result.case):
+        for cand in candidates(out.result.case, out.result.sub_case):
             if stop():
                 return out
             try:

@@ -86,7 +86,8 @@ def campaign_text(r: CampaignResult) -> str:
         verdict = "NOT RUN (no example was checked" + (": interrupted)" if r.interrupted else " in the time)")
     lines = [
         f"tbe-fuzz campaign: {verdict}  (SUT {r.sut}, budget {r.budget.name}, seed {r.seed}, stopped by {r.stopped_by})",
-        f"  examples {r.examples}, lookups {r.lookups}, {r.seconds:.1f}s"
+        f"  examples {r.examples}" + (f" ({r.sub_cases} cases, packed)" if r.sub_cases != r.examples else "")
+        + f", lookups {r.lookups}, {r.seconds:.1f}s"
         + (f", shrink steps {r.shrink_examples} + {r.reduce_steps} spec reductions" if not r.ok else ""),
         *_time_lines(r),
         ("  tiers exercised: " if _caps(r).kernel_config else "  segment-length classes (this project's tiers): ")
@@ -161,7 +162,7 @@ def coverage_json(r: CampaignResult) -> Optional[dict[str, Any]]:
 
 def campaign_json(r: CampaignResult) -> dict[str, Any]:
     return {
-        "kind": "campaign", "ok": r.ok and r.judged, "not_run": r.ok and not r.judged, "budget": r.budget.name,
+        "kind": "campaign", "ok": r.ok and r.judged, "not_run": r.ok and not r.judged, "budget": r.budget.name, "pack": r.budget.pack,
         "seed": r.seed, "stopped_by": r.stopped_by,
         "interrupted": r.interrupted, "time_bound": r.stopped_by == StopReason.TIME,
         **r.to_state(),

@@ -97,6 +97,7 @@ def _sut_option(p: argparse.ArgumentParser, default: Optional[str] = "triton") -
 
 def _budget_options(p: argparse.ArgumentParser, default: str = "quick") -> None:
     from fuzz.budgets import EXAMPLE_CAP_S
+    from fuzz.profiles import GPU_PACK
 
     p.add_argument("--budget", choices=BUDGET_NAMES, default=default,
                    help=f"search budget (default {default}; quick stays under 2 minutes on the CPU interpreter)")
@@ -110,6 +111,9 @@ def _budget_options(p: argparse.ArgumentParser, default: str = "quick") -> None:
     p.add_argument("--time", type=_positive_float, default=None, metavar="S",
                    help="search time in seconds; a failure then shrinks for the budget's shrink time, and an example "
                         f"still running {EXAMPLE_CAP_S:g}s past either end is stopped, not judged")
+    p.add_argument("--pack", type=_positive_int, default=None, metavar="K",
+                   help=f"sub-cases one drawn example may hold, checked as one TBE step (default: {GPU_PACK} on a "
+                        "GPU, 1 on the interpreter, where a pack costs what its cases cost apart)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     _sanitize_option(p)
 
@@ -230,7 +234,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _budget(args: argparse.Namespace):
     from fuzz.budgets import get
 
-    return get(args.budget).with_overrides(seconds=args.time, max_examples=args.max_examples)
+    return get(args.budget).with_overrides(seconds=args.time, max_examples=args.max_examples,
+                                           pack=getattr(args, "pack", None))
 
 
 def _progress(line: str) -> None:

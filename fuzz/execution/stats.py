@@ -24,12 +24,14 @@ from fuzz.judge.margins import Margins
 from fuzz.judge.teeth import Teeth
 from fuzz.status import Status
 from fuzz.time_split import TimeSplit
+from strategies.cases import sub_cases
 from strategies.tour import TourShare
 
 
 @dataclasses.dataclass(kw_only=True)
 class CampaignStats:
     examples: int = 0                 # cases checked before the first failure (or all, on a pass)
+    sub_cases: int = 0                # of them, the independent cases (a pack of K counts K, others one)
     shrink_examples: int = 0          # cases checked while shrinking
     lookups: int = 0
     seconds: float = 0.0
@@ -54,6 +56,7 @@ class CampaignStats:
     def record(self, result: CaseResult, ratios: bool = True) -> None:
         """One checked example; ``ratios=False`` leaves its error ratios out of ``max_ratio``."""
         self.examples += 1
+        self.sub_cases += sub_cases(result.case)
         self.lookups += result.lookups
         self.tiers.update(result.tiers)
         self.coverage.add(result.cells)
@@ -69,6 +72,7 @@ class CampaignStats:
     def merge(self, other: "CampaignStats") -> None:
         """Add ``other`` (another round or another worker): counts add up, the worst ratio per check wins."""
         self.examples += other.examples
+        self.sub_cases += other.sub_cases
         self.shrink_examples += other.shrink_examples
         self.lookups += other.lookups
         self.seconds += other.seconds
@@ -94,7 +98,7 @@ class CampaignStats:
     def to_state(self) -> dict[str, Any]:
         """The statistics' fields of a campaign's JSON summary."""
         return {
-            "examples": self.examples, "shrink_examples": self.shrink_examples, "lookups": self.lookups,
+            "examples": self.examples, "sub_cases": self.sub_cases, "shrink_examples": self.shrink_examples, "lookups": self.lookups,
             "seconds": round(self.seconds, 3), "tiers": dict(self.tiers), "max_ratio": self.max_ratio,
             "expected_failures": self.expected_failures, "unmaterializable": self.unmaterializable,
             "compiles": self.compiles.to_dict(), "fbgemm": dict(self.fbgemm), "teeth": self.teeth.to_json(),
@@ -110,7 +114,8 @@ class CampaignStats:
     def from_state(cls, d: dict[str, Any]) -> "CampaignStats":
         """Statistics read back from a ``to_state`` dict (a worker's JSON summary); teeth stay empty."""
         return cls(
-            examples=int(d.get("examples", 0)), shrink_examples=int(d.get("shrink_examples", 0)),
+            examples=int(d.get("examples", 0)), sub_cases=int(d.get("sub_cases", d.get("examples", 0))),
+            shrink_examples=int(d.get("shrink_examples", 0)),
             lookups=int(d.get("lookups", 0)), seconds=float(d.get("seconds", 0.0)),
             tiers=collections.Counter(d.get("tiers", {})), max_ratio=dict(d.get("max_ratio", {})),
             expected_failures=int(d.get("expected_failures", 0)), unmaterializable=int(d.get("unmaterializable", 0)),

@@ -57,6 +57,8 @@ def worker_argv(args: Any, index: int, report_dir: Optional[Path]) -> list[str]:
         argv += ["--time", str(args.time)]
     if args.max_examples is not None:
         argv += ["--max-examples", str(args.max_examples)]
+    if getattr(args, "pack", None) is not None:
+        argv += ["--pack", str(args.pack)]
     if args.config:
         argv += ["--config", str(args.config[0])]
     if args.database:

@@ -18,6 +18,7 @@ from typing import Optional
 import torch
 
 from strategies.cases import AnyCase, BadIdCase, CaseTensors, base_spec, tensors
+from strategies.pack import PackCase
 from fuzz.judge import coverage
 from fuzz.judge.differential import check_batch
 from fuzz.compile.watch import CompileCounts
@@ -90,7 +91,23 @@ class CaseResult:
             last = lines[-1] if self.kind == FailureKind.EXCEPTION else lines[0]
             return f"{self.kind}: {last.strip()}"
         bad = [r.what for r in self.reports if not r.ok]
-        return f"mismatch: {bad[0]}" if bad else "ok"
+        sub = self.sub_case
+        where = "" if sub is None else f" (sub-case {sub} of {len(self.case.subs)})"
+        return f"mismatch: {bad[0]}{where}" if bad else "ok"
+
+    @property
+    def sub_case(self) -> Optional[int]:
+        """A failing pack's sub-case that holds the first failing check's table (its worst entry's, or the
+        table the check is of); None for a case that is not a pack, or a failure that names no table."""
+        if not isinstance(self.case, PackCase):
+            return None
+        for r in self.reports:
+            if r.ok:
+                continue
+            table = r.worst.table if r.worst is not None and r.worst.table >= 0 else r.table
+            if table is not None and table >= 0:
+                return self.case.sub_of_table(table)
+        return None
 
     @property
     def failed_check(self) -> Optional[str]:

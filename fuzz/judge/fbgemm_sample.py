@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from strategies.cases import BadIdCase, CaseTensors, initial_weights
+from strategies.cases import BadIdCase, CaseTensors, base_spec, initial_weights
 from oracles import fbgemm_cpu
 from oracles.bounds_backward import check_step
 from oracles.checks import check_forward
@@ -37,10 +37,11 @@ def not_applicable(case: Any, lookups: int) -> str | None:
     """Why FBGEMM's CPU TBE cannot check ``case`` (a status string), or None."""
     if isinstance(case, BadIdCase):
         return "n/a: bad-id batch"
-    w, o = parse_float_dtype("w", case.weights_dtype), parse_float_dtype("o", case.output_dtype)
-    if not fbgemm_cpu.supports(w, o, [d for _, d in case.tables]):
+    spec = base_spec(case)
+    w, o = parse_float_dtype("w", spec.weights_dtype), parse_float_dtype("o", spec.output_dtype)
+    if not fbgemm_cpu.supports(w, o, [d for _, d in spec.tables]):
         return "n/a: dtype or D"
-    if lookups > MAX_LOOKUPS or lookups == 0 or case.batch_size == 0:
+    if lookups > MAX_LOOKUPS or lookups == 0 or spec.batch_size == 0:
         return "n/a: size"
     if not fbgemm_cpu.available():
         return "n/a: fbgemm_gpu not loaded"
@@ -63,7 +64,8 @@ def check(case: Any, t: CaseTensors) -> tuple[str, list[Report]]:
 
 def run(case: Any, t: CaseTensors) -> list[Report]:
     """FBGEMM's steps on ``case`` judged against FP64 (the caller checked ``not_applicable``)."""
-    spec, layout, B = case, case.layout, case.batch_size
+    spec = base_spec(case)
+    layout, B = spec.layout, spec.batch_size
     wdt, odt = parse_float_dtype("w", spec.weights_dtype), parse_float_dtype("o", spec.output_dtype)
     pooling, opt = Pooling(spec.pooling), Optimizer(spec.optimizer)
     fb = fbgemm_cpu.FbgemmTBE(spec.tables, opt, spec.learning_rate, spec.eps, wdt, odt, pooling)

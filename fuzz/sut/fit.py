@@ -19,6 +19,7 @@ from strategies.cases import AnyCase, BadIdCase, base_spec
 from strategies.config_space import Drawn
 from fuzz.sut.protocol import Capabilities
 from strategies.case import CaseSpec
+from strategies.pack import PackCase
 
 BAD_ID_MODES = ("warning", "ignore", "fatal")  # preference order for bad-id cases
 
@@ -84,6 +85,14 @@ def fit_case(case: AnyCase, caps: Capabilities) -> Optional[AnyCase]:
                                   bad_ids=tuple(b for b in case.bad.bad_ids if b.kind in caps.bad_ids),
                                   bad_offsets=tuple(k for k in case.bad.bad_offsets if k in caps.bad_offsets))
         return BadIdCase(spec, bad)
+    if isinstance(case, PackCase):  # each sub-case fitted; the same modes fit the same way
+        subs = [f for f in (fit_spec(s, caps) for s in case.subs) if f is not None]
+        if len(subs) <= 1:
+            return subs[0] if subs else None
+        try:
+            return PackCase(tuple(subs))
+        except ValueError:  # fitted to a mode that runs alone
+            return subs[0]
     return fit_spec(case, caps)
 
 
