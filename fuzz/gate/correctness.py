@@ -80,7 +80,8 @@ def shared_cases(config: KernelConfig, budget: Budget, seed: int, count: int, su
     @settings(max_examples=count, database=None, phases=[Phase.generate], deadline=None,
               suppress_health_check=list(HealthCheck))
     @given(fit_strategy(campaign_cases(config, budget.max_lookups, search_config=get_sut(sut).capabilities.kernel_config,
-                                       fixed=fixed, max_column_blocks=MAX_COLUMN_BLOCKS), get_sut(sut).capabilities))
+                                       fixed=fixed, max_column_blocks=MAX_COLUMN_BLOCKS, pack=budget.pack),
+                               get_sut(sut).capabilities))
     def collect(case):
         drawn.append(case)
 
