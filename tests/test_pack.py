@@ -4,6 +4,7 @@ pack names its sub-case and shrinks to it, and a campaign counts sub-cases apart
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 import torch
@@ -111,7 +112,7 @@ def test_a_failing_pack_names_its_sub_case_and_reduces_to_it():
         config = KernelConfig(faults=("long_threshold_off_by_one",))  # B's run of exactly 256 lookups
     result = run_case(pack, config)
     assert not result.ok and result.sub_case == 1
-    assert "(sub-case 1 of 3)" in result.headline
+    assert "(sub-case 1 of 3, the pack's tables 2-2)" in result.headline
     reduced = reduce_failure(result, lambda case: run_case(case, config), lambda: False).result
     assert isinstance(reduced.case, CaseSpec) and not reduced.ok
     assert reduced.case.hot_rows and reduced.case.hot_rows[0].count == 256
@@ -160,6 +161,20 @@ def test_a_packed_campaign_counts_sub_cases_and_shrinks_a_failure_out_of_its_pac
         assert isinstance(res.failure.case, CaseSpec)  # shrinking dropped the other sub-cases
         assert 63 in [e for e, _ in res.failure.case.tables]
     assert packed_first >= 1  # (measured: seeds 0 and 1 of these four first fail in a pack)
+
+
+def test_a_saved_failing_pack_replays_and_names_its_sub_case(tmp_path, capsys, monkeypatch):
+    from fuzz.cli import main
+    from fuzz.execution import artifacts
+
+    monkeypatch.setenv("TBE_FUZZ_ALLOW_FAULTS", "1")
+    with faults.allow():
+        config = KernelConfig(faults=("long_threshold_off_by_one",))
+    path = artifacts.save_result(tmp_path, run_case(PackCase((A, B, C)), config), config, {"source": "test"}, None)
+    assert case_from_dict(json.loads((path / "case.json").read_text())) == PackCase((A, B, C))
+    for extra in ([], ["--rematerialize"]):
+        assert main(["replay", str(path), *extra]) == 1
+        assert "failure kind: mismatch; sub-case 1 of 3, the pack's tables 2-2" in capsys.readouterr().out
 
 
 def test_stats_count_sub_cases_apart_and_merge_them():

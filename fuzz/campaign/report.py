@@ -20,7 +20,8 @@ def _ratios(ratios: dict[str, float]) -> list[str]:
 def failure_lines(f: CaseResult) -> list[str]:
     tables, bags, _ = case_size(f.case)
     return [
-        f"  failing case: {tables} table(s), {bags} bag(s), {f.lookups} lookups; failure kind: {f.kind}",
+        f"  failing case: {tables} table(s), {bags} bag(s), {f.lookups} lookups; failure kind: {f.kind}"
+        + (f"; {f.sub_case_text()}" if f.sub_case_text() else ""),
         f"  case: {json.dumps(case_to_dict(f.case), sort_keys=True)}",
         *["  " + line for line in f.text().splitlines() if "MISMATCH" in line or not line.startswith("step")],
     ]
@@ -190,7 +191,7 @@ def replay_text(r: ReplayResult) -> str:
     lines = [
         f"tbe-fuzz replay: {verdict}  (SUT {r.sut}; {r.source}; case {r.case_path}; "
         f"config {r.config_path or 'default KernelConfig()'})",
-        *([] if res.ok else [f"  failure kind: {res.kind}"]),
+        *([] if res.ok else [f"  failure kind: {res.kind}" + (f"; {res.sub_case_text()}" if res.sub_case_text() else "")]),
         f"  {res.lookups} lookups, tiers {sorted(res.tiers)}, {res.seconds:.1f}s",
         *["  " + line for line in res.text().splitlines()],
         *[f"  note: {n}" for n in r.notes],

@@ -91,9 +91,17 @@ class CaseResult:
             last = lines[-1] if self.kind == FailureKind.EXCEPTION else lines[0]
             return f"{self.kind}: {last.strip()}"
         bad = [r.what for r in self.reports if not r.ok]
+        where = self.sub_case_text()
+        return f"mismatch: {bad[0]} ({where})" if bad and where else f"mismatch: {bad[0]}" if bad else "ok"
+
+    def sub_case_text(self) -> str:
+        """'sub-case i of K, the pack's tables a-b' for a failing pack that names its sub-case; '' otherwise."""
         sub = self.sub_case
-        where = "" if sub is None else f" (sub-case {sub} of {len(self.case.subs)})"
-        return f"mismatch: {bad[0]}{where}" if bad else "ok"
+        if sub is None:
+            return ""
+        start = self.case.table_starts()[sub]
+        return (f"sub-case {sub} of {len(self.case.subs)}, the pack's tables {start}-"
+                f"{start + self.case.subs[sub].num_tables - 1}")
 
     @property
     def sub_case(self) -> Optional[int]:
