@@ -78,6 +78,34 @@ def test_redis_database_shares_a_failure_between_campaigns(redis_url, tmp_path):
     assert client.keys(b"tbe-fuzz:*") and not client.keys(b"hypothesis-example:*")
 
 
+@pytest.mark.fuzz
+def test_hosts_share_failures_through_one_redis_server(redis_url, tmp_path):
+    """The several-hosts recipe with real processes: host A (two workers) saves its failure to the server,
+    host B (another seed, another artifact directory) replays it before anything else."""
+    import subprocess
+
+    from tbe import faults
+
+    url, client = redis_url
+    with faults.allow():
+        (tmp_path / "faulty.json").write_text(KernelConfig(faults=(FAULT,)).to_json())
+
+    def host(name: str, seed: int, *extra: str):
+        cmd = [sys.executable, "-m", "fuzz", "run", "--config", str(tmp_path / "faulty.json"), "--database", url,
+               "--no-tour", "--time", "20", "--max-examples", "6", "--seed", str(seed),
+               "--artifacts", str(tmp_path / name), "--json", *extra]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=900,
+                              env={**os.environ, "TBE_FUZZ_ALLOW_FAULTS": "1"})
+        return done.returncode, json.loads(done.stdout), done.stderr
+
+    rc, a, err = host("a", 0, "--workers", "2")
+    assert rc == 1 and a["workers"] == 2, err[-2000:]
+    assert client.keys(b"tbe-fuzz:*"), "host A saved no failure in Redis"
+    rc, b, err = host("b", 99)  # measured: seed 99 without the server first fails at example 3
+    first = (b.get("failure") or {}).get("examples_to_first_failure")
+    assert rc == 1 and first is not None and first <= 2, (first, err[-2000:])
+
+
 def test_workers_get_their_gpu_and_a_few_of_the_cores(monkeypatch):
     from fuzz.execution.workers import worker_env
 
