@@ -103,6 +103,13 @@ def multi_step_rate(learning_rate: float, longest: int, steps: int) -> float:
     return learning_rate if steps <= 1 else min(learning_rate, 8.0 / max(1, longest))
 
 
+def with_rate_and_steps(spec: CaseSpec, learning_rate: float, steps: int) -> CaseSpec:
+    """``spec`` running ``steps`` steps at ``learning_rate``, capped by ``multi_step_rate`` for its longest run
+    (its longest hot row or bag)."""
+    longest = max([h.count for h in spec.hot_rows] + [spec.max_length, 1])
+    return dataclasses.replace(spec, learning_rate=multi_step_rate(learning_rate, longest, steps), steps=steps)
+
+
 @dataclasses.dataclass
 class Case:
     """A materialized spec: the batch and the upstream gradients of every step, on CPU."""

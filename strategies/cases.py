@@ -19,7 +19,7 @@ import torch
 from strategies.bad_inputs import BadBatchSpec, materialize_bad
 from strategies.case import CaseSpec, materialize
 from strategies.dyadic import dyadic_grads, dyadic_weights
-from strategies.pack import PackCase, pack_tensors
+from strategies.pack import PackCase
 from tbe.modes import parse_float_dtype
 from tbe.layout import seeded_weights
 
@@ -116,8 +116,7 @@ def tensors(case: AnyCase, *, steps: bool = True, weights: bool = True) -> CaseT
     the spec alone gives them (a pack's are its sub-cases', so it always carries them)."""
     spec = base_spec(case)
     if isinstance(case, PackCase):
-        p = pack_tensors(case, [initial_weights(s) for s in case.subs], steps)
-        return CaseTensors(p.indices, p.offsets, p.per_sample_weights, p.grad_outputs, p.initial_weights)
+        return _pack_tensors(case, steps)
     if isinstance(case, BadIdCase):
         batch = materialize_bad(case.bad)
         g = torch.Generator().manual_seed(case.bad.seed ^ 0x6EAD)
@@ -130,3 +129,24 @@ def tensors(case: AnyCase, *, steps: bool = True, weights: bool = True) -> CaseT
         m = materialize(spec)
         indices, offsets, psw, grads = m.indices, m.offsets, m.per_sample_weights, m.grad_outputs
     return CaseTensors(indices, offsets, psw, grads if steps else [], initial_weights(spec) if weights else None)
+
+
+def _pack_tensors(pack: PackCase, steps: bool) -> CaseTensors:
+    """Each sub-case materialized from its own spec and laid side by side, short batches padded with empty bags."""
+    B = pack.batch_size
+    ids, lengths, psws, grads = [], [], [], []
+    for sub in pack.subs:
+        m = materialize(sub)
+        off = m.offsets.to(torch.int64)
+        per_bag = (off[1:] - off[:-1]).reshape(sub.num_tables, sub.batch_size)
+        lengths.append(torch.cat([per_bag, torch.zeros(sub.num_tables, B - sub.batch_size, dtype=torch.int64)], 1))
+        ids.append(m.indices)
+        if m.per_sample_weights is not None:
+            psws.append(m.per_sample_weights)
+        # d_out rows of padding bags are zero: nothing reads them, and a zero keeps any mix-up visible as a change
+        grads.append([torch.cat([g, g.new_zeros(B - sub.batch_size, g.shape[1])]) for g in m.grad_outputs])
+    offsets = torch.zeros(pack.spec.num_tables * B + 1, dtype=torch.int64)
+    offsets[1:] = torch.cumsum(torch.cat(lengths).reshape(-1), 0)
+    psw = torch.cat(psws) if pack.spec.weighted else None
+    step_grads = [torch.cat([g[k] for g in grads], 1) for k in range(pack.spec.steps)] if steps else []
+    return CaseTensors(torch.cat(ids).contiguous(), offsets.to(ids[0].dtype), psw, step_grads, initial_weights(pack))

@@ -16,14 +16,16 @@ shares a pack (``packable``).
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
+import functools
+import itertools
 import json
 from typing import Any, Optional
 
-import torch
 from hypothesis import strategies as st
 
-from strategies.case import CaseSpec, HotRow, materialize, multi_step_rate
+from strategies.case import CaseSpec, HotRow, with_rate_and_steps
 
 # what one module fixes for all its tables: sub-cases of a pack agree on each
 MODE_FIELDS = ("pooling", "weights_dtype", "output_dtype", "index_dtype", "weighted", "optimizer",
@@ -56,10 +58,11 @@ class PackCase:
         if len(self.subs) > 1 and not packable(first):
             raise ValueError(f"PackCase.subs[0].bounds_check is {first.bounds_check!r}: such a sub-case runs alone")
 
-    @property
+    @functools.cached_property
     def spec(self) -> CaseSpec:
         """The module and batch of the whole pack: every sub-case's tables, the largest batch, the shared modes.
-        Its own fields of the batch's contents (lengths, seed) are sub-case 0's; only ``tensors`` builds the batch."""
+        Its own fields of the batch's contents (lengths, seed) are sub-case 0's; only
+        ``strategies.cases.tensors`` builds the batch. Built once per pack: every check asks for it."""
         first = self.subs[0]
         hot: list[HotRow] = []
         for start, sub in zip(self.table_starts(), self.subs):
@@ -76,18 +79,13 @@ class PackCase:
 
     def table_starts(self) -> list[int]:
         """The pack's table index of each sub-case's first table."""
-        out, n = [], 0
-        for s in self.subs:
-            out.append(n)
-            n += s.num_tables
-        return out
+        return list(itertools.accumulate((s.num_tables for s in self.subs[:-1]), initial=0))
 
     def sub_of_table(self, table: int) -> Optional[int]:
         """The sub-case holding the pack's table ``table`` (None outside the pack)."""
-        for i, start in reversed(list(enumerate(self.table_starts()))):
-            if start <= table < start + self.subs[i].num_tables:
-                return i
-        return None
+        if not 0 <= table < self.spec.num_tables:
+            return None
+        return bisect.bisect_right(self.table_starts(), table) - 1
 
     def expected_lookups(self) -> int:
         return sum(s.expected_lookups() for s in self.subs)
@@ -106,45 +104,10 @@ class PackCase:
         return cls(tuple(CaseSpec.from_dict(s) for s in subs))
 
 
-@dataclasses.dataclass
-class PackTensors:
-    """The pack's batch (CPU): indices, offsets, per-sample weights, each step's d_out, initial weights."""
-
-    indices: torch.Tensor
-    offsets: torch.Tensor
-    per_sample_weights: Optional[torch.Tensor]
-    grad_outputs: list[torch.Tensor]
-    initial_weights: torch.Tensor
-
-
-def pack_tensors(pack: PackCase, sub_weights: list[torch.Tensor], steps: bool = True) -> PackTensors:
-    """Materialize each sub-case from its spec and lay them side by side; ``sub_weights`` are each sub-case's
-    packed initial weights (``strategies.cases.initial_weights``), concatenated in table order."""
-    B = pack.batch_size
-    ids, lengths, psws, grads = [], [], [], []
-    for sub in pack.subs:
-        m = materialize(sub)
-        off = m.offsets.to(torch.int64)
-        per_bag = (off[1:] - off[:-1]).reshape(sub.num_tables, sub.batch_size)
-        lengths.append(torch.cat([per_bag, torch.zeros(sub.num_tables, B - sub.batch_size, dtype=torch.int64)], 1))
-        ids.append(m.indices)
-        if m.per_sample_weights is not None:
-            psws.append(m.per_sample_weights)
-        # d_out rows of padding bags are zero: nothing reads them, and a zero keeps any mix-up visible as a change
-        grads.append([torch.cat([g, g.new_zeros(B - sub.batch_size, g.shape[1])]) for g in m.grad_outputs])
-    idx_dtype = ids[0].dtype
-    offsets = torch.zeros(sum(s.num_tables for s in pack.subs) * B + 1, dtype=torch.int64)
-    offsets[1:] = torch.cumsum(torch.cat(lengths).reshape(-1), 0)
-    psw = torch.cat(psws) if pack.subs[0].weighted else None
-    steps_grads = [torch.cat([g[k] for g in grads], 1) for k in range(pack.subs[0].steps)] if steps else []
-    return PackTensors(torch.cat(ids).contiguous(), offsets.to(idx_dtype), psw, steps_grads, torch.cat(sub_weights))
-
-
 def unify(first: CaseSpec, other: CaseSpec) -> CaseSpec:
     """``other`` with ``first``'s modes, its rate capped for its own longest run over several steps."""
     spec = dataclasses.replace(other, **{f: getattr(first, f) for f in MODE_FIELDS})
-    longest = max([h.count for h in other.hot_rows] + [other.max_length, 1])
-    return dataclasses.replace(spec, learning_rate=multi_step_rate(first.learning_rate, longest, first.steps))
+    return with_rate_and_steps(spec, first.learning_rate, first.steps)
 
 
 def assemble(subs: list[CaseSpec], max_lookups: int) -> CaseSpec | PackCase:

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from strategies.cases import BadIdCase
 from strategies.bad_inputs import bad_batch_specs
-from strategies.case import CaseSpec, multi_step_rate
+from strategies.case import CaseSpec, with_rate_and_steps
 from strategies.dyadic import VALUE_KINDS
 from strategies.pack import packs
 from strategies.specs import case_specs
@@ -109,14 +109,6 @@ def step_counts() -> st.SearchStrategy[int]:
     return st.sampled_from([1, 1, 2, 3])
 
 
-def _longest(spec: CaseSpec) -> int:
-    return max([h.count for h in spec.hot_rows] + [spec.max_length, 1])
-
-
-def _with_rate_and_steps(spec: CaseSpec, lr: float, steps: int) -> CaseSpec:
-    return dataclasses.replace(spec, learning_rate=multi_step_rate(lr, _longest(spec), steps), steps=steps)
-
-
 # rows past 1,024 columns (FBGEMM's forward once returned zeros there): just past it, odd, and past
 # further column blocks
 WIDE_DIMS = (1025, 1031, 1088, 1537, 2049)
@@ -147,7 +139,7 @@ def wide_row_specs(draw: st.DrawFn, dims: list[int]) -> CaseSpec:
         optimizer=draw(st.sampled_from(["exact_sgd", "exact_rowwise_adagrad"])),
         seed=draw(st.integers(0, 2**31 - 1)),
     )
-    return _with_rate_and_steps(spec, draw(learning_rates()), draw(st.sampled_from([1, 2])))
+    return with_rate_and_steps(spec, draw(learning_rates()), draw(st.sampled_from([1, 2])))
 
 
 def campaign_cases(config: KernelConfig, max_lookups: int, search_config: bool = True,
@@ -171,7 +163,7 @@ def general_cases(config: KernelConfig, max_lookups: int) -> st.SearchStrategy[C
         case_specs(max_lookups=max_lookups, max_batch=max_batch(max_lookups),
                    hot_row_counts=hot_row_counts(config, max_lookups), values=VALUE_KINDS),
         learning_rates(), step_counts(),
-    ).map(lambda x: _with_rate_and_steps(*x))
+    ).map(lambda x: with_rate_and_steps(*x))
 
 
 def plain_cases(config: KernelConfig, max_lookups: int, max_column_blocks: Optional[int] = None,
