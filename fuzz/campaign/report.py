@@ -17,11 +17,16 @@ def _ratios(ratios: dict[str, float]) -> list[str]:
     return [f"    {name:<32} {value:.3g}" for name, value in sorted(ratios.items())]
 
 
+def _kind(f: CaseResult) -> str:
+    """The failure kind, and for a pack the sub-case the failure names."""
+    where = f.sub_case_text()
+    return f"{f.kind}; {where}" if where else str(f.kind)
+
+
 def failure_lines(f: CaseResult) -> list[str]:
     tables, bags, _ = case_size(f.case)
     return [
-        f"  failing case: {tables} table(s), {bags} bag(s), {f.lookups} lookups; failure kind: {f.kind}"
-        + (f"; {f.sub_case_text()}" if f.sub_case_text() else ""),
+        f"  failing case: {tables} table(s), {bags} bag(s), {f.lookups} lookups; failure kind: {_kind(f)}",
         f"  case: {json.dumps(case_to_dict(f.case), sort_keys=True)}",
         *["  " + line for line in f.text().splitlines() if "MISMATCH" in line or not line.startswith("step")],
     ]
@@ -191,7 +196,7 @@ def replay_text(r: ReplayResult) -> str:
     lines = [
         f"tbe-fuzz replay: {verdict}  (SUT {r.sut}; {r.source}; case {r.case_path}; "
         f"config {r.config_path or 'default KernelConfig()'})",
-        *([] if res.ok else [f"  failure kind: {res.kind}" + (f"; {res.sub_case_text()}" if res.sub_case_text() else "")]),
+        *([] if res.ok else [f"  failure kind: {_kind(res)}"]),
         f"  {res.lookups} lookups, tiers {sorted(res.tiers)}, {res.seconds:.1f}s",
         *["  " + line for line in res.text().splitlines()],
         *[f"  note: {n}" for n in r.notes],

@@ -184,10 +184,7 @@ class Plan:
 
     def indexed_groups(self) -> list[tuple[Unit, int, list[WarmCase]]]:
         """The groups still to build: those of unstamped units without a group stamp, with their index."""
-        from fuzz.compile import stamp as warm_stamp
-
-        return [(u, i, g) for u in self.todo for i, g in enumerate(self.unit_groups(u))
-                if u not in self.keys or not warm_stamp.group_done(self.keys[u], i)]
+        return [(u, i, g) for u in self.todo for i, g in enumerate(self.unit_groups(u)) if not self.group_built(u, i)]
 
     def group_built(self, unit: Unit, index: int) -> bool:
         from fuzz.compile import stamp as warm_stamp

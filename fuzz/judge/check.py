@@ -91,8 +91,10 @@ class CaseResult:
             last = lines[-1] if self.kind == FailureKind.EXCEPTION else lines[0]
             return f"{self.kind}: {last.strip()}"
         bad = [r.what for r in self.reports if not r.ok]
+        if not bad:
+            return "ok"
         where = self.sub_case_text()
-        return f"mismatch: {bad[0]} ({where})" if bad and where else f"mismatch: {bad[0]}" if bad else "ok"
+        return f"mismatch: {bad[0]}" + (f" ({where})" if where else "")
 
     def sub_case_text(self) -> str:
         """'sub-case i of K, the pack's tables a-b' for a failing pack that names its sub-case; '' otherwise."""
