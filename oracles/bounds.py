@@ -62,7 +62,7 @@ def pooled_bound(
     """Elementwise bound on |got - expected| for a pooled [B, D] block.
 
     ``abs_sum`` is sum |w_i x_i| (already divided by L for MEAN, like ``expected``);
-    ``lengths`` is L per row of the block. ``exact`` [B, D] marks entries whose fp32 sum is
+    ``lengths`` is L per row of the block, or per entry ([B, D]). ``exact`` [B, D] marks entries whose fp32 sum is
     exact (``oracles.exactness``): their accumulation term is zero and only MEAN's division
     remains (``elementwise.Op.DIV``: a division within 2 ulp, so 4u relative). ``model`` (an
     ``oracles.error_model.ErrorModel``, default worst case) gives the accumulation factor
@@ -71,7 +71,7 @@ def pooled_bound(
     u = unit_roundoff(accumulate_dtype)
     n = sum_units(lengths.to(torch.float64), term_units(True, mean))
     factor = gamma(n, u) if model is None else model.gamma(n, u, entries or expected.numel())
-    acc_err = factor[:, None] * abs_sum
+    acc_err = (factor[:, None] if factor.dim() == 1 else factor) * abs_sum
     if exact is not None:
         acc_err = torch.where(exact, (Op.DIV.units * u if mean else 0.0) * expected.abs(), acc_err)
     u_out = unit_roundoff(output_dtype) if output_dtype != accumulate_dtype else 0.0

@@ -76,6 +76,16 @@ class TableBounds:
     exact: Optional[torch.Tensor] = None  # [U, D] the row gradient's accumulation is exact
 
 
+@dataclasses.dataclass
+class StepBounds:
+    """The bounds of every touched row at once, flat like ``reference_backward.StepRows``."""
+
+    w_lo: torch.Tensor                # [N]
+    w_hi: torch.Tensor
+    w_bound: torch.Tensor             # [N] max distance from the exact new weights
+    m_bound: Optional[torch.Tensor]   # [U]
+
+
 def _term_underflow(seg_len: torch.Tensor, ref: BackwardReference) -> torch.Tensor:
     """Absolute error of a run's terms near underflow: each of a term's (at most t + 1) products
     may lose eta32 / 2, and under MEAN a fast division may flush a subnormal quotient to zero."""
@@ -83,51 +93,63 @@ def _term_underflow(seg_len: torch.Tensor, ref: BackwardReference) -> torch.Tens
     return seg_len * per_term + ETA32
 
 
-def _mean_of_squares(g_lo, g_hi, D: int):
-    """Interval of mean_j g_j^2 over a row's D columns, g_j in [g_lo, g_hi]: D products, D - 1 additions
-    and one division by D, in any order."""
+def _mean_of_squares(g_lo, g_hi, row_of: torch.Tensor, dim: torch.Tensor):
+    """Interval of mean_j g_j^2 over each row's D columns, g_j in [g_lo, g_hi] (elements of the rows
+    ``row_of``, ``dim`` [U] each row's D): D products, D - 1 additions and one division by D, any order."""
     mag_min = torch.where((g_lo <= 0) & (g_hi >= 0), torch.zeros_like(g_lo), torch.minimum(g_lo.abs(), g_hi.abs()))
     mag_max = torch.maximum(g_lo.abs(), g_hi.abs())
+    D = dim.to(F64)
     n = D - 1 + Op.MUL.units + Op.DIV.units
-    lo = (mag_min ** 2).sum(1) / D * (1 - gamma(n)) - FLUSH32  # a fast division may flush a subnormal mean
-    hi = (mag_max ** 2).sum(1) / D * (1 + gamma(n)) + (D + 1) * ETA32
+    row_sum = torch.zeros(dim.numel(), dtype=F64, device=dim.device)
+    lo = row_sum.index_add(0, row_of, mag_min ** 2) / D * (1 - gamma(n)) - FLUSH32  # a fast division may flush
+    hi = row_sum.index_add(0, row_of, mag_max ** 2) / D * (1 + gamma(n)) + (D + 1) * ETA32  # a subnormal mean
     return lo.clamp(min=0), hi
 
 
-def table_bounds(ref: BackwardReference, weights_dtype: torch.dtype,
-                 model: Optional[ErrorModel] = None) -> list[TableBounds]:
-    out = []
+def step_bounds(ref: BackwardReference, weights_dtype: torch.dtype,
+                model: Optional[ErrorModel] = None) -> StepBounds:
+    """The interval of every touched weight (and row's momentum) a correct fp32 step may produce."""
     model = model or WORST
     u_w, eta_w = UNIT[weights_dtype]
+    s = ref.rows
+    seg = s.seg_len.to(F64)[s.row_of]
+    n = sum_units(seg, ref.term_units)
+    E = model.gamma(n, U32, s.table_elements) * s.grad_abs + _term_underflow(seg, ref)
+    E = torch.where(s.exact, torch.zeros_like(E), E)
+    g_lo, g_hi = s.grad - E, s.grad + E
+    m_bound = None
+    if ref.optimizer == Optimizer.EXACT_SGD:
+        lr_lo, lr_hi = _scalar_iv(ref.lr, s.grad)
+        st_lo, st_hi = widen(*_mul(lr_lo, lr_hi, g_lo, g_hi), Op.MUL)
+    else:
+        mean_lo, mean_hi = _mean_of_squares(g_lo, g_hi, s.row_of, s.dim)
+        m_lo, m_hi = widen(s.m_old + mean_lo, s.m_old + mean_hi, Op.ADD)
+        m_lo = torch.maximum(m_lo, s.m_old)  # adding a non-negative mean never lowers m
+        m_bound = torch.maximum(m_hi - s.m_new, s.m_new - m_lo) + FP64_SLACK * s.m_new.abs()
+        r_lo, r_hi = widen(m_lo.clamp(min=0).sqrt(), m_hi.sqrt(), Op.SQRT)
+        e_lo, e_hi = _scalar_iv(ref.eps, s.m_old)
+        d_lo, d_hi = widen(r_lo.clamp(min=0) + e_lo, r_hi + e_hi, Op.ADD)
+        d_lo = d_lo.clamp(min=0)
+        l_lo, l_hi = _scalar_iv(ref.lr, s.m_old)
+        rate_lo, rate_hi = widen(l_lo / d_hi, l_hi / d_lo, Op.DIV)
+        st_lo, st_hi = widen(*_mul(rate_lo[s.row_of], rate_hi[s.row_of], g_lo, g_hi), Op.MUL)
+    w_lo, w_hi = widen(s.w_old - st_hi, s.w_old - st_lo, Op.ADD)
+    if weights_dtype != torch.float32:
+        w_lo, w_hi = widen(w_lo, w_hi, Op.STORE, u_w, eta_w, weights_dtype)
+    slack = FP64_SLACK * (s.w_old.abs() + st_hi.abs().nan_to_num(0) + st_lo.abs().nan_to_num(0))
+    w_bound = torch.maximum(w_hi - s.w_new, s.w_new - w_lo) + slack
+    return StepBounds(w_lo, w_hi, w_bound, m_bound)
+
+
+def table_bounds(ref: BackwardReference, weights_dtype: torch.dtype, model: Optional[ErrorModel] = None,
+                 bounds: Optional[StepBounds] = None) -> list[TableBounds]:
+    """``step_bounds`` (or ``bounds``, already computed) as per-table [U, D] views, in ``ref.tables``' order."""
+    b = bounds or step_bounds(ref, weights_dtype, model)
+    out = []
     for s in ref.tables:
-        n = sum_units(s.seg_len.to(F64), ref.term_units)
-        sl = s.seg_len.to(F64)[:, None]
-        E = model.gamma(n, U32, s.grad.numel())[:, None] * s.grad_abs + _term_underflow(sl, ref)
-        if s.exact is not None:
-            E = torch.where(s.exact, torch.zeros_like(E), E)
-        g_lo, g_hi = s.grad - E, s.grad + E
-        lr_lo, lr_hi = _scalar_iv(ref.lr, s.grad[:, :1])
-        m_bound = None
-        if ref.optimizer == Optimizer.EXACT_SGD:
-            st_lo, st_hi = widen(*_mul(lr_lo, lr_hi, g_lo, g_hi), Op.MUL)
-        else:
-            mean_lo, mean_hi = _mean_of_squares(g_lo, g_hi, s.dim)
-            m_lo, m_hi = widen(s.m_old + mean_lo, s.m_old + mean_hi, Op.ADD)
-            m_lo = torch.maximum(m_lo, s.m_old)  # adding a non-negative mean never lowers m
-            m_bound = torch.maximum(m_hi - s.m_new, s.m_new - m_lo) + FP64_SLACK * s.m_new.abs()
-            r_lo, r_hi = widen(m_lo.clamp(min=0).sqrt(), m_hi.sqrt(), Op.SQRT)
-            e_lo, e_hi = _scalar_iv(ref.eps, s.m_old)
-            d_lo, d_hi = widen(r_lo.clamp(min=0) + e_lo, r_hi + e_hi, Op.ADD)
-            d_lo = d_lo.clamp(min=0)
-            l_lo, l_hi = _scalar_iv(ref.lr, s.m_old)
-            rate_lo, rate_hi = widen(l_lo / d_hi, l_hi / d_lo, Op.DIV)
-            st_lo, st_hi = widen(*_mul(rate_lo[:, None], rate_hi[:, None], g_lo, g_hi), Op.MUL)
-        w_lo, w_hi = widen(s.w_old - st_hi, s.w_old - st_lo, Op.ADD)
-        if weights_dtype != torch.float32:
-            w_lo, w_hi = widen(w_lo, w_hi, Op.STORE, u_w, eta_w, weights_dtype)
-        slack = FP64_SLACK * (s.w_old.abs() + st_hi.abs().nan_to_num(0) + st_lo.abs().nan_to_num(0))
-        w_bound = torch.maximum(w_hi - s.w_new, s.w_new - w_lo) + slack
-        out.append(TableBounds(s.table, w_lo, w_hi, w_bound, m_bound, s.exact))
+        es, rs, shape = slice(*s.element_span), slice(*s.row_span), (-1, s.dim)
+        out.append(TableBounds(s.table, b.w_lo[es].view(shape), b.w_hi[es].view(shape), b.w_bound[es].view(shape),
+                               None if b.m_bound is None else b.m_bound[rs], s.exact))
     return out
 
 
@@ -162,36 +184,44 @@ def check_step(
     psw_grad: Optional[torch.Tensor],
     psw_dtype: Optional[torch.dtype] = None,
     model: Optional[ErrorModel] = None,
+    bounds: Optional[StepBounds] = None,
 ) -> list[Violation]:
-    """Compare one step's kernel results with the reference; empty list = within bounds.
-    Also requires rows no lookup touched to be bit-unchanged."""
+    """Compare one step's kernel results with the reference; empty list = within bounds (one
+    violation per failing table and check, at its worst entry). Also requires rows no lookup
+    touched to be bit-unchanged. ``bounds``: ``step_bounds`` already computed for this step."""
     wdt = weights_after.dtype
-    dev = ref.tables[0].w_new.device if ref.tables else weights_after.device  # the reference's device
+    s = ref.rows
+    dev = s.w_new.device  # the reference's device
     after = weights_after.detach().to(dev)
     before = weights_before.detach().to(dev)
+    b = bounds or step_bounds(ref, wdt, model)
     bad: list[Violation] = []
     touched = torch.zeros(after.numel(), dtype=torch.bool, device=dev)
-    for s, tb in zip(ref.tables, table_bounds(ref, wdt, model)):
-        D = s.dim
-        flat = layout.weights_offsets[s.table] + s.rows[:, None] * D + torch.arange(D, device=dev)
-        touched[flat.flatten()] = True
-        got = after[flat].to(F64)
-        err = (got - s.w_new).abs()
-        err = torch.where(rounded_to_infinity(got, s.w_new, tb.w_bound, wdt), torch.zeros_like(err), err)
-        viol = ~(err <= tb.w_bound)  # NaN counts as a violation
-        if bool(viol.any()):
-            k = int(torch.argmax(torch.where(viol, (err / tb.w_bound).nan_to_num(float("inf")), torch.zeros_like(err))))
-            i, j = divmod(k, D)
-            bad.append(Violation("weight", f"table {s.table} row {int(s.rows[i])} col {j} (SL {int(s.seg_len[i])})",
-                                 float(got[i, j]), float(s.w_new[i, j]), float(tb.w_bound[i, j])))
-        if tb.m_bound is not None:
-            gm = momentum_after.detach().to(dev)[s.linear].to(F64)
-            merr = (gm - s.m_new).abs()
-            mv = ~(merr <= tb.m_bound)
-            if bool(mv.any()):
-                i = int(torch.nonzero(mv)[0])
-                bad.append(Violation("momentum", f"table {s.table} row {int(s.rows[i])}", float(gm[i]),
-                                     float(s.m_new[i]), float(tb.m_bound[i])))
+    touched[s.weight_index] = True
+    got = after[s.weight_index].to(F64)
+    err = (got - s.w_new).abs()
+    err = torch.where(rounded_to_infinity(got, s.w_new, b.w_bound, wdt), torch.zeros_like(err), err)
+    viol = ~(err <= b.w_bound)  # NaN counts as a violation
+    mviol = gm = None
+    if b.m_bound is not None:
+        gm = momentum_after.detach().to(dev)[s.linear].to(F64)
+        mviol = ~((gm - s.m_new).abs() <= b.m_bound)
+    failing = set(s.table[s.row_of[viol]].tolist()) if bool(viol.any()) else set()
+    mfailing = set(s.table[mviol].tolist()) if mviol is not None and bool(mviol.any()) else set()
+    for sp in ref.spans:  # the failure path only: at most one of each kind per table
+        es, rs = slice(*sp.elements), slice(*sp.rows)
+        if sp.table in failing:
+            v = viol[es]
+            ratio = torch.where(v, (err[es] / b.w_bound[es]).nan_to_num(float("inf")), torch.zeros_like(err[es]))
+            e = sp.elements[0] + int(torch.argmax(ratio))
+            r = int(s.row_of[e])
+            bad.append(Violation("weight", f"table {sp.table} row {int(s.rows[r])} col {int(s.column[e])} "
+                                           f"(SL {int(s.seg_len[r])})",
+                                 float(got[e]), float(s.w_new[e]), float(b.w_bound[e])))
+        if sp.table in mfailing:
+            r = sp.rows[0] + int(torch.nonzero(mviol[rs])[0])
+            bad.append(Violation("momentum", f"table {sp.table} row {int(s.rows[r])}", float(gm[r]),
+                                 float(s.m_new[r]), float(b.m_bound[r])))
     changed = (after != before) & ~touched
     if bool(changed.any()):
         k = int(torch.nonzero(changed)[0])

@@ -10,7 +10,7 @@ from oracles.bounds import pooled_bound
 from oracles.compare import Report, compare
 from oracles.error_model import ErrorModel
 from oracles.exactness import forward_exact
-from oracles.reference import bag_lengths, reference_forward_and_magnitude
+from oracles.reference import column_lengths, reference_forward_and_magnitude
 from tbe.layout import TableLayout
 from tbe.modes import Pooling
 
@@ -31,14 +31,8 @@ def forward_expectation(
     expected, magnitude = reference_forward_and_magnitude(
         layout, weights, indices, offsets, per_sample_weights, batch_size, pooling)
     exact = forward_exact(layout, weights, indices, offsets, per_sample_weights, batch_size)
-    lengths = bag_lengths(offsets).view(layout.num_tables, batch_size)
-    bound = torch.empty_like(expected)
-    for t, (c0, spec) in enumerate(zip(layout.col_offsets, layout.specs)):
-        cols = slice(c0, c0 + spec.dim)
-        bound[:, cols] = pooled_bound(
-            expected[:, cols], magnitude[:, cols], lengths[t], pooling == Pooling.MEAN, output_dtype,
-            exact=exact[:, cols].to(expected.device), model=model, entries=expected.numel(),
-        )
+    bound = pooled_bound(expected, magnitude, column_lengths(layout, offsets.to(expected.device), batch_size),
+                         pooling == Pooling.MEAN, output_dtype, exact=exact, model=model, entries=expected.numel())
     return expected, bound
 
 

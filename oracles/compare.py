@@ -102,6 +102,21 @@ def rounded_to_infinity(got: torch.Tensor, expected: torch.Tensor, bound: torch.
             & (expected.abs() + bound >= overflow_threshold(dtype)))
 
 
+def _errors(expected: torch.Tensor, got: torch.Tensor, bound: torch.Tensor, dtype: torch.dtype):
+    """(expected, got, bound as float64, |got - expected| with NaN as infinity, ratio error / bound): a
+    non-finite result that matches the expected one, or is the infinity round-to-nearest gives, counts 0."""
+    exp = expected.to(torch.float64)
+    g = got.to(torch.float64)
+    err = (g - exp).abs()
+    same_nonfinite = (g == exp) | (torch.isnan(g) & torch.isnan(exp))
+    err = torch.where(same_nonfinite, torch.zeros_like(err), err)
+    err = torch.where(torch.isnan(err), torch.full_like(err, float("inf")), err)
+    bnd = bound.to(torch.float64).expand_as(exp)
+    err = torch.where(rounded_to_infinity(g, exp, bnd, dtype), torch.zeros_like(err), err)
+    ratio = torch.where(bnd > 0, err / bnd, torch.where(err > 0, float("inf"), 0.0))
+    return exp, g, bnd, err, ratio
+
+
 def compare(
     what: str,
     expected: torch.Tensor,
@@ -116,19 +131,10 @@ def compare(
     """
     if tuple(got.shape) != tuple(expected.shape):
         raise ValueError(f"{what}: got shape {tuple(got.shape)}, expected {tuple(expected.shape)}")
-    exp = expected.to(torch.float64)
-    g = got.to(torch.float64)
-    err = (g - exp).abs()
-    same_nonfinite = (g == exp) | (torch.isnan(g) & torch.isnan(exp))
-    err = torch.where(same_nonfinite, torch.zeros_like(err), err)
-    err = torch.where(torch.isnan(err), torch.full_like(err, float("inf")), err)
-    bnd = bound.to(torch.float64).expand_as(exp)
-    err = torch.where(rounded_to_infinity(g, exp, bnd, got.dtype), torch.zeros_like(err), err)
-    bad = err > bnd
-    num_bad = int(bad.sum())
+    exp, g, bnd, err, ratio = _errors(expected, got, bound, got.dtype)
+    num_bad = int((err > bnd).sum())
     if exp.numel() == 0:
         return Report(what, True, None, 0, 0)
-    ratio = torch.where(bnd > 0, err / bnd, torch.where(err > 0, float("inf"), 0.0))
     flat = int(torch.argmax(ratio.reshape(-1)))
     if exp.dim() == 2:
         sample, col = divmod(flat, exp.shape[1])
@@ -144,3 +150,28 @@ def compare(
         float(exp.reshape(-1)[flat]), float(g.reshape(-1)[flat]), float(bnd.reshape(-1)[flat]),
     )
     return Report(what, num_bad == 0, worst, num_bad, exp.numel())
+
+
+def compare_segments(expected: torch.Tensor, got: torch.Tensor, bound: torch.Tensor,
+                     spans: list[tuple[int, int]]) -> list[tuple[int, int, int, float, float, float]]:
+    """``compare``'s rule on each span [a, b) of 1-D tensors, in a fixed number of operations whatever the
+    number of spans: per span (bad entries, entries, worst position in the span, its expected, got and
+    bound). The worst is the first entry of the largest ratio, NaN ratios counting as infinite."""
+    if not spans:
+        return []
+    if any(b <= a for a, b in spans):
+        raise ValueError(f"compare_segments: every span needs an entry, got {spans}")
+    exp, g, bnd, err, ratio = _errors(expected, got, bound, got.dtype)
+    dev = exp.device
+    n = exp.numel()
+    sizes = torch.tensor([b - a for a, b in spans], dtype=torch.int64, device=dev)
+    span = torch.repeat_interleave(torch.arange(len(spans), device=dev), sizes, output_size=n)
+    ratio = ratio.nan_to_num(nan=float("inf"))
+    best = torch.full((len(spans),), -1.0, dtype=torch.float64, device=dev).scatter_reduce(0, span, ratio, "amax")
+    pos = torch.arange(n, device=dev)
+    first = torch.full((len(spans),), n, dtype=torch.int64, device=dev).scatter_reduce(
+        0, span, torch.where(ratio == best[span], pos, n), "amin")
+    num_bad = torch.zeros(len(spans), dtype=torch.int64, device=dev).index_add_(0, span, (err > bnd).to(torch.int64))
+    picked = torch.stack([exp[first], g[first], bnd[first]]).tolist()
+    return [(nb, b - a, f - a, e, gv, bv) for nb, (a, b), f, e, gv, bv in
+            zip(num_bad.tolist(), spans, first.tolist(), *picked)]

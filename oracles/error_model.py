@@ -45,13 +45,14 @@ class ErrorModel:
         if not 0.0 < self.false_alarm < 1.0:
             raise ValueError(f"false_alarm must be in (0, 1), got {self.false_alarm!r}")
 
-    def gamma(self, n: torch.Tensor, u: float, entries: int) -> torch.Tensor:
-        """Relative accumulation bound for ``n`` [any shape] operations in a check of ``entries`` entries."""
+    def gamma(self, n: torch.Tensor, u: float, entries: int | torch.Tensor) -> torch.Tensor:
+        """Relative accumulation bound for ``n`` [any shape] operations in a check of ``entries`` entries
+        (an int, or a tensor shaped like ``n``: each element's own check)."""
         n = n.to(torch.float64)
         worst = gamma(n, u)
         if self.kind == "worst":
             return worst
-        m = max(1, int(entries))
+        m = entries.to(torch.float64).clamp(min=1) if isinstance(entries, torch.Tensor) else max(1, int(entries))
         lam = torch.sqrt(2 * torch.log(2 * n.clamp(min=1) * m / self.false_alarm)) / (1 - u)
         prob = torch.expm1(lam * torch.sqrt(n) * u + n * u * u / (1 - u))
         return torch.minimum(worst, prob)

@@ -15,13 +15,12 @@ from typing import Optional
 
 import torch
 
-from oracles.reference import lookup_bags, table_rows
+from oracles.reference import pooled_terms
 from tbe.layout import TableLayout
 
 F64 = torch.float64
 EXACT_UNITS = 2.0 ** 24
 _NO_BITS = 1 << 20   # "exponent" of a zero term: never the finest grid
-_CHUNK = 1 << 20     # lookups per pass in the forward test (bounds the scratch memory)
 
 
 def fits(x: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -85,20 +84,9 @@ def forward_exact(
     """[B, sum D] bool: the pooled sum (before MEAN's division) of each entry is exact in fp32.
     The kernel's terms are row (converted exactly from the weights' dtype) times psw (fp32)."""
     B, dev = batch_size, weights.device
-    out = torch.ones((B, layout.total_dim), dtype=torch.bool, device=dev)
-    off = offsets.to("cpu", torch.int64)
-    for t, (col, spec) in enumerate(zip(layout.col_offsets, layout.specs)):
-        lo, hi = int(off[t * B]), int(off[(t + 1) * B])
-        if hi == lo:
-            continue
-        table = table_rows(layout, weights.detach(), t)
-        bags = lookup_bags(off[t * B: (t + 1) * B + 1] - lo, hi - lo).to(dev)
-        sums = ExactSums(B, spec.dim, dev)
-        for c0 in range(lo, hi, _CHUNK):
-            c1 = min(hi, c0 + _CHUNK)
-            terms = table[indices[c0:c1].to(dev, torch.int64)].to(F64)
-            if per_sample_weights is not None:
-                terms = terms * per_sample_weights[c0:c1].detach().to(dev, torch.float32).to(F64)[:, None]
-            sums.add(terms, bags[c0 - lo: c1 - lo])
-        out[:, col: col + spec.dim] = sums.exact()
-    return out
+    sums = ExactSums(B * layout.total_dim, 1, dev)
+    for lk, entry, terms, item in pooled_terms(layout, weights.detach(), indices, offsets.to(dev), B):
+        if per_sample_weights is not None:
+            terms = terms * per_sample_weights[lk].detach().to(dev, torch.float32).to(F64)[item]
+        sums.add(terms[:, None], entry)
+    return sums.exact().view(B, layout.total_dim)

@@ -1,22 +1,20 @@
 """FP64 reference forward, computed on touched rows only.
 
-Each table's distinct ids are gathered once and upcast to float64, so checking a batch
-costs memory in the batch's size, never the table's: a 2^31-row table costs nothing
-beyond the rows the batch reads. Inputs must already be bounds-checked (valid ids and
+Each lookup's row is gathered and upcast to float64, every table in one pass
+(``oracles.elements``), so checking a batch costs memory in the batch's size, never the
+table's: a 2^31-row table costs nothing beyond the rows the batch reads. Inputs must already be bounds-checked (valid ids and
 offsets); ``oracles.reference_bounds`` gives the repaired inputs.
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Iterator, Optional
 
 import torch
 
+from oracles.elements import expand, layout_tensors, lookups, passes
 from tbe.layout import TableLayout
 from tbe.modes import Pooling
-
-_CHUNK = 1 << 20  # lookups per pass, bounds the float64 scratch memory
-
 
 def bag_lengths(offsets: torch.Tensor) -> torch.Tensor:
     """L(t, b) for every bag, int64, in feature-major order."""
@@ -46,10 +44,14 @@ def check_valid(layout: TableLayout, indices: torch.Tensor, offsets: torch.Tenso
         raise ValueError(f"offsets has {off.numel()} entries, expected {layout.num_tables * batch_size + 1}")
     if int(off[0]) != 0 or int(off[-1]) != n or bool((off[1:] < off[:-1]).any()):
         raise ValueError("reference needs valid offsets (start 0, non-decreasing, end len(indices))")
-    for t in range(layout.num_tables):
-        ids = indices[int(off[t * batch_size]): int(off[(t + 1) * batch_size])].to(torch.int64)
-        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= layout.specs[t].rows):
-            raise ValueError(f"reference needs in-range ids; table {t} has ids outside [0, {layout.specs[t].rows})")
+    if n == 0:
+        return
+    table = lookups(off, layout.num_tables, batch_size, n).table
+    ids = indices.to(off.device, torch.int64)
+    bad = (ids < 0) | (ids >= layout_tensors(layout, off.device).rows[table])
+    if bool(bad.any()):
+        t = int(table[int(torch.nonzero(bad)[0])])
+        raise ValueError(f"reference needs in-range ids; table {t} has ids outside [0, {layout.specs[t].rows})")
 
 
 def reference_forward(
@@ -66,6 +68,30 @@ def reference_forward(
     return reference_forward_and_magnitude(*args, magnitude=False)[0]
 
 
+def column_lengths(layout: TableLayout, offsets: torch.Tensor, batch_size: int) -> torch.Tensor:
+    """[B, sum D] int64: the length of the bag each pooled entry sums."""
+    lt = layout_tensors(layout, offsets.device)
+    return bag_lengths(offsets).view(layout.num_tables, batch_size).t()[:, lt.column_table]
+
+
+def pooled_terms(layout: TableLayout, weights: torch.Tensor, indices: torch.Tensor, offsets: torch.Tensor,
+                 batch_size: int) -> Iterator[tuple[slice, torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """Per pass, every table at once: (the lookups it covers, each element's flat entry of the pooled
+    [B, sum D] output, the element's weight as float64, its lookup within the pass). Valid inputs."""
+    dev = weights.device
+    lt = layout_tensors(layout, dev)
+    off = offsets.to(dev, torch.int64)
+    n = indices.numel()
+    at = lookups(off, layout.num_tables, batch_size, n)
+    dims = lt.dims[at.table]
+    row_base = lt.weights_offsets[at.table] + indices.to(dev, torch.int64) * dims  # each lookup's row, flat
+    entry_base = at.sample * layout.total_dim + lt.col_offsets[at.table]          # its bag's first entry
+    for a, b, count in passes(dims):
+        item, col = expand(dims[a:b], count)
+        terms = weights[row_base[a:b][item] + col].to(torch.float64)
+        yield slice(a, b), entry_base[a:b][item] + col, terms, item
+
+
 def reference_forward_and_magnitude(
     layout: TableLayout,
     weights: torch.Tensor,
@@ -80,32 +106,17 @@ def reference_forward_and_magnitude(
     MEAN: the output and the magnitude term the error bound needs, from one gather (the magnitude
     is None without ``magnitude``)."""
     check_valid(layout, indices, offsets, batch_size)
-    B = batch_size
-    device = weights.device
-    out = torch.zeros((B, layout.total_dim), dtype=torch.float64, device=device)
+    B, dev = batch_size, weights.device
+    out = torch.zeros(B * layout.total_dim, dtype=torch.float64, device=dev)
     mag = torch.zeros_like(out) if magnitude else None
-    off = offsets.to(torch.int64)
-    lengths = bag_lengths(off).to(torch.float64)
-    for t, (col, spec) in enumerate(zip(layout.col_offsets, layout.specs)):
-        lo, hi = int(off[t * B]), int(off[(t + 1) * B])
-        if hi == lo:
-            continue
-        table = table_rows(layout, weights, t)
-        acc = torch.zeros((B, spec.dim), dtype=torch.float64, device=device)
-        acc_abs = torch.zeros_like(acc) if magnitude else None
-        bags = lookup_bags(off[t * B: (t + 1) * B + 1] - lo, hi - lo)
-        for c0 in range(lo, hi, _CHUNK):
-            c1 = min(hi, c0 + _CHUNK)
-            ids = indices[c0:c1].to(torch.int64)
-            uniq, inverse = torch.unique(ids, return_inverse=True)
-            rows = table[uniq].to(torch.float64)[inverse]
-            if per_sample_weights is not None:
-                rows = rows * per_sample_weights[c0:c1].to(torch.float64)[:, None]
-            acc.index_add_(0, bags[c0 - lo: c1 - lo], rows)
-            if magnitude:
-                acc_abs.index_add_(0, bags[c0 - lo: c1 - lo], rows.abs())
-        L = lengths[t * B: (t + 1) * B].clamp(min=1)[:, None] if pooling == Pooling.MEAN else None
-        out[:, col: col + spec.dim] = acc if L is None else acc / L
+    for lk, entry, rows, item in pooled_terms(layout, weights, indices, offsets, B):
+        if per_sample_weights is not None:
+            rows = rows * per_sample_weights[lk].to(dev, torch.float64)[item]
+        out.index_add_(0, entry, rows)
         if magnitude:
-            mag[:, col: col + spec.dim] = acc_abs if L is None else acc_abs / L
+            mag.index_add_(0, entry, rows.abs())
+    out, mag = out.view(B, layout.total_dim), None if mag is None else mag.view(B, layout.total_dim)
+    if pooling == Pooling.MEAN:
+        L = column_lengths(layout, offsets.to(dev), B).clamp(min=1)
+        out, mag = out / L, None if mag is None else mag / L
     return out, mag

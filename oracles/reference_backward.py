@@ -1,7 +1,8 @@
 """FP64 authority for one training step of the TBE backward (exact SGD / row-wise Adagrad).
 
-Works on touched rows only: each table's distinct ids are gathered to float64, so a table
-of 2^31 rows costs nothing. Returns the exact new rows, momentum and per-sample-weight
+Works on touched rows only: the distinct rows of every table are gathered to float64 at once
+(``oracles.elements``), so a table of 2^31 rows costs nothing and many tables cost no more
+operations than one. Returns the exact new rows, momentum and per-sample-weight
 gradient, plus what an error bound needs (segment lengths, sums of |terms|, the roundings
 in one term, and which row gradients every fp32 implementation accumulates exactly:
 ``oracles.exactness``, ``oracles.elementwise.terms_exact``).
@@ -13,22 +14,23 @@ Triton kernels), so a GPU campaign never copies a batch to the host to check it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Optional
 
 import torch
 
 from oracles.elementwise import term_units, terms_exact
+from oracles.elements import expand, layout_tensors, lookups, passes
 from oracles.exactness import ExactSums
 from tbe.layout import TableLayout
 from tbe.modes import Optimizer, Pooling
 
 F64 = torch.float64
-_CHUNK = 1 << 20  # lookups per pass of the exactness test
 
 
 @dataclasses.dataclass
 class TableStep:
-    """The exact step of one table's touched rows (U distinct rows, D columns)."""
+    """The exact step of one table's touched rows (U distinct rows, D columns): views into ``StepRows``."""
 
     table: int
     dim: int
@@ -42,11 +44,47 @@ class TableStep:
     m_old: Optional[torch.Tensor]  # [U] fp64 momentum before (row-wise Adagrad only)
     m_new: Optional[torch.Tensor]  # [U] fp64 exact new momentum
     exact: Optional[torch.Tensor] = None  # [U, D] bool: the kernel's fp32 row gradient is exact
+    row_span: tuple[int, int] = (0, 0)      # its rows in ``StepRows``
+    element_span: tuple[int, int] = (0, 0)  # its elements in ``StepRows``
+
+
+@dataclasses.dataclass
+class StepRows:
+    """The exact step of every touched row of every table, flat: rows in linear-index order (so table by
+    table), each row's D elements side by side. The bounds and checks run on these, once per step."""
+
+    table: torch.Tensor      # [U] int64
+    dim: torch.Tensor        # [U] int64
+    rows: torch.Tensor       # [U] int64 row within its table
+    linear: torch.Tensor     # [U] int64
+    seg_len: torch.Tensor    # [U] int64
+    row_of: torch.Tensor     # [N] int64 the row of each element
+    column: torch.Tensor     # [N] int64 the element's column within its row
+    weight_index: torch.Tensor  # [N] int64 the element's place in the packed weights
+    w_old: torch.Tensor      # [N] fp64
+    grad: torch.Tensor
+    grad_abs: torch.Tensor
+    w_new: torch.Tensor
+    m_old: Optional[torch.Tensor]  # [U]
+    m_new: Optional[torch.Tensor]
+    exact: torch.Tensor      # [N] bool
+    table_elements: torch.Tensor  # [N] int64: how many elements the element's table has (U_t * D_t)
+
+
+@dataclasses.dataclass(frozen=True)
+class TableSpan:
+    """Where one touched table's rows and elements sit in ``StepRows``."""
+
+    table: int
+    dim: int
+    rows: tuple[int, int]
+    elements: tuple[int, int]
 
 
 @dataclasses.dataclass
 class BackwardReference:
-    tables: list[TableStep]
+    rows: StepRows                        # the step of every touched row, flat
+    spans: list[TableSpan]                # the touched tables, in order
     psw_grad: Optional[torch.Tensor]      # [N] fp64 d loss / d per_sample_weights
     psw_grad_abs: Optional[torch.Tensor]  # [N] fp64 sum_j |d_out_j * w_j| (/ L for MEAN)
     psw_dim: torch.Tensor                 # [N] int64 D of each lookup's table
@@ -55,6 +93,20 @@ class BackwardReference:
     eps: float
     term_units: int = 5    # roundings in one row-gradient term, any order (oracles.elementwise.term_units)
     mean: bool = False     # MEAN pooling: the per-sample-weight gradient is divided by L
+
+    @functools.cached_property
+    def tables(self) -> list[TableStep]:
+        """Each touched table's slice of ``rows`` as [U, D] views, built when first asked for."""
+        f = self.rows
+        out = []
+        for sp in self.spans:
+            rs, es, shape = slice(*sp.rows), slice(*sp.elements), (-1, sp.dim)
+            out.append(TableStep(
+                sp.table, sp.dim, f.rows[rs], f.linear[rs], f.seg_len[rs], f.w_old[es].view(shape),
+                f.grad[es].view(shape), f.grad_abs[es].view(shape), f.w_new[es].view(shape),
+                None if f.m_old is None else f.m_old[rs], None if f.m_new is None else f.m_new[rs],
+                f.exact[es].view(shape), sp.rows, sp.elements))
+        return out
 
 
 def reference_backward(
@@ -72,65 +124,78 @@ def reference_backward(
     grad_output: torch.Tensor,
 ) -> BackwardReference:
     """The exact (fp64) result of one backward + optimizer step; inputs are not modified."""
-    B = batch_size
-    T = layout.num_tables
+    B, T = batch_size, layout.num_tables
     dev = weights.device
+    lt = layout_tensors(layout, dev)
     idx = indices.detach().to(dev, torch.int64)
-    off = offsets.detach().to(dev, torch.int64)
     n = idx.numel()
-    dout = grad_output.detach().to(dev, F64)
+    dout = grad_output.detach().to(dev, F64).reshape(-1)
     w_flat = weights.detach()
-    lengths = off[1:] - off[:-1]
-    bag = torch.repeat_interleave(torch.arange(T * B, device=dev), lengths, output_size=n)
-    table = bag // max(B, 1)
-    sample = bag - table * B
-    bag_len = lengths[bag].to(F64)
+    at = lookups(offsets.detach().to(dev), T, B, n)
+    bag_len = at.bag_len.to(F64)
+    mean = pooling == Pooling.MEAN
     coef = torch.ones(n, dtype=F64, device=dev)
     if per_sample_weights is not None:
         coef = per_sample_weights.detach().to(dev, F64).clone()
-    if pooling == Pooling.MEAN:
+    if mean:
         coef = coef / bag_len
     psw_in = per_sample_weights.detach().to(dev) if per_sample_weights is not None else None
-    mean = pooling == Pooling.MEAN
+    dims = lt.dims[at.table]
+    # the touched rows, in linear-index order, and each row's elements
+    linear, inv = torch.unique(lt.hash_size_cumsum[at.table] + idx, return_inverse=True)
+    U = linear.numel()
+    table = torch.zeros(U, dtype=torch.int64, device=dev).scatter_(0, inv, at.table)
+    row_dim = lt.dims[table]
+    rows = linear - lt.hash_size_cumsum[table]
+    row_start = torch.cumsum(row_dim, 0) - row_dim
+    N = int(row_dim.sum())
+    row_of, column = expand(row_dim, N)
+    weight_index = (lt.weights_offsets[table] + rows * row_dim)[row_of] + column
+    w_old = w_flat[weight_index].to(F64)
+    grad = torch.zeros(N, dtype=F64, device=dev)
+    grad_abs = torch.zeros_like(grad)
+    sums = ExactSums(N, 1, dev)
     psw_grad = torch.zeros(n, dtype=F64, device=dev) if per_sample_weights is not None else None
     psw_abs = torch.zeros(n, dtype=F64, device=dev) if per_sample_weights is not None else None
-    dims = torch.tensor(layout.dims, dtype=torch.int64, device=dev)
-    psw_dim = dims[table] if n else torch.zeros(0, dtype=torch.int64, device=dev)
-    steps = []
-    for t in range(T):
-        sel = torch.nonzero(table == t).flatten()
-        if sel.numel() == 0:
-            continue
-        D = layout.dims[t]
-        c0 = layout.col_offsets[t]
-        ids = idx[sel]
-        rows, inv = torch.unique(ids, return_inverse=True)
-        w_old = w_flat[layout.weights_offsets[t] + rows[:, None] * D + torch.arange(D, device=dev)].to(F64)
-        d = dout[sample[sel], c0: c0 + D]
-        terms = coef[sel, None] * d
-        U = rows.numel()
-        grad = torch.zeros(U, D, dtype=F64, device=dev).index_add_(0, inv, terms)
-        grad_abs = torch.zeros(U, D, dtype=F64, device=dev).index_add_(0, inv, terms.abs())
-        seg = torch.bincount(inv, minlength=U)
-        sums = ExactSums(U, D, dev)
-        for c0 in range(0, sel.numel(), _CHUNK):  # in passes: the test's scratch is several [n, D] tensors
-            part = sel[c0: c0 + _CHUNK]
-            dp = d[c0: c0 + _CHUNK]
-            ok = terms_exact(dp, None if psw_in is None else psw_in[part], bag_len[part] if mean else None)
-            sums.add(coef[part, None] * dp, inv[c0: c0 + _CHUNK], ok)
+    d_base = at.sample * layout.total_dim + lt.col_offsets[at.table]  # each lookup's first d_out entry
+    e_base = row_start[inv]                                           # its row's first element
+    for a, b, count in passes(dims):
+        item, col = expand(dims[a:b], count)
+        lk = item + a
+        d = dout[d_base[lk] + col]
+        terms = coef[lk] * d
+        element = e_base[lk] + col
+        grad.index_add_(0, element, terms)
+        grad_abs.index_add_(0, element, terms.abs())
+        ok = terms_exact(d[:, None], None if psw_in is None else psw_in[lk], bag_len[lk] if mean else None)
+        sums.add(terms[:, None], element, ok)
         if psw_grad is not None:
-            scale = 1.0 / bag_len[sel] if pooling == Pooling.MEAN else torch.ones(sel.numel(), dtype=F64, device=dev)
-            prod = d * w_old[inv]
-            psw_grad[sel] = prod.sum(1) * scale
-            psw_abs[sel] = prod.abs().sum(1) * scale
-        linear = layout.hash_size_cumsum[t] + rows
-        m_old = m_new = None
-        if optimizer == Optimizer.EXACT_SGD:
-            w_new = w_old - lr * grad
-        else:
-            m_old = momentum.detach().to(dev)[linear].to(F64)
-            m_new = m_old + (grad * grad).mean(1)
-            w_new = w_old - (lr / (m_new.sqrt() + eps))[:, None] * grad
-        steps.append(TableStep(t, D, rows, linear, seg, w_old, grad, grad_abs, w_new, m_old, m_new, sums.exact()))
-    return BackwardReference(steps, psw_grad, psw_abs, psw_dim, optimizer, float(lr), float(eps),
-                             term_units(per_sample_weights is not None, mean), mean)
+            prod = d * w_old[element]
+            psw_grad.index_add_(0, lk, prod)
+            psw_abs.index_add_(0, lk, prod.abs())
+    if psw_grad is not None and mean:
+        psw_grad, psw_abs = psw_grad / bag_len, psw_abs / bag_len
+    seg = torch.bincount(inv, minlength=U)
+    m_old = m_new = None
+    if optimizer == Optimizer.EXACT_SGD:
+        w_new = w_old - lr * grad
+    else:
+        m_old = momentum.detach().to(dev)[linear].to(F64)
+        m_new = m_old + torch.zeros(U, dtype=F64, device=dev).index_add_(0, row_of, grad * grad) / row_dim
+        w_new = w_old - (lr / (m_new.sqrt() + eps))[row_of] * grad
+    per_table = torch.bincount(table, minlength=T)
+    elements = per_table * lt.dims[:T]
+    flat = StepRows(table, row_dim, rows, linear, seg, row_of, column, weight_index, w_old, grad, grad_abs, w_new,
+                    m_old, m_new, sums.exact()[:, 0], elements[table][row_of])
+    return BackwardReference(flat, _spans(layout, per_table.tolist()), psw_grad, psw_abs, dims, optimizer,
+                             float(lr), float(eps), term_units(per_sample_weights is not None, mean), mean)
+
+
+def _spans(layout: TableLayout, rows_per_table: list[int]) -> list[TableSpan]:
+    out, r0, e0 = [], 0, 0
+    for t, U in enumerate(rows_per_table):
+        if U:
+            D = layout.dims[t]
+            out.append(TableSpan(t, D, (r0, r0 + U), (e0, e0 + U * D)))
+            r0, e0 = r0 + U, e0 + U * D
+    return out

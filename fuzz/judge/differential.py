@@ -37,9 +37,9 @@ from fuzz.sut.protocol import packed_momentum, packed_weights, params_for, warni
 from fuzz.sut.protocol import get as get_sut
 from fuzz.sut.fit import refusal
 from oracles.bounds import unit_roundoff
-from oracles.bounds_backward import check_step, table_bounds
+from oracles.bounds_backward import check_step, step_bounds, table_bounds
 from oracles.checks import check_forward
-from oracles.compare import Check, Mismatch, Report, compare
+from oracles.compare import Check, Mismatch, Report, compare_segments
 from oracles.error_model import ErrorModel, from_env
 from oracles.reference import table_rows
 from oracles.reference_backward import reference_backward
@@ -68,17 +68,22 @@ def _step_reports(k: int, ref, layout, w_before: torch.Tensor, instance, psw_gra
     if ref.optimizer == Optimizer.EXACT_ROWWISE_ADAGRAD and momentum.numel() != layout.total_rows:
         raise SUTError(f"the SUT's row-wise momentum holds {momentum.numel()} values, the tables have "
                        f"{layout.total_rows} rows")
-    reports = []
-    for s, tb in zip(ref.tables, table_bounds(ref, after.dtype, model)):
-        if teeth is not None:
+    bounds = step_bounds(ref, after.dtype, model)
+    if teeth is not None:
+        for s, tb in zip(ref.tables, table_bounds(ref, after.dtype, bounds=bounds)):
             teeth.add(s.seg_len, tb.w_bound, s.w_new - s.w_old, tb.exact, s.w_new, unit_roundoff(after.dtype))
-        flat = layout.weights_offsets[s.table] + s.rows[:, None] * s.dim + torch.arange(s.dim, device=s.rows.device)
-        r = compare(f"step {k} table {s.table} weights after update (sample = row)", s.w_new, after[flat], tb.w_bound)
-        r.check, r.step, r.table = Check.WEIGHTS, k, s.table
-        if r.worst is not None:
-            r.worst.table, r.worst.sample = s.table, int(s.rows[r.worst.sample])
-        reports.append(r)
-    violations = check_step(ref, layout, w_before, after, momentum, psw_grad, psw_dtype, model)
+    rows = ref.rows
+    spans = [sp.elements for sp in ref.spans]
+    results = compare_segments(rows.w_new, after[rows.weight_index], bounds.w_bound, spans)
+    worst = [a + pos for (a, _), (_, _, pos, *_) in zip(spans, results)]
+    worst_row = rows.rows[rows.row_of[torch.tensor(worst, dtype=torch.int64, device=rows.rows.device)]].tolist() \
+        if worst else []
+    reports = []
+    for sp, (num_bad, checked, pos, expected, got, bound), row in zip(ref.spans, results, worst_row):
+        reports.append(Report(f"step {k} table {sp.table} weights after update (sample = row)", num_bad == 0,
+                              Mismatch(sp.table, row, pos % sp.dim, expected, got, bound), num_bad, checked,
+                              check=Check.WEIGHTS, step=k, table=sp.table))
+    violations = check_step(ref, layout, w_before, after, momentum, psw_grad, psw_dtype, model, bounds)
     weights_failed = any(not r.ok for r in reports)
     for v in violations:
         if v.what == "weight" and weights_failed:

@@ -1,0 +1,86 @@
+"""A batch's lookups as (lookup, column) elements, every table at once.
+
+The references work on flat element tensors instead of one pass per table, so checking a
+batch of many tables (a pack of sub-cases) costs a fixed number of tensor operations and
+host syncs, not a number per table. Element e of lookup i is column j < D_t of its row;
+passes are cut at ``ELEMENTS`` elements to bound the float64 scratch memory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Iterator
+
+import torch
+
+from tbe.layout import TableLayout
+
+ELEMENTS = 1 << 24  # elements per pass: 128 MiB per float64 scratch tensor
+
+
+@dataclasses.dataclass(frozen=True)
+class LayoutTensors:
+    """The layout's per-table arrays (int64, on one device), and the table of each pooled column."""
+
+    dims: torch.Tensor
+    rows: torch.Tensor
+    weights_offsets: torch.Tensor
+    col_offsets: torch.Tensor
+    hash_size_cumsum: torch.Tensor  # T + 1 entries
+    column_table: torch.Tensor      # [sum D]
+
+
+@functools.lru_cache(maxsize=64)
+def _layout_tensors(layout: TableLayout, device: str) -> LayoutTensors:
+    t = layout.device_tensors(torch.device(device))
+    col_table = torch.repeat_interleave(torch.arange(layout.num_tables), torch.tensor(layout.dims)).to(device)
+    return LayoutTensors(t["dims"], t["rows"], t["weights_offsets"], t["col_offsets"], t["hash_size_cumsum"],
+                         col_table)
+
+
+def layout_tensors(layout: TableLayout, device: torch.device | str) -> LayoutTensors:
+    return _layout_tensors(layout, str(torch.device(device)))
+
+
+@dataclasses.dataclass(frozen=True)
+class Lookups:
+    """Where each lookup of a valid batch sits: its bag's table and sample, and its bag's length."""
+
+    table: torch.Tensor    # [n] int64
+    sample: torch.Tensor   # [n] int64
+    bag_len: torch.Tensor  # [n] int64
+    lengths: torch.Tensor  # [T * B] int64, feature-major
+
+
+def lookups(offsets: torch.Tensor, num_tables: int, batch_size: int, num_indices: int) -> Lookups:
+    off = offsets.to(torch.int64)
+    lengths = off[1:] - off[:-1]
+    bag = torch.repeat_interleave(torch.arange(num_tables * batch_size, device=off.device), lengths,
+                                  output_size=num_indices)
+    table = bag // max(batch_size, 1)
+    return Lookups(table, bag - table * batch_size, lengths[bag], lengths)
+
+
+def expand(counts: torch.Tensor, total: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(item, position): ``counts[i]`` elements for item i, numbered 0.. within the item; ``total`` = sum."""
+    starts = torch.cumsum(counts, 0) - counts
+    item = torch.repeat_interleave(torch.arange(counts.numel(), device=counts.device), counts, output_size=total)
+    return item, torch.arange(total, device=counts.device) - starts[item]
+
+
+def passes(counts: torch.Tensor, limit: int = ELEMENTS) -> Iterator[tuple[int, int, int]]:
+    """(first item, end item, elements) ranges of items holding about ``limit`` elements each."""
+    n = counts.numel()
+    if n == 0:
+        return
+    ends = torch.cumsum(counts, 0)
+    total = int(ends[-1])
+    if total <= limit:
+        yield 0, n, total
+        return
+    cuts = torch.searchsorted(ends, torch.arange(limit, total, limit, device=ends.device), right=True)
+    bounds = sorted({0, n, *(c for c in cuts.tolist() if 0 < c < n)})
+    done = [0] + ends[torch.tensor(bounds[1:], device=ends.device) - 1].tolist()
+    for k in range(len(bounds) - 1):
+        yield bounds[k], bounds[k + 1], int(done[k + 1] - done[k])
