@@ -130,7 +130,9 @@ def assemble(subs: list[CaseSpec], max_lookups: int) -> CaseSpec | PackCase:
 
 def packs(sub: st.SearchStrategy[CaseSpec], max_subs: int, max_lookups: int) -> st.SearchStrategy:
     """One to ``max_subs`` draws of ``sub`` as one pack (``assemble``); shrinking deletes sub-cases first,
-    down to a plain CaseSpec."""
+    down to a plain CaseSpec. The size is drawn first (an integer: uniform, its ends favoured, shrinking to
+    one), since a list's own length averages a handful and packs pay off when full."""
     if max_subs <= 1:
         return sub
-    return st.lists(sub, min_size=1, max_size=max_subs).map(lambda subs: assemble(subs, max_lookups))
+    return st.integers(1, max_subs).flatmap(
+        lambda n: st.lists(sub, min_size=n, max_size=n)).map(lambda subs: assemble(subs, max_lookups))
