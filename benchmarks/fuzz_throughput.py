@@ -5,6 +5,7 @@ seconds per planted fault in the self-test. Writes JSON and prints a short table
 
 Each campaign part runs once per ``--pack`` value (sub-cases one example may hold, ``strategies.pack``),
 so one file compares packed and unpacked checking on one warm machine; each record keeps its time split.
+``--workers 1,4`` runs each part again as that many campaigns at once (``tbe-fuzz run --workers`` on one GPU).
 Small cases: the campaign's general cases (its config draws included) of at most 10,000 lookups,
 ``--pack`` of them to an example; large: the campaign's own mix at the backend's full budget (``fuzz.profiles.MAX_LOOKUPS``), so the segment-length spread is
 the campaign's. Each part first warms the kernels it can reach (reported apart, not timed
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import platform
 import time
 from pathlib import Path
@@ -52,6 +54,37 @@ def campaign_part(name: str, seconds: float, max_lookups: int, seed: int, pack: 
             "failure": None if res.ok else res.failure.text()[:2000]}
 
 
+def _part_process(part: tuple, barrier, results) -> None:
+    if not INTERPRETED:
+        torch.cuda.init()  # the CUDA context before the barrier: the campaigns start together
+    barrier.wait()
+    results.put(campaign_part(*part))
+
+
+def parallel_part(name: str, seconds: float, max_lookups: int, seed: int, pack: int, workers: int) -> dict:
+    """``campaign_part`` in ``workers`` processes at once (seeds seed, seed + 1, ...), all on the same GPU(s)
+    as ``tbe-fuzz run --workers`` places them; the rates are the processes' sums over the longest one."""
+    if workers == 1:
+        return {**campaign_part(name, seconds, max_lookups, seed, pack), "workers": 1}
+    ctx = multiprocessing.get_context("spawn")
+    barrier, results = ctx.Barrier(workers), ctx.Queue()
+    procs = [ctx.Process(target=_part_process, args=((name, seconds, max_lookups, seed + i, pack), barrier, results))
+             for i in range(workers)]
+    for p in procs:
+        p.start()
+    each = [results.get() for _ in procs]
+    for p in procs:
+        p.join()
+    wall = max(r["seconds"] for r in each)
+    total = {k: sum(r[k] for r in each) for k in ("examples", "sub_cases", "lookups", "tour_examples")}
+    return {"part": name, "pack": pack, "workers": workers, "max_lookups": max_lookups, "seconds": wall, **total,
+            "sub_cases_per_s": round(total["sub_cases"] / wall, 2), "examples_per_s": round(total["examples"] / wall, 2),
+            "lookups_per_s": round(total["lookups"] / wall), "ok": all(r["ok"] for r in each),
+            "compiles": {"interpreted": each[0]["compiles"].get("interpreted", INTERPRETED),
+                         "compiled": sum(r["compiles"].get("compiled", 0) for r in each)},
+            "per_worker": each}
+
+
 def selftest_part(seconds: float, seed: int, processes: int | None) -> dict:
     from fuzz.selftest import run_selftest
     from tbe import faults
@@ -84,6 +117,8 @@ def main() -> None:
     p.add_argument("--selftest-seconds", type=float, default=10.0, help="search budget per fault")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--pack", default="1", help="comma-separated sub-cases per example to run each part with")
+    p.add_argument("--workers", default="1", help="comma-separated campaign processes to run each part with "
+                   "(at once, sharing the GPU(s) as `tbe-fuzz run --workers` does)")
     p.add_argument("--processes", type=int, default=None, help="warm-up processes (default: cores, <= 16)")
     args = p.parse_args()
     parts = [x for x in args.parts.split(",") if x]
@@ -98,8 +133,9 @@ def main() -> None:
     res["campaigns"] = []
     for part in (x for x in ("small", "large") if x in parts):
         for k in args.pack.split(","):
-            res["campaigns"].append(campaign_part(part, *sizes[part], args.seed, int(k)))
-            _write(args.out, res)  # each part as it ends: a run cut short keeps what it measured
+            for w in args.workers.split(","):
+                res["campaigns"].append(parallel_part(part, *sizes[part], args.seed, int(k), int(w)))
+                _write(args.out, res)  # each part as it ends: a run cut short keeps what it measured
     if "selftest" in parts:
         res["selftest"] = selftest_part(args.selftest_seconds, args.seed, args.processes)
     res["total_seconds"] = round(time.perf_counter() - t0, 1)
@@ -111,7 +147,7 @@ def main() -> None:
         print(f"warm-up: {w.get('skipped') or done}")
     for r in res["campaigns"]:
         c = r["compiles"]
-        print(f"{r['part']:<6} pack {r['pack']:>3} <= {r['max_lookups']:>10,} lookups: "
+        print(f"{r['part']:<6} pack {r['pack']:>3} x{r.get('workers', 1)} <= {r['max_lookups']:>10,} lookups: "
               f"{r['sub_cases_per_s']:8.2f} cases/s ({r['examples_per_s']:.2f} examples/s), "
               f"{r['lookups_per_s']:>12,} lookups/s, {r['sub_cases']} cases in {r['examples']} examples, "
               f"{r['seconds']}s, compiled {'n/a (interpreter)' if c['interpreted'] else c['compiled']}")
