@@ -13,7 +13,7 @@ Contract of ``check_case(spec, config, steps=True, sut="triton") -> list[Report]
   ``spec.steps == 0`` it runs one forward only, under no_grad.
 - Every step yields: a forward Report (vs ``oracles.checks.check_forward`` on the weights
   before the step and the reference-repaired batch); per table, a Report of the updated
-  touched rows against ``reference_backward`` under ``bounds_backward.table_bounds`` (its
+  touched rows against ``reference_backward`` under ``bounds_backward.step_bounds`` (its
   ``worst.sample`` is the row id); one failing Report per other ``check_step`` violation
   (momentum, untouched rows changed, per-sample-weight gradient); under WARNING, a Report
   of the warning count; under FATAL with invalid input, a Report of whether it raised.
@@ -37,7 +37,7 @@ from fuzz.sut.protocol import packed_momentum, packed_weights, params_for, warni
 from fuzz.sut.protocol import get as get_sut
 from fuzz.sut.fit import refusal
 from oracles.bounds import unit_roundoff
-from oracles.bounds_backward import check_step, step_bounds, table_bounds
+from oracles.bounds_backward import check_step, step_bounds
 from oracles.checks import check_forward
 from oracles.compare import Check, Mismatch, Report, compare_segments
 from oracles.error_model import ErrorModel, from_env
@@ -69,10 +69,10 @@ def _step_reports(k: int, ref, layout, w_before: torch.Tensor, instance, psw_gra
         raise SUTError(f"the SUT's row-wise momentum holds {momentum.numel()} values, the tables have "
                        f"{layout.total_rows} rows")
     bounds = step_bounds(ref, after.dtype, model)
-    if teeth is not None:
-        for s, tb in zip(ref.tables, table_bounds(ref, after.dtype, bounds=bounds)):
-            teeth.add(s.seg_len, tb.w_bound, s.w_new - s.w_old, tb.exact, s.w_new, unit_roundoff(after.dtype))
     rows = ref.rows
+    if teeth is not None and rows.w_new.numel():  # every table at once, entry by entry
+        teeth.add(rows.seg_len[rows.row_of], bounds.w_bound, rows.w_new - rows.w_old, rows.exact, rows.w_new,
+                  unit_roundoff(after.dtype))
     spans = [sp.elements for sp in ref.spans]
     results = compare_segments(rows.w_new, after[rows.weight_index], bounds.w_bound, spans)
     worst = [a + pos for (a, _), (_, _, pos, *_) in zip(spans, results)]

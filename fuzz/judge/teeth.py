@@ -109,10 +109,11 @@ class Teeth:
 
     def add(self, seg_len: torch.Tensor, bound: torch.Tensor, update: torch.Tensor,
             exact: Optional[torch.Tensor] = None, weight: Optional[torch.Tensor] = None, unit: float = 0.0) -> None:
-        """One table's step of one example (a fresh Teeth per example; ``merge`` adds examples up): ``seg_len``
-        [U] per row; ``bound``, ``update`` (exact, fp64), ``exact``, ``weight`` (the exact new weight) [U, D];
-        ``unit`` the stored weights' unit roundoff."""
-        sl = seg_len.to(torch.int64)[:, None].expand_as(bound).reshape(-1).contiguous()
+        """One step of one example, one table or all at once (a fresh Teeth per example; ``merge`` adds
+        examples up): ``bound``, ``update`` (exact, fp64), ``exact``, ``weight`` (the exact new weight) [U, D]
+        with ``seg_len`` [U] per row, or all [N] per entry; ``unit`` the stored weights' unit roundoff."""
+        sl = seg_len.to(torch.int64)
+        sl = (sl[:, None].expand_as(bound) if bound.dim() == 2 else sl).reshape(-1).contiguous()
         b = bound.to(torch.float64).reshape(-1)
         upd = update.to(torch.float64).abs().reshape(-1)
         ex = exact.reshape(-1) if exact is not None else torch.zeros_like(b, dtype=torch.bool)
