@@ -22,13 +22,6 @@ def bag_lengths(offsets: torch.Tensor) -> torch.Tensor:
     return off[1:] - off[:-1]
 
 
-def lookup_bags(offsets: torch.Tensor, num_indices: int) -> torch.Tensor:
-    """The bag (t*B + b) of every lookup, int64."""
-    lengths = bag_lengths(offsets)
-    bags = torch.arange(lengths.numel(), device=offsets.device)
-    return torch.repeat_interleave(bags, lengths, output_size=num_indices)
-
-
 def table_rows(layout: TableLayout, weights: torch.Tensor, t: int) -> torch.Tensor:
     """Table t of the packed weights as an [E_t, D_t] view."""
     off = layout.weights_offsets[t]
