@@ -31,6 +31,7 @@ from oracles.error_model import ErrorModel
 from fuzz.sut import DEFAULT as DEFAULT_SUT
 from fuzz.sut import get as get_sut
 from tbe import KernelConfig
+from tbe.backend import default_device
 from tbe.forward_dispatch import choose_path
 from tbe.modes import parse_float_dtype
 from tbe.routing import route
@@ -184,9 +185,12 @@ def classify(exc: BaseException) -> tuple[FailureKind, str]:
     return FailureKind.EXCEPTION, text
 
 
-def tiers_of(case: AnyCase, t: CaseTensors, config: KernelConfig) -> tuple[frozenset[str], int, tuple]:
+def tiers_of(case: AnyCase, t: CaseTensors, config: KernelConfig,
+             device: Optional[torch.device] = None) -> tuple[frozenset[str], int, tuple]:
     """(kernel paths the case takes: forward path, backward tiers by segment length, bad ids;
-    the longest segment length; (segment length, runs) per distinct length)."""
+    the longest segment length; (segment length, runs) per distinct length). The segment lengths are
+    counted on ``device`` (default the CPU; a worker passes its kernels' device, where a 12M-lookup
+    count takes milliseconds instead of a second)."""
     spec = base_spec(case)
     layout = spec.layout
     B = spec.batch_size
@@ -200,9 +204,11 @@ def tiers_of(case: AnyCase, t: CaseTensors, config: KernelConfig) -> tuple[froze
     ))
     if not t.grad_outputs or t.indices.numel() == 0:
         return frozenset(found), 0, ()
-    off = t.offsets.to(torch.int64)
-    table_of = torch.repeat_interleave(torch.arange(layout.num_tables), off[B::B] - off[:-1:B])
-    lin = torch.tensor(layout.hash_size_cumsum[:-1], dtype=torch.int64)[table_of] + t.indices.to(torch.int64)
+    dev = device or torch.device("cpu")
+    off = t.offsets.to(dev, torch.int64)
+    table_of = torch.repeat_interleave(torch.arange(layout.num_tables, device=dev), off[B::B] - off[:-1:B])
+    lin = torch.tensor(layout.hash_size_cumsum[:-1], dtype=torch.int64, device=dev)[table_of] \
+        + t.indices.to(dev, torch.int64)
     sl = torch.unique(lin, return_counts=True)[1]
     routing = route(sl, t.indices.numel(), config)
     if routing.short:
@@ -248,15 +254,18 @@ def run_case(
             fb_status, fb_reports = _fbgemm(case, t, grads)
         reports += fb_reports
     with phases.timed("bookkeeping"):
-        result = case_result(case, t, config, time.perf_counter() - t0, kind, error, reports, sut)
+        # counted beside the kernels unless the check failed (a CUDA error leaves the device unusable)
+        where = default_device() if error is None else None
+        result = case_result(case, t, config, time.perf_counter() - t0, kind, error, reports, sut, where)
     result.fbgemm, result.teeth, result.phases = fb_status, teeth, phases.to_dict()
     return result
 
 
 def case_result(case: AnyCase, t: CaseTensors, config: KernelConfig, seconds: float, kind: Optional[FailureKind],
-                error: Optional[str], reports: Optional[list[Report]] = None, sut: str = DEFAULT_SUT) -> CaseResult:
+                error: Optional[str], reports: Optional[list[Report]] = None, sut: str = DEFAULT_SUT,
+                device: Optional[torch.device] = None) -> CaseResult:
     """The CaseResult of ``case`` (materialized as ``t``) with ``error`` of ``kind`` (None: judged by reports)."""
-    tiers, max_segment, hist = tiers_of(case, t, config)
+    tiers, max_segment, hist = tiers_of(case, t, config, device)
     caps = get_sut(sut).capabilities
     cells = coverage.cells_of(coverage.facts_of(case, t, hist), config) if caps.project_kernels else frozenset()
     if not caps.kernel_config:  # no KernelConfig, no Triton paths: its tiers only
