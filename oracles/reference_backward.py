@@ -85,9 +85,9 @@ class TableSpan:
 class BackwardReference:
     rows: StepRows                        # the step of every touched row, flat
     spans: list[TableSpan]                # the touched tables, in order
-    psw_grad: Optional[torch.Tensor]      # [N] fp64 d loss / d per_sample_weights
-    psw_grad_abs: Optional[torch.Tensor]  # [N] fp64 sum_j |d_out_j * w_j| (/ L for MEAN)
-    psw_dim: torch.Tensor                 # [N] int64 D of each lookup's table
+    psw_grad: Optional[torch.Tensor]      # [lookups] fp64 d loss / d per_sample_weights
+    psw_grad_abs: Optional[torch.Tensor]  # [lookups] fp64 sum_j |d_out_j * w_j| (/ L for MEAN)
+    psw_dim: torch.Tensor                 # [lookups] int64 D of each lookup's table
     optimizer: Optimizer
     lr: float
     eps: float
