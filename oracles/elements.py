@@ -43,6 +43,12 @@ def layout_tensors(layout: TableLayout, device: torch.device | str) -> LayoutTen
     return _layout_tensors(layout, str(torch.device(device)))
 
 
+def bag_lengths(offsets: torch.Tensor) -> torch.Tensor:
+    """L(t, b) for every bag, int64, in feature-major order."""
+    off = offsets.to(torch.int64)
+    return off[1:] - off[:-1]
+
+
 @dataclasses.dataclass(frozen=True)
 class Lookups:
     """Where each lookup of a valid batch sits: its bag's table and sample, and its bag's length."""
@@ -50,16 +56,14 @@ class Lookups:
     table: torch.Tensor    # [n] int64
     sample: torch.Tensor   # [n] int64
     bag_len: torch.Tensor  # [n] int64
-    lengths: torch.Tensor  # [T * B] int64, feature-major
 
 
 def lookups(offsets: torch.Tensor, num_tables: int, batch_size: int, num_indices: int) -> Lookups:
-    off = offsets.to(torch.int64)
-    lengths = off[1:] - off[:-1]
-    bag = torch.repeat_interleave(torch.arange(num_tables * batch_size, device=off.device), lengths,
+    lengths = bag_lengths(offsets)
+    bag = torch.repeat_interleave(torch.arange(num_tables * batch_size, device=offsets.device), lengths,
                                   output_size=num_indices)
     table = bag // max(batch_size, 1)
-    return Lookups(table, bag - table * batch_size, lengths[bag], lengths)
+    return Lookups(table, bag - table * batch_size, lengths[bag])
 
 
 def expand(counts: torch.Tensor, total: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -12,15 +12,9 @@ from typing import Iterator, Optional
 
 import torch
 
-from oracles.elements import expand, layout_tensors, lookups, passes
+from oracles.elements import bag_lengths, expand, layout_tensors, lookups, passes
 from tbe.layout import TableLayout
 from tbe.modes import Pooling
-
-def bag_lengths(offsets: torch.Tensor) -> torch.Tensor:
-    """L(t, b) for every bag, int64, in feature-major order."""
-    off = offsets.to(torch.int64)
-    return off[1:] - off[:-1]
-
 
 def table_rows(layout: TableLayout, weights: torch.Tensor, t: int) -> torch.Tensor:
     """Table t of the packed weights as an [E_t, D_t] view."""

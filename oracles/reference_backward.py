@@ -184,7 +184,7 @@ def reference_backward(
         m_new = m_old + torch.zeros(U, dtype=F64, device=dev).index_add_(0, row_of, grad * grad) / row_dim
         w_new = w_old - (lr / (m_new.sqrt() + eps))[row_of] * grad
     per_table = torch.bincount(table, minlength=T)
-    elements = per_table * lt.dims[:T]
+    elements = per_table * lt.dims
     flat = StepRows(table, row_dim, rows, linear, seg, row_of, column, weight_index, w_old, grad, grad_abs, w_new,
                     m_old, m_new, sums.exact()[:, 0], elements[table][row_of])
     return BackwardReference(flat, _spans(layout, per_table.tolist()), psw_grad, psw_abs, dims, optimizer,

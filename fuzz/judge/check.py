@@ -27,6 +27,7 @@ from fuzz.judge.teeth import Teeth
 from fuzz.status import FailureKind
 from fuzz.time_split import Phases
 from oracles.compare import Check, Oracle, Report
+from oracles.elements import layout_tensors, lookups
 from oracles.error_model import ErrorModel
 from fuzz.sut import DEFAULT as DEFAULT_SUT
 from fuzz.sut import get as get_sut
@@ -205,10 +206,8 @@ def tiers_of(case: AnyCase, t: CaseTensors, config: KernelConfig,
     if not t.grad_outputs or t.indices.numel() == 0:
         return frozenset(found), 0, ()
     dev = device or torch.device("cpu")
-    off = t.offsets.to(dev, torch.int64)
-    table_of = torch.repeat_interleave(torch.arange(layout.num_tables, device=dev), off[B::B] - off[:-1:B])
-    lin = torch.tensor(layout.hash_size_cumsum[:-1], dtype=torch.int64, device=dev)[table_of] \
-        + t.indices.to(dev, torch.int64)
+    table_of = lookups(t.offsets.to(dev), layout.num_tables, B, t.indices.numel()).table
+    lin = layout_tensors(layout, dev).hash_size_cumsum[table_of] + t.indices.to(dev, torch.int64)
     sl = torch.unique(lin, return_counts=True)[1]
     routing = route(sl, t.indices.numel(), config)
     if routing.short:
