@@ -2,8 +2,8 @@
 
     python -m benchmarks.profile_check --packs 30 --out benchmarks/results/profile_packed_check_h200.txt
 
-The packs are the throughput benchmark's small part (general cases of at most 10,000 lookups, up to 16
-to a pack), drawn with a fixed seed; each is checked once untimed (kernel builds), then again under
+The packs are general cases of at most 10,000 lookups, up to 16 to a pack, at the default config (the
+throughput benchmark's small part without its config draws), drawn with a fixed seed; each is checked once untimed (kernel builds), then again under
 the profiler, in this process (no supervision, no Hypothesis driver): the check's own cost.
 """
 
