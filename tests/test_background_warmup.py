@@ -113,6 +113,22 @@ def test_readiness_keys_follow_the_warmup_groups():
     assert r.ready(spec, config.replace(chunk_size=config.chunk_size * 2))
 
 
+def test_tour_cases_wait_for_their_group_only_once_the_builder_has_finished_one():
+    """Before the builder's first group a tour case runs at once (its worker compiles it); after, it waits."""
+    config = KernelConfig()
+    first, second = (g[0] for g in tour_groups(config)[:2])
+    r = Readiness()
+    r.plan([k for g in tour_groups(config) for k in group_keys(g, tour=True)])
+    r.finished = False
+    t0 = time.perf_counter()
+    assert r.wait(first.spec, first.config, timeout=5.0) is False and time.perf_counter() - t0 < 1.0
+    r.done(group_keys([first], tour=True))  # the builder's first group
+    t0 = time.perf_counter()
+    assert r.wait(second.spec, second.config, timeout=0.5) is False and time.perf_counter() - t0 >= 0.5
+    threading.Timer(0.2, r.done, args=(group_keys([second], tour=True),)).start()
+    assert r.wait(second.spec, second.config, timeout=5.0) is True
+
+
 def test_tour_groups_build_first_and_readiness_finishes():
     order = []
     lock = threading.Lock()

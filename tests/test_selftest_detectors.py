@@ -34,3 +34,14 @@ def test_a_hanging_kernel_ends_as_hang_and_the_case_passes_without_it():
     with faults.allow():
         found = det.run("hang_narrow_long_run", Context(Budget("t", 5.0, 5.0, 4, 300)))
     assert found.status == "caught" and "passes without the fault" in found.detail, found
+
+
+def test_hanging_faults_start_first_when_faults_run_at_once():
+    from fuzz.selftest.run import longest_first
+
+    names = sorted(faults.KNOWN)
+    order = longest_first(names)
+    assert sorted(order) == names and faults.HANGS
+    assert set(order[:len(faults.HANGS)]) == faults.HANGS
+    rest = [n for n in names if n not in faults.HANGS]
+    assert order[len(faults.HANGS):] == rest

@@ -51,6 +51,19 @@ def test_normal_path_keeps_one_worker():
         s.close()
 
 
+def test_a_prestarted_worker_is_the_one_that_runs_the_first_case():
+    s = Supervisor()
+    try:
+        s.prestart()
+        s.prestart()  # a second call starts nothing more
+        early = s._spare
+        assert s.started == 1 and early.proc.poll() is None  # running before any case was sent
+        assert s.run(SPEC, KernelConfig()).ok
+        assert s.started == 1 and s._worker is early and early.cases == 1
+    finally:
+        s.close()
+
+
 def test_worker_profile_names_the_kernel_work(tmp_path):
     """TBE_FUZZ_WORKER_PROFILE leaves a cProfile of the cases the worker ran, readable by pstats."""
     import pstats

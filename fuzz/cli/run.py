@@ -186,6 +186,8 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any
     warm = None
     background = None
     sut = getattr(args, "sut", "triton")
+    if n == 1:  # its worker's imports and CUDA context overlap the warm-up's planning and the builder's start
+        shared().prestart()
     if not args.no_warmup and get_sut(sut).capabilities.kernel_config:  # Triton kernels only
         if n > 1 or args.warmup_first:
             warm = warm_campaigns([config], args.warmup_processes, progress=_progress)

@@ -14,7 +14,9 @@ groups first. The rule for a drawn case whose kernels are not built yet:
   if that made it ready; before, a short pause (``PAUSE_S``) only keeps rejections from outrunning
   the builders. A run that Hypothesis still ends for want of valid draws starts again
   (``fuzz.campaign.search``).
-* the opening tour runs in order and waits for each case's group; those groups build first.
+* the opening tour runs in order and waits for each case's group; those groups build first. Until the
+  builder has finished its first group (its processes are still starting), a tour case runs at once and the
+  campaign's worker compiles its few kernels itself (``Readiness.building_started``).
 
 Once every group is built, every case is ready, nothing is rejected, and the draws are the
 strategies' own: the same seed then draws the same cases as a campaign without a warm-up.
@@ -159,8 +161,16 @@ class Readiness:
             seen = self._news
             self._lock.wait_for(lambda: self.finished or self._news != seen, timeout)
 
+    @property
+    def building_started(self) -> bool:
+        """Whether the builder has finished a group yet (or the build ended)."""
+        return self.finished or self._news > 0
+
     def wait(self, case: Any, config: KernelConfig, timeout: float) -> bool:
-        """Block until ``case`` is ready (the tour's cases), at most ``timeout`` seconds."""
+        """Block until ``case`` is ready (the tour's cases), at most ``timeout`` seconds; at once (False) while the
+        builder has finished no group: the caller's worker then compiles the case's kernels itself."""
+        if not self.building_started:
+            return self.ready(case, config)
         end = time.perf_counter() + timeout
         with self._lock:
             while not self.finished and any(k in self._pending for k in self._needs(case, config)):

@@ -234,6 +234,12 @@ class Supervisor:
             self._spare = self._spawn()
         return self._worker
 
+    def prestart(self) -> None:
+        """Start the worker now without waiting for it: its imports (and on a GPU its CUDA context) then overlap
+        whatever the caller does before its first case."""
+        if self._worker is None and self._spare is None:
+            self._spare = self._spawn()
+
     def _retire(self, kill: bool = False) -> None:
         if self._worker is not None:
             self._worker.stop(kill)

@@ -107,9 +107,15 @@ def _in_processes(names: Sequence[str], ctx: Context, named: bool, every_detecto
     import multiprocessing as mp
 
     with cf.ProcessPoolExecutor(max_workers=min(jobs, len(names)), mp_context=mp.get_context("spawn")) as pool:
-        futures = [pool.submit(_fault_in_child, name, dataclasses.replace(ctx, progress=None), named, every_detector,
-                               ctx.progress is not None) for name in names]
-        return [f.result() for f in futures]
+        futures = {name: pool.submit(_fault_in_child, name, dataclasses.replace(ctx, progress=None), named,
+                                     every_detector, ctx.progress is not None) for name in longest_first(names)}
+        return [futures[name].result() for name in names]
+
+
+def longest_first(names: Sequence[str]) -> list[str]:
+    """The order faults start in when several run at once: a hang's detection waits out a timeout, so hanging
+    faults start first and the others fill the remaining processes beside them."""
+    return sorted(names, key=lambda name: name not in faults.HANGS)
 
 
 def _fault_in_child(name: str, ctx: Context, named: bool, every_detector: bool, talk: bool) -> FaultResult:
@@ -117,6 +123,10 @@ def _fault_in_child(name: str, ctx: Context, named: bool, every_detector: bool, 
 
     if talk:
         ctx = dataclasses.replace(ctx, progress=lambda line: print(f"[{name}] {line}", file=sys.stderr, flush=True))
+    if detectors_for(name)[0].skip_reason(name) is None:  # the campaign runs first: its worker starts now
+        from fuzz.execution.supervisor import shared
+
+        shared().prestart()
     with faults.allow():
         fr = _one_fault(name, ctx, named, every_detector)
     return dataclasses.replace(fr, detections=[dataclasses.replace(d, campaign=_portable(d.campaign))
