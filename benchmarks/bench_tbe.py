@@ -86,8 +86,9 @@ def bench_shape(name, rows, dim, wdtype, bags, pooling, skew, weighted, optimize
                  device=device, learning_rate=0.01, eps=1e-8)
     with torch.no_grad():
         res["triton_forward_ms"] = time_ms(lambda: m(ids, offsets, psw_leaf))
-        ours = m(ids, offsets, psw_leaf).float()
     res["triton_iteration_ms"] = time_ms(lambda: m(ids, offsets, psw_leaf).backward(grad), warmup=2, repeat=10)
+    with torch.no_grad():  # after the iterations' updates: FBGEMM's forward below reads these same weights
+        ours = m(ids, offsets, psw_leaf).float()
     table = m.split_embedding_weights()[0].detach()
 
     fb = fbgemm_cuda(rows, dim, wdtype, optimizer) if "fbgemm" in impls else None
@@ -134,7 +135,7 @@ def main(argv=None) -> int:
     p.add_argument("--config", default=None, help="KernelConfig JSON (default: defaults)")
     p.add_argument("--shapes", default=None, help="comma-separated shape names (default: all)")
     p.add_argument("--impls", default="triton,fbgemm,torch",
-                   help="which to time beside each other (triton alone: an A/B of two checkouts of tbe)")
+                   help="which to time beside each other (triton alone: an A/B of two checkouts of tbe, the other run through benchmarks.other_tree)")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
         print("benchmarks need a CUDA device", file=sys.stderr)

@@ -26,7 +26,7 @@ STAGES = [
     ("forward", r"_forward_kernel|_small_table_kernel|embedding_forward|codegen_forward|bounds_check"),
     ("sort", r"[Rr]adix|[Ss]ort|Onesweep|DeviceSegmentedSort"),
     ("linearize", r"linearize|searchsorted|index_select|gather|_index_|indexing|IndexKernel"),
-    ("run-length encode", r"[Ss]can|cumsum|Reduce|run_length|unique|scatter|Encode|segment"),
+    ("run-length encode", r"[Ss]can|cumsum|Reduce|run_length|_count_runs|_write_runs|unique|scatter|Encode|segment"),
     ("classify", r"_classify_kernel|_expand_chunks|partition|split_embedding_backward_count|long_run"),
     ("short tier", r"_short_kernel|_short_rows_kernel|backward_.*warp_per_row|warp_per_row"),
     ("long tier", r"_chunk_kernel|_apply_kernel|_fused_chunk|cta_per_row|backward_.*cta"),

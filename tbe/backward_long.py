@@ -56,7 +56,7 @@ def backward_long(
     run_args = (
         module.weights, module.momentum, grad, grad.stride(0),
         cls.counts, cls.long_runs, cls.chunk_base, cls.num_chunks, cls.chunk_slot, cls.chunk_index,
-        tr.run_linear, tr.run_start, tr.run_length, tr.sorted_bag,
+        tr.run_linear, tr.run_start, tr.sorted_bag,
         tr.sorted_psw if weighted else tr.run_start, tr.offsets,
         lt["weights_offsets"], lt["dims"], lt["col_offsets"], lt["hash_size_cumsum"],
         tr.batch_size, module.learning_rate, module.eps, cfg.chunk_size, ws_stride,
@@ -89,7 +89,7 @@ def backward_long(
 @triton.jit
 def _run_of_chunk(
     c, long_ptr, chunk_base_ptr, num_chunks_ptr, chunk_slot_ptr, chunk_index_ptr,
-    run_start_ptr, run_length_ptr, CHUNK,
+    run_start_ptr, CHUNK,
     FAULT_SKIP_LAST: tl.constexpr, FAULT_DROP_CHUNK: tl.constexpr, FAULT_ZERO_LONG: tl.constexpr,
     FAULT_CHUNK_LIMIT: tl.constexpr,
 ):
@@ -99,9 +99,9 @@ def _run_of_chunk(
     k = tl.load(chunk_index_ptr + c)
     run = tl.load(long_ptr + s)
     run_start = tl.load(run_start_ptr + run)
-    run_len = tl.load(run_length_ptr + run)
+    run_end = tl.load(run_start_ptr + run + 1)  # where the next run starts
     start = run_start + k * CHUNK
-    end = tl.minimum(start + CHUNK, run_start + run_len)
+    end = tl.minimum(start + CHUNK, run_end)
     nch = tl.load(num_chunks_ptr + s)
     keep = 1.0
     if FAULT_SKIP_LAST:
@@ -109,7 +109,7 @@ def _run_of_chunk(
     if FAULT_DROP_CHUNK:
         keep = tl.where((nch > FAULT_CHUNK_LIMIT) & (k == FAULT_CHUNK_LIMIT), 0.0, keep)
     if FAULT_ZERO_LONG:
-        keep = tl.where((run_len - 1) // FAULT_CHUNK_LIMIT >= CHUNK, 0.0, keep)  # run_len > limit * CHUNK
+        keep = tl.where((run_end - run_start - 1) // FAULT_CHUNK_LIMIT >= CHUNK, 0.0, keep)  # SL > limit * CHUNK
     return s, run, start, end, keep
 
 
@@ -138,7 +138,7 @@ def _apply_from_workspace(
 def _chunk_kernel(
     weights_ptr, momentum_ptr, grad_ptr, grad_stride,
     counts_ptr, long_ptr, chunk_base_ptr, num_chunks_ptr, chunk_slot_ptr, chunk_index_ptr,
-    run_linear_ptr, run_start_ptr, run_length_ptr, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr,
+    run_linear_ptr, run_start_ptr, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr,
     weights_offsets_ptr, dims_ptr, col_offsets_ptr, hcs_ptr,
     B, lr, eps, CHUNK, ws_stride, ws_ptr, countdown_ptr,
     WEIGHTED: tl.constexpr, MEAN: tl.constexpr, ADAGRAD: tl.constexpr, GATHER: tl.constexpr,
@@ -156,7 +156,7 @@ def _chunk_kernel(
     wdt = weights_ptr.dtype.element_ty
     while c < num:
         s, run, start, end, keep = _run_of_chunk(c, long_ptr, chunk_base_ptr, num_chunks_ptr, chunk_slot_ptr,
-                                                 chunk_index_ptr, run_start_ptr, run_length_ptr, CHUNK,
+                                                 chunk_index_ptr, run_start_ptr, CHUNK,
                                                  FAULT_SKIP_LAST, FAULT_DROP_CHUNK, FAULT_ZERO_LONG, FAULT_CHUNK_LIMIT)
         lin, D, col0, w_row = row_of_run(run, run_linear_ptr, run_start_ptr, sorted_bag_ptr,
                                           weights_offsets_ptr, dims_ptr, col_offsets_ptr, hcs_ptr, weights_ptr, B)

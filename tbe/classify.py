@@ -85,7 +85,7 @@ def classify(
     block = config.classify_block
     lt = layout_tensors
     _classify_kernel[(triton.cdiv(n, block),)](
-        tr.run_length, tr.run_start, tr.run_linear, tr.sorted_bag, tr.num_runs, lt["bucket_of_table"],
+        tr.run_start, tr.run_linear, tr.sorted_bag, tr.num_runs, lt["bucket_of_table"],
         lt["dims"], lt["weights_offsets"], lt["hash_size_cumsum"], tr.batch_size, bucket,
         c.counts, c.short_runs, c.short_start, c.short_length, c.short_linear, c.short_wrow, c.short_table,
         c.long_runs, c.chunk_base, c.num_chunks, c.countdown,
@@ -101,7 +101,7 @@ def classify(
 
 @triton.jit(do_not_specialize=["B", "BUCKET", "THRESHOLD", "CHUNK"])
 def _classify_kernel(
-    run_length_ptr, run_start_ptr, run_linear_ptr, sorted_bag_ptr, num_runs_ptr, bucket_of_table_ptr,
+    run_start_ptr, run_linear_ptr, sorted_bag_ptr, num_runs_ptr, bucket_of_table_ptr,
     dims_ptr, weights_offsets_ptr, hcs_ptr, B, BUCKET,
     counts_ptr, short_ptr, short_start_ptr, short_length_ptr, short_linear_ptr, short_wrow_ptr, short_table_ptr,
     long_ptr, chunk_base_ptr, num_chunks_ptr, countdown_ptr,
@@ -110,8 +110,8 @@ def _classify_kernel(
     r = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     num_runs = tl.load(num_runs_ptr)
     mask = r < num_runs
-    length = tl.load(run_length_ptr + r, mask=mask, other=0)
     start = tl.load(run_start_ptr + r, mask=mask, other=0)
+    length = tl.load(run_start_ptr + r + 1, mask=mask, other=0) - start
     bag = tl.load(sorted_bag_ptr + start, mask=mask, other=0)
     t = bag // B
     bk = tl.load(bucket_of_table_ptr + t, mask=mask, other=-1)

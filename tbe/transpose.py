@@ -2,9 +2,11 @@
 
 Every lookup becomes ``hash_size_cumsum[t] + id``; a stable sort puts all lookups of one
 (table, row) next to each other, and the run-length encoding turns each group into a run
-(linear index, start, length). Everything stays on the device with sizes known on the host
-(the number of lookups bounds the number of runs; the true count lives in a device
-tensor), so nothing here syncs with the host.
+(linear index, start; a run ends where the next one starts). Everything stays on the device
+with sizes known on the host (the number of lookups bounds the number of runs; the true count
+lives in a device tensor), so nothing here syncs with the host. Three kernels besides the sort:
+linearize, count the runs of each block of sorted positions, write the runs (and each sorted
+lookup's bag) with one small scan of the block counts between them.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ from tbe.layout import TableLayout
 
 @dataclasses.dataclass
 class Transposed:
-    """The sorted view of one batch. Arrays named ``run_*`` have ``n`` slots; the first
-    ``num_runs[0]`` are valid, the rest are padding (never read by the kernels)."""
+    """The sorted view of one batch. ``run_linear`` has ``n`` slots and ``run_start`` ``n + 1``; the first
+    ``num_runs[0]`` runs are valid and ``run_start[num_runs[0]] == n``, so run ``r`` spans sorted positions
+    ``run_start[r]`` to ``run_start[r + 1]``; the slots past those are padding (never read by the kernels)."""
 
     n: int                       # number of lookups
     batch_size: int
@@ -36,9 +39,13 @@ class Transposed:
     sorted_bag: torch.Tensor     # [n] bag of each sorted lookup (table = bag // B), bag_of's dtype
     sorted_psw: Optional[torch.Tensor]  # [n] per-sample weights in sorted order, or None
     run_linear: torch.Tensor     # [n] linear index of each run
-    run_start: torch.Tensor      # [n] int64: first sorted position of each run
-    run_length: torch.Tensor     # [n] int64: segment length SL of each run
+    run_start: torch.Tensor      # [n + 1] int64: first sorted position of each run, then n
     num_runs: torch.Tensor       # [1] int64, on the device
+
+    @property
+    def run_length(self) -> torch.Tensor:
+        """[n] segment length SL of each run (one subtraction; the kernels read ``run_start`` twice instead)."""
+        return self.run_start[1:] - self.run_start[:-1]
 
 
 def linear_dtype_for(layout: TableLayout, config: KernelConfig) -> torch.dtype:
@@ -67,15 +74,12 @@ def transpose(
     config: KernelConfig,
 ) -> Transposed:
     """Sort the (bounds-checked) batch by linear index and split it into runs."""
-    device = indices.device
     n = indices.numel()
     ldtype = linear_dtype_for(layout, config)
-    pos = torch.arange(n, device=device, dtype=torch.int64)
     # an int32 key past 2^31 - 1 (only under the int32 fault) wraps exactly as a 32-bit key would
     bag_of, linear = linearize(hash_size_cumsum, indices, offsets, batch_size, ldtype)
 
     sorted_linear, perm = torch.sort(linear, stable=True)
-    sorted_bag = bag_of[perm]
     sorted_psw = None
     if per_sample_weights is not None:
         if config.has_fault("unstable_weighted_pairing"):
@@ -87,27 +91,14 @@ def transpose(
         else:
             psw_perm = perm
         sorted_psw = per_sample_weights[psw_perm]
-
-    # run-length encoding without data-dependent sizes: run r starts where the r-th key change is;
-    # padding slots start at n, so each run's length is the next start minus its own (no atomics)
-    is_start = torch.ones(n, dtype=torch.bool, device=device)
-    if n > 1:
-        is_start[1:] = sorted_linear[1:] != sorted_linear[:-1]
-    run_id = torch.cumsum(is_start.to(torch.int64), 0) - 1
-    num_runs = (run_id[-1:] + 1) if n > 0 else torch.zeros(1, dtype=torch.int64, device=device)
-    # starts scatter into their run's slot; non-starts go to a dump slot n that is cut off
-    slot = torch.where(is_start, run_id, torch.full_like(run_id, n))
-    starts = torch.full((n + 1,), n, dtype=torch.int64, device=device).scatter_(0, slot, pos)
-    run_start = starts[:n]
-    run_length = starts[1:] - run_start
-    run_linear = torch.zeros(n + 1, dtype=ldtype, device=device).scatter_(0, slot, sorted_linear)[:n]
+    sorted_bag, run_linear, run_start, num_runs = run_length_encode(sorted_linear, perm, bag_of)
     # int64 whatever the index dtype: the backward kernels read offsets only under MEAN, and one
     # offsets dtype halves their specializations (a copy of T*B + 1 values when they are int32)
     return Transposed(
         n=n, batch_size=batch_size, offsets=offsets.to(torch.int64), linear_dtype=ldtype, bag_of=bag_of,
         linear=linear, perm=perm,
         sorted_linear=sorted_linear, sorted_bag=sorted_bag, sorted_psw=sorted_psw,
-        run_linear=run_linear, run_start=run_start, run_length=run_length, num_runs=num_runs,
+        run_linear=run_linear, run_start=run_start, num_runs=num_runs,
     )
 
 
@@ -119,7 +110,8 @@ def linearize(hash_size_cumsum: torch.Tensor, indices: torch.Tensor, offsets: to
               ldtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
     """(bag of every lookup, its linear index ``hash_size_cumsum[t] + id`` in ``ldtype``), one kernel.
 
-    The bag of position p is the number of bag ends <= p (a binary search over the offsets). Bags
+    The bag of position p is the number of bag ends <= p: a binary search over the offsets, first for
+    a block's first and last positions, then for each position between the two bags those found. Bags
     are int32 when every bag number fits (32-bit division and modulo in the backward's inner
     loops), else int64; the cast of a linear index to int32 wraps past 2^31 - 1 like a 32-bit key.
     """
@@ -141,20 +133,96 @@ def linearize(hash_size_cumsum: torch.Tensor, indices: torch.Tensor, offsets: to
 @triton.jit(do_not_specialize=["N", "NUM_BAGS", "B", "STEPS"])
 def _linearize_kernel(indices_ptr, offsets_ptr, hcs_ptr, bag_ptr, linear_ptr, N, NUM_BAGS, B, STEPS,
                       BLOCK: tl.constexpr):
-    pos = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    first = tl.program_id(0).to(tl.int64) * BLOCK
+    pos = first + tl.arange(0, BLOCK)
     m = pos < N
-    # first bag whose end offsets[k + 1] exceeds pos: lo..hi narrows to it in STEPS halvings
-    lo = tl.zeros([BLOCK], dtype=tl.int64)
-    hi = tl.zeros([BLOCK], dtype=tl.int64) + NUM_BAGS
-    for _ in range(0, STEPS):
+    # the bags of the block's first and last positions bound every bag in the block
+    ends = first + tl.arange(0, 2) * (tl.minimum(first + BLOCK, N) - 1 - first)
+    edge = _bag_search(offsets_ptr, ends, tl.zeros([2], dtype=tl.int64), tl.zeros([2], dtype=tl.int64) + NUM_BAGS,
+                       ends >= 0, STEPS)
+    lo_bag = tl.min(edge, axis=0)
+    hi_bag = tl.max(edge, axis=0)
+    span = hi_bag - lo_bag
+    steps = span * 0
+    while span > 0:  # bit_length(hi_bag - lo_bag) halvings
+        steps += 1
+        span = span // 2
+    bag = _bag_search(offsets_ptr, pos, tl.zeros([BLOCK], dtype=tl.int64) + lo_bag,
+                      tl.zeros([BLOCK], dtype=tl.int64) + hi_bag, m, steps)
+    ids = tl.load(indices_ptr + pos, mask=m, other=0).to(tl.int64)
+    lin = tl.load(hcs_ptr + bag // B, mask=m, other=0) + ids
+    tl.store(bag_ptr + pos, bag.to(bag_ptr.dtype.element_ty), mask=m)
+    tl.store(linear_ptr + pos, lin.to(linear_ptr.dtype.element_ty), mask=m)
+
+
+@triton.jit
+def _bag_search(offsets_ptr, pos, lo, hi, m, steps):
+    """The first bag in [lo, hi] whose end offsets[k + 1] exceeds pos (hi when none below it does), in
+    ``steps`` >= bit_length(hi - lo) halvings."""
+    for _ in range(0, steps):
         mid = (lo + hi) // 2
         go = lo < hi
         end = tl.load(offsets_ptr + mid + 1, mask=m & go, other=0).to(tl.int64)
         right = go & (end <= pos)
         lo = tl.where(right, mid + 1, lo)
         hi = tl.where(go & ~right, mid, hi)
-    bag = lo
-    ids = tl.load(indices_ptr + pos, mask=m, other=0).to(tl.int64)
-    lin = tl.load(hcs_ptr + bag // B, mask=m, other=0) + ids
-    tl.store(bag_ptr + pos, bag.to(bag_ptr.dtype.element_ty), mask=m)
-    tl.store(linear_ptr + pos, lin.to(linear_ptr.dtype.element_ty), mask=m)
+    return lo
+
+
+# ----------------------------------------------------------------------------- run-length encoding
+RUN_BLOCK = 1024
+
+
+def run_length_encode(sorted_linear: torch.Tensor, perm: torch.Tensor, bag_of: torch.Tensor):
+    """(sorted_bag, run_linear, run_start, num_runs) of the sorted keys: a run starts where the key changes.
+    Each block of ``RUN_BLOCK`` sorted positions counts its run starts; an inclusive scan of the counts
+    places each block's runs; the second pass writes them (and gathers each sorted lookup's bag)."""
+    n = sorted_linear.numel()
+    device = sorted_linear.device
+    sorted_bag = torch.empty_like(bag_of)
+    run_linear = torch.empty(n, dtype=sorted_linear.dtype, device=device)
+    run_start = torch.empty(n + 1, dtype=torch.int64, device=device)
+    num_runs = torch.zeros(1, dtype=torch.int64, device=device)
+    if n == 0:
+        run_start.fill_(0)
+        return sorted_bag, run_linear, run_start, num_runs
+    blocks = triton.cdiv(n, RUN_BLOCK)
+    block_runs = torch.empty(blocks, dtype=torch.int64, device=device)
+    _count_runs_kernel[(blocks,)](sorted_linear, block_runs, n, BLOCK=RUN_BLOCK)
+    runs_through = torch.cumsum(block_runs, 0)
+    _write_runs_kernel[(blocks,)](sorted_linear, perm, bag_of, runs_through, sorted_bag, run_linear, run_start,
+                                  num_runs, n, BLOCK=RUN_BLOCK)
+    return sorted_bag, run_linear, run_start, num_runs
+
+
+@triton.jit
+def _run_starts(sorted_ptr, pos, m):
+    key = tl.load(sorted_ptr + pos, mask=m, other=0)
+    prev = tl.load(sorted_ptr + pos - 1, mask=m & (pos > 0), other=0)
+    return key, m & ((pos == 0) | (key != prev))
+
+
+@triton.jit(do_not_specialize=["N"])
+def _count_runs_kernel(sorted_ptr, block_runs_ptr, N, BLOCK: tl.constexpr):
+    pos = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    _, start = _run_starts(sorted_ptr, pos, pos < N)
+    tl.store(block_runs_ptr + tl.program_id(0), tl.sum(start.to(tl.int64), axis=0))
+
+
+@triton.jit(do_not_specialize=["N"])
+def _write_runs_kernel(sorted_ptr, perm_ptr, bag_of_ptr, runs_through_ptr, sorted_bag_ptr, run_linear_ptr,
+                       run_start_ptr, num_runs_ptr, N, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    pos = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    m = pos < N
+    key, start = _run_starts(sorted_ptr, pos, m)
+    before = tl.load(runs_through_ptr + pid - 1, mask=pid > 0, other=0)
+    run = before + tl.cumsum(start.to(tl.int64), axis=0) - 1
+    tl.store(run_start_ptr + run, pos, mask=start)
+    tl.store(run_linear_ptr + run, key, mask=start)
+    src = tl.load(perm_ptr + pos, mask=m, other=0)
+    tl.store(sorted_bag_ptr + pos, tl.load(bag_of_ptr + src, mask=m, other=0), mask=m)
+    if pid == tl.num_programs(0) - 1:  # the last block closes the last run
+        total = tl.load(runs_through_ptr + pid)
+        tl.store(run_start_ptr + total, N.to(tl.int64))
+        tl.store(num_runs_ptr, total)

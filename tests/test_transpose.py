@@ -41,19 +41,45 @@ def test_runs_match_host_encoding(T, B, data):
     lengths = [data.draw(st.integers(0, 7)) for _ in range(T * B)]
     layout, idx, off, psw, tr = _run(specs, B, lengths, weighted=True, seed=data.draw(st.integers(0, 99)),
                                      idx_dtype=data.draw(st.sampled_from([torch.int32, torch.int64])))
+    _check_against_host(layout, idx, psw, tr, B, lengths)
+
+
+def _check_against_host(layout, idx, psw, tr, B, lengths):
+    """Every field of ``tr`` against the same encoding done on the host in plain torch."""
     n = idx.numel()
-    bag = torch.repeat_interleave(torch.arange(T * B), torch.tensor(lengths))
+    bag = torch.repeat_interleave(torch.arange(len(lengths)), torch.tensor(lengths))
     lin = torch.tensor(layout.hash_size_cumsum)[bag // B] + idx.long()
     assert torch.equal(tr.bag_of.long(), bag) and torch.equal(tr.linear.long(), lin)
     # stable: ties keep their original order
     order = sorted(range(n), key=lambda i: (int(lin[i]), i))
     assert tr.perm.tolist() == order
-    assert torch.equal(tr.sorted_bag.long(), bag[order]) and torch.equal(tr.sorted_psw, psw[order])
+    assert torch.equal(tr.sorted_bag.long(), bag[order])
+    assert psw is None or torch.equal(tr.sorted_psw, psw[order])
     keys, counts = torch.unique_consecutive(lin[order], return_counts=True)
     r = int(tr.num_runs[0])
     assert r == keys.numel()
     assert torch.equal(tr.run_linear[:r].long(), keys) and torch.equal(tr.run_length[:r], counts)
-    assert torch.equal(tr.run_start[:r], torch.cumsum(counts, 0) - counts)
+    assert torch.equal(tr.run_start[:r + 1], torch.cumsum(torch.cat([torch.zeros(1, dtype=torch.int64), counts]), 0))
+
+
+@pytest.mark.fuzz
+@settings(max_examples=examples(25), deadline=None)
+@given(st.sampled_from([4, 16, 64]), st.integers(1, 2), st.data())
+def test_runs_and_bags_across_blocks(block, T, data):
+    """Small blocks (the kernels' block sizes patched down) so that runs, bags and empty stretches cross block
+    edges: the narrowed bag search, the per-block run counts and their scan must join up exactly."""
+    import tbe.transpose as tp
+
+    B = data.draw(st.integers(1, 40))
+    specs = [(data.draw(st.integers(1, 6)), 1) for _ in range(T)]
+    lengths = data.draw(st.lists(st.one_of(st.just(0), st.integers(0, 3 * block)), min_size=T * B, max_size=T * B))
+    saved = tp.LINEARIZE_BLOCK, tp.RUN_BLOCK
+    tp.LINEARIZE_BLOCK = tp.RUN_BLOCK = block
+    try:
+        layout, idx, off, psw, tr = _run(specs, B, lengths, seed=data.draw(st.integers(0, 99)))
+    finally:
+        tp.LINEARIZE_BLOCK, tp.RUN_BLOCK = saved
+    _check_against_host(layout, idx, psw, tr, B, lengths)
 
 
 def test_linear_dtype_choice():
