@@ -8,18 +8,22 @@ SL >= long_run_threshold; buckets by next_pow2(D) up to 256), written out by han
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
 
 from fuzz.campaign import coverage_map, report, steer
 from fuzz.campaign.search import CampaignResult
 from fuzz.budgets import get as get_budget
 from fuzz.judge import check
+from fuzz.profiles import examples
 from fuzz.judge.coverage import (
     EDGES, PATHS, Coverage, Edge, EdgeGroup, Facts, KernelPath, cells_of, edges_of, facts_of, merge_json,
     paths_of, reachable,
 )
 from strategies.bad_inputs import BadBatchSpec, BadId
 from strategies.case import CaseSpec
-from strategies.cases import BadIdCase, tensors
+from strategies.cases import BadIdCase, base_spec, tensors
+from strategies.config_space import split_draw
+from strategies.space import campaign_cases
 from tbe import KernelConfig
 
 P = KernelPath
@@ -121,6 +125,10 @@ def test_reachable_follows_the_config():
                  (P.FWD_GENERIC, Edge(EdgeGroup.BAD_ID_BAG, "rows @ first"))]:
         assert cell not in searched, cell
     assert (P.BOUNDS_STANDALONE, Edge(EdgeGroup.BAD_ID_BAG, "dtype_min @ middle")) in searched
+    # a campaign's draws all run a step; a test session also checks forward-only cases
+    forward_only = (P.FWD_GENERIC, Edge(EdgeGroup.STEPS, "0 (forward only)"))
+    assert forward_only not in searched and forward_only not in plain
+    assert forward_only in reachable(DEFAULT, search_config=False, forward_only=True)
     assert (P.FWD_GENERIC, Edge(EdgeGroup.DIM, "> 1024")) in searched
 
 
@@ -248,3 +256,13 @@ def test_a_bad_id_in_a_middle_bag():
         Edge(EdgeGroup.BAD_ID_BAG, "rows_plus_one @ middle")}
     with pytest.raises(ValueError, match="bag"):
         BadBatchSpec(tables=((5, 3),), batch_size=1, bad_ids=(BadId("rows", bag="centre"),))
+
+
+@pytest.mark.fuzz
+@settings(max_examples=examples(40), deadline=None)
+@given(campaign_cases(DEFAULT, 4000, pack=4))
+def test_every_campaign_draw_runs_a_step(drawn):
+    """Why a campaign's reachable cells hold no "0 steps" edge: no draw is forward-only."""
+    case, _, _ = split_draw(drawn, DEFAULT)
+    assert base_spec(case).steps >= 1
+    assert all(sub.steps >= 1 for sub in getattr(case, "subs", ()))

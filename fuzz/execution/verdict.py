@@ -44,10 +44,12 @@ class SessionCoverage:
         self.configs.add(config.replace(faults=()))
 
     def to_json(self) -> Optional[dict[str, Any]]:
-        """None before any case; else the coverage JSON with the cells these configs reach."""
+        """None before any case; else the coverage JSON with the cells these configs reach (a test session
+        also checks forward-only cases)."""
         if not self.coverage.examples:
             return None
-        return self.coverage.to_json(frozenset().union(*(reachable(c, search_config=False) for c in self.configs)))
+        return self.coverage.to_json(frozenset().union(*(reachable(c, search_config=False, forward_only=True)
+                                                         for c in self.configs)))
 
 
 SESSION = SessionCoverage()

@@ -247,18 +247,20 @@ def cells_of(f: Facts, config: KernelConfig) -> frozenset[Cell]:
 
 
 # ----------------------------------------------------------------------------- reachability
-def reachable(config: KernelConfig, search_config: bool = True) -> frozenset[Cell]:
+def reachable(config: KernelConfig, search_config: bool = True, forward_only: bool = False) -> frozenset[Cell]:
     """The cells a campaign under ``config`` can hit: under ``config`` alone, or with ``search_config``
-    under every config its config-space search runs (``strategies.config_space.campaign_configs``)."""
+    under every config its config-space search runs (``strategies.config_space.campaign_configs``).
+    ``forward_only``: the run also checks forward-only cases (a test session does; a campaign never
+    does, since every case it draws runs at least one step), so "0 steps" cells count."""
     if not search_config:
-        return _reachable_one(config)
+        return _reachable_one(config, forward_only)
     from strategies.config_space import campaign_configs
 
-    return frozenset().union(*(_reachable_one(c) for c in campaign_configs(config)))
+    return frozenset().union(*(_reachable_one(c, forward_only) for c in campaign_configs(config)))
 
 
 @functools.lru_cache(maxsize=64)
-def _reachable_one(config: KernelConfig) -> frozenset[Cell]:
+def _reachable_one(config: KernelConfig, forward_only: bool = False) -> frozenset[Cell]:
     """Cells of witness examples under one config. Witnesses vary what decides a path (the forward's
     shape and dtypes; the backward's segment lengths and lookups; the bounds mode); the edges no rule
     ties to a path (optimizer, step count, index dtype, pooling, an empty bag where the batch has two
@@ -294,7 +296,8 @@ def _reachable_one(config: KernelConfig) -> frozenset[Cell]:
     for path, d, w, o, weighted, lookups, empty in keys:
         edges = dim_edges(d, c) | _dtype_edges(w, o, "int64") | shared
         edges |= {Edge(EdgeGroup.POOLING, _pooling_value(p.value, weighted)) for p in Pooling}
-        edges |= {_steps_edge(0)} | ({_steps_edge(1), _steps_edge(2)} | all_segments if lookups else set())
+        edges |= ({_steps_edge(0)} if forward_only else set()) | (
+            {_steps_edge(1), _steps_edge(2)} | all_segments if lookups else set())
         if empty:
             edges.add(Edge(EdgeGroup.EMPTY_BAG, "yes"))
         add({path}, edges)
