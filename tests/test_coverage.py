@@ -125,6 +125,12 @@ def test_reachable_follows_the_config():
                  (P.FWD_GENERIC, Edge(EdgeGroup.BAD_ID_BAG, "rows @ first"))]:
         assert cell not in searched, cell
     assert (P.BOUNDS_STANDALONE, Edge(EdgeGroup.BAD_ID_BAG, "dtype_min @ middle")) in searched
+    # a budget of 4,000 lookups holds no segment of 4,096 or more, nor a long run past it
+    capped = reachable(DEFAULT, max_lookups=4000)
+    long_band = Edge(EdgeGroup.SEGMENT, "4096-2^20-1")
+    assert (P.BWD_SHORT, long_band) in searched and (P.BWD_SHORT, long_band) not in capped
+    assert not {c for c in capped if c[1].group == EdgeGroup.SEGMENT and c[1].value.startswith((">=", "4096"))}
+    assert (P.BWD_LONG, Edge(EdgeGroup.SEGMENT, "256-4095")) in capped and capped < searched
     # a campaign's draws all run a step; a test session also checks forward-only cases
     forward_only = (P.FWD_GENERIC, Edge(EdgeGroup.STEPS, "0 (forward only)"))
     assert forward_only not in searched and forward_only not in plain
@@ -199,11 +205,13 @@ def test_campaign_json_and_heatmap(tmp_path):
     spec = CaseSpec(tables=((10, 3),), batch_size=2, max_length=3)
     result = check.case_result(spec, tensors(spec, weights=False), DEFAULT, 0.0, None, None)
     assert result.cells == cells_of(facts_of(spec, tensors(spec, weights=False), result.segment_hist), DEFAULT)
-    res = CampaignResult(DEFAULT, get_budget("quick"), 0, search_config=False)
+    budget = get_budget("quick")
+    res = CampaignResult(DEFAULT, budget, 0, search_config=False)
     res.record(result)
     data = report.campaign_json(res)["coverage"]
     assert data["examples"] == 1 and data["covered"] == len(result.cells)
-    assert data["reachable"] == len(reachable(DEFAULT, search_config=False))
+    # the campaign's own budget bounds its segments
+    assert data["reachable"] == len(reachable(DEFAULT, search_config=False, max_lookups=budget.max_lookups))
     g = coverage_map.grid(data)
     row = g[data["paths"].index("forward, generic")]
     assert row[data["edges"].index("D: < 4")] == 1

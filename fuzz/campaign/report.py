@@ -163,7 +163,7 @@ def coverage_json(r: CampaignResult) -> Optional[dict[str, Any]]:
     """The campaign's coverage matrix (``fuzz.judge.coverage``); None for a SUT without this project's paths."""
     if not _caps(r).project_kernels:
         return None
-    return r.coverage.to_json(coverage.reachable(r.config, r.search_config))
+    return r.coverage.to_json(coverage.reachable(r.config, r.search_config, max_lookups=r.budget.max_lookups))
 
 
 def campaign_json(r: CampaignResult) -> dict[str, Any]:

@@ -247,20 +247,24 @@ def cells_of(f: Facts, config: KernelConfig) -> frozenset[Cell]:
 
 
 # ----------------------------------------------------------------------------- reachability
-def reachable(config: KernelConfig, search_config: bool = True, forward_only: bool = False) -> frozenset[Cell]:
+def reachable(config: KernelConfig, search_config: bool = True, forward_only: bool = False,
+              max_lookups: Optional[int] = None) -> frozenset[Cell]:
     """The cells a campaign under ``config`` can hit: under ``config`` alone, or with ``search_config``
     under every config its config-space search runs (``strategies.config_space.campaign_configs``).
     ``forward_only``: the run also checks forward-only cases (a test session does; a campaign never
-    does, since every case it draws runs at least one step), so "0 steps" cells count."""
+    does, since every case it draws runs at least one step), so "0 steps" cells count. ``max_lookups``:
+    the most lookups a case may hold (a campaign's budget), so no segment, or lookup count a tier needs,
+    is longer (None: no limit)."""
     if not search_config:
-        return _reachable_one(config, forward_only)
+        return _reachable_one(config, forward_only, max_lookups)
     from strategies.config_space import campaign_configs
 
-    return frozenset().union(*(_reachable_one(c, forward_only) for c in campaign_configs(config)))
+    return frozenset().union(*(_reachable_one(c, forward_only, max_lookups) for c in campaign_configs(config)))
 
 
 @functools.lru_cache(maxsize=64)
-def _reachable_one(config: KernelConfig, forward_only: bool = False) -> frozenset[Cell]:
+def _reachable_one(config: KernelConfig, forward_only: bool = False,
+                   max_lookups: Optional[int] = None) -> frozenset[Cell]:
     """Cells of witness examples under one config. Witnesses vary what decides a path (the forward's
     shape and dtypes; the backward's segment lengths and lookups; the bounds mode); the edges no rule
     ties to a path (optimizer, step count, index dtype, pooling, an empty bag where the batch has two
@@ -274,7 +278,8 @@ def _reachable_one(config: KernelConfig, forward_only: bool = False) -> frozense
     sls = sorted({s for s in (1, 2, 3, 4, 31, 32, 255, 256, 4096, 2 ** 20, c.long_run_threshold - 1,
                               c.long_run_threshold, c.long_run_threshold + 1, c.chunk_size, c.chunk_size + 1,
                               2 * c.chunk_size, 2 * c.chunk_size + 1) if s >= 1})
-    seg_sets = [(s,) for s in sls] + [(1, s) for s in sls if s > 1]
+    cap = float("inf") if max_lookups is None else max_lookups
+    seg_sets = [ss for ss in [(s,) for s in sls] + [(1, s) for s in sls if s > 1] if sum(ss) <= cap]
     all_segments = set().union(*(segment_edges(ss, sum(ss), c) for ss in seg_sets))
     shared = ({Edge(EdgeGroup.OPTIMIZER, o.value) for o in Optimizer}
               | {Edge(EdgeGroup.DTYPE, f"index {i}") for i in INDEX_DTYPES})
@@ -305,7 +310,7 @@ def _reachable_one(config: KernelConfig, forward_only: bool = False) -> frozense
     anything = all_dims | shared | {Edge(EdgeGroup.EMPTY_BAG, "yes"), _steps_edge(1), _steps_edge(2)}
     anything |= {Edge(EdgeGroup.DTYPE, f"{k} {d}") for k in ("weights", "output") for d in WEIGHT_DTYPES}
     for ss in seg_sets:
-        for lookups in sorted({sum(ss), max(sum(ss), c.fused_long_min_lookups)}):
+        for lookups in sorted(n for n in {sum(ss), max(sum(ss), c.fused_long_min_lookups)} if n <= cap):
             tiers = backward_paths(ss, lookups, c)[0]
             edges = segment_edges(ss, lookups, c) | anything
             for weighted in (False, True):
