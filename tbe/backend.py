@@ -17,6 +17,11 @@ if not HAS_CUDA and os.environ.get("TRITON_INTERPRET") is None:
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 
+if INTERPRETED:
+    from tbe.interpreter import skip_nested_patching
+
+    skip_nested_patching()
+
 
 def default_device() -> torch.device:
     """The device kernels run on: the current CUDA device, or the CPU under the interpreter."""

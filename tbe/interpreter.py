@@ -1,0 +1,67 @@
+"""Helper calls under Triton's interpreter without re-patching ``triton.language`` each time.
+
+Triton's interpreter patches ``triton.language`` around each launch, and again on every call of a
+``@triton.jit`` helper from a kernel, without undoing the second patch until the launch ends. Each
+such call walks the language modules (``inspect.getmembers``) and wraps every builtin once more, so
+within one launch the wrappers nest one level deeper per helper call. Our kernels call helpers per
+program and per loop step: the walks and the growing wrapper chains were about a quarter of a CPU
+campaign's time. Inside a launch that has already patched the modules a helper's globals name, the
+helper now runs directly; anywhere else Triton's own call runs. Written here because the interpreter
+offers no option for it. The launches' own patching walked the same modules each time too: the list
+of builtins each module holds is now read once (from its unpatched state) and reused.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+
+def skip_nested_patching() -> None:
+    """Install the shortcuts (idempotent); a Triton without these internals is left as it is."""
+    import triton.language as tl
+    from triton.runtime import interpreter as itp
+
+    executor = getattr(itp, "GridExecutor", None)
+    function = getattr(itp, "InterpretedFunction", None)
+    patch_attr = getattr(itp, "_patch_attr", None)
+    if (executor is None or function is None or patch_attr is None or not hasattr(itp, "_patch_builtin")
+            or getattr(function.__call__, "tbe_shortcut", False)):
+        return
+    builtins: dict[Any, list] = {}  # module or class -> its (name, builtin) pairs, read unpatched
+
+    def patch_builtin(pkg, builder, scope):
+        if pkg not in builtins:
+            builtins[pkg] = [(name, m) for name, m in inspect.getmembers(pkg) if tl.core.is_builtin(m)]
+        for name, member in builtins[pkg]:
+            patch_attr(pkg, name, member, builder, scope)
+    launch_call, helper_call = executor.__call__, function.__call__
+    patched: list[frozenset] = []  # the language modules each launch in progress has patched
+    langs: dict[Any, frozenset] = {}
+
+    def langs_of(fn: Any) -> frozenset:
+        if fn not in langs:
+            langs[fn] = frozenset(id(v) for v in fn.__globals__.values()
+                                  if inspect.ismodule(v) and (v is tl or v is tl.core))
+        return langs[fn]
+
+    def launch(self, *args, **kwargs):
+        patched.append(langs_of(self.fn))
+        try:
+            return launch_call(self, *args, **kwargs)
+        finally:
+            patched.pop()
+
+    def helper(self, *args, **kwargs):
+        if not patched or not langs_of(self.fn) <= patched[-1]:
+            return helper_call(self, *args, **kwargs)
+        fn = self.rewrite()
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:
+            raise itp.InterpreterError(repr(e)) from e
+
+    helper.tbe_shortcut = True
+    itp._patch_builtin = patch_builtin
+    executor.__call__ = launch
+    function.__call__ = helper
