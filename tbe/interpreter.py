@@ -25,9 +25,11 @@ def skip_nested_patching() -> None:
     executor = getattr(itp, "GridExecutor", None)
     function = getattr(itp, "InterpretedFunction", None)
     patch_attr = getattr(itp, "_patch_attr", None)
-    if (executor is None or function is None or patch_attr is None or not hasattr(itp, "_patch_builtin")
-            or getattr(function.__call__, "tbe_shortcut", False)):
-        return
+    if (executor is None or function is None or getattr(function.__call__, "tbe_shortcut", False)
+            or not hasattr(function, "rewrite") or not hasattr(itp, "InterpreterError")
+            or _params(patch_attr) != ["obj", "name", "member", "builder", "scope"]
+            or _params(getattr(itp, "_patch_builtin", None)) != ["pkg", "builder", "scope"]):
+        return  # another interpreter than the one these shortcuts were written against
     builtins: dict[Any, list] = {}  # module or class -> its (name, builtin) pairs, read unpatched
 
     def patch_builtin(pkg, builder, scope):
@@ -65,3 +67,10 @@ def skip_nested_patching() -> None:
     itp._patch_builtin = patch_builtin
     executor.__call__ = launch
     function.__call__ = helper
+
+
+def _params(fn: Any) -> list[str]:
+    try:
+        return list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return []
