@@ -1,40 +1,49 @@
 """What one case costs to check in this process, without the supervisor: the ceiling of a campaign's loop.
 
     python -m benchmarks.check_cost --cases 200 --max-lookups 10000 [--sut torch] [--profile 30]
+    python -m benchmarks.check_cost --cases 30 --pack 16 --max-lookups 10000 --profile 45 --out F
 
-Draws ``--cases`` campaign cases (the search space of ``tbe-fuzz run``, seeded), times their
-generation, then checks them all twice with ``fuzz.judge.check.run_case``: the first pass loads every
-kernel into the process (from Triton's cache after a warm-up), the second is the steady state.
-``--profile N`` prints the N costliest functions of a third pass (cProfile).
+Draws ``--cases`` campaign cases (the search space of ``tbe-fuzz run``, seeded), or with ``--pack K``
+packs of one to K general cases of at most ``--max-lookups`` each at the default config (the throughput
+benchmark's small part without its config draws), times their generation, then checks them all twice
+with ``fuzz.judge.check.run_case``: the first pass loads every kernel into the process (from Triton's
+cache after a warm-up), the second is the steady state. ``--profile N`` prints the N costliest functions
+of a third pass (cProfile), by own time and by cumulative time; ``--out`` also writes them to a file.
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 from tbe.backend import INTERPRETED  # noqa: F401  (first: it picks the interpreter before triton is imported)
 
 from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
 
 from fuzz.judge import run_case  # noqa: E402
+from strategies.cases import sub_cases  # noqa: E402
 from strategies.config_space import split_draw  # noqa: E402
-from strategies.space import campaign_cases  # noqa: E402
+from strategies.pack import packs  # noqa: E402
+from strategies.space import campaign_cases, general_cases  # noqa: E402
 from tbe import KernelConfig  # noqa: E402
 
 
-def draw_cases(n: int, max_lookups: int, base: KernelConfig, at: int = 0) -> list:
+def draw_cases(n: int, max_lookups: int, base: KernelConfig, at: int = 0, pack: int = 1) -> list:
+    """(case, config) pairs: campaign draws, or with ``pack`` > 1 packs of general cases at ``base``."""
     drawn: list = []
+    strategy = (campaign_cases(base, max_lookups) if pack <= 1
+                else packs(general_cases(base, max_lookups), pack, max_lookups * pack))
 
     @seed(at)
     @settings(max_examples=n, database=None, deadline=None, phases=[Phase.generate],
               suppress_health_check=list(HealthCheck))
-    @given(campaign_cases(base, max_lookups))
+    @given(strategy)
     def collect(d):
         drawn.append(d)
 
     collect()
-    return [split_draw(d, base)[:2] for d in drawn]
+    return [split_draw(d, base)[:2] for d in drawn] if pack <= 1 else [(d, base) for d in drawn]
 
 
 def check_all(items: list, sut: str) -> tuple[float, int]:
@@ -48,25 +57,37 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cases", type=int, default=200)
     p.add_argument("--max-lookups", type=int, default=10_000)
+    p.add_argument("--pack", type=int, default=1, metavar="K", help="packs of up to K general cases")
     p.add_argument("--sut", default="triton")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--profile", type=int, default=0, metavar="N")
+    p.add_argument("--out", type=Path, default=None, help="write the profile here too")
     args = p.parse_args()
     base = KernelConfig()
     t0 = time.perf_counter()
-    items = draw_cases(args.cases, args.max_lookups, base, args.seed)
+    items = draw_cases(args.cases, args.max_lookups, base, args.seed, args.pack)
     gen = time.perf_counter() - t0
-    print(f"generated {len(items)} cases in {gen:.2f}s ({1000 * gen / len(items):.1f} ms each)")
+    subs = sum(sub_cases(case) for case, _ in items)
+    print(f"generated {len(items)} examples ({subs} cases) in {gen:.2f}s ({1000 * gen / len(items):.1f} ms each)")
+    unit = "example" if args.pack > 1 else "case"
     for name in ("first pass (loads kernels)", "second pass"):
         secs, lookups = check_all(items, args.sut)
-        print(f"{name}: {1000 * secs / len(items):.1f} ms a case, {lookups} lookups, {len(items) / secs:.1f} cases/s")
+        print(f"{name}: {1000 * secs / len(items):.1f} ms per {unit}, {lookups} lookups, {len(items) / secs:.1f} "
+              f"{unit}s/s" + (f", {subs / secs:.1f} cases/s" if args.pack > 1 else ""))
     if args.profile:
         import cProfile
+        import io
         import pstats
 
         prof = cProfile.Profile()
         prof.runcall(check_all, items, args.sut)
-        pstats.Stats(prof).sort_stats("tottime").print_stats(args.profile)
+        text = io.StringIO()
+        stats = pstats.Stats(prof, stream=text)
+        stats.sort_stats("tottime").print_stats(args.profile)
+        stats.sort_stats("cumulative").print_stats(args.profile)
+        print(text.getvalue())
+        if args.out:
+            args.out.write_text(text.getvalue())
     return 0
 
 
