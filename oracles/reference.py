@@ -2,8 +2,8 @@
 
 Each lookup's row is gathered and upcast to float64, every table in one pass
 (``oracles.elements``), so checking a batch costs memory in the batch's size, never the
-table's: a 2^31-row table costs nothing beyond the rows the batch reads. Inputs must already be bounds-checked (valid ids and
-offsets); ``oracles.reference_bounds`` gives the repaired inputs.
+table's: a 2^31-row table costs nothing beyond the rows the batch reads. Inputs must already
+be bounds-checked (valid ids and offsets); ``oracles.reference_bounds`` gives the repaired inputs.
 """
 
 from __future__ import annotations

@@ -3,10 +3,10 @@
 Triton's interpreter patches ``triton.language`` around each launch, and again on every call of a
 ``@triton.jit`` helper from a kernel, without undoing the second patch until the launch ends. Each
 such call walks the language modules (``inspect.getmembers``) and wraps every builtin once more, so
-within one launch the wrappers nest one level deeper per helper call. Our kernels call helpers per
-program and per loop step: the walks and the growing wrapper chains were about a quarter of a CPU
-campaign's time. Inside a launch that has already patched the modules a helper's globals name, the
-helper now runs directly; anywhere else Triton's own call runs. Written here because the interpreter
+within one launch the wrappers nest one level deeper per helper call; our kernels call helpers per
+program and per loop step (the cost is measured in ``benchmarks/results``). Inside a launch that has
+already patched the modules a helper's globals name, the helper now runs directly; anywhere else
+Triton's own call runs. Written here because the interpreter
 offers no option for it. The launches' own patching walked the same modules each time too: the list
 of builtins each module holds is now read once (from its unpatched state) and reused.
 """
@@ -37,6 +37,7 @@ def skip_nested_patching() -> None:
             builtins[pkg] = [(name, m) for name, m in inspect.getmembers(pkg) if tl.core.is_builtin(m)]
         for name, member in builtins[pkg]:
             patch_attr(pkg, name, member, builder, scope)
+
     launch_call, helper_call = executor.__call__, function.__call__
     patched: list[frozenset] = []  # the language modules each launch in progress has patched
     langs: dict[Any, frozenset] = {}

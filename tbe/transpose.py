@@ -182,9 +182,10 @@ def run_length_encode(sorted_linear: torch.Tensor, perm: torch.Tensor, bag_of: t
     sorted_bag = torch.empty_like(bag_of)
     run_linear = torch.empty(n, dtype=sorted_linear.dtype, device=device)
     run_start = torch.empty(n + 1, dtype=torch.int64, device=device)
-    num_runs = torch.zeros(1, dtype=torch.int64, device=device)
+    num_runs = torch.empty(1, dtype=torch.int64, device=device)  # the last block writes it
     if n == 0:
-        run_start.fill_(0)
+        run_start.zero_()
+        num_runs.zero_()
         return sorted_bag, run_linear, run_start, num_runs
     blocks = triton.cdiv(n, RUN_BLOCK)
     block_runs = torch.empty(blocks, dtype=torch.int64, device=device)
