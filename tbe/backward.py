@@ -75,8 +75,8 @@ def backward_and_update(
     for k, (block_d, tables) in enumerate(buckets):
         max_dim = max(dims[t] for t in tables)
         wide = max_dim > block_d
+        backward_short(module, tr, k, grad, block_d, wide)
         cls = classify(tr, lt, k, cfg)  # lt["bucket_of_table"] is built with the module: a copy would sync
-        backward_short(module, tr, cls, grad, block_d, wide)
         backward_long(module, tr, cls, grad, block_d, wide, max_dim, fused)
     return psw_grad
 

@@ -149,7 +149,7 @@ def _chunk_kernel(
     """One program per chunk (grid-stride). Two-kernel tier: the chunk writes its fp32 partial into
     workspace row ``c`` (no atomics, no order effects). Fused: it adds the partial atomically into its
     run's row ``s`` and counts the run down; the last chunk to count down applies the update."""
-    num = tl.load(counts_ptr + 2)
+    num = tl.load(counts_ptr + 1)
     c = tl.program_id(0).to(tl.int64)
     step = tl.num_programs(0)
     cols = tl.arange(0, BLOCK_D)
@@ -196,7 +196,7 @@ def _apply_kernel(
     ADAGRAD: tl.constexpr, BLOCK_D: tl.constexpr, WIDE: tl.constexpr,
 ):
     """One program per long run (grid-stride): sum its chunk partials in chunk order, update once."""
-    num_long = tl.load(counts_ptr + 1)
+    num_long = tl.load(counts_ptr + 0)
     s = tl.program_id(0).to(tl.int64)
     step = tl.num_programs(0)
     while s < num_long:

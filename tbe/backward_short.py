@@ -1,7 +1,9 @@
 """Backward, short tier: runs with SL < long_run_threshold, no other program touches their rows.
 
-A persistent grid strides over the device-read count of short runs, reading each run's
-record (start, length, linear index, table, row offset) that classification wrote. With
+A persistent grid strides over the device-read count of runs and takes those of its bucket
+shorter than the threshold (the long tiers take the rest), reading each run's start, end,
+linear index and table (written by the transpose) side by side; the table's layout entries
+(bucket, D, row offset, output column) are one small cached read after them. With
 ``bwd_short_runs_per_program`` = 1 a program takes one run at a time and gathers its
 upstream-gradient rows ``GATHER`` at a time; with R > 1 (rows that fit one column block) it
 takes R runs side by side as an [R, BLOCK_D] tile, prefetches their weight rows and adds one
@@ -19,24 +21,25 @@ import torch
 import triton
 import triton.language as tl
 
-from tbe.classify import Classified, persistent_grid
+from tbe.classify import persistent_grid
 from tbe.optimizers import update_row
 from tbe.rounding import to_storage
 
 
 # ----------------------------------------------------------------------------- launch
 def backward_short(
-    module, tr, cls: Classified, grad: torch.Tensor, block_d: int, wide: bool
+    module, tr, bucket: int, grad: torch.Tensor, block_d: int, wide: bool
 ) -> None:
-    """Apply the update to every short run of one bucket."""
+    """Apply the update to every short run of dimension bucket ``bucket``."""
     cfg = module.config
     weighted = tr.sorted_psw is not None
     lt = module.layout_tensors
     args = (
-        module.weights, module.momentum, grad, grad.stride(0), cls.counts,
-        cls.short_start, cls.short_length, cls.short_linear, cls.short_wrow, cls.short_table,
+        module.weights, module.momentum, grad, grad.stride(0), tr.num_runs,
+        tr.run_start, tr.run_linear, tr.run_table, lt["bucket_of_table"],
         tr.sorted_bag, tr.sorted_psw if weighted else tr.run_start, tr.offsets, lt["dims"], lt["col_offsets"],
-        lt["weights_offsets"], lt["hash_size_cumsum"], tr.batch_size, module.learning_rate, module.eps,
+        lt["weights_offsets"], lt["hash_size_cumsum"], tr.batch_size, bucket, cfg.long_run_threshold,
+        module.learning_rate, module.eps,
     )
     flags = dict(
         WEIGHTED=weighted, MEAN=module.pooling.value == "mean",
@@ -108,65 +111,75 @@ def _run_block(src, flags: tl.constexpr, d0, cols, cmask):
                        weights_ptr.dtype.element_ty, WEIGHTED, MEAN, GATHER, BLOCK_D, FAULT_ACC_W)
 
 
-@triton.jit(do_not_specialize=["grad_stride", "B"])
+@triton.jit
+def _short_run(r, num_runs, run_start_ptr, run_linear_ptr, run_table_ptr, bucket_of_table_ptr, dims_ptr,
+               col_offsets_ptr, weights_offsets_ptr, hcs_ptr, BUCKET, THRESHOLD):
+    """(is short in this bucket, start, end, linear index, table, D, output column, row offset) of runs
+    ``r`` (any shape): one read of the run's own fields, then one of its table's layout."""
+    valid = r < num_runs
+    start = tl.load(run_start_ptr + r, mask=valid, other=0)
+    end = tl.load(run_start_ptr + r + 1, mask=valid, other=0)
+    lin = tl.load(run_linear_ptr + r, mask=valid, other=0).to(tl.int64)
+    t = tl.load(run_table_ptr + r, mask=valid, other=0)
+    bucket = tl.load(bucket_of_table_ptr + t, mask=valid, other=-1)
+    short = valid & (bucket == BUCKET) & (end - start < THRESHOLD)
+    D = tl.load(dims_ptr + t, mask=short, other=1)
+    col0 = tl.load(col_offsets_ptr + t, mask=short, other=0)
+    w_row = (tl.load(weights_offsets_ptr + t, mask=short, other=0)
+             + (lin - tl.load(hcs_ptr + t, mask=short, other=0)) * D)
+    return short, start, end, lin, D, col0, w_row
+
+
+@triton.jit(do_not_specialize=["grad_stride", "B", "BUCKET", "THRESHOLD"])
 def _short_kernel(
-    weights_ptr, momentum_ptr, grad_ptr, grad_stride, counts_ptr,
-    start_ptr, length_ptr, linear_ptr, wrow_ptr, table_ptr,
+    weights_ptr, momentum_ptr, grad_ptr, grad_stride, num_runs_ptr,
+    run_start_ptr, run_linear_ptr, run_table_ptr, bucket_of_table_ptr,
     sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, dims_ptr, col_offsets_ptr,
-    weights_offsets_ptr, hcs_ptr,  # unread: the table layout, named for the interpreter's sanitizer
-    B, lr, eps,
+    weights_offsets_ptr, hcs_ptr, B, BUCKET, THRESHOLD, lr, eps,
     WEIGHTED: tl.constexpr, MEAN: tl.constexpr, ADAGRAD: tl.constexpr, GATHER: tl.constexpr,
     BLOCK_D: tl.constexpr, WIDE: tl.constexpr, FAULT_ACC_W: tl.constexpr,
 ):
-    """One short run at a time (grid-stride over the short slots)."""
-    num_short = tl.load(counts_ptr + 0)
+    """One run at a time (grid-stride over the runs, skipping those not short in this bucket)."""
+    num_runs = tl.load(num_runs_ptr)
     r = tl.program_id(0).to(tl.int64)
     step = tl.num_programs(0)
     cols = tl.arange(0, BLOCK_D)
-    while r < num_short:
-        start = tl.load(start_ptr + r)
-        end = start + tl.load(length_ptr + r)
-        lin = tl.load(linear_ptr + r)
-        w_row = weights_ptr + tl.load(wrow_ptr + r)
-        t = tl.load(table_ptr + r)
-        D = tl.load(dims_ptr + t)
-        col0 = tl.load(col_offsets_ptr + t)
-        src = (grad_ptr, grad_stride, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, B, col0, start, end, weights_ptr)
-        update_row(_run_block, src, (WEIGHTED, MEAN, GATHER, BLOCK_D, FAULT_ACC_W), w_row, cols, D, momentum_ptr, lin,
-                   lr, eps, ADAGRAD, BLOCK_D, WIDE)
+    while r < num_runs:
+        short, start, end, lin, D, col0, w_off = _short_run(
+            r, num_runs, run_start_ptr, run_linear_ptr, run_table_ptr, bucket_of_table_ptr, dims_ptr,
+            col_offsets_ptr, weights_offsets_ptr, hcs_ptr, BUCKET, THRESHOLD)
+        if short:
+            src = (grad_ptr, grad_stride, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, B, col0, start, end,
+                   weights_ptr)
+            update_row(_run_block, src, (WEIGHTED, MEAN, GATHER, BLOCK_D, FAULT_ACC_W), weights_ptr + w_off, cols, D,
+                       momentum_ptr, lin, lr, eps, ADAGRAD, BLOCK_D, WIDE)
         r += step
 
 
-@triton.jit(do_not_specialize=["grad_stride", "B"])
+@triton.jit(do_not_specialize=["grad_stride", "B", "BUCKET", "THRESHOLD"])
 def _short_rows_kernel(
-    weights_ptr, momentum_ptr, grad_ptr, grad_stride, counts_ptr,
-    start_ptr, length_ptr, linear_ptr, wrow_ptr, table_ptr,
+    weights_ptr, momentum_ptr, grad_ptr, grad_stride, num_runs_ptr,
+    run_start_ptr, run_linear_ptr, run_table_ptr, bucket_of_table_ptr,
     sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, dims_ptr, col_offsets_ptr,
-    weights_offsets_ptr, hcs_ptr,  # unread: the table layout, named for the interpreter's sanitizer
-    B, lr, eps,
+    weights_offsets_ptr, hcs_ptr, B, BUCKET, THRESHOLD, lr, eps,
     WEIGHTED: tl.constexpr, MEAN: tl.constexpr, ADAGRAD: tl.constexpr, RUNS: tl.constexpr,
     BLOCK_D: tl.constexpr, FAULT_ACC_W: tl.constexpr, FAULT_LANE_MASK: tl.constexpr,
     FAULT_MOMENTUM_BF16: tl.constexpr,
 ):
-    """RUNS short runs at once (rows within one column block): one gradient row of each per step.
-    Planted faults: ``FAULT_LANE_MASK`` lets rows narrower than 32 use every lane of the block;
-    ``FAULT_MOMENTUM_BF16`` reads the momentum back rounded to bf16."""
-    num_short = tl.load(counts_ptr + 0)
+    """RUNS runs at once (rows within one column block), lanes of runs not short in this bucket
+    idle: one gradient row of each per step. Planted faults: ``FAULT_LANE_MASK`` lets rows narrower
+    than 32 use every lane of the block; ``FAULT_MOMENTUM_BF16`` reads the momentum back rounded to bf16."""
+    num_runs = tl.load(num_runs_ptr)
     lane = tl.arange(0, RUNS)[:, None]
     cols = tl.arange(0, BLOCK_D)[None, :]
     wdt = weights_ptr.dtype.element_ty
     base = tl.program_id(0).to(tl.int64) * RUNS
     step = tl.num_programs(0) * RUNS
-    while base < num_short:
-        r = base + lane
-        rm = r < num_short
-        start = tl.load(start_ptr + r, mask=rm, other=0)
-        length = tl.load(length_ptr + r, mask=rm, other=0)
-        lin = tl.load(linear_ptr + r, mask=rm, other=0)
-        w_rows = tl.load(wrow_ptr + r, mask=rm, other=0)
-        t = tl.load(table_ptr + r, mask=rm, other=0)
-        D = tl.load(dims_ptr + t, mask=rm, other=1)
-        col0 = tl.load(col_offsets_ptr + t, mask=rm, other=0)
+    while base < num_runs:
+        rm, start, end, lin, D, col0, w_rows = _short_run(
+            base + lane, num_runs, run_start_ptr, run_linear_ptr, run_table_ptr, bucket_of_table_ptr, dims_ptr,
+            col_offsets_ptr, weights_offsets_ptr, hcs_ptr, BUCKET, THRESHOLD)
+        length = tl.where(rm, end - start, 0)
         if FAULT_LANE_MASK:  # planted: lanes past a narrow row's D stay on
             cmask = rm & (cols < tl.where(D < 32, BLOCK_D, D))
         else:

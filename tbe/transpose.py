@@ -39,6 +39,7 @@ class Transposed:
     sorted_bag: torch.Tensor     # [n] bag of each sorted lookup (table = bag // B), bag_of's dtype
     sorted_psw: Optional[torch.Tensor]  # [n] per-sample weights in sorted order, or None
     run_linear: torch.Tensor     # [n] linear index of each run
+    run_table: torch.Tensor      # [n] int32 table of each run (its first lookup's bag // B)
     run_start: torch.Tensor      # [n + 1] int64: first sorted position of each run, then n
     num_runs: torch.Tensor       # [1] int64, on the device
 
@@ -91,14 +92,15 @@ def transpose(
         else:
             psw_perm = perm
         sorted_psw = per_sample_weights[psw_perm]
-    sorted_bag, run_linear, run_start, num_runs = run_length_encode(sorted_linear, perm, bag_of)
+    sorted_bag, run_linear, run_table, run_start, num_runs = run_length_encode(sorted_linear, perm, bag_of,
+                                                                                batch_size)
     # int64 whatever the index dtype: the backward kernels read offsets only under MEAN, and one
     # offsets dtype halves their specializations (a copy of T*B + 1 values when they are int32)
     return Transposed(
         n=n, batch_size=batch_size, offsets=offsets.to(torch.int64), linear_dtype=ldtype, bag_of=bag_of,
         linear=linear, perm=perm,
         sorted_linear=sorted_linear, sorted_bag=sorted_bag, sorted_psw=sorted_psw,
-        run_linear=run_linear, run_start=run_start, num_runs=num_runs,
+        run_linear=run_linear, run_table=run_table, run_start=run_start, num_runs=num_runs,
     )
 
 
@@ -173,27 +175,29 @@ def _bag_search(offsets_ptr, pos, lo, hi, m, steps):
 RUN_BLOCK = 1024
 
 
-def run_length_encode(sorted_linear: torch.Tensor, perm: torch.Tensor, bag_of: torch.Tensor):
-    """(sorted_bag, run_linear, run_start, num_runs) of the sorted keys: a run starts where the key changes.
-    Each block of ``RUN_BLOCK`` sorted positions counts its run starts; an inclusive scan of the counts
-    places each block's runs; the second pass writes them (and gathers each sorted lookup's bag)."""
+def run_length_encode(sorted_linear: torch.Tensor, perm: torch.Tensor, bag_of: torch.Tensor, batch_size: int):
+    """(sorted_bag, run_linear, run_table, run_start, num_runs) of the sorted keys: a run starts where the
+    key changes. Each block of ``RUN_BLOCK`` sorted positions counts its run starts; an inclusive scan of
+    the counts places each block's runs; the second pass writes them with their tables (so the short
+    tier reads a run's table without chasing its first lookup) and gathers each sorted lookup's bag."""
     n = sorted_linear.numel()
     device = sorted_linear.device
     sorted_bag = torch.empty_like(bag_of)
     run_linear = torch.empty(n, dtype=sorted_linear.dtype, device=device)
+    run_table = torch.empty(n, dtype=torch.int32, device=device)
     run_start = torch.empty(n + 1, dtype=torch.int64, device=device)
     num_runs = torch.empty(1, dtype=torch.int64, device=device)  # the last block writes it
     if n == 0:
         run_start.zero_()
         num_runs.zero_()
-        return sorted_bag, run_linear, run_start, num_runs
+        return sorted_bag, run_linear, run_table, run_start, num_runs
     blocks = triton.cdiv(n, RUN_BLOCK)
     block_runs = torch.empty(blocks, dtype=torch.int64, device=device)
     _count_runs_kernel[(blocks,)](sorted_linear, block_runs, n, BLOCK=RUN_BLOCK)
     runs_through = torch.cumsum(block_runs, 0)
-    _write_runs_kernel[(blocks,)](sorted_linear, perm, bag_of, runs_through, sorted_bag, run_linear, run_start,
-                                  num_runs, n, BLOCK=RUN_BLOCK)
-    return sorted_bag, run_linear, run_start, num_runs
+    _write_runs_kernel[(blocks,)](sorted_linear, perm, bag_of, runs_through, sorted_bag, run_linear, run_table,
+                                  run_start, num_runs, n, max(batch_size, 1), BLOCK=RUN_BLOCK)
+    return sorted_bag, run_linear, run_table, run_start, num_runs
 
 
 @triton.jit
@@ -210,9 +214,9 @@ def _count_runs_kernel(sorted_ptr, block_runs_ptr, N, BLOCK: tl.constexpr):
     tl.store(block_runs_ptr + tl.program_id(0), tl.sum(start.to(tl.int64), axis=0))
 
 
-@triton.jit(do_not_specialize=["N"])
+@triton.jit(do_not_specialize=["N", "B"])
 def _write_runs_kernel(sorted_ptr, perm_ptr, bag_of_ptr, runs_through_ptr, sorted_bag_ptr, run_linear_ptr,
-                       run_start_ptr, num_runs_ptr, N, BLOCK: tl.constexpr):
+                       run_table_ptr, run_start_ptr, num_runs_ptr, N, B, BLOCK: tl.constexpr):
     pid = tl.program_id(0)
     pos = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     m = pos < N
@@ -222,7 +226,9 @@ def _write_runs_kernel(sorted_ptr, perm_ptr, bag_of_ptr, runs_through_ptr, sorte
     tl.store(run_start_ptr + run, pos, mask=start)
     tl.store(run_linear_ptr + run, key, mask=start)
     src = tl.load(perm_ptr + pos, mask=m, other=0)
-    tl.store(sorted_bag_ptr + pos, tl.load(bag_of_ptr + src, mask=m, other=0), mask=m)
+    bag = tl.load(bag_of_ptr + src, mask=m, other=0)
+    tl.store(sorted_bag_ptr + pos, bag, mask=m)
+    tl.store(run_table_ptr + run, (bag // B).to(tl.int32), mask=start)
     if pid == tl.num_programs(0) - 1:  # the last block closes the last run
         total = tl.load(runs_through_ptr + pid)
         tl.store(run_start_ptr + total, N.to(tl.int64))

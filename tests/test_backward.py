@@ -108,7 +108,8 @@ def test_split_runs_small_config(sl, config):
 # ----------------------------------------------------------------------------- classification
 @pytest.mark.parametrize("fault", [False, True])
 def test_classification_tiers(fault):
-    """Runs of threshold-1, threshold, threshold+1 lookups: short, long, long (2 chunks at chunk=4+)."""
+    """Runs of threshold-1, threshold, threshold+1 lookups: the long list holds the last two (2 and 3
+    chunks at chunk 4); with the off-by-one fault the run of exactly the threshold is not long."""
     from tbe.backward import transpose_for
     from tbe.classify import classify
 
@@ -120,20 +121,12 @@ def test_classification_tiers(fault):
     idx, off = on(m, idx, off)
     tr = transpose_for(m, idx, off, None, 4)
     cls = classify(tr, m.layout_tensors, 0, cfg)
-    n_short, n_long, n_chunks = (int(x) for x in cls.counts)
-    short_len = sorted(int(tr.run_length[r]) for r in cls.short_runs[:n_short])
-    # each short slot's record is its run's: start, length, linear index, table, row offset
-    for s in range(n_short):
-        r = int(cls.short_runs[s])
-        lin = int(tr.run_linear[r])
-        assert (int(cls.short_start[s]), int(cls.short_length[s]), int(cls.short_linear[s])) == (
-            int(tr.run_start[r]), int(tr.run_length[r]), lin)
-        assert (int(cls.short_table[s]), int(cls.short_wrow[s])) == (0, lin * specs[0][1])
+    n_long, n_chunks = (int(x) for x in cls.counts)
     long_len = sorted(int(tr.run_length[r]) for r in cls.long_runs[:n_long])
     if fault:
-        assert (short_len, long_len) == ([1, 7], [9])  # the run of exactly 8 is in neither list
+        assert long_len == [9]
     else:
-        assert (short_len, long_len) == ([1, 7], [8, 9])
+        assert long_len == [8, 9]
         assert n_chunks == 2 + 3
         slots = cls.chunk_slot[:n_chunks].tolist()
         ks = cls.chunk_index[:n_chunks].tolist()
@@ -141,6 +134,33 @@ def test_classification_tiers(fault):
             base, nch = int(cls.chunk_base[s]), int(cls.num_chunks[s])
             assert slots[base:base + nch] == [s] * nch and ks[base:base + nch] == list(range(nch))
             assert int(cls.countdown[s]) == nch
+    assert int(classify(tr, m.layout_tensors, 1, cfg).counts.sum()) == 0  # no table in bucket 1
+
+
+@pytest.mark.parametrize("runs", [1, 2])
+def test_short_tier_takes_short_runs_of_its_bucket(runs):
+    """The short tier of one bucket updates exactly the rows whose runs are short and whose table lies
+    in that bucket: tables of D 4 and 16 (buckets 0 and 1 of dim_buckets (4, 16)), one run per table
+    at threshold - 1 lookups and one at the threshold."""
+    from tbe.backward import check_grad_output, transpose_for
+    from tbe.backward_short import backward_short
+
+    cfg = SMALL.replace(dim_buckets=(4, 16), bwd_short_runs_per_program=runs)
+    specs = [(6, 4), (6, 16)]
+    m = build(specs, "exact_sgd", "sum", torch.float32, lr=1.0, config=cfg)
+    B = 2
+    idx = torch.tensor([1] * 7 + [2] * 8 + [3] * 7 + [4] * 8)
+    off = torch.tensor([0, 7, 15, 22, 30])
+    idx, off = on(m, idx, off)
+    tr = transpose_for(m, idx, off, None, B)
+    grad = check_grad_output(m, torch.ones(B, 4 + 16, device=m.weights.device), B)
+    for bucket, (table, block_d) in enumerate([(0, 4), (1, 16)]):
+        before = [w.detach().clone() for w in m.split_embedding_weights()]
+        backward_short(m, tr, bucket, grad, block_d, wide=False)
+        after = m.split_embedding_weights()
+        changed = {(t, r) for t in range(2) for r in range(6) if not torch.equal(before[t][r], after[t][r])}
+        short_row = 1 if table == 0 else 3  # 7 lookups: short; the row of 8 is long
+        assert changed == {(table, short_row)}, (bucket, changed)
 
 
 # ----------------------------------------------------------------------------- determinism, hoisting

@@ -60,6 +60,8 @@ def _check_against_host(layout, idx, psw, tr, B, lengths):
     assert r == keys.numel()
     assert torch.equal(tr.run_linear[:r].long(), keys) and torch.equal(tr.run_length[:r], counts)
     assert torch.equal(tr.run_start[:r + 1], torch.cumsum(torch.cat([torch.zeros(1, dtype=torch.int64), counts]), 0))
+    table_of_key = torch.searchsorted(torch.tensor(layout.hash_size_cumsum), keys, right=True) - 1
+    assert tr.run_table.dtype == torch.int32 and torch.equal(tr.run_table[:r].long(), table_of_key)
 
 
 @pytest.mark.fuzz
