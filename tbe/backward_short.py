@@ -114,19 +114,19 @@ def _run_block(src, flags: tl.constexpr, d0, cols, cmask):
 @triton.jit
 def _short_run(r, num_runs, run_start_ptr, run_linear_ptr, run_table_ptr, bucket_of_table_ptr, dims_ptr,
                col_offsets_ptr, weights_offsets_ptr, hcs_ptr, BUCKET, THRESHOLD):
-    """(is short in this bucket, start, end, linear index, table, D, output column, row offset) of runs
+    """(is short in this bucket, start, end, linear index, D, output column, row offset) of runs
     ``r`` (any shape): one read of the run's own fields, then one of its table's layout."""
     valid = r < num_runs
     start = tl.load(run_start_ptr + r, mask=valid, other=0)
     end = tl.load(run_start_ptr + r + 1, mask=valid, other=0)
     lin = tl.load(run_linear_ptr + r, mask=valid, other=0).to(tl.int64)
     t = tl.load(run_table_ptr + r, mask=valid, other=0)
-    bucket = tl.load(bucket_of_table_ptr + t, mask=valid, other=-1)
-    short = valid & (bucket == BUCKET) & (end - start < THRESHOLD)
-    D = tl.load(dims_ptr + t, mask=short, other=1)
-    col0 = tl.load(col_offsets_ptr + t, mask=short, other=0)
-    w_row = (tl.load(weights_offsets_ptr + t, mask=short, other=0)
-             + (lin - tl.load(hcs_ptr + t, mask=short, other=0)) * D)
+    # masked by ``valid`` only, not by the bucket test: the five reads go out together
+    short = valid & (tl.load(bucket_of_table_ptr + t, mask=valid, other=-1) == BUCKET) & (end - start < THRESHOLD)
+    D = tl.load(dims_ptr + t, mask=valid, other=1)
+    col0 = tl.load(col_offsets_ptr + t, mask=valid, other=0)
+    w_row = (tl.load(weights_offsets_ptr + t, mask=valid, other=0)
+             + (lin - tl.load(hcs_ptr + t, mask=valid, other=0)) * D)
     return short, start, end, lin, D, col0, w_row
 
 
