@@ -40,7 +40,7 @@ def check_grad_output(module, grad_output: object, batch_size: int) -> torch.Ten
 
 def transpose_for(module, indices, offsets, per_sample_weights, batch_size) -> Transposed:
     """The transpose of one batch for ``module`` (run in the forward when hoist_transpose is set)."""
-    return transpose(module.layout, module.layout_tensors["hash_size_cumsum"], indices, offsets,
+    return transpose(module.layout, module.layout_tensors, indices, offsets,
                      per_sample_weights, batch_size, module.config)
 
 

@@ -19,9 +19,9 @@ from tests.backward_helpers import make_batch
 DEV = default_device()
 
 
-def transpose_on_dev(layout, hcs, idx, off, psw, B, config):
+def transpose_on_dev(layout, idx, off, psw, B, config):
     """transpose() of CPU inputs, run on DEV; its tensors come back on the CPU for the comparisons."""
-    tr = transpose(layout, hcs.to(DEV), idx.to(DEV), off.to(DEV), None if psw is None else psw.to(DEV), B, config)
+    tr = transpose(layout, layout.device_tensors(DEV), idx.to(DEV), off.to(DEV), None if psw is None else psw.to(DEV), B, config)
     moved = {f.name: getattr(tr, f.name) for f in dataclasses.fields(tr)}
     return dataclasses.replace(tr, **{k: v.cpu() for k, v in moved.items() if isinstance(v, torch.Tensor)})
 
@@ -29,8 +29,7 @@ def transpose_on_dev(layout, hcs, idx, off, psw, B, config):
 def _run(specs, B, lengths, weighted=False, config=KernelConfig(), seed=0, idx_dtype=torch.int64):
     layout = TableLayout(tuple(TableSpec(e, d) for e, d in specs))
     idx, off, psw = make_batch(specs, B, lengths, idx_dtype, seed, weighted, hot=[1] * len(specs))
-    hcs = torch.tensor(layout.hash_size_cumsum)
-    return layout, idx, off, psw, transpose_on_dev(layout, hcs, idx, off, psw, B, config)
+    return layout, idx, off, psw, transpose_on_dev(layout, idx, off, psw, B, config)
 
 
 @pytest.mark.fuzz
@@ -62,6 +61,8 @@ def _check_against_host(layout, idx, psw, tr, B, lengths):
     assert torch.equal(tr.run_start[:r + 1], torch.cumsum(torch.cat([torch.zeros(1, dtype=torch.int64), counts]), 0))
     table_of_key = torch.searchsorted(torch.tensor(layout.hash_size_cumsum), keys, right=True) - 1
     assert tr.run_table.dtype == torch.int32 and torch.equal(tr.run_table[:r].long(), table_of_key)
+    wo, hcs, dims = (torch.tensor(v) for v in (layout.weights_offsets, layout.hash_size_cumsum, layout.dims))
+    assert torch.equal(tr.run_wrow[:r], wo[table_of_key] + (keys - hcs[table_of_key]) * dims[table_of_key])
 
 
 @pytest.mark.fuzz
@@ -102,7 +103,7 @@ def _past_limit(config):
     hcs = torch.tensor(layout.hash_size_cumsum)
     idx = torch.tensor([5, 2**31 - 9, 2**31 - 1, 7, 2**31 - 1])
     off = torch.tensor([0, 2, 5])
-    return layout, hcs, idx, off, transpose_on_dev(layout, hcs, idx, off, None, 1, config)
+    return layout, hcs, idx, off, transpose_on_dev(layout, idx, off, None, 1, config)
 
 
 def test_linear_indices_past_int32_do_not_wrap():
@@ -122,7 +123,7 @@ def test_int32_fault_wraps_and_is_caught():
 def test_unstable_pairing_fault_mismatches_duplicates():
     specs = [(3, 2)]
     layout, idx, off, psw, good = _run(specs, 2, [6, 5], weighted=True)
-    bad = transpose_on_dev(layout, torch.tensor(layout.hash_size_cumsum), idx, off, psw, 2,
+    bad = transpose_on_dev(layout, idx, off, psw, 2,
                            KernelConfig(faults=("unstable_weighted_pairing",)))
     assert torch.equal(good.sorted_psw, psw[good.perm])
     assert torch.equal(bad.sorted_linear, good.sorted_linear)

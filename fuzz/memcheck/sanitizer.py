@@ -19,7 +19,9 @@ Two checks, masked-off lanes exempt:
    (and ``dims_ptr`` gives rows), ``momentum_ptr`` by ``hcs_ptr``. A program that loads
    ``weights_offsets_ptr[t]`` means table t: until it loads another entry, its accesses through
    ``weights_ptr`` must stay inside table t (lane by lane where the offsets were loaded as a vector and
-   the access tile has it as leading shape). Accesses it cannot align to such a load get check 1 only.
+   the access tile has it as leading shape). A kernel that reads rows through precomputed addresses
+   names its per-slot table ids ``table_ptr`` (and still receives the layout arguments): loading
+   ``table_ptr[k]`` means table ``table_ptr[k]``. Accesses it cannot align to such a load get check 1 only.
    Chosen over a KernelConfig debug flag that makes each gather validate its ids: that flag would add a
    test-only branch to every kernel that reads rows, would see only the ids its author thought of, and
    would itself be code under test; reading addresses checks every access the kernels make, the
@@ -47,6 +49,8 @@ from fuzz.errors import MemoryViolation
 from tbe.env import SANITIZE
 # packed buffer argument -> the argument holding each table's start in it
 PACKED = {"weights_ptr": "weights_offsets_ptr", "momentum_ptr": "hcs_ptr"}
+# an argument whose entries are table ids (one per work slot): loading entry k picks table ids[k]
+TABLE_IDS = "table_ptr"
 FINDINGS: list["Finding"] = []  # every finding of this process, oldest first
 
 
@@ -152,7 +156,16 @@ def _check(ptrs, mask, op: str) -> None:
             how = f"runs past the end of its storage by {_span(lo - last, hi - last)} element(s)"
         _raise(launch, op, a, lo, hi, f"{how} (storage: {a.name}[{first}..{last}], {esize}-byte elements)",
                int((~ok).sum()), active.size)
+    ids = launch.args.get(TABLE_IDS)
+    picked = None
+    if ids is not None and op == "load" and ids.start <= int(active[0]) < ids.end:  # tables by id
+        flat = ids.tensor.detach().reshape(-1).cpu().to(torch.int64).numpy()
+        pos = np.clip((addr - ids.ptr) // ids.esize, 0, max(0, flat.size - 1))
+        picked = np.where(on, flat[pos] if flat.size else -1, -1)
     for b, o, starts, ends, dims in launch.packed if not _state["deferred"] else ():
+        if picked is not None:
+            launch.intended[b.name] = picked
+            continue
         if o.start <= int(active[0]) < o.end and op == "load":  # the program picks its table(s)
             launch.intended[b.name] = np.where(on, (addr - o.ptr) // o.esize, -1)
             continue
@@ -180,8 +193,9 @@ def _check(ptrs, mask, op: str) -> None:
             unit = dims[tt] if dims else 1
             row, rows = (lo - int(starts[tt])) // unit, (int(ends[tt]) - int(starts[tt])) // unit
             where = f"table {other}" if 0 <= other < len(starts) and lo < ends[other] else "no table"
+            took = f"table {tt} from {TABLE_IDS}" if ids is not None else f"table {tt}'s start from {o.name}[{tt}]"
             _raise(launch, op, b, lo, hi,
-                   f"lies in {where}, but the program took table {tt}'s start from {o.name}[{tt}]: as table "
+                   f"lies in {where}, but the program took {took}: as table "
                    f"{tt}'s row that is row {row}, and table {tt} has {rows} row(s) (0..{rows - 1})",
                    int(wrong.sum()), int(lanes.sum()))
 

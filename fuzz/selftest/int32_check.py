@@ -35,7 +35,7 @@ def int32_problems(spec: Int32EdgeSpec, config: KernelConfig, check_dtype: bool 
     ref = reference_transpose(layout, b.indices, b.offsets, b.per_sample_weights, B)
     device = default_device()
     psw = None if b.per_sample_weights is None else b.per_sample_weights.to(device)
-    tr = transpose(layout, torch.tensor(layout.hash_size_cumsum, device=device), b.indices.to(device),
+    tr = transpose(layout, layout.device_tensors(device), b.indices.to(device),
                    b.offsets.to(device), psw, B, config)
     linear, perm = tr.linear.cpu(), tr.perm.cpu()
     problems = []
