@@ -2,8 +2,8 @@
 
 A persistent grid strides over the device-read count of runs and takes those of its bucket
 shorter than the threshold (the long tiers take the rest), reading each run's start, end,
-linear index, row offset and table (written by the transpose) side by side; the table's
-layout entries (bucket, D, output column) are one small cached read after them. With
+linear index, row offset, table and bucket (written by the transpose) side by side; the
+table's D and output column are one small cached read after them. With
 ``bwd_short_runs_per_program`` = 1 a program takes one run at a time and gathers its
 upstream-gradient rows ``GATHER`` at a time; with R > 1 (rows that fit one column block) it
 takes R runs side by side as an [R, BLOCK_D] tile, prefetches their weight rows and adds one
@@ -36,7 +36,7 @@ def backward_short(
     lt = module.layout_tensors
     args = (
         module.weights, module.momentum, grad, grad.stride(0), tr.num_runs,
-        tr.run_start, tr.run_linear, tr.run_wrow, tr.run_table, lt["bucket_of_table"],
+        tr.run_start, tr.run_linear, tr.run_wrow, tr.run_table, tr.run_bucket,
         tr.sorted_bag, tr.sorted_psw if weighted else tr.run_start, tr.offsets, lt["dims"], lt["col_offsets"],
         lt["weights_offsets"], lt["hash_size_cumsum"], tr.batch_size, bucket, cfg.long_run_threshold,
         module.learning_rate, module.eps,
@@ -112,27 +112,27 @@ def _run_block(src, flags: tl.constexpr, d0, cols, cmask):
 
 
 @triton.jit
-def _short_run(r, num_runs, run_start_ptr, run_linear_ptr, run_wrow_ptr, table_ptr, bucket_of_table_ptr, dims_ptr,
+def _short_run(r, num_runs, run_start_ptr, run_linear_ptr, run_wrow_ptr, table_ptr, run_bucket_ptr, dims_ptr,
                col_offsets_ptr, BUCKET, THRESHOLD):
     """(is short in this bucket, start, end, linear index, D, output column, row offset) of runs ``r``
-    (any shape): one read of the run's own fields, then one of its table's layout."""
+    (any shape): one read of the run's own fields (whether it is short here among them, so the
+    gradient gather can start), then one of its table's D and output column."""
     valid = r < num_runs
     start = tl.load(run_start_ptr + r, mask=valid, other=0)
     end = tl.load(run_start_ptr + r + 1, mask=valid, other=0)
     lin = tl.load(run_linear_ptr + r, mask=valid, other=0).to(tl.int64)
     w_row = tl.load(run_wrow_ptr + r, mask=valid, other=0)
     t = tl.load(table_ptr + r, mask=valid, other=0)
-    # masked by ``valid`` only, not by the bucket test: the three reads go out together
-    short = valid & (tl.load(bucket_of_table_ptr + t, mask=valid, other=-1) == BUCKET) & (end - start < THRESHOLD)
-    D = tl.load(dims_ptr + t, mask=valid, other=1)
-    col0 = tl.load(col_offsets_ptr + t, mask=valid, other=0)
+    short = valid & (tl.load(run_bucket_ptr + r, mask=valid, other=-1) == BUCKET) & (end - start < THRESHOLD)
+    D = tl.load(dims_ptr + t, mask=short, other=1)
+    col0 = tl.load(col_offsets_ptr + t, mask=short, other=0)
     return short, start, end, lin, D, col0, w_row
 
 
 @triton.jit(do_not_specialize=["grad_stride", "B", "BUCKET", "THRESHOLD"])
 def _short_kernel(
     weights_ptr, momentum_ptr, grad_ptr, grad_stride, num_runs_ptr,
-    run_start_ptr, run_linear_ptr, run_wrow_ptr, table_ptr, bucket_of_table_ptr,
+    run_start_ptr, run_linear_ptr, run_wrow_ptr, table_ptr, run_bucket_ptr,
     sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, dims_ptr, col_offsets_ptr,
     weights_offsets_ptr, hcs_ptr,  # unread: the table layout, named for the interpreter's sanitizer
     B, BUCKET, THRESHOLD, lr, eps,
@@ -146,7 +146,7 @@ def _short_kernel(
     cols = tl.arange(0, BLOCK_D)
     while r < num_runs:
         short, start, end, lin, D, col0, w_off = _short_run(
-            r, num_runs, run_start_ptr, run_linear_ptr, run_wrow_ptr, table_ptr, bucket_of_table_ptr, dims_ptr,
+            r, num_runs, run_start_ptr, run_linear_ptr, run_wrow_ptr, table_ptr, run_bucket_ptr, dims_ptr,
             col_offsets_ptr, BUCKET, THRESHOLD)
         if short:
             src = (grad_ptr, grad_stride, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, B, col0, start, end,
@@ -159,7 +159,7 @@ def _short_kernel(
 @triton.jit(do_not_specialize=["grad_stride", "B", "BUCKET", "THRESHOLD"])
 def _short_rows_kernel(
     weights_ptr, momentum_ptr, grad_ptr, grad_stride, num_runs_ptr,
-    run_start_ptr, run_linear_ptr, run_wrow_ptr, table_ptr, bucket_of_table_ptr,
+    run_start_ptr, run_linear_ptr, run_wrow_ptr, table_ptr, run_bucket_ptr,
     sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, dims_ptr, col_offsets_ptr,
     weights_offsets_ptr, hcs_ptr,  # unread: the table layout, named for the interpreter's sanitizer
     B, BUCKET, THRESHOLD, lr, eps,
@@ -178,7 +178,7 @@ def _short_rows_kernel(
     step = tl.num_programs(0) * RUNS
     while base < num_runs:
         rm, start, end, lin, D, col0, w_rows = _short_run(
-            base + lane, num_runs, run_start_ptr, run_linear_ptr, run_wrow_ptr, table_ptr, bucket_of_table_ptr,
+            base + lane, num_runs, run_start_ptr, run_linear_ptr, run_wrow_ptr, table_ptr, run_bucket_ptr,
             dims_ptr, col_offsets_ptr, BUCKET, THRESHOLD)
         length = tl.where(rm, end - start, 0)
         if FAULT_LANE_MASK:  # planted: lanes past a narrow row's D stay on

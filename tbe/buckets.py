@@ -30,6 +30,17 @@ def bucket_tables(dims: list[int], config: KernelConfig, tables: Optional[list[i
     return out
 
 
+def device_layout(layout, config: KernelConfig, device: torch.device) -> dict[str, torch.Tensor]:
+    """``layout.device_tensors`` and ``bucket_of_table``, the backward's dimension bucket of every table:
+    what the transpose and the backward read, built once per module (a copy per backward would sync)."""
+    bucket_of = [0] * layout.num_tables
+    for k, (_, tables) in enumerate(sorted(bucket_tables(layout.dims, config).items())):
+        for t in tables:
+            bucket_of[t] = k
+    return {**layout.device_tensors(device),
+            "bucket_of_table": torch.tensor(bucket_of, dtype=torch.int64, device=device)}
+
+
 _TENSORS: dict[tuple, list[tuple[int, torch.Tensor]]] = {}
 
 

@@ -76,7 +76,7 @@ def classify(
     )
     block = config.classify_block
     _classify_kernel[(triton.cdiv(n, block),)](
-        tr.run_start, tr.run_table, tr.num_runs, layout_tensors["bucket_of_table"], bucket,
+        tr.run_start, tr.run_bucket, tr.num_runs, bucket,
         c.counts, c.long_runs, c.chunk_base, c.num_chunks, c.countdown,
         config.long_run_threshold, config.chunk_size,
         BLOCK=block, FAULT_OFF_BY_ONE=config.has_fault("long_threshold_off_by_one"),
@@ -90,7 +90,7 @@ def classify(
 
 @triton.jit(do_not_specialize=["BUCKET", "THRESHOLD", "CHUNK"])
 def _classify_kernel(
-    run_start_ptr, run_table_ptr, num_runs_ptr, bucket_of_table_ptr, BUCKET,
+    run_start_ptr, run_bucket_ptr, num_runs_ptr, BUCKET,
     counts_ptr, long_ptr, chunk_base_ptr, num_chunks_ptr, countdown_ptr,
     THRESHOLD, CHUNK, BLOCK: tl.constexpr, FAULT_OFF_BY_ONE: tl.constexpr,
 ):
@@ -102,8 +102,7 @@ def _classify_kernel(
         is_long = mask & (length > THRESHOLD)
     else:
         is_long = mask & (length >= THRESHOLD)
-    t = tl.load(run_table_ptr + r, mask=is_long, other=0)
-    is_long = is_long & (tl.load(bucket_of_table_ptr + t, mask=is_long, other=-1) == BUCKET)
+    is_long = is_long & (tl.load(run_bucket_ptr + r, mask=is_long, other=-1) == BUCKET)
     lg = is_long.to(tl.int64)
     n_long = tl.sum(lg, axis=0)
     if n_long > 0:  # one atomic reserves the block's long slots, a prefix sum places each run

@@ -16,7 +16,7 @@ from torch import nn
 from tbe import backend
 from tbe.autograd import TBEFunction
 from tbe.batch import validate_batch
-from tbe.buckets import bucket_tables
+from tbe.buckets import device_layout
 from tbe.config import KernelConfig
 from tbe.forward_dispatch import prepare_bounds
 from tbe.layout import TableLayout, parse_specs, seeded_weights
@@ -76,14 +76,7 @@ class TritonTBE(nn.Module):
         self.register_buffer("bounds_check_warnings", torch.zeros(1, dtype=torch.int64, device=self.device))
         # gives the output a grad_fn; the real update is applied in place by the backward
         self.placeholder = nn.Parameter(torch.zeros(0, device=self.device))
-        self.layout_tensors = layout.device_tensors(self.device)
-        # the backward's dimension bucket of every table, on the device once (copying it per
-        # backward would synchronize with the host)
-        bucket_of = [0] * layout.num_tables
-        for k, (_, tables) in enumerate(sorted(bucket_tables(layout.dims, config).items())):
-            for t in tables:
-                bucket_of[t] = k
-        self.layout_tensors["bucket_of_table"] = torch.tensor(bucket_of, dtype=torch.int64, device=self.device)
+        self.layout_tensors = device_layout(layout, config, self.device)
         self.reset_weights(seed)
 
     # ------------------------------------------------------------------ weights and state

@@ -41,6 +41,7 @@ class Transposed:
     run_linear: torch.Tensor     # [n] linear index of each run
     run_table: torch.Tensor      # [n] int32 table of each run (its first lookup's bag // B)
     run_wrow: torch.Tensor       # [n] int64 element offset of each run's row in the packed weights
+    run_bucket: torch.Tensor     # [n] int32 backward dimension bucket of each run's table
     run_start: torch.Tensor      # [n + 1] int64: first sorted position of each run, then n
     num_runs: torch.Tensor       # [1] int64, on the device
 
@@ -76,7 +77,7 @@ def transpose(
     config: KernelConfig,
 ) -> Transposed:
     """Sort the (bounds-checked) batch by linear index and split it into runs (``layout_tensors``:
-    ``layout.device_tensors``, for the linear indices and each run's row in the packed weights)."""
+    ``tbe.buckets.device_layout``, for the linear indices and each run's row and bucket)."""
     n = indices.numel()
     ldtype = linear_dtype_for(layout, config)
     # an int32 key past 2^31 - 1 (only under the int32 fault) wraps exactly as a 32-bit key would
@@ -94,7 +95,7 @@ def transpose(
         else:
             psw_perm = perm
         sorted_psw = per_sample_weights[psw_perm]
-    sorted_bag, run_linear, run_table, run_wrow, run_start, num_runs = run_length_encode(
+    sorted_bag, run_linear, run_table, run_wrow, run_bucket, run_start, num_runs = run_length_encode(
         sorted_linear, perm, bag_of, batch_size, layout_tensors)
     # int64 whatever the index dtype: the backward kernels read offsets only under MEAN, and one
     # offsets dtype halves their specializations (a copy of T*B + 1 values when they are int32)
@@ -102,7 +103,7 @@ def transpose(
         n=n, batch_size=batch_size, offsets=offsets.to(torch.int64), linear_dtype=ldtype, bag_of=bag_of,
         linear=linear, perm=perm,
         sorted_linear=sorted_linear, sorted_bag=sorted_bag, sorted_psw=sorted_psw,
-        run_linear=run_linear, run_table=run_table, run_wrow=run_wrow, run_start=run_start, num_runs=num_runs,
+        run_linear=run_linear, run_table=run_table, run_wrow=run_wrow, run_bucket=run_bucket, run_start=run_start, num_runs=num_runs,
     )
 
 
@@ -179,32 +180,33 @@ RUN_BLOCK = 1024
 
 def run_length_encode(sorted_linear: torch.Tensor, perm: torch.Tensor, bag_of: torch.Tensor, batch_size: int,
                       layout_tensors: dict[str, torch.Tensor]):
-    """(sorted_bag, run_linear, run_table, run_wrow, run_start, num_runs) of the sorted keys: a run starts
-    where the key changes. Each block of ``RUN_BLOCK`` sorted positions counts its run starts; an inclusive
-    scan of the counts places each block's runs; the second pass writes them with their table and row
-    offset (so the short tier reads a run's row without chasing its first lookup and its table's layout)
-    and gathers each sorted lookup's bag."""
+    """(sorted_bag, run_linear, run_table, run_wrow, run_bucket, run_start, num_runs) of the sorted keys: a
+    run starts where the key changes. Each block of ``RUN_BLOCK`` sorted positions counts its run starts; an
+    inclusive scan of the counts places each block's runs; the second pass writes them with their table,
+    row offset and bucket (so the short tier knows a run's row and whether it is its own in one read,
+    without chasing its first lookup and its table's layout) and gathers each sorted lookup's bag."""
     n = sorted_linear.numel()
     device = sorted_linear.device
     sorted_bag = torch.empty_like(bag_of)
     run_linear = torch.empty(n, dtype=sorted_linear.dtype, device=device)
     run_table = torch.empty(n, dtype=torch.int32, device=device)
     run_wrow = torch.empty(n, dtype=torch.int64, device=device)
+    run_bucket = torch.empty(n, dtype=torch.int32, device=device)
     run_start = torch.empty(n + 1, dtype=torch.int64, device=device)
     num_runs = torch.empty(1, dtype=torch.int64, device=device)  # the last block writes it
     if n == 0:
         run_start.zero_()
         num_runs.zero_()
-        return sorted_bag, run_linear, run_table, run_wrow, run_start, num_runs
+        return sorted_bag, run_linear, run_table, run_wrow, run_bucket, run_start, num_runs
     blocks = triton.cdiv(n, RUN_BLOCK)
     block_runs = torch.empty(blocks, dtype=torch.int64, device=device)
     _count_runs_kernel[(blocks,)](sorted_linear, block_runs, n, BLOCK=RUN_BLOCK)
     runs_through = torch.cumsum(block_runs, 0)
     lt = layout_tensors
     _write_runs_kernel[(blocks,)](sorted_linear, perm, bag_of, runs_through, lt["weights_offsets"], lt["dims"],
-                                  lt["hash_size_cumsum"], sorted_bag, run_linear, run_table, run_wrow, run_start,
-                                  num_runs, n, max(batch_size, 1), BLOCK=RUN_BLOCK)
-    return sorted_bag, run_linear, run_table, run_wrow, run_start, num_runs
+                                  lt["hash_size_cumsum"], lt["bucket_of_table"], sorted_bag, run_linear, run_table,
+                                  run_wrow, run_bucket, run_start, num_runs, n, max(batch_size, 1), BLOCK=RUN_BLOCK)
+    return sorted_bag, run_linear, run_table, run_wrow, run_bucket, run_start, num_runs
 
 
 @triton.jit
@@ -223,8 +225,8 @@ def _count_runs_kernel(sorted_ptr, block_runs_ptr, N, BLOCK: tl.constexpr):
 
 @triton.jit(do_not_specialize=["N", "B"])
 def _write_runs_kernel(sorted_ptr, perm_ptr, bag_of_ptr, runs_through_ptr, weights_offsets_ptr, dims_ptr, hcs_ptr,
-                       sorted_bag_ptr, run_linear_ptr, run_table_ptr, run_wrow_ptr, run_start_ptr, num_runs_ptr,
-                       N, B, BLOCK: tl.constexpr):
+                       bucket_of_table_ptr, sorted_bag_ptr, run_linear_ptr, run_table_ptr, run_wrow_ptr,
+                       run_bucket_ptr, run_start_ptr, num_runs_ptr, N, B, BLOCK: tl.constexpr):
     pid = tl.program_id(0)
     pos = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     m = pos < N
@@ -241,6 +243,7 @@ def _write_runs_kernel(sorted_ptr, perm_ptr, bag_of_ptr, runs_through_ptr, weigh
     wrow = (tl.load(weights_offsets_ptr + t, mask=start, other=0)
             + (key.to(tl.int64) - tl.load(hcs_ptr + t, mask=start, other=0)) * tl.load(dims_ptr + t, mask=start, other=0))
     tl.store(run_wrow_ptr + run, wrow, mask=start)
+    tl.store(run_bucket_ptr + run, tl.load(bucket_of_table_ptr + t, mask=start, other=0).to(tl.int32), mask=start)
     if pid == tl.num_programs(0) - 1:  # the last block closes the last run
         total = tl.load(runs_through_ptr + pid)
         tl.store(run_start_ptr + total, N.to(tl.int64))

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from fuzz.profiles import examples
 from tbe import KernelConfig
 from tbe.backend import default_device
+from tbe.buckets import block_for_dim, device_layout
 from tbe.layout import TableLayout, TableSpec
 from tbe.transpose import linear_dtype_for, transpose
 from tests.backward_helpers import make_batch
@@ -21,7 +22,7 @@ DEV = default_device()
 
 def transpose_on_dev(layout, idx, off, psw, B, config):
     """transpose() of CPU inputs, run on DEV; its tensors come back on the CPU for the comparisons."""
-    tr = transpose(layout, layout.device_tensors(DEV), idx.to(DEV), off.to(DEV), None if psw is None else psw.to(DEV), B, config)
+    tr = transpose(layout, device_layout(layout, config, DEV), idx.to(DEV), off.to(DEV), None if psw is None else psw.to(DEV), B, config)
     moved = {f.name: getattr(tr, f.name) for f in dataclasses.fields(tr)}
     return dataclasses.replace(tr, **{k: v.cpu() for k, v in moved.items() if isinstance(v, torch.Tensor)})
 
@@ -36,14 +37,14 @@ def _run(specs, B, lengths, weighted=False, config=KernelConfig(), seed=0, idx_d
 @settings(max_examples=examples(60))
 @given(st.integers(1, 3), st.integers(1, 5), st.data())
 def test_runs_match_host_encoding(T, B, data):
-    specs = [(data.draw(st.integers(1, 9)), 2) for _ in range(T)]
+    specs = [(data.draw(st.integers(1, 9)), data.draw(st.sampled_from([2, 8, 40]))) for _ in range(T)]
     lengths = [data.draw(st.integers(0, 7)) for _ in range(T * B)]
     layout, idx, off, psw, tr = _run(specs, B, lengths, weighted=True, seed=data.draw(st.integers(0, 99)),
                                      idx_dtype=data.draw(st.sampled_from([torch.int32, torch.int64])))
     _check_against_host(layout, idx, psw, tr, B, lengths)
 
 
-def _check_against_host(layout, idx, psw, tr, B, lengths):
+def _check_against_host(layout, idx, psw, tr, B, lengths, config=KernelConfig()):
     """Every field of ``tr`` against the same encoding done on the host in plain torch."""
     n = idx.numel()
     bag = torch.repeat_interleave(torch.arange(len(lengths)), torch.tensor(lengths))
@@ -63,6 +64,10 @@ def _check_against_host(layout, idx, psw, tr, B, lengths):
     assert tr.run_table.dtype == torch.int32 and torch.equal(tr.run_table[:r].long(), table_of_key)
     wo, hcs, dims = (torch.tensor(v) for v in (layout.weights_offsets, layout.hash_size_cumsum, layout.dims))
     assert torch.equal(tr.run_wrow[:r], wo[table_of_key] + (keys - hcs[table_of_key]) * dims[table_of_key])
+    blocks = sorted({block_for_dim(d, config) for d in layout.dims})
+    bucket = torch.tensor([blocks.index(block_for_dim(layout.dims[t], config)) for t in table_of_key.tolist()],
+                          dtype=torch.int32)
+    assert torch.equal(tr.run_bucket[:r], bucket)
 
 
 @pytest.mark.fuzz

@@ -21,6 +21,7 @@ from oracles.reference_transpose import reference_transpose
 from strategies.int32_edges import Int32EdgeSpec, int32_edge_specs, materialize_int32
 from tbe import KernelConfig
 from tbe.backend import default_device
+from tbe.buckets import device_layout
 from tbe.transpose import transpose
 
 MAX_TRIES = 300
@@ -35,7 +36,7 @@ def int32_problems(spec: Int32EdgeSpec, config: KernelConfig, check_dtype: bool 
     ref = reference_transpose(layout, b.indices, b.offsets, b.per_sample_weights, B)
     device = default_device()
     psw = None if b.per_sample_weights is None else b.per_sample_weights.to(device)
-    tr = transpose(layout, layout.device_tensors(device), b.indices.to(device),
+    tr = transpose(layout, device_layout(layout, config, device), b.indices.to(device),
                    b.offsets.to(device), psw, B, config)
     linear, perm = tr.linear.cpu(), tr.perm.cpu()
     problems = []
