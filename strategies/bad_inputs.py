@@ -208,8 +208,9 @@ def bad_batch_specs(
     fbgemm_comparable: bool = False,
     index_dtypes: tuple[str, ...] = ("int32", "int64"),
     allow_empty_batch: bool = True,
+    max_bad_ids: int = 3,
 ) -> st.SearchStrategy[BadBatchSpec]:
-    """Specs of small batches carrying bad ids and/or broken offsets."""
+    """Specs of small batches carrying bad ids (up to ``max_bad_ids``) and/or broken offsets."""
     table = st.tuples(st.integers(1, max_rows), st.integers(1, max_dim))
     return st.builds(
         BadBatchSpec,
@@ -219,7 +220,7 @@ def bad_batch_specs(
         index_dtype=st.sampled_from(index_dtypes),
         weighted=st.booleans(),
         duplicates=st.booleans(),
-        bad_ids=bad_ids(fbgemm_comparable),
+        bad_ids=bad_ids(fbgemm_comparable, max_bad_ids),
         bad_offsets=bad_offsets(fbgemm_comparable),
         seed=st.integers(0, 2**31 - 1),
     ).filter(lambda s: s.batch_size > 0 or not s.bad_ids)

@@ -65,10 +65,15 @@ def max_batch(max_lookups: int) -> int:
     return max(16, min(8192, max_lookups // 256))
 
 
+# bad ids one campaign case may carry: each lands at its own (kind, bag, element) place, so a case covers
+# several of the bounds check's placement cells at once (``benchmarks.draw_coverage`` measured the effect)
+MAX_BAD_IDS = 8
+
+
 @st.composite
 def bad_id_cases(draw: st.DrawFn) -> BadIdCase:
     """A bad-id batch with a module spec that matches it (pooling, mode, optimizer drawn)."""
-    bad = draw(bad_batch_specs(allow_empty_batch=False))
+    bad = draw(bad_batch_specs(allow_empty_batch=False, max_bad_ids=MAX_BAD_IDS))
     spec = CaseSpec(
         tables=bad.tables, batch_size=bad.batch_size, pooling=draw(st.sampled_from(["mean", "sum"])),
         index_dtype=bad.index_dtype, weighted=bad.weighted,
@@ -144,16 +149,18 @@ def wide_row_specs(draw: st.DrawFn, dims: list[int]) -> CaseSpec:
 
 def campaign_cases(config: KernelConfig, max_lookups: int, search_config: bool = True,
                    fixed: frozenset[str] = frozenset(), max_column_blocks: Optional[int] = None,
-                   pack: int = 1) -> st.SearchStrategy:
+                   pack: int = 1, profile_weights: Optional[tuple[int, ...]] = None) -> st.SearchStrategy:
     """What a campaign draws: ``strategies.config_space.Drawn`` (a case and KernelConfig overrides drawn
     around ``config``, never of ``fixed`` fields), or with ``search_config=False`` plain cases.
     ``max_column_blocks`` caps the column blocks of a row wider than 1,024 under the effective config
     (the interpreter's cost grows with them; None: no cap); ``pack`` > 1 lets a general case hold up to
-    that many sub-cases (``strategies.pack``)."""
+    that many sub-cases (``strategies.pack``); ``profile_weights``: how often each override profile is
+    drawn (``strategies.config_space.config_overrides``)."""
     if search_config:
         from strategies.config_space import drawn_cases
 
-        return drawn_cases(config, lambda c: plain_cases(c, max_lookups, max_column_blocks, pack), fixed)
+        return drawn_cases(config, lambda c: plain_cases(c, max_lookups, max_column_blocks, pack), fixed,
+                           profile_weights)
     return plain_cases(config, max_lookups, max_column_blocks, pack)
 
 
@@ -181,4 +188,7 @@ def plain_cases(config: KernelConfig, max_lookups: int, max_column_blocks: Optio
         lambda s_lr: dataclasses.replace(s_lr[0], learning_rate=s_lr[1]))
     dims = wide_dims(config, max_column_blocks)
     wide = [wide_row_specs(dims)] if dims else []
-    return st.one_of(whole, whole, third, bad_id_cases(), small, *wide)
+    # under the fused bounds check (an override profile, drawn in a fraction of a campaign) bad ids are
+    # what it exists for: three shares instead of one, so its placement cells fill as fast as the standalone's
+    bad = [bad_id_cases()] * (3 if config.fused_bounds_check else 1)
+    return st.one_of(whole, whole, third, *bad, small, *wide)
