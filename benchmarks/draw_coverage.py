@@ -18,7 +18,6 @@ from typing import Optional
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
 from fuzz.budgets import BUDGETS
-from fuzz.campaign import steer
 from fuzz.judge import coverage
 from fuzz.judge.check import tiers_of
 from strategies.cases import tensors
@@ -28,13 +27,11 @@ from tbe import KernelConfig
 
 
 def draw_coverage(config: KernelConfig, examples: int, max_lookups: int, pack: int, seed_value: int,
-                  weighted: bool = True, max_column_blocks: Optional[int] = None) -> dict:
-    """The coverage summary of ``examples`` campaign draws under ``config`` (reachable: the campaign's);
-    ``weighted``: override profiles drawn by ``fuzz.campaign.steer.profile_weights``, as a campaign does."""
+                  max_column_blocks: Optional[int] = None) -> dict:
+    """The coverage summary of ``examples`` campaign draws under ``config`` (reachable: the campaign's)."""
     cov = coverage.Coverage()
-    weights = steer.profile_weights(config, max_lookups) if weighted else None
     strategy = campaign_cases(config, max_lookups, search_config=True, max_column_blocks=max_column_blocks,
-                              pack=pack, profile_weights=weights)
+                              pack=pack)
 
     @seed(seed_value)
     @settings(max_examples=examples, database=None, phases=[Phase.generate], deadline=None,
@@ -57,7 +54,6 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--max-lookups", type=int, default=None, help="default: the budget's on this machine")
     p.add_argument("--seed", type=int, action="append", help="repeatable (default: 0)")
     p.add_argument("--config", default=None, help="KernelConfig JSON (default: defaults)")
-    p.add_argument("--unweighted", action="store_true", help="profiles drawn evenly (no profile weights)")
     p.add_argument("--out", default=None, help="write the summaries here as JSON")
     args = p.parse_args(argv)
     budget = BUDGETS[args.budget]
@@ -66,14 +62,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     runs = []
     for s in args.seed or [0]:
         t0 = time.perf_counter()
-        cov = draw_coverage(config, args.examples, max_lookups, budget.pack, s, weighted=not args.unweighted)
+        cov = draw_coverage(config, args.examples, max_lookups, budget.pack, s)
         runs.append({"seed": s, "seconds": round(time.perf_counter() - t0, 1), "coverage": cov})
         print(f"seed {s}: {cov['covered']} of {cov['reachable']} reachable cells from {cov['examples']} draws, "
               f"{len(cov['zero'])} at zero ({runs[-1]['seconds']} s)")
     if args.out:
         with open(args.out, "w") as f:
-            json.dump({"command": "python -m benchmarks.draw_coverage", "weighted": not args.unweighted,
-                       "examples": args.examples,
+            json.dump({"command": "python -m benchmarks.draw_coverage", "examples": args.examples,
                        "max_lookups": max_lookups, "pack": budget.pack, "runs": runs}, f, indent=1)
     return 0
 

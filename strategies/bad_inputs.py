@@ -189,6 +189,24 @@ def bad_ids(fbgemm_comparable: bool = False, max_size: int = 3) -> st.SearchStra
     return st.lists(one, max_size=max_size).map(tuple)
 
 
+def spread_bad_ids(fbgemm_comparable: bool = False) -> st.SearchStrategy[tuple[BadId, ...]]:
+    """Every bad-id kind once, in a drawn order, at places that cycle through the bag positions and the
+    first and last element: one batch holds each kind, and the kinds share the places evenly (lists of
+    independent draws repeat some kinds and places far more than others)."""
+    kinds = [k for k in ID_KINDS if not (fbgemm_comparable and k in DIVERGENT_ID_KINDS)]
+    places = [(bag, element) for element in ("first", "last") for bag in BAG_POSITIONS]
+
+    @st.composite
+    def draw(d: st.DrawFn) -> tuple[BadId, ...]:
+        order = d(st.permutations(kinds))
+        shift = d(st.integers(0, len(places) - 1))
+        tables = d(st.lists(st.sampled_from(("first", "last")), min_size=len(order), max_size=len(order)))
+        return tuple(BadId(k, table, *places[(i + shift) % len(places)])
+                     for i, (k, table) in enumerate(zip(order, tables)))
+
+    return draw()
+
+
 def bad_offsets(fbgemm_comparable: bool = False) -> st.SearchStrategy[tuple[str, ...]]:
     """No broken offsets, each kind alone, or several together."""
     kinds = [k for k in OFFSET_KINDS if not (fbgemm_comparable and k in DIVERGENT_OFFSET_KINDS)]

@@ -105,30 +105,18 @@ def campaign_configs(base: KernelConfig) -> list[KernelConfig]:
     return [base] + [base.replace(**ov) for ov in usable_profiles(base)]
 
 
-def config_overrides(base: KernelConfig, fixed: frozenset[str] = frozenset(),
-                     weights: Optional[tuple[int, ...]] = None) -> st.SearchStrategy[dict[str, Any]]:
-    """No overrides or one profile; ``fixed`` fields stay. Without ``weights`` about half the draws take
-    no overrides; ``weights`` (one per option, no overrides first, then ``usable_profiles``) repeat each
-    option that many times. Either way shrinking goes to no overrides."""
+def config_overrides(base: KernelConfig, fixed: frozenset[str] = frozenset()) -> st.SearchStrategy[dict[str, Any]]:
+    """No overrides (about half the draws; shrinking goes there) or one profile; ``fixed`` fields stay."""
     profiles = usable_profiles(base, frozenset(fixed))
-    if not profiles:
-        return st.just({})
-    if weights is None:
-        return st.one_of(st.just({}), st.sampled_from(profiles))
-    options = [{}] + profiles
-    if len(weights) != len(options) or min(weights) < 1:
-        raise ValueError(f"config_overrides: {len(options)} positive weights needed, got {weights}")
-    return st.sampled_from([o for o, w in zip(options, weights) for _ in range(w)])
+    return st.one_of(st.just({}), st.sampled_from(profiles)) if profiles else st.just({})
 
 
-def drawn_cases(base: KernelConfig, cases_for, fixed: frozenset[str] = frozenset(),
-                weights: Optional[tuple[int, ...]] = None) -> st.SearchStrategy[Drawn]:
-    """Overrides (``config_overrides``), then a case drawn for the effective config (``cases_for(config)``:
-    its edges)."""
+def drawn_cases(base: KernelConfig, cases_for, fixed: frozenset[str] = frozenset()) -> st.SearchStrategy[Drawn]:
+    """Overrides, then a case drawn for the effective config (``cases_for(config)``: its edges)."""
 
     @st.composite
     def draw_one(draw: st.DrawFn) -> Drawn:
-        ov = draw(config_overrides(base, fixed, weights))
+        ov = draw(config_overrides(base, fixed))
         config = base.replace(**ov) if ov else base
         return Drawn(draw(cases_for(config)), tuple(sorted(ov.items())))
 

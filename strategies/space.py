@@ -19,7 +19,7 @@ from typing import Optional
 from hypothesis import strategies as st
 
 from strategies.cases import BadIdCase
-from strategies.bad_inputs import bad_batch_specs
+from strategies.bad_inputs import bad_batch_specs, spread_bad_ids
 from strategies.case import CaseSpec, with_rate_and_steps
 from strategies.dyadic import VALUE_KINDS
 from strategies.pack import packs
@@ -74,6 +74,8 @@ MAX_BAD_IDS = 8
 def bad_id_cases(draw: st.DrawFn) -> BadIdCase:
     """A bad-id batch with a module spec that matches it (pooling, mode, optimizer drawn)."""
     bad = draw(bad_batch_specs(allow_empty_batch=False, max_bad_ids=MAX_BAD_IDS))
+    if draw(st.booleans()):  # every kind once, spread over the places (bad offsets kept), with a middle bag
+        bad = dataclasses.replace(bad, batch_size=max(3, bad.batch_size), bad_ids=draw(spread_bad_ids()))
     spec = CaseSpec(
         tables=bad.tables, batch_size=bad.batch_size, pooling=draw(st.sampled_from(["mean", "sum"])),
         index_dtype=bad.index_dtype, weighted=bad.weighted,
@@ -149,18 +151,16 @@ def wide_row_specs(draw: st.DrawFn, dims: list[int]) -> CaseSpec:
 
 def campaign_cases(config: KernelConfig, max_lookups: int, search_config: bool = True,
                    fixed: frozenset[str] = frozenset(), max_column_blocks: Optional[int] = None,
-                   pack: int = 1, profile_weights: Optional[tuple[int, ...]] = None) -> st.SearchStrategy:
+                   pack: int = 1) -> st.SearchStrategy:
     """What a campaign draws: ``strategies.config_space.Drawn`` (a case and KernelConfig overrides drawn
     around ``config``, never of ``fixed`` fields), or with ``search_config=False`` plain cases.
     ``max_column_blocks`` caps the column blocks of a row wider than 1,024 under the effective config
     (the interpreter's cost grows with them; None: no cap); ``pack`` > 1 lets a general case hold up to
-    that many sub-cases (``strategies.pack``); ``profile_weights``: how often each override profile is
-    drawn (``strategies.config_space.config_overrides``)."""
+    that many sub-cases (``strategies.pack``)."""
     if search_config:
         from strategies.config_space import drawn_cases
 
-        return drawn_cases(config, lambda c: plain_cases(c, max_lookups, max_column_blocks, pack), fixed,
-                           profile_weights)
+        return drawn_cases(config, lambda c: plain_cases(c, max_lookups, max_column_blocks, pack), fixed)
     return plain_cases(config, max_lookups, max_column_blocks, pack)
 
 

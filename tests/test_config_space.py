@@ -128,24 +128,3 @@ def test_the_opening_tour_reaches_every_path(config):
             "bounds:standalone", "bounds:fused"} <= seen, seen
     assert len(tour(config, 4000, fixed=frozenset({"fused_long_tier"}))) < len(tour(config, 4000))
 
-
-def test_profile_weights_favour_profiles_that_alone_reach_cells():
-    """A profile whose cells no other option reaches (the fused bounds check) weighs more than one whose
-    cells every option reaches; the config under test keeps half; weighted draws follow the weights."""
-    from fuzz.campaign.steer import profile_weights
-    from strategies.config_space import usable_profiles
-
-    base = KernelConfig()
-    profiles = usable_profiles(base)
-    w = profile_weights(base, 1_200_000)
-    assert len(w) == len(profiles) + 1 and min(w) >= 1 and w[0] == sum(w[1:])
-    fused = [i + 1 for i, ov in enumerate(profiles) if ov.get("fused_bounds_check")]
-    plain = [i + 1 for i, ov in enumerate(profiles) if set(ov) <= {"dim_buckets", "fwd_bucket_tiles",
-                                                                     "bounds_check_block"}]
-    assert fused and plain and min(w[i] for i in fused) > max(w[i] for i in plain), (w, profiles)
-    drawn = [ov for ov, _ in draws(st.tuples(config_overrides(base, weights=w), st.integers(0, 10**9)), 400)]
-    share = sum(1 for ov in drawn if ov.get("fused_bounds_check")) / len(drawn)
-    even = len(fused) / len(profiles) / 2  # the unweighted draw's share
-    assert share > 1.3 * even, (share, even)
-    with pytest.raises(ValueError, match="positive weights"):
-        config_overrides(base, weights=(1, 2))

@@ -160,3 +160,17 @@ def test_int32_specs_sit_on_both_sides_of_the_switch():
 
     collect()
     assert sides == {True, False} and last_ids > 0
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(st.data())
+def test_spread_bad_ids_hold_each_kind_once_at_distinct_places(data):
+    """Every bad-id kind once, over distinct (bag, element) places; fbgemm-comparable drops the divergent kinds."""
+    from strategies.bad_inputs import DIVERGENT_ID_KINDS, ID_KINDS, spread_bad_ids
+
+    comparable = data.draw(st.booleans())
+    ids = data.draw(spread_bad_ids(comparable))
+    kinds = [k for k in ID_KINDS if not (comparable and k in DIVERGENT_ID_KINDS)]
+    assert sorted(b.kind for b in ids) == sorted(kinds)
+    places = [(b.bag, b.element) for b in ids]
+    assert len(set(places)) == len(places)

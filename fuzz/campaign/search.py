@@ -179,10 +179,8 @@ def run_campaign(
     caps = get_sut(sut).capabilities
     opening: list = []
     if strategy is None:  # config-space search and the opening tour need a SUT that takes a KernelConfig
-        weights = steer.profile_weights(config, budget.max_lookups) if caps.kernel_config else None
         strategy = fit_strategy(campaign_cases(config, budget.max_lookups, search_config=caps.kernel_config,
-                                               max_column_blocks=MAX_COLUMN_BLOCKS, pack=budget.pack,
-                                               profile_weights=weights), caps)
+                                               max_column_blocks=MAX_COLUMN_BLOCKS, pack=budget.pack), caps)
         if caps.kernel_config and tour_share is not None:
             res.tour_shares = (tour_share,)
             opening = [d for d in (fit_case(d, caps) for d in tour_share.pick(tour(config, budget.max_lookups)))
