@@ -65,7 +65,6 @@ def backward_and_update(
         return psw_grad
     tr = transposed if transposed is not None else transpose_for(
         module, indices, offsets, per_sample_weights, batch_size)
-    lt = module.layout_tensors
     if need_psw_grad:
         per_sample_weight_grad(module, indices, tr, grad, psw_grad)
 
@@ -76,7 +75,7 @@ def backward_and_update(
         max_dim = max(dims[t] for t in tables)
         wide = max_dim > block_d
         backward_short(module, tr, k, grad, block_d, wide)
-        cls = classify(tr, lt, k, cfg)  # lt["bucket_of_table"] is built with the module: a copy would sync
+        cls = classify(tr, k, cfg)
         backward_long(module, tr, cls, grad, block_d, wide, max_dim, fused)
     return psw_grad
 

@@ -21,10 +21,6 @@ from tbe import backend
 from tbe.config import KernelConfig
 from tbe.transpose import Transposed
 
-# counts layout per bucket: number of long runs, of chunks
-LONG, CHUNKS = 0, 1
-
-
 def num_sms(device: torch.device) -> int:
     """Streaming multiprocessors persistent grids are sized from (2 under the interpreter,
     where programs run one after another anyway)."""
@@ -57,9 +53,7 @@ def chunk_upper_bound(n: int, config: KernelConfig) -> int:
     return max(1, n // config.chunk_size + n // config.long_run_threshold + 1)
 
 
-def classify(
-    tr: Transposed, layout_tensors: dict[str, torch.Tensor], bucket: int, config: KernelConfig
-) -> Classified:
+def classify(tr: Transposed, bucket: int, config: KernelConfig) -> Classified:
     """List the long runs whose table lies in ``bucket`` and their chunks."""
     n = tr.n
     device = tr.run_start.device

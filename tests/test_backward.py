@@ -120,7 +120,7 @@ def test_classification_tiers(fault):
     off = torch.tensor([0, 7, 15, 24, 25])
     idx, off = on(m, idx, off)
     tr = transpose_for(m, idx, off, None, 4)
-    cls = classify(tr, m.layout_tensors, 0, cfg)
+    cls = classify(tr, 0, cfg)
     n_long, n_chunks = (int(x) for x in cls.counts)
     long_len = sorted(int(tr.run_length[r]) for r in cls.long_runs[:n_long])
     if fault:
@@ -134,7 +134,7 @@ def test_classification_tiers(fault):
             base, nch = int(cls.chunk_base[s]), int(cls.num_chunks[s])
             assert slots[base:base + nch] == [s] * nch and ks[base:base + nch] == list(range(nch))
             assert int(cls.countdown[s]) == nch
-    assert int(classify(tr, m.layout_tensors, 1, cfg).counts.sum()) == 0  # no table in bucket 1
+    assert int(classify(tr, 1, cfg).counts.sum()) == 0  # no table in bucket 1
 
 
 @pytest.mark.parametrize("runs", [1, 2])
