@@ -43,7 +43,7 @@ def draw_cases(n: int, max_lookups: int, base: KernelConfig, at: int = 0, pack: 
         drawn.append(d)
 
     collect()
-    return [split_draw(d, base)[:2] for d in drawn] if pack <= 1 else [(d, base) for d in drawn]
+    return [split_draw(d, base)[:2] for d in drawn]
 
 
 def check_all(items: list, sut: str) -> tuple[float, int]:

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 
 from fuzz.budgets import BUDGETS
 from fuzz.judge import coverage
-from fuzz.judge.check import tiers_of
+from fuzz.judge.check import case_result
 from strategies.cases import tensors
 from strategies.config_space import split_draw
 from strategies.space import campaign_cases
@@ -39,9 +39,7 @@ def draw_coverage(config: KernelConfig, examples: int, max_lookups: int, pack: i
     @given(strategy)
     def draw(drawn) -> None:
         case, cfg, _ = split_draw(drawn, config)
-        t = tensors(case, weights=False)
-        _, _, hist = tiers_of(case, t, cfg)
-        cov.add(coverage.cells_of(coverage.facts_of(case, t, hist), cfg))
+        cov.add(case_result(case, tensors(case, weights=False), cfg, 0.0, None, None).cells)
 
     draw()
     return cov.to_json(coverage.reachable(config, True, max_lookups=max_lookups))
