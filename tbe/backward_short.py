@@ -22,6 +22,7 @@ import triton
 import triton.language as tl
 
 from tbe.classify import persistent_grid
+from tbe.layout import row_vector
 from tbe.optimizers import update_row
 from tbe.rounding import to_storage
 
@@ -50,7 +51,8 @@ def backward_short(
     runs = cfg.bwd_short_runs_per_program
     if runs > 1 and not wide:
         grid = persistent_grid(cfg.short_grid_multiplier, triton.cdiv(tr.n, runs), grad.device)
-        _short_rows_kernel[(grid,)](*args, RUNS=runs, FAULT_LANE_MASK=cfg.has_fault("lane_mask_narrow"),
+        vec = row_vector(module.layout.dims, module.weights.element_size(), grad.stride(0))
+        _short_rows_kernel[(grid,)](*args, RUNS=runs, VEC=vec, FAULT_LANE_MASK=cfg.has_fault("lane_mask_narrow"),
                                     FAULT_MOMENTUM_BF16=cfg.has_fault("momentum_low_precision"), **flags)
         return
     grid = persistent_grid(cfg.short_grid_multiplier, tr.n, grad.device)
@@ -164,12 +166,14 @@ def _short_rows_kernel(
     weights_offsets_ptr, hcs_ptr,  # unread: the table layout, named for the interpreter's sanitizer
     B, BUCKET, THRESHOLD, lr, eps,
     WEIGHTED: tl.constexpr, MEAN: tl.constexpr, ADAGRAD: tl.constexpr, RUNS: tl.constexpr,
-    BLOCK_D: tl.constexpr, FAULT_ACC_W: tl.constexpr, FAULT_LANE_MASK: tl.constexpr,
+    BLOCK_D: tl.constexpr, VEC: tl.constexpr, FAULT_ACC_W: tl.constexpr, FAULT_LANE_MASK: tl.constexpr,
     FAULT_MOMENTUM_BF16: tl.constexpr,
 ):
     """RUNS runs at once (rows within one column block), lanes of runs not short in this bucket
-    idle: one gradient row of each per step. Planted faults: ``FAULT_LANE_MASK`` lets rows narrower
-    than 32 use every lane of the block; ``FAULT_MOMENTUM_BF16`` reads the momentum back rounded to bf16."""
+    idle: one gradient row of each per step. Every D and row offset is a multiple of VEC
+    (``tbe.layout.row_vector``); rounding them down to one changes nothing and lets the compiler read
+    and write VEC-wide vectors. Planted faults: ``FAULT_LANE_MASK`` lets rows narrower than 32 use
+    every lane of the block; ``FAULT_MOMENTUM_BF16`` reads the momentum back rounded to bf16."""
     num_runs = tl.load(num_runs_ptr)
     lane = tl.arange(0, RUNS)[:, None]
     cols = tl.arange(0, BLOCK_D)[None, :]
@@ -180,6 +184,8 @@ def _short_rows_kernel(
         rm, start, end, lin, D, col0, w_rows = _short_run(
             base + lane, num_runs, run_start_ptr, run_linear_ptr, run_wrow_ptr, table_ptr, run_bucket_ptr,
             dims_ptr, col_offsets_ptr, BUCKET, THRESHOLD)
+        D = D // VEC * VEC
+        w_rows = w_rows // VEC * VEC
         length = tl.where(rm, end - start, 0)
         if FAULT_LANE_MASK:  # planted: lanes past a narrow row's D stay on
             cmask = rm & (cols < tl.where(D < 32, BLOCK_D, D))
@@ -195,8 +201,8 @@ def _short_rows_kernel(
             m = rm & (i < length)
             pos = start + i
             bag = tl.load(sorted_bag_ptr + pos, mask=m, other=0)
-            rows = tl.load(grad_ptr + (bag % B).to(tl.int64) * grad_stride + col0 + cols, mask=m & cmask,
-                           other=0.0).to(tl.float32)
+            g_row = ((bag % B).to(tl.int64) * grad_stride + col0) // VEC * VEC
+            rows = tl.load(grad_ptr + g_row + cols, mask=m & cmask, other=0.0).to(tl.float32)
             if WEIGHTED or MEAN:
                 coef = tl.full([RUNS, 1], 1.0, tl.float32)
                 if WEIGHTED:

@@ -17,6 +17,7 @@ import triton.language as tl
 from tbe.bounds_check import ForwardCheck, check_id_tile, kernel_args
 from tbe.buckets import bucket_tensors
 from tbe.config import KernelConfig
+from tbe.layout import row_vector
 from tbe.modes import Pooling
 from tbe.rounding import to_storage
 
@@ -49,13 +50,14 @@ def forward_generic(
         return out
     weighted = per_sample_weights is not None
     psw = per_sample_weights if weighted else indices  # placeholder pointer, never read
+    vec = row_vector(dims, weights.element_size(), out.stride(0)) if out.stride(1) == 1 else 1
     for block_d, tables in bucket_tensors(dims, config, weights.device, table_subset):
         gather, bags, warps = config.forward_tile(block_d, weighted)
         grid = (triton.cdiv(batch_size, bags), tables.numel())
         _forward_kernel[grid](
             weights, layout_tensors["weights_offsets"], layout_tensors["dims"], layout_tensors["col_offsets"],
             tables, indices, offsets, psw, out, batch_size, out.stride(0),
-            MEAN=int(pooling == Pooling.MEAN), WEIGHTED=weighted, BAGS=bags, GATHER=gather, BLOCK_D=block_d,
+            MEAN=int(pooling == Pooling.MEAN), WEIGHTED=weighted, BAGS=bags, GATHER=gather, BLOCK_D=block_d, VEC=vec,
             FAULT_SKIP_LAST=config.has_fault("fwd_skip_last_id"),
             FAULT_MEAN_RAW_LEN=config.has_fault("fwd_mean_wrong_length"),
             FAULT_DROP_WIDE=config.has_fault("fwd_drop_cols_past_1024"),
@@ -71,14 +73,16 @@ def _forward_kernel(
     weights_ptr, weights_offsets_ptr, dims_ptr, col_offsets_ptr, table_ids_ptr,
     indices_ptr, offsets_ptr, psw_ptr, out_ptr, B, out_stride, MEAN,
     WEIGHTED: tl.constexpr, BAGS: tl.constexpr, GATHER: tl.constexpr,
-    BLOCK_D: tl.constexpr, FAULT_SKIP_LAST: tl.constexpr,
+    BLOCK_D: tl.constexpr, VEC: tl.constexpr, FAULT_SKIP_LAST: tl.constexpr,
     rows_ptr, ids_out_ptr, warn_ptr, record_ptr, raw_offsets_ptr, num_indices,
     CHECK: tl.constexpr, CHECK_WRITE: tl.constexpr, CHECK_COUNT: tl.constexpr, CHECK_RECORD: tl.constexpr,
     FAULT_MEAN_RAW_LEN: tl.constexpr, CHECK_OFF_BY_ONE: tl.constexpr, FAULT_DROP_WIDE: tl.constexpr,
 ):
+    """``BAGS`` bags of one table. Every D and row offset is a multiple of VEC (``tbe.layout.row_vector``);
+    rounding them down to one changes nothing and lets the compiler read and write VEC-wide vectors."""
     t = tl.load(table_ids_ptr + tl.program_id(1))
-    D = tl.load(dims_ptr + t)
-    w_base = tl.load(weights_offsets_ptr + t)
+    D = tl.load(dims_ptr + t) // VEC * VEC
+    w_base = tl.load(weights_offsets_ptr + t) // VEC * VEC
     col0 = tl.load(col_offsets_ptr + t)
     if CHECK:
         num_rows = tl.load(rows_ptr + t)
@@ -93,6 +97,7 @@ def _forward_kernel(
             if FAULT_SKIP_LAST:
                 if end - start > 1:
                     stop = end - 1
+            out_row = (b * out_stride + col0) // VEC * VEC
             for d0 in range(0, D, BLOCK_D):
                 c = d0 + cols
                 cmask = c < D
@@ -122,4 +127,4 @@ def _forward_kernel(
                     acc = acc / length
                 if FAULT_DROP_WIDE:  # planted: columns past 1,024 come out zero
                     acc = tl.where(c < 1024, acc, 0.0)
-                tl.store(out_ptr + b * out_stride + col0 + c, to_storage(acc, out_ptr.dtype.element_ty), mask=cmask)
+                tl.store(out_ptr + out_row + c, to_storage(acc, out_ptr.dtype.element_ty), mask=cmask)

@@ -128,6 +128,19 @@ class TableLayout:
         }
 
 
+def vector_width(element_bytes: int) -> int:
+    """Elements of ``element_bytes`` bytes in one 16-byte access."""
+    return max(1, 16 // element_bytes)
+
+
+def row_vector(dims: Sequence[int], element_bytes: int, *row_strides: int) -> int:
+    """``vector_width`` where every D (hence every row offset of the packed weights and every column
+    offset of a [B, sum D] row) and each given row stride is a multiple of it, else 1: the kernels'
+    ``VEC``, so each layout compiles one variant."""
+    vec = vector_width(element_bytes)
+    return vec if all(d % vec == 0 for d in dims) and all(s % vec == 0 for s in row_strides) else 1
+
+
 def seeded_weights(layout: TableLayout, weights_dtype: torch.dtype, seed: int = 0) -> torch.Tensor:
     """Packed initial weights: Uniform(-1/sqrt(E), 1/sqrt(E)) per table, drawn on the CPU from ``seed``
     in float64 and rounded to ``weights_dtype`` (what a fresh module holds). A fresh tensor; the last

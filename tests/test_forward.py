@@ -138,3 +138,26 @@ def test_forward_large_batches_on_gpu(spec, min_lookups):
     spec = dataclasses.replace(spec, batch_size=max(1, spec.batch_size), length_profile="fixed", max_length=per_bag)
     case, module, out = assert_matches_reference(spec)
     assert case.num_lookups >= min_lookups * 0.9
+
+
+def test_rows_are_read_in_16_byte_vectors_only_where_every_offset_allows():
+    """``tbe.layout.row_vector``: 16 bytes of elements where every D and row stride is a multiple, else 1."""
+    from tbe.layout import row_vector
+
+    assert row_vector([64, 128], 4, 192) == 4 and row_vector([64, 128], 2, 192) == 8
+    assert row_vector([64, 12], 4, 76) == 4 and row_vector([64, 12], 2, 76) == 1  # 12 is not a multiple of 8
+    assert row_vector([64, 128], 4, 194) == 1  # a row stride off the vector
+    assert row_vector([3], 4) == 1 and row_vector([1024], 1) == 16
+
+
+@pytest.mark.parametrize("dims, vec", [((64, 128), 4), ((64, 6), 1)])
+def test_the_kernels_take_the_vector_width_of_the_layout(dims, vec):
+    """The forward and the short tier launch with VEC = the layout's row vector (fp32: 4), or 1."""
+    from fuzz.compile.specializations import record
+    from fuzz.compile.warmup import exercise
+
+    spec = CaseSpec(tables=tuple((8, d) for d in dims), batch_size=2, max_length=2, optimizer="exact_sgd")
+    with record(dry_run=True) as keys:
+        exercise(spec, KernelConfig())
+    taken = {name: dict(args)["VEC"] for name, args in keys if name in ("_forward_kernel", "_short_rows_kernel")}
+    assert taken == {"_forward_kernel": ("constexpr", str(vec)), "_short_rows_kernel": ("constexpr", str(vec))}

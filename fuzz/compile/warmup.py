@@ -23,6 +23,8 @@ from typing import Any, Callable, Optional, Sequence
 
 from strategies.case import CaseSpec, HotRow
 from tbe.buckets import next_pow2
+from tbe.layout import vector_width
+from tbe.modes import parse_float_dtype
 from tbe.config import KernelConfig
 
 DTYPES = ("fp32", "fp16", "bf16")
@@ -39,14 +41,22 @@ class WarmCase:
     backward: bool = True
 
 
-def _shapes(config: KernelConfig, weighted: bool) -> list[tuple[tuple[int, int], ...]]:
+def _shapes(config: KernelConfig, weighted: bool, weights_dtype: str) -> list[tuple[tuple[int, int], ...]]:
     """Tables covering every dimension bucket (each launch is per bucket); the per-sample-weight
-    gradient's tile follows the widest table, so weighted cases also take each prefix; and once
-    more with a row wider than the largest bucket (the column-loop variant)."""
+    gradient's tile follows the widest table, so weighted cases also take each prefix; once more with
+    a row wider than the largest bucket (the column-loop variant); and every bucket both with rows
+    that 16-byte vectors fit (``tbe.layout.row_vector``: every D a multiple) and without."""
     buckets = list(config.dim_buckets)
     full = tuple((4, b) for b in buckets)
     prefixes = [full[: k + 1] for k in range(len(buckets))] if weighted else [full]
-    return prefixes + [full + ((4, buckets[-1] + 1),)]
+    shapes = prefixes + [full + ((4, buckets[-1] + 1),)]
+    vec = vector_width(parse_float_dtype("weights_dtype", weights_dtype).itemsize)
+    aligned = tuple((rows, d) for rows, d in full if d % vec == 0)
+    if aligned == full:
+        shapes.append(full + ((4, 1),))  # every bucket's kernels once more on an unaligned layout
+    elif aligned:
+        shapes.append(aligned)  # the buckets whose rows vectors fit, on an aligned layout
+    return shapes
 
 
 def _spec(tables, w, o, idx, weighted, pooling, opt, mode, hot: int = 0) -> CaseSpec:
@@ -60,7 +70,7 @@ def group_cases(config: KernelConfig, w: str, o: str, idx: str, weighted: bool) 
     """Every case of one (weights, output, index dtype, weighted) group, for one worker: the cases in
     a group share forward kernels, so one process compiles each of those once."""
     out = []
-    shapes = _shapes(config, weighted)
+    shapes = _shapes(config, weighted, w)
     hots = [0]
     if config.fused_long_tier and config.fused_long_min_lookups > 0:
         hots.append(config.fused_long_min_lookups)  # the fused tier runs only from this many lookups
