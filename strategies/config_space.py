@@ -90,12 +90,18 @@ def profile_overrides(base: KernelConfig, overrides: dict[str, Any],
     return ov
 
 
-def usable_profiles(base: KernelConfig, fixed: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
-    """The profiles' overrides of ``base``, without duplicates or empty ones."""
+# the fields that change what a bad-id case runs: it stops after the bounds check and the forward
+BOUNDS_FIELDS = frozenset({"fused_bounds_check", "bounds_check_block"})
+
+
+def usable_profiles(base: KernelConfig, fixed: frozenset[str] = frozenset(),
+                    touching: Optional[frozenset[str]] = None) -> list[dict[str, Any]]:
+    """The profiles' overrides of ``base``, without duplicates or empty ones (with ``touching``: only
+    those that override one of those fields)."""
     out: list[dict[str, Any]] = []
     for _, overrides in PROFILES:
         ov = profile_overrides(base, overrides, fixed)
-        if ov and ov not in out:
+        if ov and ov not in out and (touching is None or touching & set(ov)):
             out.append(ov)
     return out
 
@@ -105,18 +111,22 @@ def campaign_configs(base: KernelConfig) -> list[KernelConfig]:
     return [base] + [base.replace(**ov) for ov in usable_profiles(base)]
 
 
-def config_overrides(base: KernelConfig, fixed: frozenset[str] = frozenset()) -> st.SearchStrategy[dict[str, Any]]:
-    """No overrides (about half the draws; shrinking goes there) or one profile; ``fixed`` fields stay."""
-    profiles = usable_profiles(base, frozenset(fixed))
+def config_overrides(base: KernelConfig, fixed: frozenset[str] = frozenset(),
+                     touching: Optional[frozenset[str]] = None) -> st.SearchStrategy[dict[str, Any]]:
+    """No overrides (about half the draws; shrinking goes there) or one profile (``touching``: one that
+    overrides one of those fields); ``fixed`` fields stay."""
+    profiles = usable_profiles(base, frozenset(fixed), touching)
     return st.one_of(st.just({}), st.sampled_from(profiles)) if profiles else st.just({})
 
 
-def drawn_cases(base: KernelConfig, cases_for, fixed: frozenset[str] = frozenset()) -> st.SearchStrategy[Drawn]:
-    """Overrides, then a case drawn for the effective config (``cases_for(config)``: its edges)."""
+def drawn_cases(base: KernelConfig, cases_for, fixed: frozenset[str] = frozenset(),
+                touching: Optional[frozenset[str]] = None) -> st.SearchStrategy[Drawn]:
+    """Overrides, then a case drawn for the effective config (``cases_for(config)``: its edges);
+    ``touching``: draw only profiles that override one of those fields (the rest would not change the case)."""
 
     @st.composite
     def draw_one(draw: st.DrawFn) -> Drawn:
-        ov = draw(config_overrides(base, fixed))
+        ov = draw(config_overrides(base, fixed, touching))
         config = base.replace(**ov) if ov else base
         return Drawn(draw(cases_for(config)), tuple(sorted(ov.items())))
 

@@ -158,9 +158,16 @@ def campaign_cases(config: KernelConfig, max_lookups: int, search_config: bool =
     (the interpreter's cost grows with them; None: no cap); ``pack`` > 1 lets a general case hold up to
     that many sub-cases (``strategies.pack``)."""
     if search_config:
-        from strategies.config_space import drawn_cases
+        from strategies.config_space import BOUNDS_FIELDS, drawn_cases
 
-        return drawn_cases(config, lambda c: plain_cases(c, max_lookups, max_column_blocks, pack), fixed)
+        # a bad-id case runs the bounds check and stops: of the profiles, only those that change the check
+        # give it a different run, so it draws among them (the others' draws go to the cases they change)
+        rest = drawn_cases(config, lambda c: plain_cases(c, max_lookups, max_column_blocks, pack, bad_ids=False),
+                           fixed)
+        bad = drawn_cases(config, lambda c: bad_id_cases(), fixed, touching=BOUNDS_FIELDS)
+        # bad-id cases keep their one share in five of plain_cases' branches (a sampled index: st.one_of
+        # merges equal branches)
+        return st.sampled_from([rest] * 4 + [bad]).flatmap(lambda s: s)
     return plain_cases(config, max_lookups, max_column_blocks, pack)
 
 
@@ -174,7 +181,7 @@ def general_cases(config: KernelConfig, max_lookups: int) -> st.SearchStrategy[C
 
 
 def plain_cases(config: KernelConfig, max_lookups: int, max_column_blocks: Optional[int] = None,
-                pack: int = 1) -> st.SearchStrategy:
+                pack: int = 1, bad_ids: bool = True) -> st.SearchStrategy:
     """Cases at ``config``'s edges, one branch each: general cases of one to three steps (shrinking prefers them),
     some bad-id batches, some single fp16 tables at the small-table (histogram + tl.dot) path's edges
     and some rows wider than 1,024 columns (where ``max_column_blocks`` allows one). With ``pack`` > 1
@@ -190,4 +197,4 @@ def plain_cases(config: KernelConfig, max_lookups: int, max_column_blocks: Optio
     wide = [wide_row_specs(dims)] if dims else []
     # one share each: st.one_of merges equal branches, so listing one twice would not draw it more often
     # (real double shares were measured with benchmarks.draw_coverage and left more cells at zero)
-    return st.one_of(whole, packed, bad_id_cases(), small, *wide)
+    return st.one_of(whole, packed, *([bad_id_cases()] if bad_ids else []), small, *wide)

@@ -51,6 +51,23 @@ def test_overrides_are_valid_varied_and_often_absent():
     assert all(ov.get("index_dtype", "auto") != "int32" for ov in drawn)
 
 
+def test_bad_id_cases_draw_only_profiles_that_change_the_bounds_check():
+    """A bad-id case stops after the bounds check, so a profile aimed at the backward would change nothing it
+    runs: its draws go among the base config and the profiles that move the check, the fused one included."""
+    from strategies.cases import BadIdCase
+    from strategies.config_space import BOUNDS_FIELDS
+
+    seen = collections.Counter()
+    for drawn in draws(campaign_cases(KernelConfig(), 4000), 400):
+        if isinstance(drawn.case, BadIdCase):
+            overrides = dict(drawn.overrides)
+            assert not overrides or BOUNDS_FIELDS & set(overrides), overrides
+            seen["fused" if overrides.get("fused_bounds_check") else "standalone"] += 1
+        else:
+            seen["other"] += 1
+    assert seen["fused"] >= 10 and seen["standalone"] >= 10 and seen["other"] >= 200, seen
+
+
 def test_fixed_fields_are_never_overridden_and_faults_survive():
     base = KernelConfig(chunk_size=100, fused_long_tier=True)
     fixed = frozenset({"chunk_size", "fused_long_tier", "small_table_min_dim"})
