@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from strategies.cases import BadIdCase
 from strategies.bad_inputs import bad_batch_specs, spread_bad_ids
-from strategies.case import CaseSpec, HotRow, with_rate_and_steps
+from strategies.case import CaseSpec, with_rate_and_steps
 from strategies.dyadic import VALUE_KINDS
 from strategies.pack import packs
 from strategies.specs import case_specs
@@ -96,22 +96,12 @@ def small_table_specs(draw: st.DrawFn, config: KernelConfig, max_lookups: int) -
     length = draw(st.sampled_from(sorted({c.small_table_min_pooling - 1, c.small_table_min_pooling,
                                           c.small_table_histogram_ids, c.small_table_histogram_ids + 1} - {0})))
     batch = draw(st.integers(1, max(1, min(2 * c.small_table_bags_per_program + 2, max_lookups // length))))
-    # at times one row looked up far more (the long tiers' edges behind the small-table forward); a one-row
-    # table's bags all look up its row already
-    hot = () if rows == 1 else draw(st.one_of(st.just(()), st.tuples(
-        st.integers(0, rows - 1), hot_row_counts(c, max(1, max_lookups - batch * length))).map(lambda rc: (HotRow(0, rc[0], rc[1]),))))
     return CaseSpec(
-        tables=((rows, dim),), batch_size=batch, length_profile="fixed", max_length=length, hot_rows=hot,
+        tables=((rows, dim),), batch_size=batch, length_profile="fixed", max_length=length,
         weights_dtype="fp16", output_dtype="fp32", pooling=draw(st.sampled_from(["sum", "mean"])),
         optimizer=draw(st.sampled_from(["exact_sgd", "exact_rowwise_adagrad"])),
         index_dtype=draw(st.sampled_from(["int64", "int32"])), seed=draw(st.integers(0, 2**31 - 1)),
     )
-
-
-def small_table_cases(config: KernelConfig, max_lookups: int) -> st.SearchStrategy[CaseSpec]:
-    """``small_table_specs`` trained for one to three steps at a drawn rate."""
-    return st.tuples(small_table_specs(config, max_lookups), learning_rates(), step_counts()).map(
-        lambda x: with_rate_and_steps(*x))
 
 
 def learning_rates() -> st.SearchStrategy[float]:
@@ -201,7 +191,8 @@ def plain_cases(config: KernelConfig, max_lookups: int, max_column_blocks: Optio
     whole = general_cases(config, max_lookups)
     # a general branch of packs of smaller cases, that share the budget
     packed = packs(general_cases(config, max(1, max_lookups // pack)), pack, max_lookups) if pack > 1 else whole
-    small = small_table_cases(config, max_lookups)
+    small = st.tuples(small_table_specs(config, max_lookups), learning_rates()).map(
+        lambda s_lr: dataclasses.replace(s_lr[0], learning_rate=s_lr[1]))
     dims = wide_dims(config, max_column_blocks)
     wide = [wide_row_specs(dims)] if dims else []
     # one share each: st.one_of merges equal branches, so listing one twice would not draw it more often

@@ -145,16 +145,3 @@ def test_the_opening_tour_reaches_every_path(config):
             "bounds:standalone", "bounds:fused"} <= seen, seen
     assert len(tour(config, 4000, fixed=frozenset({"fused_long_tier"}))) < len(tour(config, 4000))
 
-
-
-def test_small_table_cases_train_several_steps_and_meet_long_runs():
-    """The small-table branch's cases: at the path's edges, some trained for more than one step, some with a
-    row looked up past the long-run threshold (the backward behind the small-table forward)."""
-    from strategies.space import small_table_cases
-
-    config = KernelConfig()
-    specs = draws(small_table_cases(config, 1_200_000), 300)
-    assert all(s.weights_dtype == "fp16" and s.num_tables == 1 for s in specs)
-    assert any(s.steps > 1 for s in specs)
-    assert any(h.count >= config.long_run_threshold for s in specs for h in s.hot_rows)
-    assert any(not s.hot_rows for s in specs)
