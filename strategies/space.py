@@ -165,9 +165,10 @@ def campaign_cases(config: KernelConfig, max_lookups: int, search_config: bool =
         rest = drawn_cases(config, lambda c: plain_cases(c, max_lookups, max_column_blocks, pack, bad_ids=False),
                            fixed)
         bad = drawn_cases(config, lambda c: bad_id_cases(), fixed, touching=BOUNDS_FIELDS)
-        # bad-id cases keep their one share in five of plain_cases' branches (a sampled index: st.one_of
-        # merges equal branches)
-        return st.sampled_from([rest] * 4 + [bad]).flatmap(lambda s: s)
+        # bad-id cases keep their one share among plain_cases' distinct branches (a sampled index: st.one_of
+        # merges equal branches, as ``packed`` is ``whole`` without packs)
+        others = 2 + (pack > 1) + bool(wide_dims(config, max_column_blocks))
+        return st.sampled_from([rest] * others + [bad]).flatmap(lambda s: s)
     return plain_cases(config, max_lookups, max_column_blocks, pack)
 
 
