@@ -41,22 +41,27 @@ class WarmCase:
     backward: bool = True
 
 
-def _shapes(config: KernelConfig, weighted: bool, weights_dtype: str) -> list[tuple[tuple[int, int], ...]]:
+def _shapes(config: KernelConfig, weighted: bool, weights_dtype: str) -> tuple[list, list]:
     """Tables covering every dimension bucket (each launch is per bucket); the per-sample-weight
     gradient's tile follows the widest table, so weighted cases also take each prefix; once more with
     a row wider than the largest bucket (the column-loop variant); and every bucket both with rows
-    that 16-byte vectors fit (``tbe.layout.row_vector``: every D a multiple) and without."""
+    that 16-byte vectors fit (``tbe.layout.row_vector``: every D and the output stride a multiple)
+    and without. Returns (shapes for every pooling and optimizer, shapes for each bounds-check mode):
+    the modes take the column-loop layout and, where the check is fused, the vector one too, so the
+    checked forward is built both ways."""
     buckets = list(config.dim_buckets)
     full = tuple((4, b) for b in buckets)
+    wide = full + ((4, buckets[-1] + 1),)
     prefixes = [full[: k + 1] for k in range(len(buckets))] if weighted else [full]
-    shapes = prefixes + [full + ((4, buckets[-1] + 1),)]
+    shapes = prefixes + [wide]
     vec = vector_width(parse_float_dtype("weights_dtype", weights_dtype).itemsize)
     aligned = tuple((rows, d) for rows, d in full if d % vec == 0)
     if aligned == full:
         shapes.append(full + ((4, 1),))  # every bucket's kernels once more on an unaligned layout
     elif aligned:
         shapes.append(aligned)  # the buckets whose rows vectors fit, on an aligned layout
-    return shapes
+    fused = [aligned] if aligned and config.fused_bounds_check else []  # else the checks leave the forward alone
+    return shapes, list(dict.fromkeys([wide] + fused))
 
 
 def _spec(tables, w, o, idx, weighted, pooling, opt, mode, hot: int = 0) -> CaseSpec:
@@ -70,14 +75,14 @@ def group_cases(config: KernelConfig, w: str, o: str, idx: str, weighted: bool) 
     """Every case of one (weights, output, index dtype, weighted) group, for one worker: the cases in
     a group share forward kernels, so one process compiles each of those once."""
     out = []
-    shapes = _shapes(config, weighted, w)
+    shapes, mode_shapes = _shapes(config, weighted, w)
     hots = [0]
     if config.fused_long_tier and config.fused_long_min_lookups > 0:
         hots.append(config.fused_long_min_lookups)  # the fused tier runs only from this many lookups
     for pooling, opt, tables, hot in itertools.product(POOLINGS, OPTIMIZERS, shapes, hots):
         out.append(WarmCase(config, _spec(tables, w, o, idx, weighted, pooling, opt, "warning", hot)))
-    for mode in MODES[1:]:  # the bounds check's kernels (and the fused forward's flags) per mode
-        out.append(WarmCase(config, _spec(shapes[-1], w, o, idx, weighted, "sum", OPTIMIZERS[0], mode)))
+    for mode, tables in itertools.product(MODES[1:], mode_shapes):  # the bounds check's kernels (and the fused forward's flags) per mode
+        out.append(WarmCase(config, _spec(tables, w, o, idx, weighted, "sum", OPTIMIZERS[0], mode)))
     return out
 
 
