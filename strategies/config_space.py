@@ -90,10 +90,6 @@ def profile_overrides(base: KernelConfig, overrides: dict[str, Any],
     return ov
 
 
-# the fields that change what a bad-id case runs: it stops after the bounds check and the forward
-BOUNDS_FIELDS = frozenset({"fused_bounds_check", "bounds_check_block"})
-
-
 def usable_profiles(base: KernelConfig, fixed: frozenset[str] = frozenset(),
                     touching: Optional[frozenset[str]] = None) -> list[dict[str, Any]]:
     """The profiles' overrides of ``base``, without duplicates or empty ones (with ``touching``: only

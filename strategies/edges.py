@@ -15,24 +15,8 @@ from typing import Iterable
 from strategies.cases import AnyCase, BadIdCase
 from strategies.bad_inputs import ID_KINDS, OFFSET_KINDS, BadBatchSpec, BadId
 from strategies.case import CaseSpec, HotRow
+from strategies.field_groups import ALL_GROUPS, BOUNDS_FIELDS, DIM_FIELDS, SEGMENT_FIELDS, SMALL_TABLE_FIELDS
 from tbe import KernelConfig
-
-SEGMENT_FIELDS = {
-    "long_run_threshold", "chunk_size", "fused_long_tier", "fused_long_min_lookups", "fence",
-    "bwd_long_gather", "bwd_long_num_warps", "long_grid_multiplier", "classify_block",
-    "hoist_transpose", "index_dtype",
-}
-DIM_FIELDS = {
-    "dim_buckets", "fwd_gather_unweighted", "fwd_gather_weighted", "bwd_short_gather_unweighted",
-    "bwd_short_gather_weighted", "bwd_long_gather", "fwd_bags_per_program", "fwd_num_warps",
-    "bwd_short_num_warps", "short_grid_multiplier", "fwd_bucket_tiles", "bwd_short_runs_per_program",
-}
-SMALL_TABLE_FIELDS = {
-    "small_table_path", "small_table_max_rows", "small_table_min_dim", "small_table_max_dim",
-    "small_table_min_pooling", "small_table_bags_per_program", "small_table_histogram_ids",
-}
-BOUNDS_FIELDS = {"fused_bounds_check", "bounds_check_block"}
-ALL_GROUPS = SEGMENT_FIELDS | DIM_FIELDS | SMALL_TABLE_FIELDS | BOUNDS_FIELDS
 
 
 def _around(values: Iterable[int]) -> list[int]:

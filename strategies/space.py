@@ -158,7 +158,8 @@ def campaign_cases(config: KernelConfig, max_lookups: int, search_config: bool =
     (the interpreter's cost grows with them; None: no cap); ``pack`` > 1 lets a general case hold up to
     that many sub-cases (``strategies.pack``)."""
     if search_config:
-        from strategies.config_space import BOUNDS_FIELDS, drawn_cases
+        from strategies.config_space import drawn_cases
+        from strategies.field_groups import BOUNDS_FIELDS
 
         # a bad-id case runs the bounds check and stops: of the profiles, only those that change the check
         # give it a different run, so it draws among them (the others' draws go to the cases they change)

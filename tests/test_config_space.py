@@ -55,7 +55,7 @@ def test_bad_id_cases_draw_only_profiles_that_change_the_bounds_check():
     """A bad-id case stops after the bounds check, so a profile aimed at the backward would change nothing it
     runs: its draws go among the base config and the profiles that move the check, the fused one included."""
     from strategies.cases import BadIdCase
-    from strategies.config_space import BOUNDS_FIELDS
+    from strategies.field_groups import BOUNDS_FIELDS
 
     seen = collections.Counter()
     for drawn in draws(campaign_cases(KernelConfig(), 4000), 400):
@@ -144,4 +144,5 @@ def test_the_opening_tour_reaches_every_path(config):
     assert {"fwd:generic", "fwd:small_table", "bwd:short", "bwd:long", "bwd:long_fused", "bwd:multi_chunk",
             "bounds:standalone", "bounds:fused"} <= seen, seen
     assert len(tour(config, 4000, fixed=frozenset({"fused_long_tier"}))) < len(tour(config, 4000))
+
 
