@@ -86,22 +86,42 @@ def bad_id_cases(draw: st.DrawFn) -> BadIdCase:
     return BadIdCase(spec, bad)
 
 
+# which of the small-table path's limits a drawn table crosses: none half the time (the path's own cells),
+# else rows, D or the mean bag length just past its limit (the dispatcher's boundary)
+SMALL_TABLE_OFF = (None, None, None, "rows", "dim", "length")
+
+
 @st.composite
 def small_table_specs(draw: st.DrawFn, config: KernelConfig, max_lookups: int) -> CaseSpec:
-    """One fp16 table on either side of the small-table path's edges (rows, D, mean bag length)."""
+    """One fp16 table at the small-table path's limits: rows, D (and one D just past the smallest, whose
+    columns the tile masks) and mean bag length at or inside them, or one of them just past
+    (``SMALL_TABLE_OFF``). Bags of one length, or uniform ones of the same mean (empty bags among them); a
+    third of the batches fill the budget, so one row's run reaches the long tiers' lengths; one to three
+    steps, as general cases train."""
     c = config
-    rows = draw(st.sampled_from(sorted({1, 2, c.small_table_max_rows, c.small_table_max_rows + 1})))
-    dim = draw(st.sampled_from(sorted({c.small_table_min_dim - 1, c.small_table_min_dim, c.small_table_max_dim,
-                                       c.small_table_max_dim + 1} - {0})))
-    length = draw(st.sampled_from(sorted({c.small_table_min_pooling - 1, c.small_table_min_pooling,
-                                          c.small_table_histogram_ids, c.small_table_histogram_ids + 1} - {0})))
-    batch = draw(st.integers(1, max(1, min(2 * c.small_table_bags_per_program + 2, max_lookups // length))))
-    return CaseSpec(
-        tables=((rows, dim),), batch_size=batch, length_profile="fixed", max_length=length,
+    off = draw(st.sampled_from(SMALL_TABLE_OFF))
+    rows = [c.small_table_max_rows + 1] if off == "rows" else sorted({1, 2, c.small_table_max_rows})
+    inside = [c.small_table_min_dim, c.small_table_min_dim + 1, c.small_table_max_dim]  # the odd one: masked columns
+    dims = [c.small_table_min_dim - 1, c.small_table_max_dim + 1] if off == "dim" else [
+        d for d in inside if d <= c.small_table_max_dim]
+    low = c.small_table_min_pooling - 1
+    lengths = [low] if off == "length" and low > 0 else sorted({max(1, c.small_table_min_pooling),
+                                                                 c.small_table_histogram_ids,
+                                                                 c.small_table_histogram_ids + 1})
+    rows, dim, length = draw(st.sampled_from(rows)), draw(st.sampled_from(sorted(set(dims) - {0}))), \
+        draw(st.sampled_from(lengths))
+    profile = draw(st.sampled_from(["fixed", "uniform"]))  # uniform in [0, 2L]: mean L
+    longest = length if profile == "fixed" else 2 * length
+    most = max(1, max_lookups // longest)
+    full = draw(st.sampled_from([False, False, True]))
+    batch = most if full else draw(st.integers(1, max(1, min(2 * c.small_table_bags_per_program + 2, most))))
+    spec = CaseSpec(
+        tables=((rows, dim),), batch_size=batch, length_profile=profile, max_length=longest,
         weights_dtype="fp16", output_dtype="fp32", pooling=draw(st.sampled_from(["sum", "mean"])),
         optimizer=draw(st.sampled_from(["exact_sgd", "exact_rowwise_adagrad"])),
         index_dtype=draw(st.sampled_from(["int64", "int32"])), seed=draw(st.integers(0, 2**31 - 1)),
     )
+    return with_rate_and_steps(spec, draw(learning_rates()), draw(step_counts()))
 
 
 def learning_rates() -> st.SearchStrategy[float]:
@@ -193,10 +213,9 @@ def plain_cases(config: KernelConfig, max_lookups: int, max_column_blocks: Optio
     whole = general_cases(config, max_lookups)
     # a general branch of packs of smaller cases, that share the budget
     packed = packs(general_cases(config, max(1, max_lookups // pack)), pack, max_lookups) if pack > 1 else whole
-    small = st.tuples(small_table_specs(config, max_lookups), learning_rates()).map(
-        lambda s_lr: dataclasses.replace(s_lr[0], learning_rate=s_lr[1]))
     dims = wide_dims(config, max_column_blocks)
     wide = [wide_row_specs(dims)] if dims else []
     # one share each: st.one_of merges equal branches, so listing one twice would not draw it more often
     # (real double shares were measured with benchmarks.draw_coverage and left more cells at zero)
+    small = small_table_specs(config, max_lookups)
     return st.one_of(whole, packed, *([bad_id_cases()] if bad_ids else []), small, *wide)

@@ -146,3 +146,27 @@ def test_the_opening_tour_reaches_every_path(config):
     assert len(tour(config, 4000, fixed=frozenset({"fused_long_tier"}))) < len(tour(config, 4000))
 
 
+
+def test_small_table_cases_mostly_take_the_path_and_reach_its_edges():
+    """Half the small-table draws stay inside the path's limits (each limit drawn independently on either
+    side left about one in six on it); the others cross one limit. Some have empty bags, some train more
+    than one step, and some fill the budget so a row's run passes the long-run threshold."""
+    import torch
+
+    from strategies.cases import tensors
+    from strategies.space import small_table_specs
+    from tbe.forward_dispatch import choose_path
+
+    config = KernelConfig()
+    seen = collections.Counter()
+    for spec in draws(small_table_specs(config, 40_000), 200):
+        t = tensors(spec, steps=False, weights=False)
+        (rows, dim), = spec.tables
+        path = choose_path([dim], [rows], t.indices.numel(), spec.batch_size, torch.float16, torch.float32,
+                           False, config)
+        seen[path] += 1
+        seen["empty bag"] += bool((t.offsets.diff() == 0).any())
+        seen["steps > 1"] += spec.steps > 1
+        seen["long run"] += int(torch.bincount(t.indices.long()).max()) > config.long_run_threshold
+    assert seen["small_table"] >= 200 // 3 and seen["generic"] >= 200 // 5, seen
+    assert seen["empty bag"] >= 5 and seen["steps > 1"] >= 40 and seen["long run"] >= 20, seen
