@@ -146,7 +146,6 @@ def test_the_opening_tour_reaches_every_path(config):
     assert len(tour(config, 4000, fixed=frozenset({"fused_long_tier"}))) < len(tour(config, 4000))
 
 
-
 def test_small_table_cases_mostly_take_the_path_and_reach_its_edges():
     """Half the small-table draws stay inside the path's limits (each limit drawn independently on either
     side left about one in six on it); the others cross one limit. Some have empty bags, some train more

@@ -81,7 +81,8 @@ def group_cases(config: KernelConfig, w: str, o: str, idx: str, weighted: bool) 
         hots.append(config.fused_long_min_lookups)  # the fused tier runs only from this many lookups
     for pooling, opt, tables, hot in itertools.product(POOLINGS, OPTIMIZERS, shapes, hots):
         out.append(WarmCase(config, _spec(tables, w, o, idx, weighted, pooling, opt, "warning", hot)))
-    for mode, tables in itertools.product(MODES[1:], mode_shapes):  # the bounds check's kernels (and the fused forward's flags) per mode
+    # the bounds check's kernels (and the fused forward's flags) per mode
+    for mode, tables in itertools.product(MODES[1:], mode_shapes):
         out.append(WarmCase(config, _spec(tables, w, o, idx, weighted, "sum", OPTIMIZERS[0], mode)))
     return out
 
