@@ -63,6 +63,17 @@ PACK = 1 if INTERPRETED else GPU_PACK
 # D in the hundreds made one example cost 4 s on two cores, most of a dev run's time.
 MAX_COLUMN_BLOCKS = 16 if INTERPRETED else None
 
+# Long-tier chunks one campaign example may need (``strategies.space.plain_cases`` caps its lookups at this many
+# chunks of the drawn config): each chunk is an interpreter program per column block, and a one-row table
+# read 1,873 times under the 2-lookup chunks of the fused-tier profile took 26 s a step, 82 s for its
+# three steps, a whole quick budget of the search alone. None: no cap.
+MAX_CHUNKS = 150 if INTERPRETED else None
+
+# Lookups times column blocks one general campaign example may hold (``strategies.space.within_work``): under the
+# 4-wide buckets of the narrow profile a row of 142 columns is 36 blocks, and 2,306 such lookups cost 70 s over
+# two steps. At this cap a narrow-profile example costs a few seconds a step. None: no cap.
+MAX_WORK = 4_000 if INTERPRETED else None
+
 # Distinct rows (runs) one example's background may touch: the interpreter's short backward
 # tier costs about 2 ms per run, so CPU examples keep most lookups in a few hot runs.
 MAX_RUNS = 300 if INTERPRETED else 4_000_000

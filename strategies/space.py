@@ -25,6 +25,7 @@ from strategies.dyadic import VALUE_KINDS
 from strategies.pack import packs
 from strategies.specs import case_specs
 from tbe import KernelConfig
+from tbe.buckets import block_for_dim
 
 
 def segment_edges(config: KernelConfig, limit: int) -> list[int]:
@@ -111,7 +112,7 @@ def small_table_specs(draw: st.DrawFn, config: KernelConfig, max_lookups: int) -
     rows, dim, length = draw(st.sampled_from(rows)), draw(st.sampled_from(sorted(set(dims) - {0}))), \
         draw(st.sampled_from(lengths))
     profile = draw(st.sampled_from(["fixed", "uniform"]))  # uniform in [0, 2L]: mean L
-    longest = length if profile == "fixed" else 2 * length
+    longest = max(1, min(length if profile == "fixed" else 2 * length, max_lookups))
     most = max(1, max_lookups // longest)
     full = draw(st.sampled_from([False, False, True]))
     batch = most if full else draw(st.integers(1, max(1, min(2 * c.small_table_bags_per_program + 2, most))))
@@ -138,6 +139,7 @@ def step_counts() -> st.SearchStrategy[int]:
 
 # rows past 1,024 columns (FBGEMM's forward once returned zeros there): just past it, odd, and past
 # further column blocks
+GENERAL_MAX_DIM = 160  # the general cases' widest row (``strategies.specs.case_specs``' own default)
 WIDE_DIMS = (1025, 1031, 1088, 1537, 2049)
 
 
@@ -171,48 +173,86 @@ def wide_row_specs(draw: st.DrawFn, dims: list[int]) -> CaseSpec:
 
 def campaign_cases(config: KernelConfig, max_lookups: int, search_config: bool = True,
                    fixed: frozenset[str] = frozenset(), max_column_blocks: Optional[int] = None,
-                   pack: int = 1) -> st.SearchStrategy:
+                   pack: int = 1, max_chunks: Optional[int] = None, max_work: Optional[int] = None
+                   ) -> st.SearchStrategy:
     """What a campaign draws: ``strategies.config_space.Drawn`` (a case and KernelConfig overrides drawn
     around ``config``, never of ``fixed`` fields), or with ``search_config=False`` plain cases.
     ``max_column_blocks`` caps the column blocks of a row wider than 1,024 under the effective config
     (the interpreter's cost grows with them; None: no cap); ``pack`` > 1 lets a general case hold up to
-    that many sub-cases (``strategies.pack``)."""
+    that many sub-cases (``strategies.pack``); ``max_chunks`` caps a case's lookups at that many long-tier
+    chunks of the effective config and ``max_work`` its general cases' lookups times column blocks (None: no cap)."""
     if search_config:
         from strategies.config_space import drawn_cases
         from strategies.field_groups import BOUNDS_FIELDS
 
         # a bad-id case runs the bounds check and stops: of the profiles, only those that change the check
         # give it a different run, so it draws among them (the others' draws go to the cases they change)
-        rest = drawn_cases(config, lambda c: plain_cases(c, max_lookups, max_column_blocks, pack, bad_ids=False),
-                           fixed)
+        rest = drawn_cases(config, lambda c: plain_cases(c, max_lookups, max_column_blocks, pack, bad_ids=False,
+                                                         max_chunks=max_chunks, max_work=max_work), fixed)
         bad = drawn_cases(config, lambda c: bad_id_cases(), fixed, touching=BOUNDS_FIELDS)
         # bad-id cases keep their one share among plain_cases' distinct branches (a sampled index: st.one_of
         # merges equal branches, as ``packed`` is ``whole`` without packs)
         others = 2 + (pack > 1) + bool(wide_dims(config, max_column_blocks))
         return st.sampled_from([rest] * others + [bad]).flatmap(lambda s: s)
-    return plain_cases(config, max_lookups, max_column_blocks, pack)
+    return plain_cases(config, max_lookups, max_column_blocks, pack, max_chunks=max_chunks, max_work=max_work)
 
 
-def general_cases(config: KernelConfig, max_lookups: int) -> st.SearchStrategy[CaseSpec]:
-    """General cases of one to three steps at ``config``'s segment-length edges, random or exact-value data."""
-    return st.tuples(
-        case_specs(max_lookups=max_lookups, max_batch=max_batch(max_lookups),
+def general_cases(config: KernelConfig, max_lookups: int, max_work: Optional[int] = None,
+                  max_column_blocks: Optional[int] = None) -> st.SearchStrategy[CaseSpec]:
+    """General cases of one to three steps at ``config``'s segment-length edges, random or exact-value data;
+    ``max_work``: see ``within_work``; ``max_column_blocks``: rows of at most that many blocks of the widest bucket."""
+    max_dim = GENERAL_MAX_DIM if max_column_blocks is None else min(GENERAL_MAX_DIM,
+                                                                    max_column_blocks * max(config.dim_buckets))
+    cases = st.tuples(
+        case_specs(max_lookups=max_lookups, max_batch=max_batch(max_lookups), max_dim=max_dim,
                    hot_row_counts=hot_row_counts(config, max_lookups), values=VALUE_KINDS),
         learning_rates(), step_counts(),
     ).map(lambda x: with_rate_and_steps(*x))
+    return cases if max_work is None else cases.map(lambda spec: within_work(spec, config, max_work))
+
+
+def work(spec: CaseSpec, config: KernelConfig) -> int:
+    """Lookups times the column blocks of their table's rows under ``config`` (at most; before materializing)."""
+    per_table = [spec.batch_size * (0 if spec.length_profile == "empty" else spec.max_length)] * spec.num_tables
+    for h in spec.hot_rows:
+        per_table[h.table] += h.count
+    return sum(n * -(-d // block_for_dim(d, config)) for n, (_, d) in zip(per_table, spec.tables))
+
+
+def within_work(spec: CaseSpec, config: KernelConfig, max_work: int) -> CaseSpec:
+    """``spec`` with its bags, then its hot rows, shortened until ``work`` is at most ``max_work``: the
+    interpreter's cost grows with lookups times column blocks (a row of 142 columns under 4-wide buckets is
+    36 blocks, and 2,306 such lookups cost 70 s over two steps), the shape's edges (D, tables, dtypes) stay."""
+    total = work(spec, config)
+    if total <= max_work:
+        return spec
+    hot = sum(h.count * -(-spec.tables[h.table][1] // block_for_dim(spec.tables[h.table][1], config))
+              for h in spec.hot_rows)
+    if hot < max_work:  # the bags give way first
+        keep = (max_work - hot) / (total - hot)
+        return dataclasses.replace(spec, max_length=int(spec.max_length * keep))
+    keep = max_work / hot
+    return dataclasses.replace(spec, max_length=0, hot_rows=tuple(
+        dataclasses.replace(h, count=max(1, int(h.count * keep))) for h in spec.hot_rows))
 
 
 def plain_cases(config: KernelConfig, max_lookups: int, max_column_blocks: Optional[int] = None,
-                pack: int = 1, bad_ids: bool = True) -> st.SearchStrategy:
+                pack: int = 1, bad_ids: bool = True, max_chunks: Optional[int] = None,
+                max_work: Optional[int] = None) -> st.SearchStrategy:
     """Cases at ``config``'s edges, one branch each: general cases of one to three steps (shrinking prefers them),
     some bad-id batches, some single fp16 tables at the small-table (histogram + tl.dot) path's edges
     and some rows wider than 1,024 columns (where ``max_column_blocks`` allows one). With ``pack`` > 1
     a second general branch draws packs of up to ``pack`` cases of 1/``pack`` of the lookups each
     (``strategies.pack.packs``); the others run alone, since a neighbour would move them off the forward
-    path they are drawn for."""
-    whole = general_cases(config, max_lookups)
+    path they are drawn for. ``max_chunks``: at most that many chunks of ``config``'s long tier (one row may
+    take every lookup), so a small chunk size keeps the batch small; ``max_work``: general cases at most that
+    many lookups times column blocks (``within_work``)."""
+    if max_chunks is not None:
+        max_lookups = min(max_lookups, max_chunks * config.chunk_size)
+    whole = general_cases(config, max_lookups, max_work, max_column_blocks)
     # a general branch of packs of smaller cases, that share the budget
-    packed = packs(general_cases(config, max(1, max_lookups // pack)), pack, max_lookups) if pack > 1 else whole
+    packed = (packs(general_cases(config, max(1, max_lookups // pack), max_work and max(1, max_work // pack),
+                                  max_column_blocks), pack, max_lookups) if pack > 1 else whole)
     dims = wide_dims(config, max_column_blocks)
     wide = [wide_row_specs(dims)] if dims else []
     # one share each: st.one_of merges equal branches, so listing one twice would not draw it more often

@@ -169,3 +169,27 @@ def test_small_table_cases_mostly_take_the_path_and_reach_its_edges():
         seen["long run"] += int(torch.bincount(t.indices.long()).max()) > config.long_run_threshold
     assert seen["small_table"] >= 200 // 3 and seen["generic"] >= 200 // 5, seen
     assert seen["empty bag"] >= 5 and seen["steps > 1"] >= 40 and seen["long run"] >= 20, seen
+
+
+def test_interpreter_caps_bound_every_general_draw():
+    """Under the interpreter's caps (``fuzz.profiles``) a drawn case needs at most ``max_chunks`` long-tier chunks
+    of its config, its general cases at most ``max_work`` lookups times column blocks, and its rows at most
+    ``max_column_blocks`` blocks of the widest bucket: a case past them cost a whole quick budget."""
+    from strategies.cases import base_spec, tensors
+    from strategies.pack import PackCase
+    from strategies.space import work
+
+    max_chunks, max_work, blocks = 40, 1500, 4
+    seen = 0
+    for drawn in draws(campaign_cases(KernelConfig(), 4000, max_column_blocks=blocks, max_chunks=max_chunks,
+                                      max_work=max_work), 300):
+        case, cfg, _ = split_draw(drawn, KernelConfig())
+        specs = case.subs if isinstance(case, PackCase) else [base_spec(case)]
+        assert tensors(case, weights=False).indices.numel() <= max_chunks * cfg.chunk_size
+        for spec in specs:
+            if any(d > 1024 for _, d in spec.tables) or len(spec.tables) == 1 and spec.weights_dtype == "fp16":
+                continue  # the wide-row and small-table branches: capped by their own shapes
+            seen += 1
+            assert work(spec, cfg) <= max_work, spec
+            assert all(-(-d // max(cfg.dim_buckets)) <= blocks for _, d in spec.tables), spec
+    assert seen >= 100

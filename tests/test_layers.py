@@ -39,7 +39,7 @@ FUZZ_LAYERS = (
 LAYERS = {"top": TOP_LAYERS, "fuzz": FUZZ_LAYERS}
 # the tbe modules oracles and strategies may use: data types and pure rules, no kernel
 DATA_MODULES = frozenset({"tbe.config", "tbe.layout", "tbe.modes", "tbe.faults", "tbe.backend", "tbe.env",
-                      "tbe.routing"})
+                      "tbe.routing", "tbe.buckets"})
 PACKAGES = tuple(unit for layer in TOP_LAYERS for unit in layer)
 
 

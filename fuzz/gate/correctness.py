@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
 
 from fuzz.budgets import Budget
-from fuzz.profiles import MAX_COLUMN_BLOCKS
+from fuzz.profiles import MAX_CHUNKS, MAX_COLUMN_BLOCKS, MAX_WORK
 from fuzz.execution import save_result
 from fuzz.judge import CaseResult
 from strategies.config_space import Drawn, split_draw
@@ -80,7 +80,8 @@ def shared_cases(config: KernelConfig, budget: Budget, seed: int, count: int, su
     @settings(max_examples=count, database=None, phases=[Phase.generate], deadline=None,
               suppress_health_check=list(HealthCheck))
     @given(fit_strategy(campaign_cases(config, budget.max_lookups, search_config=get_sut(sut).capabilities.kernel_config,
-                                       fixed=fixed, max_column_blocks=MAX_COLUMN_BLOCKS, pack=budget.pack),
+                                       fixed=fixed, max_column_blocks=MAX_COLUMN_BLOCKS, pack=budget.pack,
+                                       max_chunks=MAX_CHUNKS, max_work=MAX_WORK),
                                get_sut(sut).capabilities))
     def collect(case):
         drawn.append(case)
