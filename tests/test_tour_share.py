@@ -37,10 +37,10 @@ class _Passing:
         return case_result(case, tensors(case, weights=False), config, 0.0, None, None, [])
 
 
-def _campaign(share):
+def _campaign(share, fill=False):
     sup, tiers = _Passing(), []
     res = run_campaign(KernelConfig(), BUDGET, seed=1, artifacts_dir=None, supervisor=sup, tour_share=share,
-                       observe=lambda r, result: tiers.append(result.tiers))
+                       observe=lambda r, result: tiers.append(result.tiers), fill=fill)
     return res, sup.cases[:res.tour_examples], collections.Counter(t for ts in tiers[:res.tour_examples] for t in ts)
 
 

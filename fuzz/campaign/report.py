@@ -72,9 +72,10 @@ def _time_lines(r: CampaignResult) -> list[str]:
 
     lines = []
     if r.stopped_by == StopReason.TIME:
-        drawn = r.examples - r.tour_examples
-        lines.append(f"  time-bound: {r.examples} examples ({r.tour_examples} of the opening tour, {drawn} drawn) in "
-                     f"{r.budget.seconds:.0f}s; the count varies with the machine's speed, and --max-examples "
+        drawn = r.examples - r.tour_examples - r.fill_examples
+        aimed = f", {r.fill_examples} aimed" if r.fill_examples else ""
+        lines.append(f"  time-bound: {r.examples} examples ({r.tour_examples} of the opening tour, {drawn} drawn"
+                     f"{aimed}) in {r.budget.seconds:.0f}s; the count varies with the machine's speed, and --max-examples "
                      f"{max(1, drawn)} repeats the run exactly")
     if r.skipped_for_time or r.stopped_for_time:
         lines.append(f"  for time: {r.skipped_for_time} drawn example(s) not started (expected cost over the time "
@@ -100,6 +101,7 @@ def campaign_text(r: CampaignResult) -> str:
         + (", ".join(f"{t} x{n}" for t, n in sorted(r.tiers.items())) or "none"),
         f"  bound: {r.model.describe()}",
         _tour_line(r),
+        *_fill_lines(r),
         "  max error/bound ratio per check (1.0 = at the bound):",
         *_ratios(r.max_ratio),
         *r.margins.lines(),
@@ -129,6 +131,13 @@ def campaign_text(r: CampaignResult) -> str:
         lines.append(f"  replay:   {(r.artifact / 'replay.txt').read_text().strip()}")
         lines += _sanitizer_hint(r.failure, (r.artifact / "replay.txt").read_text())
     return "\n".join(lines)
+
+
+def _fill_lines(r: CampaignResult) -> list[str]:
+    if not r.fill_zero:
+        return []
+    return [f"  aimed cases: {r.fill_examples} of {r.fill_planned} checked, built for the {r.fill_zero} reachable "
+            f"cell(s) the draws left at zero (fuzz.campaign.fill)"]
 
 
 def _tour_line(r: CampaignResult) -> str:

@@ -29,9 +29,10 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.errors import HypothesisException, Unsatisfiable
 
+from fuzz.campaign import fill as aim
 from fuzz.campaign import steer
 from fuzz.execution import artifacts, interrupt
-from fuzz.profiles import MAX_COLUMN_BLOCKS
+from fuzz.profiles import MAX_CHUNKS, MAX_COLUMN_BLOCKS, MAX_WORK
 from fuzz.budgets import EXAMPLE_CAP_S, Budget
 from fuzz.campaign.reduce import failing_check, reduce_failure, size_text
 from strategies.cases import case_size
@@ -156,6 +157,7 @@ def run_campaign(
     readiness: Any = None,
     announce: Any = None,
     tour_share: Optional[TourShare] = ALL,
+    fill: bool = True,
 ) -> CampaignResult:
     """Search for a case that fails under ``config``. ``artifacts_dir=None`` saves nothing; the example
     database lives under it unless ``use_database`` is off (then every run starts from the seed alone);
@@ -170,7 +172,9 @@ def run_campaign(
     defers cases whose kernels a background warm-up has not built yet, by its rule. ``announce`` (a
     callable taking a line; default ``progress``) receives the lines a person watches for even under a
     live bar: the first failure and each shrinking step. ``tour_share`` picks the tour's cases this
-    campaign runs (``strategies.tour.TourShare``; None: none, the search alone)."""
+    campaign runs (``strategies.tour.TourShare``; None: none, the search alone). ``fill``: when the
+    campaign draws its own cases, the last ``fuzz.campaign.fill.FILL_SHARE`` of the search time runs
+    aimed cases for the coverage cells the draws left at zero (this tour share's cells)."""
     model = model or from_env()
     res = CampaignResult(config, budget, seed, model=model, sut=sut, search_config=strategy is None)
     sup = supervisor or shared()
@@ -178,9 +182,11 @@ def run_campaign(
     res.leftover = leftover_pending(pending) if pending is not None else []
     caps = get_sut(sut).capabilities
     opening: list = []
+    fill = fill and strategy is None and caps.kernel_config and caps.project_kernels
     if strategy is None:  # config-space search and the opening tour need a SUT that takes a KernelConfig
         strategy = fit_strategy(campaign_cases(config, budget.max_lookups, search_config=caps.kernel_config,
-                                               max_column_blocks=MAX_COLUMN_BLOCKS, pack=budget.pack), caps)
+                                               max_column_blocks=MAX_COLUMN_BLOCKS, pack=budget.pack,
+                                               max_chunks=MAX_CHUNKS, max_work=MAX_WORK), caps)
         if caps.kernel_config and tour_share is not None:
             res.tour_shares = (tour_share,)
             opening = [d for d in (fit_case(d, caps) for d in tour_share.pick(tour(config, budget.max_lookups)))
@@ -188,6 +194,7 @@ def run_campaign(
     announce = announce or progress
     start = time.perf_counter()
     search_end = start + budget.seconds
+    fill_reserve = aim.FILL_SHARE * budget.seconds if fill else 0.0
     best: list[CaseResult] = []  # smallest failure seen, in case shrinking runs out of time
     steps = [0]  # shrink steps so far (Hypothesis's, then the reducer's)
 
@@ -240,7 +247,7 @@ def run_campaign(
             res.stopped_by = StopReason.INTERRUPTED
             raise _Interrupted()
         now = time.perf_counter()
-        if res.failure is None and not best and now > search_end:
+        if res.failure is None and not best and now > search_end - fill_reserve:
             res.stopped_by = StopReason.TIME
             raise _OutOfTime()
         if best and now > search_end + budget.shrink_seconds * (HYPOTHESIS_SHARE if shrink else 1.0):
@@ -285,13 +292,14 @@ def run_campaign(
 
     # the opening tour (strategies.tour) runs first; a failure there ends the search, and (Hypothesis having
     # no choice sequence of it to shrink) the spec reducer alone shrinks it, for the whole shrink time
-    if _tour(opening, config, res, best, configs, start, observe, run, expected, found, readiness):
+    if _explicit(opening, "tour", config, res, best, configs, lambda: start + budget.seconds, observe, run, expected,
+                 found, readiness):
         search_end = time.perf_counter()
         res.stopped_by = StopReason.FAILURE
         res.failure = best[0]
     try:
         if not best and not res.interrupted:
-            _until_satisfiable(prop, readiness, lambda: search_end)
+            _until_satisfiable(prop, readiness, lambda: search_end - fill_reserve)
         if not res.stopped_by:
             res.stopped_by = StopReason.EXAMPLES
     except _CaseFailed as e:
@@ -306,6 +314,10 @@ def run_campaign(
             raise
         res.failure = best[0] if best else None  # Unsatisfiable: every draw was too big for the time left
         res.stopped_by = StopReason.FAILURE if best else StopReason.TIME
+    if fill and not best and res.failure is None and res.stopped_by in (StopReason.TIME, StopReason.EXAMPLES):
+        aimed = _aimed(res, config, tour_share or ALL, search_end, readiness)
+        if _explicit(aimed, "fill", config, res, best, configs, lambda: search_end, observe, run, expected, found):
+            res.failure, res.stopped_by = best[0], StopReason.FAILURE
     if best and (res.failure is None or case_size(best[0].case) < case_size(res.failure.case)):
         res.failure, res.stopped_by = best[0], StopReason.INTERRUPTED if res.interrupted else StopReason.FAILURE
     res.environment = sup.environment
@@ -365,20 +377,37 @@ def _until_satisfiable(prop: Any, readiness: Any, end: Any) -> None:
             readiness.wait_for_news(min(5.0, max(0.0, end() - time.perf_counter())))
 
 
-def _tour(opening: list, config: KernelConfig, res: CampaignResult, best: list, configs: dict, start: float,
-          observe: Any, run: Any, expected: Any, found: Any, readiness: Any = None) -> bool:
-    """Run the opening tour's cases in order (``run(case, cfg)``); True (and ``best`` set) at the first
-    failure that ``expected`` does not explain (``found(result)`` announces it)."""
-    for drawn in opening:
+def _aimed(res: CampaignResult, config: KernelConfig, share: TourShare, end: float, readiness: Any) -> list:
+    """Aimed cases (``fuzz.campaign.fill``) for the reachable cells of ``share`` still at zero, those whose kernels
+    are built first; the cells are split among a run's workers as the tour is, so each is aimed at once."""
+    from fuzz.judge import coverage
+
+    reachable = sorted(coverage.reachable(config, res.search_config, max_lookups=res.budget.max_lookups),
+                       key=coverage.cell_order)
+    zero = [c for c in share.pick(reachable) if not res.coverage.counts[c]]
+    planned = [d for _, d in aim.plan(zero, config, res.budget.max_lookups, deadline=end)]
+    res.fill_zero, res.fill_planned = len(zero), len(planned)
+    if readiness is not None:
+        planned.sort(key=lambda d: not readiness.ready(*split_draw(d, config)[:2]))
+    return planned
+
+
+def _explicit(cases: list, kind: str, config: KernelConfig, res: CampaignResult, best: list, configs: dict,
+              end: Callable[[], float], observe: Any, run: Any, expected: Any, found: Any,
+              readiness: Any = None) -> bool:
+    """Run fixed cases in order (``run(case, cfg)``): the opening tour's (``kind`` "tour"; with ``readiness``,
+    each waits for its kernels) or the aimed ones ("fill"). True (and ``best`` set) at the first failure that
+    ``expected`` does not explain (``found(result)`` announces it)."""
+    for drawn in cases:
         if interrupt.requested():
             res.stopped_by = StopReason.INTERRUPTED
             return False
-        if time.perf_counter() > start + res.budget.seconds:
+        if time.perf_counter() > end():
             res.stopped_by = StopReason.TIME
             return False
         case, cfg, overrides = split_draw(drawn, config)
         if readiness is not None:
-            readiness.wait(case, cfg, start + res.budget.seconds - time.perf_counter())
+            readiness.wait(case, cfg, end() - time.perf_counter())
         try:
             result = run(case, cfg)
         except Unmaterializable as e:
@@ -391,7 +420,10 @@ def _tour(opening: list, config: KernelConfig, res: CampaignResult, best: list, 
             return False
         known = _explained(result, expected)
         res.count(result, known, expected is not None, observe)
-        res.tour_examples += 1
+        if kind == "tour":
+            res.tour_examples += 1
+        else:
+            res.fill_examples += 1
         if not result.ok and not known:
             found(result)
             configs[id(result)] = (cfg, overrides)

@@ -64,6 +64,7 @@ def run_triaged(
     strategy: Any = None,
     announce: Any = None,
     tour_share: Any = ALL,
+    fill: bool = True,
 ) -> CampaignResult:
     """A campaign against ``sut`` that reports its triaged findings as known (see the module docstring).
     With no finding triaged for ``sut`` it is exactly ``run_campaign`` (``database`` and ``observe`` as
@@ -72,7 +73,7 @@ def run_triaged(
     model = model or from_env()
     common = dict(artifacts_dir=artifacts_dir, progress=progress, meta=meta, sut=sut, observe=observe, model=model,
                   supervisor=supervisor, readiness=readiness, strategy=strategy, announce=announce,
-                  tour_share=tour_share)
+                  tour_share=tour_share, fill=fill)
     if not for_sut(sut, triage):
         return run_campaign(config, budget, seed=seed, use_database=use_database, database=database, **common)
     start = time.perf_counter()

@@ -162,7 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="tbe-fuzz", description="Differential fuzzing of a TBE (this project's Triton TBE unless --sut names another).")
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
-    from fuzz.cli.run import add_run_options, add_warmup_parser, tour_option
+    from fuzz.cli.run import add_run_options, add_warmup_parser, fill_option, tour_option
 
     sub = parser.add_subparsers(dest="command", metavar="{run,warmup,replay,gate,tune,selftest,mutate,config}",
                                 parser_class=_Parser)
@@ -218,6 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="faults checked at once, each in its own process (default: 1 under the interpreter, "
                          "a quarter of the cores up to 4 on a GPU)")
     tour_option(st)
+    fill_option(st)
     _sut_option(st)
     from fuzz.cli import mutate as mutate_cli  # mutation testing: options and command live in their own module
 
@@ -328,12 +329,13 @@ def cmd_selftest(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     shrink = args.shrink or args.artifacts is not None
     _progress(f"tbe-fuzz selftest: up to {budget.seconds:g}s per fault, seed {args.seed}, {_backend_line(args.sut)}"
               + (", the search alone (no opening tour)" if args.no_tour else "")
+              + (", no aimed cases" if args.no_fill else "")
               + (f", {jobs} faults at once" if jobs > 1 else "") + (", shrinking each catch" if shrink else ""))
     from fuzz.cli.run import tour_share
 
     results = run_selftest(budget, seed=args.seed, only=args.fault, artifacts_dir=args.artifacts,
                            progress=_progress, sut=args.sut, tour_share=tour_share(args), shrink=shrink,
-                           every_detector=args.every_detector, jobs=jobs)
+                           every_detector=args.every_detector, jobs=jobs, fill=not args.no_fill)
     _emit(args, selftest_report.selftest_text(results), selftest_report.selftest_json(results))
     return 0 if all_ok(results) else 1
 

@@ -53,9 +53,16 @@ def tour_option(p: argparse.ArgumentParser) -> None:
                    help="skip the opening tour (strategies.tour): the random search alone, to measure its power")
 
 
+def fill_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-fill", action="store_true",
+                   help="no aimed cases for the coverage cells the draws left at zero (fuzz.campaign.fill): the "
+                        "drawn search keeps its whole time")
+
+
 def add_run_options(run: argparse.ArgumentParser) -> None:
     tours = run.add_mutually_exclusive_group()
     tour_option(tours)
+    fill_option(run)
     tours.add_argument("--tour-share", type=_tour_share_arg, default=None, metavar="I/N",
                        help="run only every Nth case of the opening tour from case I (0-based); --workers N gives "
                             "worker I share I/N, so the workers run the tour once between them")
@@ -231,7 +238,8 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any
                               progress=None if live.enabled else _progress, observe=chain(live, collector),
                               meta={"config_file": str(args.config[0]) if args.config else None}, sut=sut,
                               model=model, readiness=None if background is None else background.readiness,
-                              announce=live.write if live.enabled else _progress, tour_share=tour_share(args))
+                              announce=live.write if live.enabled else _progress, tour_share=tour_share(args),
+                              fill=not args.no_fill)
     except BaseException:
         if background is not None:
             background.stop()  # else its builder process keeps this one alive until every group is built

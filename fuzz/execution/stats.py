@@ -48,6 +48,9 @@ class CampaignStats:
     leftover: list[Path] = dataclasses.field(default_factory=list)  # pending cases of drivers that died
     tour_examples: int = 0            # of ``examples``, the opening tour's (run before the drawn ones)
     tour_shares: tuple[TourShare, ...] = ()  # the opening tour's shares run (none: the search alone)
+    fill_zero: int = 0                # cells at zero when the aimed cases began (fuzz.campaign.fill), this share's
+    fill_planned: int = 0             # aimed cases built for them
+    fill_examples: int = 0            # of ``examples``, the aimed cases checked (run after the drawn ones)
     skipped_for_time: int = 0         # drawn examples not started: their expected cost exceeded the time left
     stopped_for_time: int = 0         # examples stopped at the budget's end (EXAMPLE_CAP_S past it), not judged
     reduce_steps: int = 0             # candidates the spec reducer (fuzz.campaign.reduce) checked
@@ -91,6 +94,9 @@ class CampaignStats:
         self.leftover += [p for p in other.leftover if p not in self.leftover]
         self.tour_examples += other.tour_examples
         self.tour_shares += tuple(s for s in other.tour_shares if s not in self.tour_shares)
+        self.fill_zero += other.fill_zero
+        self.fill_planned += other.fill_planned
+        self.fill_examples += other.fill_examples
         self.skipped_for_time += other.skipped_for_time
         self.stopped_for_time += other.stopped_for_time
         self.reduce_steps += other.reduce_steps
@@ -108,6 +114,7 @@ class CampaignStats:
             "stopped_for_time": self.stopped_for_time, "reduce_steps": self.reduce_steps,
             "tour": {"cases": self.tour_examples, "shares": [dataclasses.asdict(s) for s in self.tour_shares]}
             if self.tour_shares else None,
+            "fill": {"zero_cells": self.fill_zero, "cases": self.fill_planned, "checked": self.fill_examples},
         }
 
     @classmethod
@@ -124,4 +131,7 @@ class CampaignStats:
             tour_examples=int(d.get("tour_examples", 0)), skipped_for_time=int(d.get("skipped_for_time", 0)),
             stopped_for_time=int(d.get("stopped_for_time", 0)), reduce_steps=int(d.get("reduce_steps", 0)),
             tour_shares=tuple(TourShare(**s) for s in (d.get("tour") or {}).get("shares", [])),
+            fill_zero=int((d.get("fill") or {}).get("zero_cells", 0)),
+            fill_planned=int((d.get("fill") or {}).get("cases", 0)),
+            fill_examples=int((d.get("fill") or {}).get("checked", 0)),
         )

@@ -69,6 +69,8 @@ def worker_argv(args: Any, index: int, report_dir: Optional[Path]) -> list[str]:
         argv += ["--sut", args.sut]
     if getattr(args, "no_tour", False):
         argv += ["--no-tour"]
+    if getattr(args, "no_fill", False):
+        argv += ["--no-fill"]
     if report_dir is not None:
         argv += ["--report-dir", str(report_dir / f"worker-{index}")]
     return argv

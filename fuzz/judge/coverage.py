@@ -345,11 +345,11 @@ class Coverage:
 
     def to_json(self, reachable_cells: frozenset[Cell]) -> dict[str, Any]:
         counts: dict[str, dict[str, int]] = {}
-        for (p, e), n in sorted(self.counts.items(), key=lambda kv: _order(kv[0])):
+        for (p, e), n in sorted(self.counts.items(), key=lambda kv: cell_order(kv[0])):
             if n:
                 counts.setdefault(p.value, {})[e.label] = n
-        zero = sorted((c for c in reachable_cells if not self.counts[c]), key=_order)
-        odd = sorted((c for c in self.counts if self.counts[c] and c not in reachable_cells), key=_order)
+        zero = sorted((c for c in reachable_cells if not self.counts[c]), key=cell_order)
+        odd = sorted((c for c in self.counts if self.counts[c] and c not in reachable_cells), key=cell_order)
         return _summary(self.examples, counts, [[p.value, e.label] for p, e in zero], len(reachable_cells),
                         [[p.value, e.label] for p, e in odd])
 
@@ -358,7 +358,8 @@ _EDGE_INDEX = {e: i for i, e in enumerate(EDGES)}
 _PATH_INDEX = {p: i for i, p in enumerate(PATHS)}
 
 
-def _order(cell: Cell) -> tuple[int, int]:
+def cell_order(cell: Cell) -> tuple[int, int]:
+    """The report's order of cells: by path, then by edge."""
     return _PATH_INDEX[cell[0]], _EDGE_INDEX[cell[1]]
 
 

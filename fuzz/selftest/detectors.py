@@ -55,6 +55,7 @@ class Context:
     sut: str = "triton"  # the system under test (fuzz.sut.protocol name); one that takes KernelConfig.faults
     tour_share: Optional[TourShare] = ALL  # the campaign detector's opening tour (None: the search alone)
     shrink: bool = False  # shrink a caught case (the budget's shrink time); else it is kept as found
+    fill: bool = True  # aimed cases for the coverage cells the campaign's draws left at zero
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +68,9 @@ class Detector:
 
 def _who(res: CampaignResult) -> str:
     """Which part of the campaign found the first failure: a tour case or the search (tour off or not)."""
+    if res.fill_examples and (res.first_failure_examples or 0) > res.examples - res.fill_examples:
+        return "by an aimed case for a coverage cell the draws left at zero" + (
+            " (no opening tour)" if res.tour is None else "")
     if res.tour is None:
         return "by the search alone (no opening tour)"
     if (res.first_failure_examples or 0) <= res.tour_examples:
@@ -123,7 +127,7 @@ def _campaign_run(fault: str, ctx: Context) -> Detection:
     config = campaign_config(fault)
     res = run_campaign(config, ctx.budget, seed=ctx.seed, artifacts_dir=ctx.artifacts_dir, use_database=False,
                        meta={"source": "selftest", "fault": fault}, sut=ctx.sut, announce=ctx.progress,
-                       tour_share=ctx.tour_share, shrink=ctx.shrink)
+                       tour_share=ctx.tour_share, shrink=ctx.shrink, fill=ctx.fill)
     return campaign_detection("campaign", res)
 
 

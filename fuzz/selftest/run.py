@@ -66,6 +66,7 @@ def run_selftest(
     shrink: bool = False,
     every_detector: bool = False,
     jobs: int = 1,
+    fill: bool = True,
 ) -> list[FaultResult]:
     """The detectors of every fault (``only`` narrows the list and marks those faults as named), in order
     until one catches it (``every_detector``: all of them). ``sut`` must take planted faults through
@@ -76,7 +77,7 @@ def run_selftest(
     for name in names:
         if name not in faults.KNOWN:
             raise ValueError(f"selftest: unknown fault {name!r} (known: {sorted(faults.KNOWN)})")
-    ctx = Context(budget, seed, artifacts_dir, progress, sut=sut, tour_share=tour_share, shrink=shrink)
+    ctx = Context(budget, seed, artifacts_dir, progress, sut=sut, tour_share=tour_share, shrink=shrink, fill=fill)
     if jobs > 1 and len(names) > 1:
         return _in_processes(names, ctx, bool(only), every_detector, jobs)
     with faults.allow():

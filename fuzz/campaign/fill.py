@@ -1,0 +1,228 @@
+"""Aimed cases: one small case built for each reachable coverage cell the search has left at zero.
+
+Random draws reach a rare (kernel path, edge class) pair, such as the fused long tier on bf16 rows or
+the small-table path with a run of exactly the threshold, once in hundreds of examples, and a quick
+campaign checks a few hundred. So the last share of a campaign's search time (``FILL_SHARE``) goes to
+the cells still at zero: for each, ``aimed_case`` composes a case from a recipe for the cell's path
+(the shape, dtypes and config that route a batch there) and one for its edge (the D, run length,
+bad id, dtype, pooling, optimizer or step count), over the campaign's own configs (the config
+under test first, then its override profiles, which a GPU warm-up builds), and keeps the first
+candidate that the cell classifier (``fuzz.judge.coverage``, the rule the report counts by) says
+hits the cell. Nothing is assumed about the routing: a candidate that misses is dropped.
+
+Written here rather than as a Hypothesis strategy: which cells are at zero is known only while a
+campaign runs, and a strategy's distribution is fixed before it starts.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import functools
+import itertools
+import time
+from typing import Any, Iterable, Iterator, Optional
+
+from fuzz.judge import coverage
+from fuzz.judge.check import case_result
+from fuzz.judge.coverage import Cell, EdgeGroup, KernelPath
+from strategies.bad_inputs import BadBatchSpec, BadId
+from strategies.case import CaseSpec, HotRow, with_rate_and_steps
+from strategies.cases import BadIdCase, tensors
+from strategies.config_space import Drawn, usable_profiles
+from tbe import KernelConfig
+
+FILL_SHARE = 0.2     # of a campaign's search time, kept for aimed cases when it has zero cells
+SEEDS = (11, 12)     # materialization seeds tried per recipe (an empty bag, say, can depend on it)
+PLAN_SECONDS = 1.0   # longest search for one cell's case
+
+
+def aimed_case(cell: Cell, base: KernelConfig, max_lookups: int, fixed: frozenset[str] = frozenset(),
+               seconds: float = PLAN_SECONDS) -> Optional[Drawn]:
+    """A case (with its config overrides) that hits ``cell`` under ``base`` or one of its override profiles,
+    or None when no recipe did within ``seconds``."""
+    return _aimed(cell, base, max_lookups, fixed, seconds)
+
+
+@functools.lru_cache(maxsize=4096)
+def _aimed(cell: Cell, base: KernelConfig, max_lookups: int, fixed: frozenset[str],
+           seconds: float) -> Optional[Drawn]:
+    end = time.perf_counter() + seconds
+    for drawn in _candidates(cell, base, max_lookups, fixed):
+        if time.perf_counter() > end:
+            return None
+        if cell in predicted_cells(drawn, base):
+            return drawn
+    return None
+
+
+def predicted_cells(drawn: Drawn, base: KernelConfig) -> frozenset[Cell]:
+    """The cells ``drawn`` counts in once run (materialized here, no kernel launched)."""
+    cfg = drawn.config(base)
+    return case_result(drawn.case, tensors(drawn.case, weights=False), cfg, 0.0, None, None).cells
+
+
+def plan(zero: Iterable[Cell], base: KernelConfig, max_lookups: int, fixed: frozenset[str] = frozenset(),
+         deadline: Optional[float] = None) -> list[tuple[Cell, Drawn]]:
+    """Aimed cases for the ``zero`` cells, the paths taken in turn (a short run then aims at every path it can),
+    one case per cell it hits first; a case that also hits later cells of ``zero`` covers them (they get none
+    of their own)."""
+    turn: collections.Counter = collections.Counter()
+    keyed = []
+    for cell in zero:  # the n-th zero cell of a path goes in the n-th round
+        keyed.append(((turn[cell[0]], coverage.PATHS.index(cell[0])), cell))
+        turn[cell[0]] += 1
+    todo = [cell for _, cell in sorted(keyed, key=lambda kc: kc[0])]
+    out: list[tuple[Cell, Drawn]] = []
+    covered: set[Cell] = set()
+    for cell in todo:
+        if cell in covered:
+            continue
+        if deadline is not None and time.perf_counter() > deadline:
+            break
+        drawn = aimed_case(cell, base, max_lookups, fixed)
+        if drawn is not None:
+            out.append((cell, drawn))
+            covered |= predicted_cells(drawn, base)
+    return out
+
+
+# ----------------------------------------------------------------------------- recipes
+@dataclasses.dataclass(frozen=True)
+class _Recipe:
+    """Part of a case: CaseSpec fields, and the D, hot-row count or bad input it needs."""
+
+    fields: tuple[tuple[str, Any], ...] = ()
+    dim: Optional[int] = None
+    hot: Optional[int] = None
+    bad_id: Optional[BadId] = None
+    bad_offsets: tuple[str, ...] = ()
+
+
+def _r(dim: Optional[int] = None, hot: Optional[int] = None, bad_id: Optional[BadId] = None,
+       bad_offsets: tuple[str, ...] = (), **fields: Any) -> _Recipe:
+    return _Recipe(tuple(sorted(fields.items())), dim, hot, bad_id, bad_offsets)
+
+
+_GENERIC_TABLES = ((24, 8), (10, 5))
+
+
+def _path_configs(path: KernelPath, base: KernelConfig, fixed: frozenset[str]) -> list[dict[str, Any]]:
+    """Overrides of the campaign's configs on which ``path`` can run, the config under test first."""
+    wants = {
+        KernelPath.FWD_SMALL_TABLE: lambda c: c.small_table_path,
+        KernelPath.BOUNDS_FUSED: lambda c: c.fused_bounds_check,
+        KernelPath.BOUNDS_STANDALONE: lambda c: not c.fused_bounds_check,
+        KernelPath.BWD_LONG: lambda c: not c.fused_long_tier,
+        KernelPath.BWD_FUSED: lambda c: c.fused_long_tier,
+    }.get(path, lambda c: True)
+    out = [ov for ov in [{}] + usable_profiles(base, fixed) if wants(base.replace(**ov) if ov else base)]
+    if path in (KernelPath.BWD_LONG, KernelPath.BWD_FUSED):  # a short threshold first: long runs stay cheap
+        out.sort(key=lambda ov: (base.replace(**ov) if ov else base).long_run_threshold)
+    return out
+
+
+def _path_recipes(path: KernelPath, c: KernelConfig) -> list[_Recipe]:
+    if path == KernelPath.FWD_SMALL_TABLE:
+        rows = max(2, min(c.small_table_max_rows, 16))
+        dim = max(1, c.small_table_min_dim)
+        bags = c.small_table_bags_per_program + 1
+        return [_r(tables=((rows, dim),), batch_size=bags, length_profile="fixed",
+                   max_length=max(2, c.small_table_min_pooling), weights_dtype="fp16", output_dtype="fp32")]
+    if path in (KernelPath.BWD_LONG, KernelPath.BWD_FUSED):
+        lookups = max(0, c.fused_long_min_lookups) if path == KernelPath.BWD_FUSED else 0
+        batch = max(4, -(-lookups // (2 * 4)))  # two tables of bags of up to four ids
+        return [_r(tables=((max(24, c.long_run_threshold), 8), (10, 5)), batch_size=batch, max_length=4,
+                   hot=c.long_run_threshold)]
+    if path == KernelPath.PSW_GRAD:
+        return [_r(tables=_GENERIC_TABLES, batch_size=4, max_length=4, weighted=True)]
+    return [_r(tables=_GENERIC_TABLES, batch_size=4, max_length=4), _r(tables=((24, 8),), batch_size=4, max_length=4)]
+
+
+def _dims_for(value: str, c: KernelConfig) -> list[int]:
+    wanted = coverage.Edge(EdgeGroup.DIM, value)
+    probe = [1, 2, 3, 5, 7, 9, 17, 33, 65, 129, 1025] + [b + 1 for b in c.dim_buckets]
+    return [d for d in dict.fromkeys(probe) if wanted in coverage.dim_edges(d, c)][:2]
+
+
+def _run_lengths(c: KernelConfig, max_lookups: int) -> list[int]:
+    th, ch = c.long_run_threshold, c.chunk_size
+    lengths = sorted({th, th + 1, ch, ch + 1, 2 * ch, 2 * ch + 1, 3 * ch + 1})
+    return [n for n in lengths if th <= n <= max_lookups // 2]
+
+
+def _edge_recipes(edge: coverage.Edge, c: KernelConfig, max_lookups: int) -> list[_Recipe]:
+    g, v = edge.group, edge.value
+    # bad input under MEAN, beside offsets whose repair moves a bag's length: the divisor must follow the repair
+    if g in (EdgeGroup.BAD_ID_BAG, EdgeGroup.BAD_ID_SLOT):
+        kind, _, where = v.partition(" @ ")
+        bad = BadId(kind, "first", where, "first") if g == EdgeGroup.BAD_ID_BAG else BadId(kind, "first", "first", where)
+        return [_r(bad_id=bad, bad_offsets=("decreasing",), pooling="mean"), _r(bad_id=bad, pooling="mean"),
+                _r(bad_id=bad)]
+    if g == EdgeGroup.BAD_OFFSETS:
+        return [_r(bad_offsets=(v,), pooling="mean"), _r(bad_offsets=(v,))]
+    if g == EdgeGroup.EMPTY_BAG:
+        return [_r(length_profile="uniform", max_length=2, batch_size=8), _r(length_profile="empty", hot=2)]
+    if g == EdgeGroup.DIM:
+        return [_r(dim=d) for d in _dims_for(v, c)]
+    if g == EdgeGroup.SEGMENT:
+        lo = int(v.split("-")[0].replace(">= ", "").replace("2^20", str(1 << 20)))
+        return [_r()] + ([_r(hot=lo)] if 2 <= lo <= max_lookups - 256 else [])
+    if g == EdgeGroup.LONG_RUN:
+        return [_r(hot=n) for n in _run_lengths(c, max_lookups)]
+    if g == EdgeGroup.DTYPE:
+        which, _, dtype = v.partition(" ")
+        return [_r(**{f"{which}_dtype": dtype})]
+    if g == EdgeGroup.POOLING:
+        pooling, _, weighting = v.partition(", ")
+        return [_r(pooling=pooling, weighted=weighting == "weighted")]
+    if g == EdgeGroup.OPTIMIZER:
+        return [_r(optimizer=v)]
+    if g == EdgeGroup.STEPS:
+        return [] if v.startswith("0") else [_r(steps=1 if v == "1" else 2)]
+    return []
+
+
+def _compose(path: _Recipe, edge: _Recipe, seed: int) -> Optional[Any]:
+    """The case of ``path`` with ``edge`` laid over it (the edge's fields win), or None where they clash."""
+    fields = dict(path.fields)
+    fields.update(edge.fields)
+    tables = tuple(fields.pop("tables", _GENERIC_TABLES))
+    dim = edge.dim if edge.dim is not None else path.dim
+    if dim is not None:
+        tables = tuple((e, dim) for e, _ in tables)
+    hot = edge.hot if edge.hot is not None else path.hot
+    rows = tables[0][0]
+    if hot is not None:
+        if rows < 2:
+            tables = ((2, tables[0][1]),) + tables[1:]
+        fields["hot_rows"] = (HotRow(0, 0, hot),)
+    steps = fields.pop("steps", 1)
+    try:
+        spec = with_rate_and_steps(CaseSpec(tables=tables, seed=seed, **fields), 0.05, steps)
+    except (TypeError, ValueError):
+        return None
+    if edge.bad_id is None and not edge.bad_offsets:
+        return spec
+    spec = dataclasses.replace(spec, batch_size=max(3, spec.batch_size), hot_rows=(), steps=1,
+                               length_profile="uniform", max_length=max(2, min(spec.max_length, 4)))
+    bad = BadBatchSpec(spec.tables, spec.batch_size, max_length=spec.max_length, index_dtype=spec.index_dtype,
+                       weighted=spec.weighted, bad_ids=(edge.bad_id,) if edge.bad_id else (),
+                       bad_offsets=edge.bad_offsets, seed=seed)
+    try:
+        return BadIdCase(spec, bad)
+    except ValueError:
+        return None
+
+
+def _candidates(cell: Cell, base: KernelConfig, max_lookups: int, fixed: frozenset[str]) -> Iterator[Drawn]:
+    path, edge = cell
+    for ov in _path_configs(path, base, fixed):
+        c = base.replace(**ov) if ov else base
+        for p, e, seed in itertools.product(_path_recipes(path, c), _edge_recipes(edge, c, max_lookups), SEEDS):
+            case = _compose(p, e, seed)
+            spec = case.spec if isinstance(case, BadIdCase) else case
+            if case is None or spec.expected_lookups() > max_lookups:
+                continue
+            yield Drawn(case, tuple(sorted(ov.items())))
+

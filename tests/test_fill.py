@@ -1,0 +1,93 @@
+"""Aimed cases (``fuzz.campaign.fill``): a case for every reachable coverage cell, and the campaign's last share
+of time running them for the cells its draws left at zero.
+
+The campaigns here run against a stand-in supervisor that passes every case at once (its cells come from the
+materialized case, as a real run's do), so only the driver's bookkeeping and the recipes are under test.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from fuzz.budgets import Budget
+from fuzz.campaign import fill
+from fuzz.campaign.report import coverage_json
+from fuzz.campaign.search import run_campaign
+from fuzz.judge import coverage
+from fuzz.judge.check import case_result
+from fuzz.judge.coverage import Edge, EdgeGroup, KernelPath
+from strategies.cases import tensors
+from strategies.config_space import split_draw
+from strategies.tour import TourShare
+from tbe import KernelConfig
+
+BUDGET = Budget("t", seconds=600.0, shrink_seconds=0.0, max_examples=2, max_lookups=4000)
+# a config away from the defaults: the fused long tier and check by default, no small-table path, narrow buckets
+OTHER = KernelConfig(fused_long_tier=True, fused_bounds_check=True, small_table_path=False, dim_buckets=(16, 64),
+                     long_run_threshold=64, chunk_size=32)
+
+
+class _Passing:
+    environment: dict = {}
+
+    def __init__(self) -> None:
+        self.cases: list = []
+
+    def run(self, case, config, pending=None, **options):
+        self.cases.append((case, config))
+        return case_result(case, tensors(case, weights=False), config, 0.0, None, None, [])
+
+
+@pytest.mark.parametrize("config, max_lookups", [(KernelConfig(), 4000), (KernelConfig(), 1_200_000), (OTHER, 4000)],
+                         ids=["defaults, CPU examples", "defaults, quick GPU examples", "fused tiers, narrow buckets"])
+def test_every_reachable_cell_gets_an_aimed_case_that_hits_it(config, max_lookups):
+    reachable = coverage.reachable(config, True, max_lookups=max_lookups)
+    missed = []
+    for cell in sorted(reachable, key=coverage.cell_order):
+        drawn = fill.aimed_case(cell, config, max_lookups, seconds=5.0)
+        if drawn is None:
+            missed.append(cell)
+            continue
+        case, cfg, _ = split_draw(drawn, config)
+        assert cell in case_result(case, tensors(case, weights=False), cfg, 0.0, None, None).cells
+        assert tensors(case, weights=False).indices.numel() <= max_lookups
+    assert not missed, [(p.value, e.label) for p, e in missed]
+
+
+def test_an_unreachable_cell_gets_no_case():
+    # the small-table path takes unweighted batches only
+    cell = (KernelPath.FWD_SMALL_TABLE, Edge(EdgeGroup.POOLING, "sum, weighted"))
+    assert cell not in coverage.reachable(KernelConfig(), True, max_lookups=4000)
+    assert fill.aimed_case(cell, KernelConfig(), 4000) is None
+
+
+def test_fixed_fields_are_never_overridden():
+    cell = (KernelPath.BWD_FUSED, Edge(EdgeGroup.DIM, "< 4"))
+    assert fill.aimed_case(cell, KernelConfig(), 4000) is not None  # through a profile with the fused tier
+    assert fill.aimed_case(cell, KernelConfig(), 4000, fixed=frozenset({"fused_long_tier"})) is None
+
+
+def test_a_campaign_ends_with_every_reachable_cell_hit():
+    sup = _Passing()
+    res = run_campaign(KernelConfig(), BUDGET, seed=1, artifacts_dir=None, supervisor=sup, tour_share=None)
+    cov = coverage_json(res)
+    assert res.fill_zero > 0 and res.fill_examples == res.fill_planned > 0
+    assert res.examples == BUDGET.max_examples + res.fill_examples
+    assert cov["zero"] == [] and cov["unexpected"] == []
+
+
+def test_without_fill_the_draws_keep_the_run():
+    res = run_campaign(KernelConfig(), BUDGET, seed=1, artifacts_dir=None, supervisor=_Passing(), tour_share=None,
+                       fill=False)
+    assert res.examples == BUDGET.max_examples and res.fill_examples == res.fill_zero == 0
+    assert coverage_json(res)["zero"]
+
+
+def test_workers_split_the_cells_and_together_hit_every_one():
+    parts = [run_campaign(KernelConfig(), BUDGET, seed=1, artifacts_dir=None, supervisor=_Passing(),
+                          tour_share=TourShare(i, 2)) for i in range(2)]
+    merged = coverage.merge_json([coverage_json(p) for p in parts])
+    assert merged["zero"] == []
+    assert all(0 < p.fill_zero < 320 for p in parts)  # each aims at its own half of the cells at zero
+    reachable = sorted(coverage.reachable(KernelConfig(), True, max_lookups=4000), key=coverage.cell_order)
+    assert parts[0].fill_zero <= len(TourShare(0, 2).pick(reachable))
