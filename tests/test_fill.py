@@ -91,3 +91,16 @@ def test_workers_split_the_cells_and_together_hit_every_one():
     assert all(0 < p.fill_zero < 320 for p in parts)  # each aims at its own half of the cells at zero
     reachable = sorted(coverage.reachable(KernelConfig(), True, max_lookups=4000), key=coverage.cell_order)
     assert parts[0].fill_zero <= len(TourShare(0, 2).pick(reachable))
+
+
+def test_draws_go_on_after_the_aimed_cases_when_time_is_left():
+    """The aimed cases take a few seconds of their fifth here: the drawn search resumes from seed + 1."""
+    from fuzz.status import StopReason
+
+    budget = Budget("t", seconds=20.0, shrink_seconds=0.0, max_examples=100_000, max_lookups=4000)
+    fills: list[int] = []
+    res = run_campaign(KernelConfig(), budget, seed=1, artifacts_dir=None, supervisor=_Passing(), tour_share=None,
+                       observe=lambda r, result: fills.append(r.fill_examples))
+    assert res.resumed and res.stopped_by == StopReason.TIME and res.fill_examples > 0
+    after = sum(1 for n in fills if n == res.fill_examples) - 1  # observed after the last aimed case
+    assert after > 0

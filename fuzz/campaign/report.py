@@ -75,8 +75,9 @@ def _time_lines(r: CampaignResult) -> list[str]:
         drawn = r.examples - r.tour_examples - r.fill_examples
         aimed = f", {r.fill_examples} aimed" if r.fill_examples else ""
         lines.append(f"  time-bound: {r.examples} examples ({r.tour_examples} of the opening tour, {drawn} drawn"
-                     f"{aimed}) in {r.budget.seconds:.0f}s; the count varies with the machine's speed, and --max-examples "
-                     f"{max(1, drawn)} repeats the run exactly")
+                     f"{aimed}) in {r.budget.seconds:.0f}s; the count varies with the machine's speed"
+                     + (", and the draws went on after the aimed cases (seed + 1)" if r.resumed else
+                        f", and --max-examples {max(1, drawn)} repeats the run exactly"))
     if r.skipped_for_time or r.stopped_for_time:
         lines.append(f"  for time: {r.skipped_for_time} drawn example(s) not started (expected cost over the time "
                      f"left), {r.stopped_for_time} stopped {EXAMPLE_CAP_S:g}s past the end; none judged")

@@ -52,6 +52,7 @@ from tbe import KernelConfig
 
 
 HYPOTHESIS_SHARE = 0.5  # of the shrink time, for Hypothesis's shrinker; the spec reducer gets the rest
+RESUME_S = 2.0  # time left after the aimed cases for which the drawn search goes on
 
 
 class _OutOfTime(BaseException):
@@ -88,6 +89,7 @@ class CampaignResult(CampaignStats):
     failure_overrides: dict[str, Any] = dataclasses.field(default_factory=dict)
     environment: Optional[dict[str, Any]] = None     # where the cases ran (the supervised worker's)
     search_config: bool = True        # the search drew configs around ``config`` (coverage's reachable cells)
+    resumed: bool = False             # the draws went on after the aimed cases, from seed + 1
 
     @property
     def ok(self) -> bool:
@@ -194,7 +196,7 @@ def run_campaign(
     announce = announce or progress
     start = time.perf_counter()
     search_end = start + budget.seconds
-    fill_reserve = aim.FILL_SHARE * budget.seconds if fill else 0.0
+    reserve = [aim.FILL_SHARE * budget.seconds if fill else 0.0]  # the aimed cases' time, kept from the draws
     best: list[CaseResult] = []  # smallest failure seen, in case shrinking runs out of time
     steps = [0]  # shrink steps so far (Hypothesis's, then the reducer's)
 
@@ -233,21 +235,21 @@ def run_campaign(
             announce(f"failure at example {res.examples} ({result.kind}" + (f", {check}" if check else "")
                      + f"); shrinking: now {size_text(result)}")
 
-    # settings outermost: @seed alone would switch the example database off (Hypothesis does so
-    # for seeded runs), and a campaign needs both its seed and its (shared) database
-    @settings(
-        max_examples=budget.max_examples, database=db, phases=phases, deadline=None, derandomize=False,
-        suppress_health_check=list(HealthCheck), report_multiple_bugs=False, print_blob=False,
-    )
-    @hypothesis_seed(seed)
-    @given(strategy)
-    def prop(drawn):
+    def hypothesis_run(seed_value: int) -> Callable[[], None]:
+        # settings outermost: @seed alone would switch the example database off (Hypothesis does so
+        # for seeded runs), and a campaign needs both its seed and its (shared) database
+        return settings(
+            max_examples=budget.max_examples, database=db, phases=phases, deadline=None, derandomize=False,
+            suppress_health_check=list(HealthCheck), report_multiple_bugs=False, print_blob=False,
+        )(hypothesis_seed(seed_value)(given(strategy)(draw_and_check)))
+
+    def draw_and_check(drawn):
         case, cfg, overrides = split_draw(drawn, config)  # config-space search: overrides drawn around config
         if interrupt.requested():
             res.stopped_by = StopReason.INTERRUPTED
             raise _Interrupted()
         now = time.perf_counter()
-        if res.failure is None and not best and now > search_end - fill_reserve:
+        if res.failure is None and not best and now > search_end - reserve[0]:
             res.stopped_by = StopReason.TIME
             raise _OutOfTime()
         if best and now > search_end + budget.shrink_seconds * (HYPOTHESIS_SHARE if shrink else 1.0):
@@ -297,27 +299,34 @@ def run_campaign(
         search_end = time.perf_counter()
         res.stopped_by = StopReason.FAILURE
         res.failure = best[0]
-    try:
-        if not best and not res.interrupted:
-            _until_satisfiable(prop, readiness, lambda: search_end - fill_reserve)
-        if not res.stopped_by:
-            res.stopped_by = StopReason.EXAMPLES
-    except _CaseFailed as e:
-        res.failure = e.result
-        res.stopped_by = StopReason.FAILURE
-    except (_OutOfTime, _Interrupted):
-        if best:
-            res.failure = best[0]
-            res.stopped_by = StopReason.INTERRUPTED if res.interrupted else StopReason.FAILURE
-    except (HypothesisException, AssertionError):  # e.g. Flaky: a failure that did not reproduce
-        if not best and not res.skipped_for_time:
-            raise
-        res.failure = best[0] if best else None  # Unsatisfiable: every draw was too big for the time left
-        res.stopped_by = StopReason.FAILURE if best else StopReason.TIME
+    def search(prop: Callable[[], None]) -> None:
+        try:
+            if not best and not res.interrupted:
+                _until_satisfiable(prop, readiness, lambda: search_end - reserve[0])
+            if not res.stopped_by:
+                res.stopped_by = StopReason.EXAMPLES
+        except _CaseFailed as e:
+            res.failure = e.result
+            res.stopped_by = StopReason.FAILURE
+        except (_OutOfTime, _Interrupted):
+            if best:
+                res.failure = best[0]
+                res.stopped_by = StopReason.INTERRUPTED if res.interrupted else StopReason.FAILURE
+        except (HypothesisException, AssertionError):  # e.g. Flaky: a failure that did not reproduce
+            if not best and not res.skipped_for_time:
+                raise
+            res.failure = best[0] if best else None  # Unsatisfiable: every draw was too big for the time left
+            res.stopped_by = StopReason.FAILURE if best else StopReason.TIME
+
+    search(hypothesis_run(seed))
     if fill and not best and res.failure is None and res.stopped_by in (StopReason.TIME, StopReason.EXAMPLES):
         aimed = _aimed(res, config, tour_share or ALL, search_end, readiness)
         if _explicit(aimed, "fill", config, res, best, configs, lambda: search_end, observe, run, expected, found):
             res.failure, res.stopped_by = best[0], StopReason.FAILURE
+        elif res.stopped_by == StopReason.TIME and search_end - time.perf_counter() > RESUME_S:
+            reserve[0] = 0.0  # the aimed cases are done early: the draws go on, from a seed of their own
+            res.stopped_by, res.resumed = "", True
+            search(hypothesis_run(seed + 1))
     if best and (res.failure is None or case_size(best[0].case) < case_size(res.failure.case)):
         res.failure, res.stopped_by = best[0], StopReason.INTERRUPTED if res.interrupted else StopReason.FAILURE
     res.environment = sup.environment
