@@ -64,6 +64,16 @@ def base_spec(case: AnyCase) -> CaseSpec:
     return case.spec if isinstance(case, (BadIdCase, PackCase)) else case
 
 
+def with_modes(case: AnyCase, **fields: Any) -> AnyCase:
+    """``case`` with module fields (dtypes, weighting, ...) replaced in every part that holds them."""
+    if isinstance(case, BadIdCase):
+        bad = {k: v for k, v in fields.items() if k in ("weighted", "index_dtype")}
+        return BadIdCase(dataclasses.replace(case.spec, **fields), dataclasses.replace(case.bad, **bad))
+    if isinstance(case, PackCase):
+        return PackCase(tuple(dataclasses.replace(s, **fields) for s in case.subs))
+    return dataclasses.replace(case, **fields)
+
+
 def sub_cases(case: AnyCase) -> int:
     """How many independent cases ``case`` checks (a pack's sub-cases, else one)."""
     return len(case.subs) if isinstance(case, PackCase) else 1

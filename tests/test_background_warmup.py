@@ -49,7 +49,7 @@ def test_once_everything_is_built_the_draws_are_the_strategies_own():
     assert _drawn(built) == _drawn(None)
 
 
-def test_a_case_whose_group_is_building_is_deferred_not_checked():
+def test_a_case_whose_group_is_building_is_steered_to_built_dtypes_not_checked():
     r = Readiness()
     configs = campaign_configs(KernelConfig())
     pending = [("matrix", c.to_json(), "fp16", o, i, w) for c in configs
@@ -62,8 +62,33 @@ def test_a_case_whose_group_is_building_is_deferred_not_checked():
                  strategy=campaign_cases(config, BUDGET.max_lookups), supervisor=_InstantSupervisor(),
                  observe=lambda res, result: seen.append(base_spec(result.case).weights_dtype), readiness=r)
     assert seen and "fp16" not in seen
-    assert r.deferred > 0
+    assert r.steered > 0 and r.deferred == 0  # every fp16 draw ran on another weights dtype
     assert r.examples == len(seen)
+
+
+def test_steering_changes_the_fewest_fields_and_prefers_the_drawn_config():
+    base = KernelConfig()
+    profile, other = campaign_configs(base)[1:3]
+    keys = [("matrix", c.to_json(), w, o, i, wt) for c in (base, profile, other) for w in ("fp32", "fp16", "bf16")
+            for o in ("fp32", "fp16", "bf16") for i in ("int32", "int64") for wt in (False, True)]
+    r = Readiness()
+    r.plan(keys)
+    r.finished = False
+    spec = CaseSpec(tables=((10, 8), (5, 3)), batch_size=2, weights_dtype="bf16", output_dtype="fp16",
+                    index_dtype="int32", weighted=True)
+    assert r.steer(spec, profile, base) is None  # nothing built: the draw is deferred
+    r.done([("matrix", base.to_json(), "bf16", "fp16", "int32", False)])  # the config under test, unweighted
+    r.done([("matrix", profile.to_json(), "fp32", "fp32", "int64", True)])  # the drawn profile, three fields off
+    case, cfg = r.steer(spec, profile, base)
+    assert cfg is profile and (case.weights_dtype, case.output_dtype, case.index_dtype, case.weighted) == (
+        "fp32", "fp32", "int64", True)
+    assert case.tables == spec.tables and case.batch_size == spec.batch_size
+    r.done([("matrix", profile.to_json(), "bf16", "fp16", "int64", True)])  # one field off on the profile
+    case, cfg = r.steer(spec, profile, base)
+    assert cfg is profile and case.index_dtype == "int64" and case.weights_dtype == "bf16"
+    # a profile with nothing built: the config under test, its overrides dropped
+    case, cfg = r.steer(spec, other, base)
+    assert cfg is base and not case.weighted and case.index_dtype == "int32"
 
 
 def test_a_long_build_does_not_end_the_search_for_want_of_ready_draws():

@@ -254,8 +254,13 @@ def run_campaign(
             raise _OutOfTime()
         if best and now > search_end + budget.shrink_seconds * (HYPOTHESIS_SHARE if shrink else 1.0):
             raise _OutOfTime()
-        if readiness is not None and not best and not readiness.admit(case, cfg):
-            reject()
+        if readiness is not None and not best:
+            now_run = readiness.admit_or_steer(case, cfg, config)
+            if now_run is None:
+                reject()
+            if now_run[1] is not cfg:  # steered to the config under test: the drawn overrides are dropped
+                overrides = {}
+            case, cfg = now_run
         try:
             result = run(case, cfg)
         except Unmaterializable as e:
