@@ -340,3 +340,23 @@ def test_a_built_tour_case_does_not_wait_for_its_configs_groups(tmp_path, monkey
     finally:
         gate.set()
         handle.stop()
+
+
+def test_the_steering_targets_build_right_after_the_tour():
+    """Any not-ready draw can be steered to the config under test's fp32 groups: they build first after the tour,
+    the smallest first, before the larger groups of other dtypes."""
+    from fuzz.compile.background import STEER_TARGET, _order
+    from fuzz.compile.warmup import plan
+
+    config = KernelConfig()
+    p = plan([("tour", config)] + [("matrix", c) for c in campaign_configs(config)], stamped=False)
+    order = _order(p.indexed_groups(), config)
+    tours = sum(1 for u, _, _ in order if u[0] == "tour")
+    assert all(u[0] == "tour" for u, _, _ in order[:tours])
+    first = [g for u, _, g in order[tours:tours + 8] if u[1] == config]
+    assert len(first) == 8
+    dtypes = [(base_spec(g[0].spec).weights_dtype, base_spec(g[0].spec).output_dtype,
+               base_spec(g[0].spec).index_dtype) for g in first if g[0].backward]
+    assert dtypes and all(d == STEER_TARGET for d in dtypes)
+    sizes = [len(g) for u, _, g in order[tours:tours + 8]]
+    assert sizes == sorted(sizes)

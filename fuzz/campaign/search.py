@@ -175,8 +175,8 @@ def run_campaign(
     callable taking a line; default ``progress``) receives the lines a person watches for even under a
     live bar: the first failure and each shrinking step. ``tour_share`` picks the tour's cases this
     campaign runs (``strategies.tour.TourShare``; None: none, the search alone). ``fill``: when the
-    campaign draws its own cases, the last ``fuzz.campaign.fill.FILL_SHARE`` of the search time runs
-    aimed cases for the coverage cells the draws left at zero (this tour share's cells)."""
+    campaign draws its own cases and its time bounds the draws, the last ``fuzz.campaign.fill.FILL_SHARE`` of
+    the search time runs aimed cases for the coverage cells the draws left at zero (this tour share's cells)."""
     model = model or from_env()
     res = CampaignResult(config, budget, seed, model=model, sut=sut, search_config=strategy is None)
     sup = supervisor or shared()
@@ -324,8 +324,9 @@ def run_campaign(
             res.stopped_by = StopReason.FAILURE if best else StopReason.TIME
 
     search(hypothesis_run(seed))
-    if fill and not best and res.failure is None and res.stopped_by in (StopReason.TIME, StopReason.EXAMPLES):
-        aimed = _aimed(res, config, tour_share or ALL, search_end, readiness)
+    if fill and not best and res.failure is None and res.stopped_by == StopReason.TIME:  # not after --max-examples
+        aimed = [d for d in (fit_case(d, caps) for d in _aimed(res, config, tour_share or ALL, search_end, readiness))
+                 if d is not None]
         if _explicit(aimed, "fill", config, res, best, configs, lambda: search_end, observe, run, expected, found):
             res.failure, res.stopped_by = best[0], StopReason.FAILURE
         elif res.stopped_by == StopReason.TIME and search_end - time.perf_counter() > RESUME_S:

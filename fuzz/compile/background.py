@@ -304,11 +304,24 @@ def start(configs: Sequence[KernelConfig], tours: Sequence[KernelConfig], proces
     return handle
 
 
+STEER_TARGET = ("fp32", "fp32", "int64")  # the base config's dtypes built first: every steered draw can take them
+
+
 def _order(groups: list, base: Optional[KernelConfig]) -> list:
-    """The opening tour's groups first (in tour order), then the base config's (about half the draws use it), each
-    config's largest groups first so that the slowest work starts earliest."""
+    """The opening tour's groups first (in tour order), then the base config's (about half the draws use it): first
+    its groups of ``STEER_TARGET`` and its small-table groups, which any not-ready draw can be steered to (the
+    smallest first), then the rest, each config's largest groups first so that the slowest work starts earliest."""
     tour = [g for g in groups if g[0][0] == "tour"]
-    matrix = sorted((g for g in groups if g[0][0] == "matrix"), key=lambda g: (g[0][1] != base, -len(g[2])))
+
+    def target(g) -> bool:
+        spec = base_spec(g[2][0].spec)
+        return not g[2][0].backward or (spec.weights_dtype, spec.output_dtype, spec.index_dtype) == STEER_TARGET
+
+    def key(g) -> tuple:
+        first = g[0][1] == base and target(g)  # smallest first: the sooner one is ready, the sooner draws run
+        return g[0][1] != base, not first, len(g[2]) if first else -len(g[2])
+
+    matrix = sorted((g for g in groups if g[0][0] == "matrix"), key=key)
     return tour + matrix
 
 
