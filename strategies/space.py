@@ -23,7 +23,7 @@ from strategies.bad_inputs import bad_batch_specs, spread_bad_ids
 from strategies.case import CaseSpec, with_rate_and_steps
 from strategies.dyadic import VALUE_KINDS
 from strategies.pack import packs
-from strategies.specs import case_specs
+from strategies.specs import MAX_DIM, case_specs
 from tbe import KernelConfig
 from tbe.buckets import block_for_dim
 
@@ -139,7 +139,6 @@ def step_counts() -> st.SearchStrategy[int]:
 
 # rows past 1,024 columns (FBGEMM's forward once returned zeros there): just past it, odd, and past
 # further column blocks
-GENERAL_MAX_DIM = 160  # the general cases' widest row (``strategies.specs.case_specs``' own default)
 WIDE_DIMS = (1025, 1031, 1088, 1537, 2049)
 
 
@@ -201,8 +200,7 @@ def general_cases(config: KernelConfig, max_lookups: int, max_work: Optional[int
                   max_column_blocks: Optional[int] = None) -> st.SearchStrategy[CaseSpec]:
     """General cases of one to three steps at ``config``'s segment-length edges, random or exact-value data;
     ``max_work``: see ``within_work``; ``max_column_blocks``: rows of at most that many blocks of the widest bucket."""
-    max_dim = GENERAL_MAX_DIM if max_column_blocks is None else min(GENERAL_MAX_DIM,
-                                                                    max_column_blocks * max(config.dim_buckets))
+    max_dim = MAX_DIM if max_column_blocks is None else min(MAX_DIM, max_column_blocks * max(config.dim_buckets))
     cases = st.tuples(
         case_specs(max_lookups=max_lookups, max_batch=max_batch(max_lookups), max_dim=max_dim,
                    hot_row_counts=hot_row_counts(config, max_lookups), values=VALUE_KINDS),
@@ -216,7 +214,11 @@ def work(spec: CaseSpec, config: KernelConfig) -> int:
     per_table = [spec.batch_size * (0 if spec.length_profile == "empty" else spec.max_length)] * spec.num_tables
     for h in spec.hot_rows:
         per_table[h.table] += h.count
-    return sum(n * -(-d // block_for_dim(d, config)) for n, (_, d) in zip(per_table, spec.tables))
+    return sum(n * _column_blocks(d, config) for n, (_, d) in zip(per_table, spec.tables))
+
+
+def _column_blocks(dim: int, config: KernelConfig) -> int:
+    return -(-dim // block_for_dim(dim, config))
 
 
 def within_work(spec: CaseSpec, config: KernelConfig, max_work: int) -> CaseSpec:
@@ -226,8 +228,7 @@ def within_work(spec: CaseSpec, config: KernelConfig, max_work: int) -> CaseSpec
     total = work(spec, config)
     if total <= max_work:
         return spec
-    hot = sum(h.count * -(-spec.tables[h.table][1] // block_for_dim(spec.tables[h.table][1], config))
-              for h in spec.hot_rows)
+    hot = sum(h.count * _column_blocks(spec.tables[h.table][1], config) for h in spec.hot_rows)
     if hot < max_work:  # the bags give way first
         keep = (max_work - hot) / (total - hot)
         return dataclasses.replace(spec, max_length=int(spec.max_length * keep))

@@ -15,9 +15,10 @@ from strategies.case import LENGTH_PROFILES, CaseSpec, HotRow
 
 ALL_WEIGHT_DTYPES = ("fp32", "fp16", "bf16")
 ALL_OUTPUT_DTYPES = ("fp32", "fp16", "bf16")
+MAX_DIM = 160  # the widest row a general case draws
 
 
-def dims(max_dim: int = 160, multiple_of: int = 1) -> st.SearchStrategy[int]:
+def dims(max_dim: int = MAX_DIM, multiple_of: int = 1) -> st.SearchStrategy[int]:
     """D >= 1, biased to edges (1, odd sizes, powers of two and their neighbours)."""
     edges = sorted({d for p in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024) for d in (p - 1, p, p + 1)
                     if 1 <= d <= max_dim and d % multiple_of == 0})
@@ -25,7 +26,7 @@ def dims(max_dim: int = 160, multiple_of: int = 1) -> st.SearchStrategy[int]:
 
 
 def table_shapes(
-    max_tables: int = 4, max_rows: int = 1000, max_dim: int = 160, dim_multiple: int = 1
+    max_tables: int = 4, max_rows: int = 1000, max_dim: int = MAX_DIM, dim_multiple: int = 1
 ) -> st.SearchStrategy[tuple[tuple[int, int], ...]]:
     rows = st.one_of(st.sampled_from([1, 2, 3, 63, 64, 65]), st.integers(1, max_rows))
     return st.lists(st.tuples(rows, dims(max_dim, dim_multiple)), min_size=1, max_size=max_tables).map(tuple)
@@ -38,7 +39,7 @@ def case_specs(
     max_tables: int = 4,
     max_batch: int = 16,
     max_rows: int = 1000,
-    max_dim: int = 160,
+    max_dim: int = MAX_DIM,
     dim_multiple: int = 1,
     weights_dtypes: Sequence[str] = ALL_WEIGHT_DTYPES,
     output_dtypes: Sequence[str] = ALL_OUTPUT_DTYPES,

@@ -20,22 +20,12 @@ from strategies.cases import tensors
 from strategies.config_space import split_draw
 from strategies.tour import TourShare
 from tbe import KernelConfig
+from tests.passing_supervisor import PassingSupervisor
 
 BUDGET = Budget("t", seconds=6.0, shrink_seconds=0.0, max_examples=100_000, max_lookups=4000)
 # a config away from the defaults: the fused long tier and check by default, no small-table path, narrow buckets
 OTHER = KernelConfig(fused_long_tier=True, fused_bounds_check=True, small_table_path=False, dim_buckets=(16, 64),
                      long_run_threshold=64, chunk_size=32)
-
-
-class _Passing:
-    environment: dict = {}
-
-    def __init__(self) -> None:
-        self.cases: list = []
-
-    def run(self, case, config, pending=None, **options):
-        self.cases.append((case, config))
-        return case_result(case, tensors(case, weights=False), config, 0.0, None, None, [])
 
 
 @pytest.mark.parametrize("config, max_lookups", [(KernelConfig(), 4000), (KernelConfig(), 1_200_000), (OTHER, 4000)],
@@ -74,23 +64,23 @@ def aimed_most(monkeypatch):
 
 
 def test_a_campaign_ends_with_every_reachable_cell_hit(aimed_most):
-    res = run_campaign(KernelConfig(), BUDGET, seed=1, artifacts_dir=None, supervisor=_Passing(), tour_share=None)
+    res = run_campaign(KernelConfig(), BUDGET, seed=1, artifacts_dir=None, supervisor=PassingSupervisor(), tour_share=None)
     cov = coverage_json(res)
     assert res.fill_zero > 0 and res.fill_examples == res.fill_planned > 0
     assert cov["zero"] == [] and cov["unexpected"] == []
 
 
 def test_without_fill_or_after_max_examples_the_draws_keep_the_run(aimed_most):
-    res = run_campaign(KernelConfig(), BUDGET, seed=1, artifacts_dir=None, supervisor=_Passing(), tour_share=None,
+    res = run_campaign(KernelConfig(), BUDGET, seed=1, artifacts_dir=None, supervisor=PassingSupervisor(), tour_share=None,
                        fill=False)
     assert res.fill_examples == res.fill_zero == 0
     few = Budget("few", seconds=600.0, shrink_seconds=0.0, max_examples=2, max_lookups=4000)
-    res = run_campaign(KernelConfig(), few, seed=1, artifacts_dir=None, supervisor=_Passing(), tour_share=None)
+    res = run_campaign(KernelConfig(), few, seed=1, artifacts_dir=None, supervisor=PassingSupervisor(), tour_share=None)
     assert res.examples == 2 and res.fill_examples == 0 and coverage_json(res)["zero"]
 
 
 def test_workers_split_the_cells_and_together_hit_every_one(aimed_most):
-    parts = [run_campaign(KernelConfig(), BUDGET, seed=1, artifacts_dir=None, supervisor=_Passing(),
+    parts = [run_campaign(KernelConfig(), BUDGET, seed=1, artifacts_dir=None, supervisor=PassingSupervisor(),
                           tour_share=TourShare(i, 2)) for i in range(2)]
     merged = coverage.merge_json([coverage_json(p) for p in parts])
     assert merged["zero"] == []
@@ -105,7 +95,7 @@ def test_draws_go_on_after_the_aimed_cases_when_time_is_left():
 
     budget = Budget("t", seconds=20.0, shrink_seconds=0.0, max_examples=100_000, max_lookups=4000)
     fills: list[int] = []
-    res = run_campaign(KernelConfig(), budget, seed=1, artifacts_dir=None, supervisor=_Passing(), tour_share=None,
+    res = run_campaign(KernelConfig(), budget, seed=1, artifacts_dir=None, supervisor=PassingSupervisor(), tour_share=None,
                        observe=lambda r, result: fills.append(r.fill_examples))
     assert res.resumed and res.stopped_by == StopReason.TIME and res.fill_examples > 0
     after = sum(1 for n in fills if n == res.fill_examples) - 1  # observed after the last aimed case

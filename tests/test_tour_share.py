@@ -15,30 +15,16 @@ from fuzz.campaign.search import run_campaign
 from fuzz.cli.parser import build_parser
 from fuzz.cli.run import tour_share
 from fuzz.execution import workers
-from fuzz.judge.check import case_result
-from strategies.cases import tensors
 from strategies.config_space import split_draw
 from strategies.tour import ALL, TourShare, tour
 from tbe import KernelConfig
+from tests.passing_supervisor import PassingSupervisor
 
 BUDGET = Budget("t", seconds=600.0, shrink_seconds=0.0, max_examples=2, max_lookups=4000)
 
 
-class _Passing:
-    """A supervisor stand-in: records each case and passes it."""
-
-    environment: dict = {}
-
-    def __init__(self) -> None:
-        self.cases: list = []
-
-    def run(self, case, config, pending=None, **options):
-        self.cases.append((case, config))
-        return case_result(case, tensors(case, weights=False), config, 0.0, None, None, [])
-
-
 def _campaign(share, fill=False):
-    sup, tiers = _Passing(), []
+    sup, tiers = PassingSupervisor(), []
     res = run_campaign(KernelConfig(), BUDGET, seed=1, artifacts_dir=None, supervisor=sup, tour_share=share,
                        observe=lambda r, result: tiers.append(result.tiers), fill=fill)
     return res, sup.cases[:res.tour_examples], collections.Counter(t for ts in tiers[:res.tour_examples] for t in ts)

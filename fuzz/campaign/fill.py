@@ -41,18 +41,21 @@ def aimed_case(cell: Cell, base: KernelConfig, max_lookups: int, fixed: frozense
                seconds: float = PLAN_SECONDS) -> Optional[Drawn]:
     """A case (with its config overrides) that hits ``cell`` under ``base`` or one of its override profiles,
     or None when no recipe did within ``seconds``."""
-    return _aimed(cell, base, max_lookups, fixed, seconds)
+    found = _aimed(cell, base, max_lookups, fixed, seconds)
+    return None if found is None else found[0]
 
 
 @functools.lru_cache(maxsize=4096)
 def _aimed(cell: Cell, base: KernelConfig, max_lookups: int, fixed: frozenset[str],
-           seconds: float) -> Optional[Drawn]:
+           seconds: float) -> Optional[tuple[Drawn, frozenset[Cell]]]:
+    """The first candidate that hits ``cell``, with every cell it hits."""
     end = time.perf_counter() + seconds
     for drawn in _candidates(cell, base, max_lookups, fixed):
         if time.perf_counter() > end:
             return None
-        if cell in predicted_cells(drawn, base):
-            return drawn
+        cells = predicted_cells(drawn, base)
+        if cell in cells:
+            return drawn, cells
     return None
 
 
@@ -80,10 +83,10 @@ def plan(zero: Iterable[Cell], base: KernelConfig, max_lookups: int, fixed: froz
             continue
         if deadline is not None and time.perf_counter() > deadline:
             break
-        drawn = aimed_case(cell, base, max_lookups, fixed)
-        if drawn is not None:
-            out.append((cell, drawn))
-            covered |= predicted_cells(drawn, base)
+        found = _aimed(cell, base, max_lookups, fixed, PLAN_SECONDS)
+        if found is not None:
+            out.append((cell, found[0]))
+            covered |= found[1]
     return out
 
 

@@ -196,7 +196,7 @@ def run_campaign(
     announce = announce or progress
     start = time.perf_counter()
     search_end = start + budget.seconds
-    reserve = [aim.FILL_SHARE * budget.seconds if fill else 0.0]  # the aimed cases' time, kept from the draws
+    reserve = aim.FILL_SHARE * budget.seconds if fill else 0.0  # the aimed cases' time, kept from the draws
     best: list[CaseResult] = []  # smallest failure seen, in case shrinking runs out of time
     steps = [0]  # shrink steps so far (Hypothesis's, then the reducer's)
 
@@ -249,7 +249,7 @@ def run_campaign(
             res.stopped_by = StopReason.INTERRUPTED
             raise _Interrupted()
         now = time.perf_counter()
-        if res.failure is None and not best and now > search_end - reserve[0]:
+        if res.failure is None and not best and now > search_end - reserve:
             res.stopped_by = StopReason.TIME
             raise _OutOfTime()
         if best and now > search_end + budget.shrink_seconds * (HYPOTHESIS_SHARE if shrink else 1.0):
@@ -299,15 +299,16 @@ def run_campaign(
 
     # the opening tour (strategies.tour) runs first; a failure there ends the search, and (Hypothesis having
     # no choice sequence of it to shrink) the spec reducer alone shrinks it, for the whole shrink time
-    if _explicit(opening, "tour", config, res, best, configs, lambda: start + budget.seconds, observe, run, expected,
+    if _explicit(opening, True, config, res, best, configs, lambda: start + budget.seconds, observe, run, expected,
                  found, readiness):
         search_end = time.perf_counter()
         res.stopped_by = StopReason.FAILURE
         res.failure = best[0]
+
     def search(prop: Callable[[], None]) -> None:
         try:
             if not best and not res.interrupted:
-                _until_satisfiable(prop, readiness, lambda: search_end - reserve[0])
+                _until_satisfiable(prop, readiness, lambda: search_end - reserve)
             if not res.stopped_by:
                 res.stopped_by = StopReason.EXAMPLES
         except _CaseFailed as e:
@@ -325,12 +326,11 @@ def run_campaign(
 
     search(hypothesis_run(seed))
     if fill and not best and res.failure is None and res.stopped_by == StopReason.TIME:  # not after --max-examples
-        aimed = [d for d in (fit_case(d, caps) for d in _aimed(res, config, tour_share or ALL, search_end, readiness))
-                 if d is not None]
-        if _explicit(aimed, "fill", config, res, best, configs, lambda: search_end, observe, run, expected, found):
+        aimed = _aimed(res, config, tour_share or ALL, search_end, readiness, caps)
+        if _explicit(aimed, False, config, res, best, configs, lambda: search_end, observe, run, expected, found):
             res.failure, res.stopped_by = best[0], StopReason.FAILURE
         elif res.stopped_by == StopReason.TIME and search_end - time.perf_counter() > RESUME_S:
-            reserve[0] = 0.0  # the aimed cases are done early: the draws go on, from a seed of their own
+            reserve = 0.0  # the aimed cases are done early: the draws go on, from a seed of their own
             res.stopped_by, res.resumed = "", True
             search(hypothesis_run(seed + 1))
     if best and (res.failure is None or case_size(best[0].case) < case_size(res.failure.case)):
@@ -392,26 +392,29 @@ def _until_satisfiable(prop: Any, readiness: Any, end: Any) -> None:
             readiness.wait_for_news(min(5.0, max(0.0, end() - time.perf_counter())))
 
 
-def _aimed(res: CampaignResult, config: KernelConfig, share: TourShare, end: float, readiness: Any) -> list:
-    """Aimed cases (``fuzz.campaign.fill``) for the reachable cells of ``share`` still at zero, those whose kernels
-    are built first; the cells are split among a run's workers as the tour is, so each is aimed at once."""
+def _aimed(res: CampaignResult, config: KernelConfig, share: TourShare, end: float, readiness: Any,
+           caps: Any) -> list:
+    """Aimed cases (``fuzz.campaign.fill``) for the reachable cells of ``share`` still at zero, fitted to the SUT's
+    capabilities, those whose kernels are built first; the cells are split among a run's workers as the tour is,
+    so each is aimed at once."""
     from fuzz.judge import coverage
 
     reachable = sorted(coverage.reachable(config, res.search_config, max_lookups=res.budget.max_lookups),
                        key=coverage.cell_order)
     zero = [c for c in share.pick(reachable) if not res.coverage.counts[c]]
-    planned = [d for _, d in aim.plan(zero, config, res.budget.max_lookups, deadline=end)]
+    planned = [d for d in (fit_case(d, caps) for _, d in aim.plan(zero, config, res.budget.max_lookups, deadline=end))
+               if d is not None]
     res.fill_zero, res.fill_planned = len(zero), len(planned)
     if readiness is not None:
         planned.sort(key=lambda d: not readiness.ready(*split_draw(d, config)[:2]))
     return planned
 
 
-def _explicit(cases: list, kind: str, config: KernelConfig, res: CampaignResult, best: list, configs: dict,
+def _explicit(cases: list, tour: bool, config: KernelConfig, res: CampaignResult, best: list, configs: dict,
               end: Callable[[], float], observe: Any, run: Any, expected: Any, found: Any,
               readiness: Any = None) -> bool:
-    """Run fixed cases in order (``run(case, cfg)``): the opening tour's (``kind`` "tour"; with ``readiness``,
-    each waits for its kernels) or the aimed ones ("fill"). True (and ``best`` set) at the first failure that
+    """Run fixed cases in order (``run(case, cfg)``): the opening tour's (``tour``; with ``readiness``, each
+    waits for its kernels) or the aimed ones. True (and ``best`` set) at the first failure that
     ``expected`` does not explain (``found(result)`` announces it)."""
     for drawn in cases:
         if interrupt.requested():
@@ -435,7 +438,7 @@ def _explicit(cases: list, kind: str, config: KernelConfig, res: CampaignResult,
             return False
         known = _explained(result, expected)
         res.count(result, known, expected is not None, observe)
-        if kind == "tour":
+        if tour:
             res.tour_examples += 1
         else:
             res.fill_examples += 1

@@ -185,14 +185,15 @@ class Readiness:
         ``base``; None when no finished group takes it."""
         spec = base_spec(case)
         drawn = tuple(getattr(spec, f) for f in STEER_FIELDS)
-        order = sorted(((cfg_rank, sum(a != b for a, b in zip(v, drawn)), [a != b for a, b in zip(v, drawn)], v)
-                        for cfg_rank in ((0, 1) if base != config else (0,)) for v in _STEER_VALUES),
-                       key=lambda o: o[:3])
-        for cfg_rank, changed, _, values in order:
+        options = []
+        for cfg_rank in (0, 1) if base != config else (0,):
+            for values in _STEER_VALUES:
+                changed = [a != b for a, b in zip(values, drawn)]
+                if any(changed) or cfg_rank:  # the drawn case under its own config is not ready
+                    options.append((cfg_rank, sum(changed), changed, values))
+        for cfg_rank, n_changed, _, values in sorted(options, key=lambda o: o[:3]):
             cfg = (config, base)[cfg_rank]
-            if not changed and cfg_rank == 0:
-                continue
-            variant = with_modes(case, **dict(zip(STEER_FIELDS, values))) if changed else case
+            variant = with_modes(case, **dict(zip(STEER_FIELDS, values))) if n_changed else case
             if self.ready(variant, cfg):
                 return variant, cfg
         return None
