@@ -14,7 +14,7 @@ from fuzz.budgets import Budget
 from fuzz.campaign import run_campaign
 from fuzz.compile import background
 from fuzz.compile.background import Readiness, _BuilderPool, group_keys
-from fuzz.compile.warmup import WarmCase, tour_groups, warm_groups
+from fuzz.compile.warmup import WarmCase, group_cases, tour_groups, warm_groups
 from fuzz.judge import CaseResult
 from strategies.case import CaseSpec
 from strategies.cases import base_spec
@@ -49,12 +49,20 @@ def test_once_everything_is_built_the_draws_are_the_strategies_own():
     assert _drawn(built) == _drawn(None)
 
 
+def _keys(configs, weights=None):
+    """The readiness keys of ``configs``' warm-up groups (of one weights dtype, when given)."""
+    return [k for c in configs for g in warm_groups([c]) if g[0].backward
+            and weights in (None, base_spec(g[0].spec).weights_dtype) for k in group_keys(g, tour=False)]
+
+
+def _group(config, w, o, i, weighted):
+    return group_keys(group_cases(config, w, o, i, weighted), tour=False)
+
+
 def test_a_case_whose_group_is_building_is_steered_to_built_dtypes_not_checked():
     r = Readiness()
     configs = campaign_configs(KernelConfig())
-    pending = [("matrix", c.to_json(), "fp16", o, i, w) for c in configs
-               for o in ("fp32", "fp16", "bf16") for i in ("int32", "int64") for w in (False, True)]
-    r.plan(pending)
+    r.plan(_keys(configs, "fp16"))
     r.finished = False
     seen = []
     config = KernelConfig()
@@ -69,21 +77,19 @@ def test_a_case_whose_group_is_building_is_steered_to_built_dtypes_not_checked()
 def test_steering_changes_the_fewest_fields_and_prefers_the_drawn_config():
     base = KernelConfig()
     profile, other = campaign_configs(base)[1:3]
-    keys = [("matrix", c.to_json(), w, o, i, wt) for c in (base, profile, other) for w in ("fp32", "fp16", "bf16")
-            for o in ("fp32", "fp16", "bf16") for i in ("int32", "int64") for wt in (False, True)]
     r = Readiness()
-    r.plan(keys)
+    r.plan(_keys((base, profile, other)))
     r.finished = False
     spec = CaseSpec(tables=((10, 8), (5, 3)), batch_size=2, weights_dtype="bf16", output_dtype="fp16",
                     index_dtype="int32", weighted=True)
     assert r.steer(spec, profile, base) is None  # nothing built: the draw is deferred
-    r.done([("matrix", base.to_json(), "bf16", "fp16", "int32", False)])  # the config under test, unweighted
-    r.done([("matrix", profile.to_json(), "fp32", "fp32", "int64", True)])  # the drawn profile, three fields off
+    r.done(_group(base, "bf16", "fp16", "int32", False))  # the config under test, unweighted
+    r.done(_group(profile, "fp32", "fp32", "int64", True))  # the drawn profile, three fields off
     case, cfg = r.steer(spec, profile, base)
     assert cfg is profile and (case.weights_dtype, case.output_dtype, case.index_dtype, case.weighted) == (
         "fp32", "fp32", "int64", True)
     assert case.tables == spec.tables and case.batch_size == spec.batch_size
-    r.done([("matrix", profile.to_json(), "bf16", "fp16", "int64", True)])  # one field off on the profile
+    r.done(_group(profile, "bf16", "fp16", "int64", True))  # one field off on the profile
     case, cfg = r.steer(spec, profile, base)
     assert cfg is profile and case.index_dtype == "int64" and case.weights_dtype == "bf16"
     # a profile with nothing built: the config under test, its overrides dropped
@@ -95,10 +101,7 @@ def test_a_long_build_does_not_end_the_search_for_want_of_ready_draws():
     """Hypothesis ends a run after 458 rejected draws with none valid; a build that keeps every draw waiting longer
     than that many draws take must not end the search: near the limit a draw waits for the next group."""
     r = Readiness()
-    configs = campaign_configs(KernelConfig())
-    dtypes = ("fp32", "fp16", "bf16")
-    r.plan([("matrix", c.to_json(), w, o, i, wt) for c in configs for w in dtypes for o in dtypes
-            for i in ("int32", "int64") for wt in (False, True)])
+    r.plan(_keys(campaign_configs(KernelConfig())))
     r.finished = False
     timer = threading.Timer(8.0, r.all_done)
     timer.start()
@@ -107,6 +110,59 @@ def test_a_long_build_does_not_end_the_search_for_want_of_ready_draws():
     finally:
         timer.cancel()
     assert len(seen) == BUDGET.max_examples and r.deferred >= background.DEFER_BASE
+
+
+def test_steering_takes_a_built_pooling_and_optimizer_and_only_the_matrix_bounds_mode():
+    """Readiness is kept per pooling and optimizer and per bounds-check mode: with only the config under test's
+    fp32 SUM / SGD cases built, a MEAN Adagrad draw runs as SUM / SGD, and a FATAL draw in the matrix's mode, never
+    in another mode (NONE checks nothing: a bad id there would read out of bounds)."""
+    config = KernelConfig()
+    r = Readiness()
+    r.plan(_keys([config]))
+    r.finished = False
+    fp32 = group_cases(config, "fp32", "fp32", "int64", False)
+    r.done(group_keys([c for c in fp32 if (c.spec.pooling, c.spec.optimizer, c.spec.bounds_check)
+                       == ("sum", "exact_sgd", "warning")], tour=False))
+    mean = CaseSpec(tables=((10, 8),), batch_size=2, pooling="mean", optimizer="exact_rowwise_adagrad")
+    assert not r.ready(mean, config)
+    case, cfg = r.steer(mean, config, config)
+    assert (case.pooling, case.optimizer, case.tables) == ("sum", "exact_sgd", mean.tables) and cfg is config
+    fatal = CaseSpec(tables=((10, 8),), batch_size=2, bounds_check="fatal")
+    assert not r.ready(fatal, config) and r.steer(fatal, config, config)[0].bounds_check == "warning"
+    r.done(group_keys([c for c in fp32 if c.spec.bounds_check == "none"], tour=False))
+    assert r.steer(fatal, config, config)[0].bounds_check == "warning"  # not to NONE, though it is built
+    r.done(group_keys([c for c in fp32 if c.spec.bounds_check == "fatal"], tour=False))
+    assert r.ready(fatal, config) and not r.ready(mean, config)
+
+
+def test_a_group_built_in_pieces_is_stamped_once_every_piece_is_built(tmp_path, monkeypatch):
+    """The steering targets build as one piece per readiness key; a piece that fails leaves its whole group
+    unstamped (the next run builds it again), while the groups around it are stamped."""
+    from fuzz.compile.warmup import plan
+
+    _stamped_cache(tmp_path, monkeypatch)
+    config = KernelConfig()
+    p = plan([("tour", config), ("matrix", config)])
+    groups = p.indexed_groups()
+    order = background._order(groups, config)
+    counts = {}
+    for u, i, _ in order:
+        counts[u, i] = counts.get((u, i), 0) + 1
+    target = next(k for k, n in counts.items() if n > 1)
+    pieces = [g for u, i, g in order if (u, i) == target]
+    whole = next(g for u, i, g in groups if (u, i) == target)
+    assert sorted(repr(c) for g in pieces for c in g) == sorted(repr(c) for c in whole)
+    assert all(len(group_keys(g, tour=False)) == 1 for g in pieces)
+    bad = repr(pieces[-1])
+
+    def runner(group):
+        return {"compiled": len(group), "errors": ["a planted build error"] if repr(group) == bad else []}
+
+    handle = background.start([config], [config], processes=2, runner=runner,
+                              executor=lambda n: cf.ThreadPoolExecutor(n), interpreted=False, stamped=True)
+    handle.join(timeout=120)
+    assert handle.readiness.finished and not p.group_built(*target)
+    assert all(p.group_built(u, i) for u, i, _ in groups if (u, i) != target)
 
 
 def test_readiness_keys_follow_the_warmup_groups():
@@ -169,7 +225,9 @@ def test_tour_groups_build_first_and_readiness_finishes():
     res = handle.join(timeout=120)
     assert handle.readiness.finished and handle.readiness.seconds_to_built is not None
     n_tour = len(tour_groups(config))
-    assert n_tour > 0 and len(order) == res.groups == n_tour + len(warm_groups([config]))
+    assert n_tour > 0 and res.groups == n_tour + len(warm_groups([config])) < len(order)  # some built as pieces
+    assert sorted(repr(c) for g in order for c in g) == sorted(
+        repr(c) for g in tour_groups(config) + warm_groups([config]) for c in g)
     assert all(isinstance(c, WarmCase) for g in order[:n_tour] for c in g)
     assert {repr(c.spec) for g in order[:n_tour] for c in g} == {repr(c.spec) for g in tour_groups(config) for c in g}
     assert res.compiled == res.cases
@@ -251,7 +309,7 @@ def _recording_runner():
 
     def runner(group):
         with lock:
-            built.append(repr(group))
+            built.extend(repr(c) for c in group)  # per case: a group may build as several pieces
         return {"compiled": len(group)}
     return built, runner
 
@@ -268,6 +326,7 @@ def test_built_groups_are_stamped_and_not_built_again(tmp_path, monkeypatch):
     done = [(u, i) for u, i, _ in earlier.indexed_groups()][:5]
     for u, i in done:
         earlier.stamp_group(u, i)
+    todo = sorted(repr(c) for _, _, g in earlier.indexed_groups() for c in g)
     built, runner = _recording_runner()
     pool = lambda n: cf.ThreadPoolExecutor(n)  # noqa: E731
     handle = background.start([config], [config], processes=2, runner=runner, executor=pool, interpreted=False,
@@ -275,12 +334,14 @@ def test_built_groups_are_stamped_and_not_built_again(tmp_path, monkeypatch):
     res = handle.join(timeout=120)
     assert handle.readiness.finished and handle.readiness.built
     total = sum(len(earlier.unit_groups(u)) for u in units)
-    assert len(built) == res.groups == total - len(done)
+    assert res.groups == total - len(done)
+    assert sorted(built) == todo
     assert all(warm_stamp.find(earlier.keys[u]) for u in units)
+    first_run = len(built)
     again = background.start([config], [config], processes=2, runner=runner, executor=pool, interpreted=False,
                              stamped=True)
     assert again.thread is None and again.result.groups == 0 and again.result.stamped_at
-    assert len(built) == total - len(done)
+    assert len(built) == first_run
 
 
 def test_a_second_process_follows_the_builder_and_takes_over_when_it_ends(tmp_path, monkeypatch):
@@ -308,8 +369,8 @@ def test_a_second_process_follows_the_builder_and_takes_over_when_it_ends(tmp_pa
     os.close(other)  # the builder ended
     res = handle.join(timeout=120)
     assert handle.readiness.finished and handle.readiness.built and res.followed_seconds > 0
-    total = sum(len(p.unit_groups(u)) for u in p.units)
-    assert len(built) == total - 1 and repr(group) not in built
+    rest = [repr(c) for u in p.units for i, g in enumerate(p.unit_groups(u)) if (u, i) != (tour_unit, first) for c in g]
+    assert sorted(built) == sorted(rest)
     assert "followed another process's build" in res.text()
 
 

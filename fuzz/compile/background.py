@@ -3,16 +3,20 @@
 The warm-up's groups (``fuzz.compile.warmup``) build in parallel processes, the opening tour's
 groups first. The rule for a drawn case whose kernels are not built yet:
 
-* a case is *ready* when every warm-up group holding its kernels has finished: the group of its
-  (config, weights, output and index dtypes, weighting); for a single-table case that may take
-  the small-table path, also that config's small-table groups; for an opening-tour case, its
-  tour group. A case no group covers is ready (nothing is being built for it).
+* a case is *ready* when every warm-up case holding its kernels has been built: those of its (config,
+  weights, output and index dtypes, weighting, pooling, optimizer), and those of its bounds-check mode
+  where that is not the matrix's own (``warning``); for a single-table case that may take the
+  small-table path, also that config's small-table groups; for an opening-tour case, its tour group.
+  A case no group covers is ready (nothing is being built for it).
 * the random search **steers** a case that is not ready to the nearest one that is: the same batch with
-  the weights, output and index dtypes and weighting of a finished group, fewest fields changed (the
-  drawn config first, then the config under test without its drawn overrides), counted (``steered``).
-  The kernels a drawn case needs are then checked on the shapes it was drawn with, on dtypes already
-  built, instead of waiting for its own group (on a fresh H200 the builder finishes about 30 of its 515
-  groups in a minute).
+  the modes of built cases (``STEER_FIELDS``: dtypes, weighting, pooling, optimizer, and the bounds-check
+  mode back to ``warning``), fewest fields changed (the drawn config first, then the config under test
+  without its drawn overrides), counted (``steered``). The kernels a drawn case needs are then checked on
+  the shapes it was drawn with, on modes already built, instead of waiting for its own (on a fresh H200
+  the builder finishes about 40 of its 515 groups in a minute).
+* the steering targets build first after the tour (``_order``), split into one group per readiness key
+  (``_pieces``) so that the builder's processes share them: a group builds in one process, and the
+  config under test's fp32 group alone holds about a hundred specializations.
 * it **defers** a case when no finished group can take it: the property rejects it, Hypothesis draws
   again, and the rejection is counted (``deferred``). Hypothesis ends a run after 458 + 100 x valid
   rejections, so once the deferrals reach half of that (``DEFER_BASE`` + ``DEFER_PER_ADMITTED`` x
@@ -35,8 +39,10 @@ a campaign that ends before its build does leaves the next run only the rest.
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures as cf
 import dataclasses
+import functools
 import itertools
 import os
 import threading
@@ -46,18 +52,43 @@ from typing import Any, Callable, Optional, Sequence
 from strategies.cases import base_spec, with_modes
 from tbe.config import KernelConfig
 
-from fuzz.compile.warmup import WarmCase, WarmupResult, _run_group, default_processes, plan
+from fuzz.compile.warmup import (
+    DTYPES, INDEX, OPTIMIZERS, POOLINGS, WarmCase, WarmupResult, _run_group, default_processes, plan,
+)
 
 PAUSE_S = 0.005  # after a deferral, while groups are still building
 DEFER_BASE, DEFER_PER_ADMITTED = 229, 50  # half of Hypothesis's limit on rejected draws (458 + 100 x valid)
 WAIT_S = 5.0  # longest wait for a group to finish, once deferrals near that limit
-STEER_FIELDS = ("weights_dtype", "output_dtype", "index_dtype", "weighted")  # what a steered draw may change
-_STEER_VALUES = tuple(itertools.product(("fp32", "fp16", "bf16"), ("fp32", "fp16", "bf16"), ("int64", "int32"),
-                                        (False, True)))
+STEER_FIELDS = ("weights_dtype", "output_dtype", "index_dtype", "weighted", "pooling", "optimizer", "bounds_check")
+MATRIX_MODE = "warning"  # the bounds-check mode of the warm-up's matrix cases (``fuzz.compile.warmup.group_cases``)
+_STEER_VALUES = tuple(itertools.product(DTYPES, DTYPES, INDEX, (False, True), POOLINGS, OPTIMIZERS))
+
+
+@functools.lru_cache(maxsize=256)
+def _config_key(config: KernelConfig) -> str:
+    return config.to_json()
+
+
+def _modes(spec: Any) -> tuple:
+    return (spec.weights_dtype, spec.output_dtype, spec.index_dtype, bool(spec.weighted))
 
 
 def _matrix_key(config: KernelConfig, spec: Any) -> tuple:
-    return ("matrix", config.to_json(), spec.weights_dtype, spec.output_dtype, spec.index_dtype, bool(spec.weighted))
+    """The warm-up cases of ``spec``'s modes under ``config`` in the bounds-check mode of the matrix."""
+    return ("matrix", _config_key(config), *_modes(spec), spec.pooling, spec.optimizer)
+
+
+def _mode_key(config: KernelConfig, spec: Any) -> tuple:
+    """The warm-up cases of ``spec``'s bounds-check mode (a forward of its own) for its dtypes and weighting."""
+    return ("mode", _config_key(config), *_modes(spec), spec.bounds_check)
+
+
+def _warm_key(case: WarmCase) -> tuple:
+    """The readiness key a built warm-up case counts toward."""
+    spec = base_spec(case.spec)
+    if not case.backward:  # the small-table groups are forward-only (fuzz.compile.warmup.small_table_cases)
+        return ("small", _config_key(case.config))
+    return _matrix_key(case.config, spec) if spec.bounds_check == MATRIX_MODE else _mode_key(case.config, spec)
 
 
 def _may_take_small_table(config: KernelConfig, spec: Any) -> bool:
@@ -70,13 +101,11 @@ def _may_take_small_table(config: KernelConfig, spec: Any) -> bool:
 
 
 def group_keys(group: Sequence[WarmCase], tour: bool) -> list[tuple]:
-    """The readiness keys a finished group makes true."""
+    """The readiness keys a finished group counts toward, each once (a key is ready when every group
+    holding it has finished)."""
     if tour:
         return [("tour", repr((c.spec, c.config))) for c in group]
-    first = group[0]
-    if not first.backward:  # the small-table groups are forward-only (fuzz.compile.warmup.small_table_cases)
-        return [("small", first.config.to_json())]
-    return [_matrix_key(first.config, base_spec(first.spec))]
+    return list(dict.fromkeys(_warm_key(c) for c in group))
 
 
 class Readiness:
@@ -97,6 +126,7 @@ class Readiness:
         self.examples_before_built: Optional[int] = None
         self.seconds_to_built: Optional[float] = None
         self.first_example_s: Optional[float] = None  # from the warm-up's start to the first checked case
+        self.first_draw_s: Optional[float] = None  # to the random search's first admitted draw (the tour is over)
         self._t0 = time.perf_counter()
 
     def know_tour(self, keys: Sequence[tuple]) -> None:
@@ -141,8 +171,10 @@ class Readiness:
             return [tour]
         spec = base_spec(case)
         keys = [_matrix_key(config, spec)]
+        if spec.bounds_check != MATRIX_MODE:
+            keys.append(_mode_key(config, spec))
         if _may_take_small_table(config, spec):
-            keys.append(("small", config.to_json()))
+            keys.append(("small", _config_key(config)))
         return keys
 
     def ready(self, case: Any, config: KernelConfig) -> bool:
@@ -154,29 +186,34 @@ class Readiness:
     def admit(self, case: Any, config: KernelConfig) -> bool:
         """Whether the random search runs this draw now (see the rule above); False: it is deferred."""
         if self.ready(case, config):
-            self.admitted += 1
+            self._admit()
             return True
         if self.deferred >= DEFER_BASE + DEFER_PER_ADMITTED * self.admitted:
             self.wait_for_news(WAIT_S)
             if self.ready(case, config):
-                self.admitted += 1
+                self._admit()
                 return True
         else:
             time.sleep(PAUSE_S)
         self.deferred += 1
         return False
 
+    def _admit(self) -> None:
+        self.admitted += 1
+        if self.first_draw_s is None:
+            self.first_draw_s = time.perf_counter() - self._t0
+
     def admit_or_steer(self, case: Any, config: KernelConfig, base: KernelConfig) -> Optional[tuple[Any, KernelConfig]]:
         """What the random search runs now (see the rule above): the drawn ``case`` under ``config`` when ready,
         else the nearest ready variant (a steered case, under ``config`` or ``base``, the config under test), else
         None after the deferral rule (it may wait for the next group first)."""
         if self.ready(case, config):
-            self.admitted += 1
+            self._admit()
             return case, config
         steered = self.steer(case, config, base)
         if steered is not None:
             self.steered += 1
-            self.admitted += 1
+            self._admit()
             return steered
         return (case, config) if self.admit(case, config) else None
 
@@ -185,9 +222,11 @@ class Readiness:
         ``base``; None when no finished group takes it."""
         spec = base_spec(case)
         drawn = tuple(getattr(spec, f) for f in STEER_FIELDS)
+        checks = tuple(dict.fromkeys((spec.bounds_check, MATRIX_MODE)))  # a mode is steered only back to the matrix's
         options = []
         for cfg_rank in (0, 1) if base != config else (0,):
-            for values in _STEER_VALUES:
+            for values in itertools.product(_STEER_VALUES, checks):
+                values = values[0] + values[1:]
                 changed = [a != b for a, b in zip(values, drawn)]
                 if any(changed) or cfg_rank:  # the drawn case under its own config is not ready
                     options.append((cfg_rank, sum(changed), changed, values))
@@ -232,9 +271,11 @@ class Readiness:
     def to_dict(self, since: Optional[float] = None) -> dict[str, Any]:
         """``since``: the process's start (time.perf_counter), for the first checked example's time from it."""
         first = None if self.first_example_s is None or since is None else self.first_example_s + self._t0 - since
+        draw = None if self.first_draw_s is None or since is None else self.first_draw_s + self._t0 - since
         return {"deferred_draws": self.deferred, "steered_draws": self.steered,
                 "examples_before_built": self.examples_before_built,
                 "first_example_since_start_seconds": None if first is None else round(first, 1),
+                "first_draw_since_start_seconds": None if draw is None else round(draw, 1),
                 "seconds_to_built": None if self.seconds_to_built is None else round(self.seconds_to_built, 1),
                 "first_example_seconds": None if self.first_example_s is None else round(self.first_example_s, 1),
                 "built": self.built}
@@ -248,7 +289,7 @@ class BackgroundWarmup:
     readiness: Readiness
     result: WarmupResult
     thread: Optional[threading.Thread] = None
-    futures: list = dataclasses.field(default_factory=list)
+    futures: dict = dataclasses.field(default_factory=dict)  # each build's future -> its group's (unit, index)
     cancelled: int = 0
     waiting: int = 0  # groups a follower still waited for when the campaign ended
     stopping: bool = False
@@ -262,12 +303,12 @@ class BackgroundWarmup:
     def stop(self) -> WarmupResult:
         """The campaign ended: drop the groups not finished (their units get no stamp) and end the builder."""
         self.stopping = True
-        self.cancelled = sum(_cancel(f) for f in list(self.futures))
+        self.cancelled = len({self.futures[f] for f in list(self.futures) if _cancel(f)})  # groups, not pieces
         if self.pool is not None and self.cancelled:
             _terminate(self.pool)  # groups in flight too: Triton writes each cache file whole, so none is torn
         self.join(timeout=30)
-        self.result.not_built = self.waiting + self.cancelled + sum(
-            1 for f in self.futures if not f.cancelled() and f.done() and f.exception() is not None)
+        self.result.not_built = self.waiting + len({g for f, g in self.futures.items()
+                                                    if f.cancelled() or (f.done() and f.exception() is not None)})
         return self.result
 
 
@@ -290,7 +331,7 @@ def start(configs: Sequence[KernelConfig], tours: Sequence[KernelConfig], proces
              stamped=runner is None if stamped is None else stamped)
     groups = _order(p.indexed_groups(), configs[0] if configs else None)
     n = processes or default_processes()
-    res = WarmupResult(cases=sum(len(g) for _, _, g in groups), groups=len(groups), processes=n,
+    res = WarmupResult(cases=sum(len(g) for _, _, g in groups), groups=len({(u, i) for u, i, _ in groups}), processes=n,
                        reused=len(p.units) - len(p.todo))
     readiness.know_tour([k for u in p.units if u[0] == "tour" for g in p.unit_groups(u) for k in group_keys(g, True)])
     readiness.plan([k for u, _, g in groups for k in group_keys(g, u[0] == "tour")])
@@ -310,20 +351,30 @@ STEER_TARGET = ("fp32", "fp32", "int64")  # the base config's dtypes built first
 
 def _order(groups: list, base: Optional[KernelConfig]) -> list:
     """The opening tour's groups first (in tour order), then the base config's (about half the draws use it): first
-    its groups of ``STEER_TARGET`` and its small-table groups, which any not-ready draw can be steered to (the
-    smallest first), then the rest, each config's largest groups first so that the slowest work starts earliest."""
+    its groups of ``STEER_TARGET`` and its small-table groups, which any not-ready draw can be steered to, split
+    into ``_pieces`` (the smallest first), then the rest, each config's largest groups first so that the slowest
+    work starts earliest."""
     tour = [g for g in groups if g[0][0] == "tour"]
 
     def target(g) -> bool:
         spec = base_spec(g[2][0].spec)
-        return not g[2][0].backward or (spec.weights_dtype, spec.output_dtype, spec.index_dtype) == STEER_TARGET
+        return g[0][1] == base and (not g[2][0].backward or (spec.weights_dtype, spec.output_dtype,
+                                                             spec.index_dtype) == STEER_TARGET)
 
-    def key(g) -> tuple:
-        first = g[0][1] == base and target(g)  # smallest first: the sooner one is ready, the sooner draws run
-        return g[0][1] != base, not first, len(g[2]) if first else -len(g[2])
+    matrix = [g for g in groups if g[0][0] == "matrix"]
+    first = sorted((p for g in matrix if target(g) for p in _pieces(g)), key=lambda p: len(p[2]))
+    rest = sorted((g for g in matrix if not target(g)), key=lambda g: (g[0][1] != base, -len(g[2])))
+    return tour + first + rest
 
-    matrix = sorted((g for g in groups if g[0][0] == "matrix"), key=key)
-    return tour + matrix
+
+def _pieces(entry: tuple) -> list:
+    """A group ``(unit, index, cases)`` as one group per readiness key, same unit and index (its stamp waits for
+    every piece): pieces build in parallel, and a key is ready as soon as its own piece is."""
+    u, i, g = entry
+    by_key: dict[tuple, list] = {}
+    for c in g:
+        by_key.setdefault(_warm_key(c), []).append(c)
+    return [(u, i, piece) for piece in by_key.values()]
 
 
 POLL_S = 0.5  # how often a follower reads the builder's group stamps
@@ -350,7 +401,7 @@ def _drive(handle: BackgroundWarmup, p: Any, groups: list, runner: Any, make_poo
             time.sleep(POLL_S)
             res.followed_seconds = time.perf_counter() - t0
             left = _take_built(p, readiness, left)
-        handle.waiting = len(left) if handle.stopping else 0
+        handle.waiting = len({(u, i) for u, i, _ in left}) if handle.stopping else 0
         if left and not handle.stopping:
             _build(handle, p, left, runner or _run_group, make_pool, progress)
     finally:
@@ -377,13 +428,15 @@ def _build(handle: BackgroundWarmup, p: Any, groups: list, run_group: Any, make_
     res, readiness = handle.result, handle.readiness
     t0 = time.perf_counter()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    pieces_left = collections.Counter((u, i) for u, i, _ in groups)  # a group may build as several pieces
+    failed: set = set()
     with make_pool(res.processes) as pool:
         handle.pool = pool
         futures = {pool.submit(run_group, g): (u, i, g) for u, i, g in groups}
-        handle.futures[:] = list(futures)
+        handle.futures.update({f: (u, i) for f, (u, i, _) in futures.items()})
         getattr(pool, "start", lambda: None)()  # the builder process starts once every group is queued
         if handle.stopping:  # stop() came before the futures existed
-            handle.cancelled = sum(_cancel(f) for f in futures)
+            handle.cancelled = len({futures[f][:2] for f in futures if _cancel(f)})
         for k, fut in enumerate(cf.as_completed(futures), 1):
             u, i, g = futures[fut]
             try:
@@ -394,11 +447,15 @@ def _build(handle: BackgroundWarmup, p: Any, groups: list, run_group: Any, make_
                 if not handle.stopping:  # terminated by stop(): counted there, not an error
                     res.errors.append(f"warm-up worker failed: {type(e).__name__}: {e}")
             else:
-                if res.add(r):
+                if not res.add(r):
+                    failed.add((u, i))
+                pieces_left[u, i] -= 1
+                if not pieces_left[u, i] and (u, i) not in failed:
                     p.stamp_group(u, i)
             readiness.done(group_keys(g, u[0] == "tour"))  # a failed group is not retried: its cases JIT
             if progress is not None and k % 32 == 0:
-                progress(f"  warm-up (background): {k}/{len(groups)} groups, {time.perf_counter() - t0:.0f}s")
+                built = res.groups - sum(1 for n in pieces_left.values() if n)
+                progress(f"  warm-up (background): {built}/{res.groups} groups, {time.perf_counter() - t0:.0f}s")
 
 
 def _cancel(fut: cf.Future) -> bool:
