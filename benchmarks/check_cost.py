@@ -2,18 +2,22 @@
 
     python -m benchmarks.check_cost --cases 200 --max-lookups 10000 [--sut torch] [--profile 30]
     python -m benchmarks.check_cost --cases 30 --pack 16 --max-lookups 10000 --profile 45 --out F
+    python -m benchmarks.check_cost --cases 12 --large 2000000 --profile 45
 
 Draws ``--cases`` campaign cases (the search space of ``tbe-fuzz run``, seeded), or with ``--pack K``
 packs of one to K general cases of at most ``--max-lookups`` each at the default config (the throughput
 benchmark's small part without its config draws), times their generation, then checks them all twice
 with ``fuzz.judge.check.run_case``: the first pass loads every kernel into the process (from Triton's
-cache after a warm-up), the second is the steady state. ``--profile N`` prints the N costliest functions
+cache after a warm-up), the second is the steady state. ``--large L`` checks ``--cases`` cases of about L
+lookups each instead (one table; D, rows, bag length, dtypes, pooling, weighting, optimizer, skew and
+values varied by the seed): the per-lookup cost that a campaign's mix of small draws hides. ``--profile N`` prints the N costliest functions
 of a third pass (cProfile), by own time and by cumulative time; ``--out`` also writes them to a file.
 """
 
 from __future__ import annotations
 
 import argparse
+import random
 import time
 from pathlib import Path
 
@@ -22,6 +26,7 @@ from tbe.backend import INTERPRETED  # noqa: F401  (first: it picks the interpre
 from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
 
 from fuzz.judge import run_case  # noqa: E402
+from strategies.case import CaseSpec  # noqa: E402
 from strategies.cases import sub_cases  # noqa: E402
 from strategies.config_space import split_draw  # noqa: E402
 from strategies.pack import packs  # noqa: E402
@@ -46,6 +51,21 @@ def draw_cases(n: int, max_lookups: int, base: KernelConfig, at: int = 0, pack: 
     return [split_draw(d, base)[:2] for d in drawn]
 
 
+def large_cases(n: int, lookups: int, base: KernelConfig, at: int = 0) -> list:
+    """``n`` (case, config) pairs of about ``lookups`` lookups each, modes varied by a seeded generator."""
+    rng = random.Random(at)
+    items = []
+    for k in range(n):
+        bag = rng.choice((8, 32, 128))
+        spec = CaseSpec(tables=((rng.choice((50_000, 500_000)), rng.choice((8, 64, 128))),),
+                        batch_size=max(1, lookups // bag), max_length=bag, length_profile="fixed",
+                        weights_dtype=rng.choice(("fp32", "fp16")), pooling=rng.choice(("sum", "mean")),
+                        weighted=rng.random() < 0.5, optimizer=rng.choice(("exact_sgd", "exact_rowwise_adagrad")),
+                        id_skew=rng.choice((0.0, 1.1)), values=rng.choice(("random", "dyadic")), seed=at * 1000 + k)
+        items.append((spec, base))
+    return items
+
+
 def check_all(items: list, sut: str) -> tuple[float, int]:
     t0, lookups = time.perf_counter(), 0
     for case, config in items:
@@ -58,6 +78,7 @@ def main() -> int:
     p.add_argument("--cases", type=int, default=200)
     p.add_argument("--max-lookups", type=int, default=10_000)
     p.add_argument("--pack", type=int, default=1, metavar="K", help="packs of up to K general cases")
+    p.add_argument("--large", type=int, default=0, metavar="L", help="cases of about L lookups each instead")
     p.add_argument("--sut", default="triton")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--profile", type=int, default=0, metavar="N")
@@ -65,7 +86,8 @@ def main() -> int:
     args = p.parse_args()
     base = KernelConfig()
     t0 = time.perf_counter()
-    items = draw_cases(args.cases, args.max_lookups, base, args.seed, args.pack)
+    items = (large_cases(args.cases, args.large, base, args.seed) if args.large
+             else draw_cases(args.cases, args.max_lookups, base, args.seed, args.pack))
     gen = time.perf_counter() - t0
     subs = sum(sub_cases(case) for case, _ in items)
     print(f"generated {len(items)} examples ({subs} cases) in {gen:.2f}s ({1000 * gen / len(items):.1f} ms each)")
@@ -73,7 +95,8 @@ def main() -> int:
     for name in ("first pass (loads kernels)", "second pass"):
         secs, lookups = check_all(items, args.sut)
         print(f"{name}: {1000 * secs / len(items):.1f} ms per {unit}, {lookups} lookups, {len(items) / secs:.1f} "
-              f"{unit}s/s" + (f", {subs / secs:.1f} cases/s" if args.pack > 1 else ""))
+              f"{unit}s/s" + (f", {subs / secs:.1f} cases/s" if args.pack > 1 else "")
+              + f", {lookups / secs / 1e6:.2f}M lookups/s")
     if args.profile:
         import cProfile
         import io
