@@ -16,9 +16,10 @@ from fuzz.compile import background
 from fuzz.compile.background import Readiness, _BuilderPool, group_keys
 from fuzz.compile.warmup import WarmCase, group_cases, tour_groups, warm_groups
 from fuzz.judge import CaseResult
+from fuzz.status import FailureKind
 from strategies.case import CaseSpec
 from strategies.cases import base_spec
-from strategies.config_space import campaign_configs
+from strategies.config_space import campaign_configs, split_draw
 from strategies.space import campaign_cases
 from tbe import KernelConfig
 
@@ -228,8 +229,12 @@ def test_tour_groups_build_first_and_readiness_finishes():
     assert n_tour > 0 and res.groups == n_tour + len(warm_groups([config])) < len(order)  # some built as pieces
     assert sorted(repr(c) for g in order for c in g) == sorted(
         repr(c) for g in tour_groups(config) + warm_groups([config]) for c in g)
-    assert all(isinstance(c, WarmCase) for g in order[:n_tour] for c in g)
-    assert {repr(c.spec) for g in order[:n_tour] for c in g} == {repr(c.spec) for g in tour_groups(config) for c in g}
+    tour_specs = [repr(c.spec) for g in tour_groups(config) for c in g]
+    ran = [repr(c.spec) for g in order for c in g]
+    half = (n_tour + 1) // 2
+    assert ran[:half] == tour_specs[:half]  # the tour's first half first, in tour order
+    at = {repr(c.spec): k for k, g in enumerate(order) for c in reversed(g)}
+    assert max(at[t] for t in tour_specs) < 2 * n_tour  # the second half takes turns with the targets' pieces
     assert res.compiled == res.cases
 
 
@@ -403,9 +408,9 @@ def test_a_built_tour_case_does_not_wait_for_its_configs_groups(tmp_path, monkey
         handle.stop()
 
 
-def test_the_steering_targets_build_right_after_the_tour():
-    """Any not-ready draw can be steered to the config under test's fp32 groups: they build first after the tour,
-    the smallest first, before the larger groups of other dtypes."""
+def test_the_steering_targets_build_beside_the_second_half_of_the_tour():
+    """Any not-ready draw can be steered to the config under test's fp32 and small-table groups: their pieces take
+    turns with the tour's second half, the smallest first, before any other group."""
     from fuzz.compile.background import STEER_TARGET, _order
     from fuzz.compile.warmup import plan
 
@@ -413,11 +418,70 @@ def test_the_steering_targets_build_right_after_the_tour():
     p = plan([("tour", config)] + [("matrix", c) for c in campaign_configs(config)], stamped=False)
     order = _order(p.indexed_groups(), config)
     tours = sum(1 for u, _, _ in order if u[0] == "tour")
-    assert all(u[0] == "tour" for u, _, _ in order[:tours])
-    first = [g for u, _, g in order[tours:tours + 8] if u[1] == config]
-    assert len(first) == 8
+    half = (tours + 1) // 2
+    assert all(u[0] == "tour" for u, _, _ in order[:half])
+    mixed = order[half:half + 2 * (tours - half)]
+    assert [u[0] for u, _, _ in mixed] == ["tour", "matrix"] * (tours - half)
+    first = [g for u, _, g in order[half:] if u[0] == "matrix"][:12]
+    assert all(u[1] == config for u, _, g in order[half:] if u[0] == "matrix" and g in first)
     dtypes = [(base_spec(g[0].spec).weights_dtype, base_spec(g[0].spec).output_dtype,
                base_spec(g[0].spec).index_dtype) for g in first if g[0].backward]
     assert dtypes and all(d == STEER_TARGET for d in dtypes)
-    sizes = [len(g) for u, _, g in order[tours:tours + 8]]
-    assert sizes == sorted(sizes)
+    assert [len(g) for g in first] == sorted(len(g) for g in first)
+    assert all(len(group_keys(g, tour=False)) == 1 for g in first)  # one readiness key a piece
+
+
+class _SlowSupervisor(_InstantSupervisor):
+    """Passes every case after a pause (so a build can finish between draws); fails the cases ``fail`` names."""
+
+    def __init__(self, fail=()):
+        self.fail = set(fail)
+
+    def run(self, case, config, pending=None, **options):
+        time.sleep(0.02)
+        if repr(case) in self.fail:
+            return CaseResult(case, [], 1, frozenset(), 0.0, error="a planted failure",
+                              error_kind=FailureKind.EXCEPTION)
+        return CaseResult(case, [], 1, frozenset(), 0.0)
+
+
+def _tour_building(config):
+    """Readiness with the tour's groups planned, the first built (the builder has started), the rest not."""
+    keys = [k for g in tour_groups(config) for k in group_keys(g, tour=True)]
+    r = Readiness()
+    r.plan(keys)
+    r.finished = False
+    r.done(keys[:1])
+    return r, keys
+
+
+def test_tour_cases_still_building_run_between_draws_and_all_of_them_run():
+    """A tour case whose group is still building does not hold the draws back: the draws run (their kernels are
+    built), the postponed tour cases run between them as their groups finish, and every tour case runs."""
+    from strategies.tour import tour
+
+    config = KernelConfig()
+    r, keys = _tour_building(config)
+    threading.Timer(0.4, r.done, args=(keys[1:],)).start()
+    tour_cases = {repr(c) for c in (split_draw(d, config)[0] for d in tour(config, BUDGET.max_lookups))}
+    seen = []
+    res = run_campaign(config, BUDGET, seed=3, artifacts_dir=None, use_database=False,
+                       strategy=None, supervisor=_SlowSupervisor(), readiness=r,
+                       observe=lambda res, result: seen.append(repr(result.case) in tour_cases))
+    assert res.ok and res.tour_examples == len(tour_cases) == sum(seen)
+    first_draw = seen.index(False)
+    assert seen[0] and any(seen[first_draw:])  # a tour case ran first, and others after draws had run
+    assert r.examples == len(seen)
+
+
+def test_a_postponed_tour_case_that_fails_is_the_campaigns_failure():
+    from strategies.tour import tour
+
+    config = KernelConfig()
+    r, keys = _tour_building(config)
+    threading.Timer(0.3, r.done, args=(keys[1:],)).start()
+    last = split_draw(tour(config, BUDGET.max_lookups)[-1], config)[0]
+    res = run_campaign(config, BUDGET, seed=3, artifacts_dir=None, use_database=False, strategy=None,
+                       supervisor=_SlowSupervisor(fail=[repr(last)]), readiness=r, shrink=False)
+    assert not res.ok and res.failure is not None and repr(res.failure.case) == repr(last)
+    assert res.stopped_by == "failure"

@@ -63,6 +63,11 @@ class _Interrupted(BaseException):
     """Raised inside the property to end Hypothesis's run after a Ctrl-C (``fuzz.execution.interrupt``)."""
 
 
+class _TourFailed(BaseException):
+    """Raised inside the property when a postponed opening-tour case run between draws fails (``best`` holds it):
+    Hypothesis must not shrink the draw it interrupted."""
+
+
 class _CaseFailed(AssertionError):
     def __init__(self, result: CaseResult) -> None:
         super().__init__(result.text())
@@ -254,6 +259,9 @@ def run_campaign(
             raise _OutOfTime()
         if best and now > search_end + budget.shrink_seconds * (HYPOTHESIS_SHARE if shrink else 1.0):
             raise _OutOfTime()
+        if later and not best and _explicit(_take_ready(later, readiness, config), True, config, res, best, configs,
+                                            hard_end, observe, run, expected, found):
+            raise _TourFailed()
         if readiness is not None and not best:
             now_run = readiness.admit_or_steer(case, cfg, config)
             if now_run is None:
@@ -298,19 +306,26 @@ def run_campaign(
             progress(f"  {res.examples} examples, {res.lookups} lookups, {time.perf_counter() - start:.0f}s")
 
     # the opening tour (strategies.tour) runs first; a failure there ends the search, and (Hypothesis having
-    # no choice sequence of it to shrink) the spec reducer alone shrinks it, for the whole shrink time
+    # no choice sequence of it to shrink) the spec reducer alone shrinks it, for the whole shrink time. While a
+    # background build is under way, a tour case whose kernels are not built yet is postponed (``later``): it runs
+    # between draws as soon as they are, so the draws need not wait for the tour's slowest group.
+    later: list = []
     if _explicit(opening, True, config, res, best, configs, lambda: start + budget.seconds, observe, run, expected,
-                 found, readiness):
+                 found, readiness, postpone=later if readiness is not None and not readiness.finished else None):
         search_end = time.perf_counter()
         res.stopped_by = StopReason.FAILURE
         res.failure = best[0]
 
     def search(prop: Callable[[], None]) -> None:
+        nonlocal search_end
         try:
             if not best and not res.interrupted:
                 _until_satisfiable(prop, readiness, lambda: search_end - reserve)
             if not res.stopped_by:
                 res.stopped_by = StopReason.EXAMPLES
+        except _TourFailed:
+            search_end = time.perf_counter()  # as for a failure in the tour: the reducer gets the shrink time
+            res.failure, res.stopped_by = best[0], StopReason.FAILURE
         except _CaseFailed as e:
             res.failure = e.result
             res.stopped_by = StopReason.FAILURE
@@ -325,6 +340,13 @@ def run_campaign(
             res.stopped_by = StopReason.FAILURE if best else StopReason.TIME
 
     search(hypothesis_run(seed))
+    if later and not best and not res.interrupted:  # tour cases still postponed when the draws ended: they run now
+        stopped_by = res.stopped_by
+        if _explicit(later, True, config, res, best, configs, hard_end, observe, run, expected, found, readiness):
+            search_end = time.perf_counter()
+            res.failure, res.stopped_by = best[0], StopReason.FAILURE
+        elif not res.interrupted:
+            res.stopped_by = stopped_by
     if fill and not best and res.failure is None and res.stopped_by == StopReason.TIME:  # not after --max-examples
         aimed = _aimed(res, config, tour_share or ALL, search_end, readiness, caps)
         if _explicit(aimed, False, config, res, best, configs, lambda: search_end, observe, run, expected, found):
@@ -410,12 +432,21 @@ def _aimed(res: CampaignResult, config: KernelConfig, share: TourShare, end: flo
     return planned
 
 
+def _take_ready(later: list, readiness: Any, config: KernelConfig) -> list:
+    """The postponed tour cases whose kernels are built now, taken out of ``later`` (order kept)."""
+    ready = [d for d in later if readiness.ready(*split_draw(d, config)[:2])]
+    taken = {id(d) for d in ready}
+    later[:] = [d for d in later if id(d) not in taken]
+    return ready
+
+
 def _explicit(cases: list, tour: bool, config: KernelConfig, res: CampaignResult, best: list, configs: dict,
               end: Callable[[], float], observe: Any, run: Any, expected: Any, found: Any,
-              readiness: Any = None) -> bool:
+              readiness: Any = None, postpone: Optional[list] = None) -> bool:
     """Run fixed cases in order (``run(case, cfg)``): the opening tour's (``tour``; with ``readiness``, each
-    waits for its kernels) or the aimed ones. True (and ``best`` set) at the first failure that
-    ``expected`` does not explain (``found(result)`` announces it)."""
+    waits for its kernels, or with ``postpone`` is appended to it when they are not built yet) or the aimed
+    ones. True (and ``best`` set) at the first failure that ``expected`` does not explain (``found(result)``
+    announces it)."""
     for drawn in cases:
         if interrupt.requested():
             res.stopped_by = StopReason.INTERRUPTED
@@ -424,6 +455,9 @@ def _explicit(cases: list, tour: bool, config: KernelConfig, res: CampaignResult
             res.stopped_by = StopReason.TIME
             return False
         case, cfg, overrides = split_draw(drawn, config)
+        if postpone is not None and readiness.building_started and not readiness.ready(case, cfg):
+            postpone.append(drawn)
+            continue
         if readiness is not None:
             readiness.wait(case, cfg, end() - time.perf_counter())
         try:

@@ -350,10 +350,11 @@ STEER_TARGET = ("fp32", "fp32", "int64")  # the base config's dtypes built first
 
 
 def _order(groups: list, base: Optional[KernelConfig]) -> list:
-    """The opening tour's groups first (in tour order), then the base config's (about half the draws use it): first
-    its groups of ``STEER_TARGET`` and its small-table groups, which any not-ready draw can be steered to, split
-    into ``_pieces`` (the smallest first), then the rest, each config's largest groups first so that the slowest
-    work starts earliest."""
+    """The opening tour's groups first (in tour order), its second half taking turns with the base config's groups
+    of ``STEER_TARGET`` and its small-table groups, which any not-ready draw can be steered to, split into
+    ``_pieces`` (the smallest first): a tour case still building runs between draws, so the draws should not wait
+    for the whole tour. Then the base config's other groups (about half the draws use it), then the rest, each
+    config's largest groups first so that the slowest work starts earliest."""
     tour = [g for g in groups if g[0][0] == "tour"]
 
     def target(g) -> bool:
@@ -364,7 +365,9 @@ def _order(groups: list, base: Optional[KernelConfig]) -> list:
     matrix = [g for g in groups if g[0][0] == "matrix"]
     first = sorted((p for g in matrix if target(g) for p in _pieces(g)), key=lambda p: len(p[2]))
     rest = sorted((g for g in matrix if not target(g)), key=lambda g: (g[0][1] != base, -len(g[2])))
-    return tour + first + rest
+    half = (len(tour) + 1) // 2
+    turns = [g for pair in itertools.zip_longest(tour[half:], first) for g in pair if g is not None]
+    return tour[:half] + turns + rest
 
 
 def _pieces(entry: tuple) -> list:
