@@ -14,8 +14,8 @@ groups first. The rule for a drawn case whose kernels are not built yet:
   without its drawn overrides), counted (``steered``). The kernels a drawn case needs are then checked on
   the shapes it was drawn with, on modes already built, instead of waiting for its own (on a fresh H200
   the builder finishes about 40 of its 515 groups in a minute).
-* the steering targets build first after the tour (``_order``), split into one group per readiness key
-  (``_pieces``) so that the builder's processes share them: a group builds in one process, and the
+* the steering targets build beside the tour's second half (``_order``), split into one group per readiness
+  key (``_pieces``) so that the builder's processes share them: a group builds in one process, and the
   config under test's fp32 group alone holds about a hundred specializations.
 * it **defers** a case when no finished group can take it: the property rejects it, Hypothesis draws
   again, and the rejection is counted (``deferred``). Hypothesis ends a run after 458 + 100 x valid
@@ -24,9 +24,10 @@ groups first. The rule for a drawn case whose kernels are not built yet:
   if that made it ready; before, a short pause (``PAUSE_S``) only keeps rejections from outrunning
   the builders. A run that Hypothesis still ends for want of valid draws starts again
   (``fuzz.campaign.search``).
-* the opening tour runs in order and waits for each case's group; those groups build first. Until the
-  builder has finished its first group (its processes are still starting), a tour case runs at once and the
-  campaign's worker compiles its few kernels itself (``Readiness.building_started``).
+* the opening tour runs in order; its groups build first. A tour case whose group is still building is
+  postponed and runs between draws once it is built (``fuzz.campaign.search``); until the builder has finished
+  its first group (its processes are still starting), a tour case runs at once and the campaign's worker
+  compiles its few kernels itself (``Readiness.building_started``).
 
 Once every group is built, every case is ready, nothing is steered or rejected, and the draws are the
 strategies' own: the same seed then draws the same cases as a campaign without a warm-up.
@@ -126,7 +127,7 @@ class Readiness:
         self.examples_before_built: Optional[int] = None
         self.seconds_to_built: Optional[float] = None
         self.first_example_s: Optional[float] = None  # from the warm-up's start to the first checked case
-        self.first_draw_s: Optional[float] = None  # to the random search's first admitted draw (the tour is over)
+        self.first_draw_s: Optional[float] = None  # to the random search's first admitted draw
         self._t0 = time.perf_counter()
 
     def know_tour(self, keys: Sequence[tuple]) -> None:
