@@ -252,7 +252,7 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any
         built = ("the build finished after " + f"{r.examples_before_built} examples" if r.examples_before_built
                  is not None else "the build had not finished")
         _progress(warm.text() if background.thread is None else  # nothing built beside the search
-                  f"{warm.text()}\n  warm-up: {built}; {r.steered} draws steered to built dtypes, {r.deferred} "
+                  f"{warm.text()}\n  warm-up: {built}; {r.steered} draws steered to built modes, {r.deferred} "
                   f"deferred until their kernels were built")
     report_dir = args.report_dir or Path(args.artifacts) / "report"
     drawn, why_not = pictures.write(collector, config, report_dir)
