@@ -7,7 +7,8 @@ tier), rows wider than the largest dimension bucket and past 1,024 columns, weig
 with the per-sample-weight gradient, every bad-id kind with broken offsets repaired across
 several blocks (standalone and fused check, WARNING, IGNORE, FATAL), the small-table path
 with a tail past its histogram window, short runs side by side, the hoisted transpose, looping persistent grids,
-per-bucket forward tiles, and empty bags. Each uses the config under test where its edge is
+per-bucket forward tiles, empty bags, and (where the budget affords it: a GPU's) one run past 4,096 chunks
+in exact values, where a counter or length limit gone wrong loses one chunk in a million lookups. Each uses the config under test where its edge is
 affordable in ``max_lookups`` and config overrides (``strategies.config_space``) where it is not;
 ``fixed`` fields are never overridden (a case that would need one is left out).
 """
@@ -24,6 +25,7 @@ from strategies.case import CaseSpec, HotRow
 from tbe import KernelConfig
 
 T = TypeVar("T")
+COUNTER_EDGE = 4096  # chunks a 12-bit counter holds: a run past it (2^20 lookups at chunk size 256) is its own edge
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,6 +183,11 @@ def tour(config: KernelConfig, max_lookups: int, fixed: frozenset[str] = frozens
          {**long_ov, "hoist_transpose": True, "index_dtype": "int64", "classify_block": 4, "short_grid_multiplier": 1,
           "long_grid_multiplier": 1, "fwd_bucket_tiles": ((8, 2, 2, 1), (16, 1, 2, 4)), "fwd_gather_weighted": 2}),
     ]
+    past = COUNTER_EDGE * c.chunk_size + 1  # one chunk past a 12-bit chunk counter: 2^20 + 1 lookups by default
+    if not long_ov and past + 512 <= max_lookups:  # affordable on a GPU budget only
+        items.append((f"one run of {past:,} lookups, past {COUNTER_EDGE:,} chunks of the config's own size, exact values",
+                      CaseSpec(tables=((64, 32),), batch_size=512, max_length=1, length_profile="fixed",
+                               hot_rows=(HotRow(0, 5, past),), learning_rate=0.5, values="dyadic", seed=21), {}))
     out = []
     for _, case, overrides in items:
         d = _drawn(case, c, overrides, fixed)

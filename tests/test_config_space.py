@@ -146,6 +146,28 @@ def test_the_opening_tour_reaches_every_path(config):
     assert len(tour(config, 4000, fixed=frozenset({"fused_long_tier"}))) < len(tour(config, 4000))
 
 
+def test_a_gpu_budget_tour_runs_one_run_past_4096_chunks_in_exact_values():
+    """Where the budget affords it, the tour holds one run past 4,096 chunks of the config's own chunk size, in
+    exact values (so one lost chunk of a million lookups is a mismatch); under the interpreter's budget, none."""
+    import torch
+
+    from strategies.cases import tensors
+    from strategies.tour import tour
+
+    for config in (KernelConfig(), KernelConfig(chunk_size=64)):
+        big = []
+        for d in tour(config, 1_200_000):
+            case, cfg, _ = split_draw(d, config)
+            if getattr(case, "values", "") == "dyadic" and case.hot_rows:
+                big.append((case, cfg))
+        assert len(big) == 1
+        case, cfg = big[0]
+        ids = tensors(case, steps=False, weights=False).indices.long()
+        assert cfg == config and int(torch.bincount(ids).max()) > 4096 * config.chunk_size
+    assert not any(getattr(split_draw(d, KernelConfig())[0], "values", "") == "dyadic"
+                   for d in tour(KernelConfig(), 4000))
+
+
 def test_small_table_cases_mostly_take_the_path_and_reach_its_edges():
     """Half the small-table draws stay inside the path's limits (each limit drawn independently on either
     side left about one in six on it); the others cross one limit. Some have empty bags, some train more
