@@ -410,7 +410,8 @@ def test_a_built_tour_case_does_not_wait_for_its_configs_groups(tmp_path, monkey
 
 def test_the_steering_targets_build_beside_the_second_half_of_the_tour():
     """Any not-ready draw can be steered to the config under test's fp32 and small-table groups: their pieces take
-    turns with the tour's second half, the smallest first, before any other group."""
+    turns with the tour's second half, pooling and optimizer pieces first, the smallest first, before any other
+    group."""
     from fuzz.compile.background import STEER_TARGET, _order
     from fuzz.compile.warmup import plan
 
@@ -427,8 +428,10 @@ def test_the_steering_targets_build_beside_the_second_half_of_the_tour():
     dtypes = [(base_spec(g[0].spec).weights_dtype, base_spec(g[0].spec).output_dtype,
                base_spec(g[0].spec).index_dtype) for g in first if g[0].backward]
     assert dtypes and all(d == STEER_TARGET for d in dtypes)
-    assert [len(g) for g in first] == sorted(len(g) for g in first)
     assert all(len(group_keys(g, tour=False)) == 1 for g in first)  # one readiness key a piece
+    kinds = [group_keys(g, tour=False)[0][0] for g in first]
+    assert kinds[:8] == ["matrix"] * 8  # the pooling and optimizer pieces first: any draw can be steered to one
+    assert [len(g) for g in first[:4]] == sorted(len(g) for g in first[:4])  # the smallest first
 
 
 class _SlowSupervisor(_InstantSupervisor):

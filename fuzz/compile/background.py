@@ -353,7 +353,7 @@ STEER_TARGET = ("fp32", "fp32", "int64")  # the base config's dtypes built first
 def _order(groups: list, base: Optional[KernelConfig]) -> list:
     """The opening tour's groups first (in tour order), its second half taking turns with the base config's groups
     of ``STEER_TARGET`` and its small-table groups, which any not-ready draw can be steered to, split into
-    ``_pieces`` (the smallest first): a tour case still building runs between draws, so the draws should not wait
+    ``_pieces`` (``_piece_rank``): a tour case still building runs between draws, so the draws should not wait
     for the whole tour. Then the base config's other groups (about half the draws use it), then the rest, each
     config's largest groups first so that the slowest work starts earliest."""
     tour = [g for g in groups if g[0][0] == "tour"]
@@ -364,11 +364,20 @@ def _order(groups: list, base: Optional[KernelConfig]) -> list:
                                                              spec.index_dtype) == STEER_TARGET)
 
     matrix = [g for g in groups if g[0][0] == "matrix"]
-    first = sorted((p for g in matrix if target(g) for p in _pieces(g)), key=lambda p: len(p[2]))
+    first = sorted((p for g in matrix if target(g) for p in _pieces(g)), key=_piece_rank)
     rest = sorted((g for g in matrix if not target(g)), key=lambda g: (g[0][1] != base, -len(g[2])))
     half = (len(tour) + 1) // 2
     turns = [g for pair in itertools.zip_longest(tour[half:], first) for g in pair if g is not None]
     return tour[:half] + turns + rest
+
+
+_KEY_RANK = {"matrix": 0, "mode": 1, "small": 2}  # what a steered draw needs first: its pooling and optimizer
+
+
+def _piece_rank(entry: tuple) -> tuple:
+    """Matrix pieces first (any draw can be steered to one), then bounds-check modes (a draw can be steered back
+    to WARNING), then the small-table groups (to other weights); the smallest first within each."""
+    return _KEY_RANK[_warm_key(entry[2][0])[0]], len(entry[2])
 
 
 def _pieces(entry: tuple) -> list:
