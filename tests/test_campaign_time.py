@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +17,7 @@ from fuzz.campaign.report import campaign_text
 from fuzz.campaign.search import run_campaign
 from fuzz.cli import main
 from fuzz.execution import supervisor
+from fuzz.execution.artifacts import load_case
 from fuzz.execution.supervisor import CaseTimedOut, Supervisor
 from strategies.case import CaseSpec
 from tbe import KernelConfig
@@ -47,6 +49,15 @@ def test_an_overlong_example_is_stopped_at_the_cap_and_not_judged(hang_everythin
     assert data["examples"] == 0 and data["not_run"] and not data["ok"]
     assert rc == 2, "a campaign that judged nothing is not a pass"
     assert not list((tmp_path / ".pending").glob("*/case.json")), "a stopped case leaves nothing pending"
+    # ... but it is kept whole to be judged by a replay: it may be a hang the budget did not wait out
+    saved = [Path(p) for p in data["stopped_artifacts"]]
+    assert len(saved) == data["stopped_for_time"] and all(p.parent == tmp_path / "stopped" for p in saved)
+    for p in saved:
+        assert {f.name for f in p.iterdir()} >= {"case.json", "config.json", "tensors.pt", "replay.txt"}
+        assert "not judged: stopped after" in (p / "report.txt").read_text()
+        meta = json.loads((p / "meta.json").read_text())
+        assert meta["stopped_for_time"] and meta["seconds_ran"] < meta["own_timeout"]
+        assert load_case(p / "case.json") is not None
 
 
 def test_a_case_past_the_callers_limit_raises_and_the_worker_is_replaced(monkeypatch):

@@ -139,3 +139,18 @@ def test_a_gpu_campaigns_supervised_worker_runs_few_cpu_threads(monkeypatch):
     assert "OMP_NUM_THREADS" not in cpu.env  # interpreter: torch's default, as measured
     gpu.close()
     cpu.close()
+
+
+def test_the_merged_summary_lists_every_workers_stopped_cases():
+    """A case a worker's budget cut before it was judged is saved by that worker; the merged summary names each."""
+    from fuzz.execution.stats import CampaignStats
+    from fuzz.execution.workers import merge, merged_text
+
+    base = {**CampaignStats().to_state(), "crashed": False, "ok": True, "exit_code": 0, "log": "w.log",
+            "seconds": 1.0, "coverage": None}
+    results = [dict(base, worker=0, seed=0, stopped_artifacts=["art/stopped/a"]),
+               dict(base, worker=1, seed=1, stopped_artifacts=["art/stopped/b"])]
+    merged = merge(results, 1.0, "quick")
+    assert merged["stopped_artifacts"] == ["art/stopped/a", "art/stopped/b"]
+    text = merged_text(merged)
+    assert "saved to judge: art/stopped/a" in text and "saved to judge: art/stopped/b" in text

@@ -81,6 +81,9 @@ def _time_lines(r: CampaignResult) -> list[str]:
     if r.skipped_for_time or r.stopped_for_time:
         lines.append(f"  for time: {r.skipped_for_time} drawn example(s) not started (expected cost over the time "
                      f"left), {r.stopped_for_time} stopped {EXAMPLE_CAP_S:g}s past the end; none judged")
+    for path in r.stopped_artifacts:  # a stopped case may be a hang that the budget did not wait out
+        lines.append(f"  stopped for time, saved to judge: {path}")
+        lines.append(f"    replay: {(path / 'replay.txt').read_text().strip()}")
     return lines
 
 
@@ -197,6 +200,7 @@ def campaign_json(r: CampaignResult) -> dict[str, Any]:
             "seconds_to_first_failure": r.first_failure_seconds, "first_failure_headline": r.first_failure_headline,
         },
         "artifact": None if r.artifact is None else str(r.artifact),
+        "stopped_artifacts": [str(p) for p in r.stopped_artifacts],
     }
 
 

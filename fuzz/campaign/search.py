@@ -35,7 +35,7 @@ from fuzz.execution import artifacts, interrupt
 from fuzz.profiles import MAX_CHUNKS, MAX_COLUMN_BLOCKS, MAX_WORK
 from fuzz.budgets import EXAMPLE_CAP_S, Budget
 from fuzz.campaign.reduce import failing_check, reduce_failure, size_text
-from strategies.cases import case_size
+from strategies.cases import case_size, tensors
 from fuzz.judge.check import CaseResult
 from fuzz.status import StopReason
 from strategies.config_space import split_draw
@@ -95,6 +95,8 @@ class CampaignResult(CampaignStats):
     environment: Optional[dict[str, Any]] = None     # where the cases ran (the supervised worker's)
     search_config: bool = True        # the search drew configs around ``config`` (coverage's reachable cells)
     resumed: bool = False             # the draws went on after the aimed cases, from seed + 1
+    stopped: list[tuple[Any, KernelConfig, CaseTimedOut]] = dataclasses.field(default_factory=list)  # cut for time
+    stopped_artifacts: list[Path] = dataclasses.field(default_factory=list)  # where ``stopped`` was saved
 
     @property
     def ok(self) -> bool:
@@ -225,8 +227,10 @@ def run_campaign(
             raise CaseTimedOut(f"expected to take {expected_seconds(case):.0f}s with {left:.0f}s left")
         try:
             result = sup.run(case, cfg, pending=pending, model=model, sut=sut, limit_s=left)
-        except CaseTimedOut:
+        except CaseTimedOut as e:
             res.stopped_for_time += 1
+            if not best:  # a shrink step cut for time is only a smaller copy of the failure already kept
+                res.stopped.append((case, cfg, e))
             raise
         res.time.add(result.phases, time.perf_counter() - t0)
         if readiness is not None:
@@ -365,7 +369,25 @@ def run_campaign(
     res.seconds = time.perf_counter() - start
     if res.failure is not None and artifacts_dir is not None:
         res.artifact = save_campaign_failure(artifacts_dir, res, meta)
+    if artifacts_dir is not None:
+        res.stopped_artifacts = [save_stopped(artifacts_dir, res, *s, meta) for s in res.stopped]
     return res
+
+
+STOPPED_DIR = "stopped"  # under the artifacts directory: cases cut for time, not judged (no failure listing sees them)
+
+
+def save_stopped(root: Path, res: CampaignResult, case: Any, config: KernelConfig, cut: CaseTimedOut,
+                 meta: Optional[dict[str, Any]] = None) -> Path:
+    """Save a case the budget's end cut before it was judged, whole, under ``root/stopped``: it may hang (it had not
+    reached its own timeout) or just be slow, and only a replay, which waits out its timeout, says which."""
+    text = (f"not judged: {cut}; a campaign waits {EXAMPLE_CAP_S:g}s past its search's end at most. "
+            f"Replay it to judge it.")
+    return artifacts.save_failure(Path(root) / STOPPED_DIR, case, config, tensors(case), text, {
+        "source": "campaign", "stopped_for_time": True, "seconds_ran": cut.seconds, "own_timeout": cut.timeout,
+        "budget": res.budget.name, "seed": res.seed, "sut": res.sut, "config_under_test": res.config.to_dict(),
+        **(meta or {}),
+    }, res.environment)
 
 
 def save_campaign_failure(root: Path, res: CampaignResult, meta: Optional[dict[str, Any]] = None) -> Path:

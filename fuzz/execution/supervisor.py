@@ -88,7 +88,12 @@ class _LimitReached(TimeoutError):
 
 
 class CaseTimedOut(Exception):
-    """The caller's time ran out while the case ran: it was stopped and not judged (not a failure)."""
+    """The caller's time ran out while the case ran: it was stopped and not judged (not a failure). ``seconds``: how
+    long it ran; ``timeout``: its own, which it had not reached (both None for a case never started)."""
+
+    def __init__(self, text: str, seconds: Optional[float] = None, timeout: Optional[float] = None) -> None:
+        super().__init__(text)
+        self.seconds, self.timeout = seconds, timeout
 
 
 class CaseInterrupted(Exception):
@@ -316,8 +321,9 @@ class Supervisor:
             self._keep_spare = True
             if msg == "interrupted":
                 raise CaseInterrupted("a Ctrl-C stopped the case")
-            raise CaseTimedOut(f"stopped after {time.perf_counter() - t0:.1f}s: the time left ({left:.1f}s) "
-                               f"ran out before the case finished")
+            ran = time.perf_counter() - t0
+            raise CaseTimedOut(f"stopped after {ran:.1f}s: the time left ({left:.1f}s) ran out before the case "
+                               f"finished (its own timeout: {timeout:.0f}s)", seconds=ran, timeout=timeout)
         if msg is not None and msg != "hang" and msg[0] != "result":
             if msg[0] == "unmaterializable":
                 raise Unmaterializable(msg[1])

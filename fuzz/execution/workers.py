@@ -145,6 +145,7 @@ def merge(results: Sequence[dict[str, Any]], wall: float, budget: str) -> dict[s
         "lookups_per_s": round(stats.lookups / wall, 1) if wall > 0 else 0.0,
         "coverage": coverage.merge_json([r.get("coverage") for r in done]),
         "known": sorted({k["id"] for r in done for k in r.get("known", [])}),  # triaged findings met (fuzz.judge.known)
+        "stopped_artifacts": [p for r in done for p in r.get("stopped_artifacts", [])],  # cut for time, to replay
         "failed": [{"worker": r["worker"], "seed": r["seed"], "artifact": r.get("artifact"),
                     "reports": (r.get("failure") or {}).get("reports", [])[:4]} for r in done if not r["ok"]],
         "crashed": [{k: r[k] for k in ("worker", "seed", "exit_code", "log", "log_tail")}
@@ -180,6 +181,8 @@ def merged_text(m: dict[str, Any]) -> str:
         state = "crashed" if w["crashed"] else ("PASS" if w["ok"] else "FAIL")
         extra = "" if w["crashed"] else f", {w['examples']} examples, {w['lookups']} lookups, {w['seconds']:.1f}s"
         lines.append(f"  worker {w['worker']} (seed {w['seed']}): {state}{extra}; log {w['log']}")
+    for path in m.get("stopped_artifacts", []):
+        lines.append(f"  stopped for time, saved to judge: {path}  (tbe-fuzz replay {path})")
     for f in m["failed"]:
         lines.append(f"  worker {f['worker']} failure saved at {f['artifact']}")
         lines += [f"    {r}" for r in f["reports"] if "MISMATCH" in r or "raised" in r][:3]
