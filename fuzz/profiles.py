@@ -69,9 +69,9 @@ MAX_COLUMN_BLOCKS = 16 if INTERPRETED else None
 # three steps, a whole quick budget of the search alone. None: no cap.
 MAX_CHUNKS = 150 if INTERPRETED else None
 
-# Lookups times column blocks one general campaign example may hold (``strategies.space.within_work``): under the
-# 4-wide buckets of the narrow profile a row of 142 columns is 36 blocks, and 2,306 such lookups cost 70 s over
-# two steps. At this cap a narrow-profile example costs a few seconds a step. None: no cap.
+# Lookups times column blocks times steps one general campaign example may hold (``strategies.space.within_work``):
+# under the 4-wide buckets of the narrow profile a row of 142 columns is 36 blocks, and 2,306 such lookups cost
+# 70 s over two steps. At this cap an example costs a few seconds in all. None: no cap.
 MAX_WORK = 4_000 if INTERPRETED else None
 
 # Distinct rows (runs) one example's background may touch: the interpreter's short backward

@@ -195,8 +195,8 @@ def test_small_table_cases_mostly_take_the_path_and_reach_its_edges():
 
 def test_interpreter_caps_bound_every_general_draw():
     """Under the interpreter's caps (``fuzz.profiles``) a drawn case needs at most ``max_chunks`` long-tier chunks
-    of its config, its general cases at most ``max_work`` lookups times column blocks, and its rows at most
-    ``max_column_blocks`` blocks of the widest bucket: a case past them cost a whole quick budget."""
+    of its config, its general cases at most ``max_work`` lookups times column blocks times steps, and its rows at
+    most ``max_column_blocks`` blocks of the widest bucket: a case past them cost a whole quick budget."""
     from strategies.cases import base_spec, tensors
     from strategies.pack import PackCase
     from strategies.space import work
@@ -213,5 +213,7 @@ def test_interpreter_caps_bound_every_general_draw():
                 continue  # the wide-row and small-table branches: capped by their own shapes
             seen += 1
             assert work(spec, cfg) <= max_work, spec
+            lookups = tensors(spec, steps=False, weights=False).indices.numel()
+            assert lookups * spec.steps <= max_work, spec  # each lookup is at least one column block, every step
             assert all(-(-d // max(cfg.dim_buckets)) <= blocks for _, d in spec.tables), spec
     assert seen >= 100
