@@ -231,7 +231,7 @@ def within_work(spec: CaseSpec, config: KernelConfig, max_work: int) -> CaseSpec
     total = work(spec, config)
     if total <= max_work:
         return spec
-    hot = max(1, spec.steps) * sum(h.count * _column_blocks(spec.tables[h.table][1], config) for h in spec.hot_rows)
+    hot = work(dataclasses.replace(spec, max_length=0), config)  # the hot rows' share
     if hot < max_work:  # the bags give way first
         keep = (max_work - hot) / (total - hot)
         return dataclasses.replace(spec, max_length=int(spec.max_length * keep))

@@ -54,14 +54,13 @@ from strategies.cases import base_spec, with_modes
 from tbe.config import KernelConfig
 
 from fuzz.compile.warmup import (
-    DTYPES, INDEX, OPTIMIZERS, POOLINGS, WarmCase, WarmupResult, _run_group, default_processes, plan,
+    DTYPES, INDEX, MATRIX_MODE, OPTIMIZERS, POOLINGS, WarmCase, WarmupResult, _run_group, default_processes, plan,
 )
 
 PAUSE_S = 0.005  # after a deferral, while groups are still building
 DEFER_BASE, DEFER_PER_ADMITTED = 229, 50  # half of Hypothesis's limit on rejected draws (458 + 100 x valid)
 WAIT_S = 5.0  # longest wait for a group to finish, once deferrals near that limit
 STEER_FIELDS = ("weights_dtype", "output_dtype", "index_dtype", "weighted", "pooling", "optimizer", "bounds_check")
-MATRIX_MODE = "warning"  # the bounds-check mode of the warm-up's matrix cases (``fuzz.compile.warmup.group_cases``)
 _STEER_VALUES = tuple(itertools.product(DTYPES, DTYPES, INDEX, (False, True), POOLINGS, OPTIMIZERS))
 
 
@@ -226,8 +225,8 @@ class Readiness:
         checks = tuple(dict.fromkeys((spec.bounds_check, MATRIX_MODE)))  # a mode is steered only back to the matrix's
         options = []
         for cfg_rank in (0, 1) if base != config else (0,):
-            for values in itertools.product(_STEER_VALUES, checks):
-                values = values[0] + values[1:]
+            for modes, check in itertools.product(_STEER_VALUES, checks):
+                values = (*modes, check)
                 changed = [a != b for a, b in zip(values, drawn)]
                 if any(changed) or cfg_rank:  # the drawn case under its own config is not ready
                     options.append((cfg_rank, sum(changed), changed, values))

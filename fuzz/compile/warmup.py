@@ -32,6 +32,7 @@ INDEX = ("int32", "int64")
 POOLINGS = ("sum", "mean")
 OPTIMIZERS = ("exact_sgd", "exact_rowwise_adagrad")
 MODES = ("warning", "ignore", "fatal", "none")
+MATRIX_MODE = MODES[0]  # the bounds-check mode of every matrix case; the others get cases of their own
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,9 +81,9 @@ def group_cases(config: KernelConfig, w: str, o: str, idx: str, weighted: bool) 
     if config.fused_long_tier and config.fused_long_min_lookups > 0:
         hots.append(config.fused_long_min_lookups)  # the fused tier runs only from this many lookups
     for pooling, opt, tables, hot in itertools.product(POOLINGS, OPTIMIZERS, shapes, hots):
-        out.append(WarmCase(config, _spec(tables, w, o, idx, weighted, pooling, opt, "warning", hot)))
+        out.append(WarmCase(config, _spec(tables, w, o, idx, weighted, pooling, opt, MATRIX_MODE, hot)))
     # the bounds check's kernels (and the fused forward's flags) per mode
-    for mode, tables in itertools.product(MODES[1:], mode_shapes):
+    for mode, tables in itertools.product([m for m in MODES if m != MATRIX_MODE], mode_shapes):
         out.append(WarmCase(config, _spec(tables, w, o, idx, weighted, "sum", OPTIMIZERS[0], mode)))
     return out
 
