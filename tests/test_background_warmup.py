@@ -53,11 +53,11 @@ def test_once_everything_is_built_the_draws_are_the_strategies_own():
 def _keys(configs, weights=None):
     """The readiness keys of ``configs``' warm-up groups (of one weights dtype, when given)."""
     return [k for c in configs for g in warm_groups([c]) if g[0].backward
-            and weights in (None, base_spec(g[0].spec).weights_dtype) for k in group_keys(g, tour=False)]
+            and weights in (None, base_spec(g[0].spec).weights_dtype) for k in group_keys(g, per_case=False)]
 
 
 def _group(config, w, o, i, weighted):
-    return group_keys(group_cases(config, w, o, i, weighted), tour=False)
+    return group_keys(group_cases(config, w, o, i, weighted), per_case=False)
 
 
 def test_a_case_whose_group_is_building_is_steered_to_built_dtypes_not_checked():
@@ -104,12 +104,18 @@ def test_a_long_build_does_not_end_the_search_for_want_of_ready_draws():
     r = Readiness()
     r.plan(_keys(campaign_configs(KernelConfig())))
     r.finished = False
-    timer = threading.Timer(8.0, r.all_done)
-    timer.start()
+    stop = threading.Event()
+
+    def finish_once_waiting():  # the build ends only after the draws have reached the waiting rule, however slow
+        while not stop.is_set() and r.deferred < background.DEFER_BASE:
+            time.sleep(0.05)
+        r.all_done()
+
+    threading.Thread(target=finish_once_waiting, daemon=True).start()
     try:
         seen = _drawn(r)
     finally:
-        timer.cancel()
+        stop.set()
     assert len(seen) == BUDGET.max_examples and r.deferred >= background.DEFER_BASE
 
 
@@ -123,16 +129,16 @@ def test_steering_takes_a_built_pooling_and_optimizer_and_only_the_matrix_bounds
     r.finished = False
     fp32 = group_cases(config, "fp32", "fp32", "int64", False)
     r.done(group_keys([c for c in fp32 if (c.spec.pooling, c.spec.optimizer, c.spec.bounds_check)
-                       == ("sum", "exact_sgd", "warning")], tour=False))
+                       == ("sum", "exact_sgd", "warning")], per_case=False))
     mean = CaseSpec(tables=((10, 8),), batch_size=2, pooling="mean", optimizer="exact_rowwise_adagrad")
     assert not r.ready(mean, config)
     case, cfg = r.steer(mean, config, config)
     assert (case.pooling, case.optimizer, case.tables) == ("sum", "exact_sgd", mean.tables) and cfg is config
     fatal = CaseSpec(tables=((10, 8),), batch_size=2, bounds_check="fatal")
     assert not r.ready(fatal, config) and r.steer(fatal, config, config)[0].bounds_check == "warning"
-    r.done(group_keys([c for c in fp32 if c.spec.bounds_check == "none"], tour=False))
+    r.done(group_keys([c for c in fp32 if c.spec.bounds_check == "none"], per_case=False))
     assert r.steer(fatal, config, config)[0].bounds_check == "warning"  # not to NONE, though it is built
-    r.done(group_keys([c for c in fp32 if c.spec.bounds_check == "fatal"], tour=False))
+    r.done(group_keys([c for c in fp32 if c.spec.bounds_check == "fatal"], per_case=False))
     assert r.ready(fatal, config) and not r.ready(mean, config)
 
 
@@ -153,7 +159,7 @@ def test_a_group_built_in_pieces_is_stamped_once_every_piece_is_built(tmp_path, 
     pieces = [g for u, i, g in order if (u, i) == target]
     whole = next(g for u, i, g in groups if (u, i) == target)
     assert sorted(repr(c) for g in pieces for c in g) == sorted(repr(c) for c in whole)
-    assert all(len(group_keys(g, tour=False)) == 1 for g in pieces)
+    assert all(len(group_keys(g, per_case=False)) == 1 for g in pieces)
     bad = repr(pieces[-1])
 
     def runner(group):
@@ -170,7 +176,7 @@ def test_readiness_keys_follow_the_warmup_groups():
     config = KernelConfig()
     groups = warm_groups([config])
     r = Readiness()
-    r.plan([k for g in groups for k in group_keys(g, tour=False)])
+    r.plan([k for g in groups for k in group_keys(g, per_case=False)])
     r.finished = False
     spec = CaseSpec(tables=((10, 8),), batch_size=2, weights_dtype="bf16", output_dtype="fp32", index_dtype="int32")
     assert not r.ready(spec, config)
@@ -178,18 +184,18 @@ def test_readiness_keys_follow_the_warmup_groups():
             and base_spec(g[0].spec).output_dtype == "fp32" and base_spec(g[0].spec).index_dtype == "int32"
             and not base_spec(g[0].spec).weighted]
     assert len(mine) == 1
-    r.done(group_keys(mine[0], tour=False))
+    r.done(group_keys(mine[0], per_case=False))
     assert r.ready(spec, config)
     # a single fp16 table the small-table path may take also waits for that path's groups
     small = CaseSpec(tables=((32, 64),), batch_size=1, weights_dtype="fp16", output_dtype="fp32")
     fp16 = [g for g in groups if g[0].backward and base_spec(g[0].spec).weights_dtype == "fp16"
             and base_spec(g[0].spec).output_dtype == "fp32" and base_spec(g[0].spec).index_dtype == "int64"
             and not base_spec(g[0].spec).weighted]
-    r.done(group_keys(fp16[0], tour=False))
+    r.done(group_keys(fp16[0], per_case=False))
     assert not r.ready(small, config)
     for g in groups:
         if not g[0].backward:
-            r.done(group_keys(g, tour=False))
+            r.done(group_keys(g, per_case=False))
     assert r.ready(small, config)
     # a config no group was planned for has nothing to wait for
     assert r.ready(spec, config.replace(chunk_size=config.chunk_size * 2))
@@ -200,14 +206,14 @@ def test_tour_cases_wait_for_their_group_only_once_the_builder_has_finished_one(
     config = KernelConfig()
     first, second = (g[0] for g in tour_groups(config)[:2])
     r = Readiness()
-    r.plan([k for g in tour_groups(config) for k in group_keys(g, tour=True)])
+    r.plan([k for g in tour_groups(config) for k in group_keys(g, per_case=True)])
     r.finished = False
     t0 = time.perf_counter()
     assert r.wait(first.spec, first.config, timeout=5.0) is False and time.perf_counter() - t0 < 1.0
-    r.done(group_keys([first], tour=True))  # the builder's first group
+    r.done(group_keys([first], per_case=True))  # the builder's first group
     t0 = time.perf_counter()
     assert r.wait(second.spec, second.config, timeout=0.5) is False and time.perf_counter() - t0 >= 0.5
-    threading.Timer(0.2, r.done, args=(group_keys([second], tour=True),)).start()
+    threading.Timer(0.2, r.done, args=(group_keys([second], per_case=True),)).start()
     assert r.wait(second.spec, second.config, timeout=5.0) is True
 
 
@@ -428,8 +434,8 @@ def test_the_steering_targets_build_beside_the_second_half_of_the_tour():
     dtypes = [(base_spec(g[0].spec).weights_dtype, base_spec(g[0].spec).output_dtype,
                base_spec(g[0].spec).index_dtype) for g in first if g[0].backward]
     assert dtypes and all(d == STEER_TARGET for d in dtypes)
-    assert all(len(group_keys(g, tour=False)) == 1 for g in first)  # one readiness key a piece
-    kinds = [group_keys(g, tour=False)[0][0] for g in first]
+    assert all(len(group_keys(g, per_case=False)) == 1 for g in first)  # one readiness key a piece
+    kinds = [group_keys(g, per_case=False)[0][0] for g in first]
     assert kinds[:8] == ["matrix"] * 8  # the pooling and optimizer pieces first: any draw can be steered to one
     assert [len(g) for g in first[:4]] == sorted(len(g) for g in first[:4])  # the smallest first
 
@@ -450,7 +456,7 @@ class _SlowSupervisor(_InstantSupervisor):
 
 def _tour_building(config):
     """Readiness with the tour's groups planned, the first built (the builder has started), the rest not."""
-    keys = [k for g in tour_groups(config) for k in group_keys(g, tour=True)]
+    keys = [k for g in tour_groups(config) for k in group_keys(g, per_case=True)]
     r = Readiness()
     r.plan(keys)
     r.finished = False
@@ -488,3 +494,34 @@ def test_a_postponed_tour_case_that_fails_is_the_campaigns_failure():
                        supervisor=_SlowSupervisor(fail=[repr(last)]), readiness=r, shrink=False)
     assert not res.ok and res.failure is not None and repr(res.failure.case) == repr(last)
     assert res.stopped_by == "failure"
+
+
+def test_a_fixed_list_builds_each_case_once_in_its_order_and_each_is_ready_on_its_own():
+    config = KernelConfig()
+    other = config.replace(chunk_size=64)
+    specs = [CaseSpec(tables=((20, d),), batch_size=2, seed=d) for d in (4, 8, 12)]
+    pairs = [(specs[0], config), (specs[0], other), (specs[1], config), (specs[0], config), (specs[2], other)]
+    built = []
+    release = threading.Event()
+
+    def runner(group):
+        built.append((group[0].spec, group[0].config))
+        if len(built) == 3:
+            release.wait(30)  # the third case stays unbuilt until the test lets it go
+        return {"compiled": 1}
+
+    handle = background.start_cases(pairs, processes=1, runner=runner,
+                                    executor=lambda n: cf.ThreadPoolExecutor(n), interpreted=False)
+    r = handle.readiness
+    r.wait_for_news(30)  # the first build done: waits block from now on
+    assert r.wait(specs[0], other, 30)  # its own build done: it waits for no other
+    assert not r.ready(specs[1], config) and not r.ready(specs[2], other)
+    release.set()
+    res = handle.join(timeout=30)
+    assert built == [(specs[0], config), (specs[0], other), (specs[1], config), (specs[2], other)]  # once, in order
+    assert res.groups == 4 and res.compiled == 4 and r.finished and r.ready(specs[2], other)
+
+
+def test_a_fixed_list_on_the_interpreter_builds_nothing():
+    handle = background.start_cases([(CaseSpec(tables=((20, 4),), batch_size=2), KernelConfig())], interpreted=True)
+    assert handle.thread is None and handle.readiness.finished and handle.result.skipped

@@ -29,6 +29,9 @@ groups first. The rule for a drawn case whose kernels are not built yet:
   its first group (its processes are still starting), a tour case runs at once and the campaign's worker
   compiles its few kernels itself (``Readiness.building_started``).
 
+A fixed list of cases (the gate's) builds one group per case, in the list's order, and each case is ready once
+its own group is (``start_cases``): a caller running the list in order waits only for what it runs next.
+
 Once every group is built, every case is ready, nothing is steered or rejected, and the draws are the
 strategies' own: the same seed then draws the same cases as a campaign without a warm-up.
 
@@ -100,11 +103,18 @@ def _may_take_small_table(config: KernelConfig, spec: Any) -> bool:
             and config.small_table_min_dim <= dim <= config.small_table_max_dim)
 
 
-def group_keys(group: Sequence[WarmCase], tour: bool) -> list[tuple]:
+PER_CASE = ("tour", "cases")  # units whose cases are readied one by one: the opening tour's, a fixed list's
+
+
+def _case_key(case: Any, config: KernelConfig) -> tuple:
+    return ("case", repr((case, config)))
+
+
+def group_keys(group: Sequence[WarmCase], per_case: bool) -> list[tuple]:
     """The readiness keys a finished group counts toward, each once (a key is ready when every group
-    holding it has finished)."""
-    if tour:
-        return [("tour", repr((c.spec, c.config))) for c in group]
+    holding it has finished): one per case for the ``PER_CASE`` units, else the warm-up's keys."""
+    if per_case:
+        return [_case_key(c.spec, c.config) for c in group]
     return list(dict.fromkeys(_warm_key(c) for c in group))
 
 
@@ -115,7 +125,7 @@ class Readiness:
     def __init__(self) -> None:
         self._lock = threading.Condition()
         self._pending: dict[tuple, int] = {}
-        self._tour: set[tuple] = set()  # keys of the opening tour's cases: such a case needs its tour group only
+        self._cases: set[tuple] = set()  # keys of cases readied one by one: such a case needs its own group only
         self.finished = True
         self.built = True  # False when the warm-up was stopped before every group finished
         self.deferred = 0
@@ -129,17 +139,18 @@ class Readiness:
         self.first_draw_s: Optional[float] = None  # to the random search's first admitted draw
         self._t0 = time.perf_counter()
 
-    def know_tour(self, keys: Sequence[tuple]) -> None:
-        """Opening-tour cases already built (a stamped tour): such a case needs nothing, not its matrix group."""
+    def know_cases(self, keys: Sequence[tuple]) -> None:
+        """Cases readied one by one and already built (a stamped tour): such a case needs nothing, not its matrix
+        group."""
         with self._lock:
-            self._tour.update(k for k in keys if k[0] == "tour")
+            self._cases.update(k for k in keys if k[0] == "case")
 
     def plan(self, keys: Sequence[tuple]) -> None:
         with self._lock:
             for k in keys:
                 self._pending[k] = self._pending.get(k, 0) + 1
-                if k[0] == "tour":
-                    self._tour.add(k)
+                if k[0] == "case":
+                    self._cases.add(k)
             self.finished = not self._pending
 
     def done(self, keys: Sequence[tuple]) -> None:
@@ -166,9 +177,9 @@ class Readiness:
             self._lock.notify_all()
 
     def _needs(self, case: Any, config: KernelConfig) -> list[tuple]:
-        tour = ("tour", repr((case, config)))
-        if tour in self._tour:
-            return [tour]
+        own = _case_key(case, config)
+        if own in self._cases:
+            return [own]
         spec = base_spec(case)
         keys = [_matrix_key(config, spec)]
         if spec.bounds_check != MATRIX_MODE:
@@ -333,14 +344,42 @@ def start(configs: Sequence[KernelConfig], tours: Sequence[KernelConfig], proces
     n = processes or default_processes()
     res = WarmupResult(cases=sum(len(g) for _, _, g in groups), groups=len({(u, i) for u, i, _ in groups}), processes=n,
                        reused=len(p.units) - len(p.todo))
-    readiness.know_tour([k for u in p.units if u[0] == "tour" for g in p.unit_groups(u) for k in group_keys(g, True)])
-    readiness.plan([k for u, _, g in groups for k in group_keys(g, u[0] == "tour")])
+    readiness.know_cases([k for u in p.units if u[0] in PER_CASE for g in p.unit_groups(u) for k in group_keys(g, True)])
+    readiness.plan([k for u, _, g in groups for k in group_keys(g, u[0] in PER_CASE)])
     if not groups:
         res.stamped_at = p.newest_stamp()
         return BackgroundWarmup(readiness, res)
     readiness.finished = False
     handle = BackgroundWarmup(readiness, res)
     handle.thread = threading.Thread(target=_drive, args=(handle, p, groups, runner, executor or _process_pool, progress),
+                                     name="tbe-fuzz-warmup", daemon=True)
+    handle.thread.start()
+    return handle
+
+
+def start_cases(pairs: Sequence[tuple[Any, KernelConfig]], processes: Optional[int] = None,
+                progress: Optional[Callable[[str], None]] = None, runner: Optional[Callable[[list], dict]] = None,
+                executor: Optional[Callable[[int], cf.Executor]] = None,
+                interpreted: Optional[bool] = None) -> BackgroundWarmup:
+    """Build the kernels of a fixed list of (case, config) pairs in the background, one group per pair in the
+    list's order, each ready on its own (``PER_CASE``): a caller that runs the list in that order (the gate)
+    waits for each case's own build, not for a whole warm-up. Nothing is stamped (the list is the caller's);
+    a kernel two pairs share is built once (``fuzz.compile.kernel_cache``). Returns at once."""
+    readiness = Readiness()
+    if interpreted is None:
+        from tbe.backend import INTERPRETED as interpreted  # noqa: N811
+    if interpreted:
+        return BackgroundWarmup(readiness, WarmupResult(skipped="kernels run in Triton's interpreter: nothing to compile"))
+    unique = {repr(pair): WarmCase(pair[1], pair[0]) for pair in pairs}  # first use kept, duplicates dropped
+    groups = [(("cases", None), i, [c]) for i, c in enumerate(unique.values())]
+    res = WarmupResult(cases=len(groups), groups=len(groups), processes=processes or default_processes())
+    readiness.plan([k for _, _, g in groups for k in group_keys(g, True)])
+    if not groups:
+        return BackgroundWarmup(readiness, res)
+    readiness.finished = False
+    handle = BackgroundWarmup(readiness, res)
+    handle.thread = threading.Thread(target=_drive, args=(handle, plan([], stamped=False), groups, runner,
+                                                          executor or _process_pool, progress),
                                      name="tbe-fuzz-warmup", daemon=True)
     handle.thread.start()
     return handle
@@ -429,7 +468,7 @@ def _take_built(p: Any, readiness: Readiness, groups: list) -> list:
     left = []
     for u, i, g in groups:
         if p.group_built(u, i):
-            readiness.done(group_keys(g, u[0] == "tour"))
+            readiness.done(group_keys(g, u[0] in PER_CASE))
         else:
             left.append((u, i, g))
     return left
@@ -464,7 +503,7 @@ def _build(handle: BackgroundWarmup, p: Any, groups: list, run_group: Any, make_
                 pieces_left[u, i] -= 1
                 if not pieces_left[u, i] and (u, i) not in failed:
                     p.stamp_group(u, i)
-            readiness.done(group_keys(g, u[0] == "tour"))  # a failed group is not retried: its cases JIT
+            readiness.done(group_keys(g, u[0] in PER_CASE))  # a failed group is not retried: its cases JIT
             if progress is not None and k % 32 == 0:
                 built = res.groups - sum(1 for n in pieces_left.values() if n)
                 progress(f"  warm-up (background): {built}/{res.groups} groups, {time.perf_counter() - t0:.0f}s")

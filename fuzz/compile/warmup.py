@@ -270,7 +270,7 @@ class WarmupResult:
     skipped: Optional[str] = None  # why nothing ran (the interpreter)
     reused: int = 0  # configs (and tours) whose warm-up Triton's cache already held (``fuzz.compile.stamp``)
     stamped_at: Optional[str] = None  # set when every config was: the newest stamp
-    not_built: int = 0  # groups a background warm-up dropped because the campaign ended first
+    not_built: int = 0  # groups a background warm-up dropped because its run (a campaign, a gate) ended first
     followed_seconds: float = 0.0  # spent following another process's build (``fuzz.compile.stamp.builder_lock``)
 
     def text(self) -> str:
@@ -286,7 +286,7 @@ class WarmupResult:
         if self.followed_seconds:
             line += f"; followed another process's build for {self.followed_seconds:.1f}s"
         if self.not_built:
-            line += f"; {self.not_built} groups not built (the campaign ended first; the next run builds them)"
+            line += f"; {self.not_built} groups not built (the run ended first; Triton's cache keeps what was built)"
         if self.errors:
             line += f"\n  warm-up: {len(self.errors)} case(s) failed; first: {self.errors[0]}"
         return line
