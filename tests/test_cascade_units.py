@@ -259,3 +259,63 @@ def test_report_shows_the_per_shape_table_and_the_noise(tmp_path):
     data = json.loads((tmp_path / "report.json").read_text())
     assert data["verdict"] == Decision.KEEP and data["levels"]["d"]["detail"]["entries"][0]["slower"] is True
     assert KernelConfig.from_dict(json.loads((tmp_path / "candidate.json").read_text())) == res.candidate
+
+
+# ----------------------------------------------------------------------------- (b) beside a background build
+class _Clock:
+    """A stand-in for ``time`` in fuzz.gate.correctness: only the build's waits move it."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+def test_the_gate_waits_for_each_cases_build_in_run_order_and_off_the_phase_clock(monkeypatch):
+    import fuzz.gate.correctness as correctness
+    from tests.passing_supervisor import PassingSupervisor
+
+    base = KernelConfig()
+    cand = base.replace(long_run_threshold=128)
+    budget = Budget("t", seconds=50.0, shrink_seconds=0.0, max_examples=4, max_lookups=300)
+    work = correctness.gate_work(base, cand, budget, seed=1)
+    clock = _Clock()
+    monkeypatch.setattr(correctness, "time", clock)
+
+    class SlowBuild:  # every case's kernels take 100 s to build
+        waited: list = []
+
+        def wait(self, case, config, timeout):
+            self.waited.append((case, config))
+            clock.now += 100.0
+            return True
+
+    build = SlowBuild()
+    g = correctness.run_gate(base, cand, budget, seed=1, supervisor=PassingSupervisor(), work=work, readiness=build)
+    assert work.targeted and len(g.cases) == len(work.targeted) + budget.max_examples  # no case cut for the waits
+    assert build.waited == correctness.build_pairs(work, base, cand)[:len(build.waited)]  # in the order they run
+    assert g.build_wait_s == 100.0 * len(build.waited)
+
+
+def test_the_cascade_builds_the_cases_of_b_and_c_in_the_background_and_b_waits_on_it(monkeypatch):
+    import tbe.backend
+    from fuzz.compile import background
+    from fuzz.gate import cascade, correctness
+    from fuzz.gate.oracle import matrix
+
+    base = KernelConfig()
+    cand = base.replace(long_run_threshold=128)
+    budget = Budget("t", seconds=5.0, shrink_seconds=0.0, max_examples=3, max_lookups=300)
+    started: list = []
+    monkeypatch.setattr(tbe.backend, "INTERPRETED", False)
+    monkeypatch.setattr(background, "start_cases", lambda pairs, progress=None: started.append(pairs) or "handle")
+    opts = CascadeOptions(budget, seeds=(0, 1), levels="bc", oracle_cases=2)
+    build, works = cascade._start_build(base, cand, opts, None)
+    assert build == "handle" and sorted(works) == [0, 1]
+    for seed in (0, 1):
+        assert repr(works[seed].items) == repr(correctness.gate_work(base, cand, budget, seed).items)
+    expected = correctness.build_pairs(works[0], base, cand) + correctness.build_pairs(works[1], base, cand)
+    assert started == [expected + [(spec, cand) for _, spec in matrix(cand)[:2]]]
+    monkeypatch.setattr(tbe.backend, "INTERPRETED", True)
+    assert cascade._start_build(base, cand, opts, None) == (None, {})  # the interpreter: nothing to build

@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, Union
 
 from fuzz.budgets import Budget
-from fuzz.gate.correctness import GateResult, run_gate
+from fuzz.gate.correctness import GateResult, GateWork, build_pairs, gate_work, run_gate
 from fuzz.gate.oracle import OracleResult, run_oracle_level
+from fuzz.gate.oracle import matrix as oracle_matrix
 from fuzz.gate.perf import DEFAULT_GAMMA, PerfResult, run_perf
 from fuzz.gate.shapes import PRESETS, PerfShape
 from fuzz.gate.static import StaticResult, run_static_level
@@ -124,27 +125,33 @@ class CascadeResult:
         return out
 
 
-WARMUP_MIN_SECONDS = 30.0  # below this (b) budget per phase, warming every specialization costs more than it saves
-
-
-def _warm(baseline, candidate, opts: CascadeOptions, lv: Level, progress) -> None:
-    """On a GPU with a (b) budget of at least WARMUP_MIN_SECONDS, build both configs' specializations
-    into Triton's disk cache in parallel first (``fuzz.compile.warmup``), so (b) and (c) check cases instead
-    of waiting on the compiler; short budgets compile only what their few cases meet."""
+def _start_build(baseline: KernelConfig, candidate: KernelConfig, opts: CascadeOptions,
+                 progress: Optional[Callable[[str], None]]) -> tuple[Any, dict[int, GateWork]]:
+    """On a GPU, build the kernels of (b)'s cases (every seed's, both configs) and then (c)'s matrix in the
+    background, in the order the levels run them (``fuzz.compile.background.start_cases``): (b) waits for each
+    case's own build instead of for a warm-up of everything either config could reach. Returns the build
+    (None on the interpreter or for another SUT) and each seed's cases, drawn once here."""
     from tbe.backend import INTERPRETED
 
-    if INTERPRETED or opts.budget.seconds < WARMUP_MIN_SECONDS:
-        return
-    from fuzz.compile import warm_campaigns
+    works: dict[int, GateWork] = {}
+    if INTERPRETED or not get_sut(opts.sut).capabilities.project_kernels or not set(opts.levels) & set("bc"):
+        return None, works
+    from fuzz.compile import background
 
-    res = warm_campaigns([baseline, candidate], progress=progress)  # (b) draws the override profiles too
-    lv.notes.append(res.text().replace("\n ", ";"))
+    pairs: list = []
+    if "b" in opts.levels:
+        for seed in opts.seeds:
+            works[seed] = gate_work(baseline, candidate, opts.budget, seed, opts.sut)
+            pairs += build_pairs(works[seed], baseline, candidate)
+    if "c" in opts.levels:
+        pairs += [(spec, candidate) for _, spec in oracle_matrix(candidate)[:opts.oracle_cases]]
+    return background.start_cases(pairs, progress=progress), works
 
 
-def _level_b(baseline, candidate, opts: CascadeOptions, lv: Level, progress) -> None:
+def _level_b(baseline, candidate, opts: CascadeOptions, lv: Level, progress, build: Any,
+             works: dict[int, GateWork]) -> None:
     results: list[GateResult] = []
     lv.result = results
-    _warm(baseline, candidate, opts, lv, progress)
     for i, seed in enumerate(opts.seeds):
         if opts.deadline is not None and time.monotonic() > opts.deadline:
             lv.status, lv.reasons = Status.NOT_RUN, [f"out of time after {i} of {len(opts.seeds)} seeds"]
@@ -152,7 +159,8 @@ def _level_b(baseline, candidate, opts: CascadeOptions, lv: Level, progress) -> 
         if progress is not None:
             progress(f"  (b) seed {seed}")
         g = run_gate(baseline, candidate, opts.budget, seed=seed, artifacts_dir=opts.artifacts_dir,
-                     progress=progress, sut=opts.sut)
+                     progress=progress, sut=opts.sut, work=works.get(seed),
+                     readiness=None if build is None else build.readiness)
         results.append(g)
         lv.notes += [f"seed {seed}: {n}" for n in g.notes if f"seed {seed}: {n}" not in lv.notes]
         if not g.ok:
@@ -186,6 +194,25 @@ def run_cascade(
     except (TypeError, ValueError):
         config = None
     res = CascadeResult(baseline, config, data, opts, {k: Level(k) for k in LEVELS})
+    build, works = _start_build(baseline, config, opts, progress) if config is not None else (None, {})
+
+    def end_build() -> None:  # before (d) times anything, and at the end: once
+        nonlocal build
+        if build is not None:
+            built, build = build.stop(), None
+            res.levels["b" if "b" in opts.levels else "c"].notes.append(
+                "kernels of the cases built in the background: " + built.text().replace("\n ", ";"))
+    try:
+        _run_levels(res, baseline, config, data, opts, progress, build, works, end_build)
+    finally:
+        end_build()
+    res.seconds = time.perf_counter() - t0
+    return res
+
+
+def _run_levels(res: CascadeResult, baseline: KernelConfig, config: Optional[KernelConfig], data: dict[str, Any],
+                opts: CascadeOptions, progress: Optional[Callable[[str], None]], build: Any,
+                works: dict[int, GateWork], end_build: Callable[[], None]) -> None:
     stop: Optional[str] = None
     for key, lv in res.levels.items():
         if key not in opts.levels:
@@ -207,7 +234,7 @@ def run_cascade(
             r = _static(data, config, progress)
             lv.result, lv.status, lv.reasons, lv.notes = r, r.status, list(r.reasons), list(r.notes)
         elif key == "b":
-            _level_b(baseline, config, opts, lv, progress)
+            _level_b(baseline, config, opts, lv, progress, build, works)
         elif key == "c":
             limit = opts.oracle_cases
             r: OracleResult = run_oracle_level(baseline, config, progress=progress, max_cases=limit,
@@ -215,11 +242,10 @@ def run_cascade(
             lv.result, lv.status, lv.reasons = r, r.status, list(r.reasons)
             lv.notes = list(r.notes)
         else:
+            end_build()  # nothing compiles beside the timing
             p = run_perf(baseline, config, opts.shapes, opts.gamma, opts.rounds, opts.target_ms, opts.deadline,
                          progress)
             lv.result, lv.status, lv.reasons, lv.notes = p, p.status, list(p.reasons), list(p.notes)
         lv.seconds = time.perf_counter() - start
         if lv.status == Status.FAIL and not opts.keep_going:
             stop = key
-    res.seconds = time.perf_counter() - t0
-    return res

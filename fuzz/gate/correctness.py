@@ -58,6 +58,7 @@ class GateResult:
     cand_ratio: dict[str, float] = dataclasses.field(default_factory=dict)
     artifacts: list[Path] = dataclasses.field(default_factory=list)
     seconds: float = 0.0
+    build_wait_s: float = 0.0  # spent waiting for kernels built in the background (not on the phases' clocks)
     seed: int = 0
 
     @property
@@ -109,6 +110,58 @@ def _judge(res: GateResult, factor: float, floor: float) -> None:
             )
 
 
+@dataclasses.dataclass
+class GateWork:
+    """One seed's cases, in the order they run: ``targeted`` (labelled) then ``shared``; ``notes`` from the edges."""
+
+    targeted: list[tuple[str, Any]]
+    shared: list[tuple[str, Drawn]]
+    notes: list[str]
+
+    @property
+    def items(self) -> list[tuple[str, Any]]:
+        return self.targeted + self.shared
+
+
+def gate_work(baseline: KernelConfig, candidate: KernelConfig, budget: Budget, seed: int = 0,
+              sut: str = "triton") -> GateWork:
+    """The cases ``run_gate`` runs for ``seed``: each seed draws the edge cases' batches afresh, then a
+    derandomized list of campaign cases whose drawn overrides go on both configs alike and never touch a field
+    the two differ in."""
+    targeted, notes = edge_cases(baseline, candidate, 4 * budget.max_lookups)
+    caps = get_sut(sut).capabilities
+    targeted = [(label, fitted) for label, c in reseed(targeted, seed) if (fitted := fit_case(c, caps)) is not None]
+    count = min(budget.max_examples, max(50, int(budget.seconds * 3)))
+    shared = shared_cases(baseline, budget, seed, count, sut, fixed=frozenset(baseline.diff(candidate)))
+    labelled = [(f"shared case #{i}" + (f" with {dict(d.overrides)}" if getattr(d, "overrides", ()) else ""), d)
+                for i, d in enumerate(shared)]
+    return GateWork(targeted, labelled, list(notes))
+
+
+def config_pair(drawn: Any, baseline: KernelConfig, candidate: KernelConfig) -> tuple[Any, KernelConfig, KernelConfig,
+                                                                                      dict[str, Any]]:
+    """(case, baseline's config, candidate's config, overrides) for one gate case: its drawn overrides on both
+    configs, or neither where the candidate cannot take them."""
+    case, base_cfg, overrides = split_draw(drawn, baseline)
+    try:
+        cand_cfg = candidate.replace(**overrides) if overrides else candidate
+    except ValueError:  # an override that fits the baseline but not the candidate: run both undrawn
+        base_cfg, cand_cfg, overrides = baseline, candidate, {}
+    return case, base_cfg, cand_cfg, overrides
+
+
+def build_pairs(work: GateWork, baseline: KernelConfig, candidate: KernelConfig) -> list[tuple[Any, KernelConfig]]:
+    """Every (case, config) ``run_gate`` runs for ``work``, in its order: what a background build makes ready."""
+    out: list[tuple[Any, KernelConfig]] = []
+    for _, drawn in work.items:
+        case, base_cfg, cand_cfg, _ = config_pair(drawn, baseline, candidate)
+        out += [(case, base_cfg), (case, cand_cfg)]
+    return out
+
+
+BUILD_WAIT_S = 120.0  # longest wait for one case's background build; then its worker builds what is missing itself
+
+
 def run_gate(
     baseline: KernelConfig,
     candidate: KernelConfig,
@@ -121,32 +174,27 @@ def run_gate(
     progress: Any = None,
     supervisor: Optional[Supervisor] = None,
     sut: str = "triton",
+    work: Optional[GateWork] = None,
+    readiness: Any = None,
 ) -> GateResult:
-    """Run targeted then shared cases under both configs of ``sut``, each in a supervised worker, and
-    judge the candidate (each phase gets ``budget.seconds``, so a gate takes up to twice the campaign
-    budget). A candidate failure the SUT's triage list explains (``fuzz.judge.known``) is a note, not a
-    reason to fail."""
+    """Run targeted then shared cases (``gate_work``, or ``work`` when given) under both configs of ``sut``, each
+    in a supervised worker, and judge the candidate (each phase gets ``budget.seconds``, so a gate takes up to
+    twice the campaign budget). With ``readiness`` (``fuzz.compile.background.start_cases``), each case first
+    waits for its kernels' background build, and the phase's clock leaves that wait out. A candidate failure
+    the SUT's triage list explains (``fuzz.judge.known``) is a note, not a reason to fail."""
     start = time.perf_counter()
     sup = supervisor or supervision.shared()
     pending = None if artifacts_dir is None else Path(artifacts_dir) / ".pending"
     res = GateResult(baseline, candidate, baseline.diff(candidate), seed=seed)
-    targeted, notes = edge_cases(baseline, candidate, 4 * budget.max_lookups)
-    targeted = reseed(targeted, seed)  # each seed draws the edge cases' batches afresh
-    caps = get_sut(sut).capabilities
-    targeted = [(label, fitted) for label, c in targeted if (fitted := fit_case(c, caps)) is not None]
-    res.notes += notes
-    res.targeted = len(targeted)
-    count = min(budget.max_examples, max(50, int(budget.seconds * 3)))
-    # drawn overrides go on both configs alike and never touch a field the two differ in
-    shared = shared_cases(baseline, budget, seed, count, sut, fixed=frozenset(res.diff))
-    work = list(targeted) + [(f"shared case #{i}" + (f" with {dict(d.overrides)}" if getattr(d, "overrides", ())
-                                                     else ""), d) for i, d in enumerate(shared)]
-    phase_start, shared_run, truncated = start, 0, False
-    for k, (label, case) in enumerate(work):
+    work = work or gate_work(baseline, candidate, budget, seed, sut)
+    res.notes += work.notes
+    res.targeted = len(work.targeted)
+    phase_start, shared_run, truncated, waited = start, 0, False, 0.0
+    for k, (label, drawn) in enumerate(work.items):
         if k == res.targeted:
-            phase_start = time.perf_counter()
+            phase_start, waited = time.perf_counter(), 0.0
         # each phase (targeted, shared) gets the budget's time; shared ones also its example cap
-        if time.perf_counter() - phase_start > budget.seconds:
+        if time.perf_counter() - phase_start - waited > budget.seconds:
             if k < res.targeted:
                 if not truncated:
                     res.notes.append(f"only {k} of {res.targeted} targeted cases ran within {budget.seconds:g}s "
@@ -156,11 +204,13 @@ def run_gate(
             break
         if k >= res.targeted and shared_run >= budget.max_examples:
             break
-        case, base_cfg, overrides = split_draw(case, baseline)
-        try:
-            cand_cfg = candidate.replace(**overrides) if overrides else candidate
-        except ValueError:  # an override that fits the baseline but not the candidate: run both undrawn
-            base_cfg, cand_cfg, overrides = baseline, candidate, {}
+        case, base_cfg, cand_cfg, overrides = config_pair(drawn, baseline, candidate)
+        if readiness is not None:
+            t0 = time.perf_counter()
+            readiness.wait(case, base_cfg, BUILD_WAIT_S)
+            readiness.wait(case, cand_cfg, BUILD_WAIT_S)
+            waited += time.perf_counter() - t0
+            res.build_wait_s += time.perf_counter() - t0
         try:
             base = sup.run(case, base_cfg, pending=pending, sut=sut)
         except Unmaterializable as e:  # a generator bug, not a kernel failure: say so and go on

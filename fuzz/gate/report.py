@@ -56,7 +56,8 @@ def _level_lines(lv: Level) -> list[str]:
     elif lv.key == "b" and r:
         for g in r:
             out.append(f"seed {g.seed}: {'pass' if g.ok else 'FAIL'} - {g.targeted_run} of {g.targeted} targeted, "
-                       f"{len(g.cases) - g.targeted_run} shared cases, {g.lookups} lookups, {g.seconds:.1f}s; "
+                       f"{len(g.cases) - g.targeted_run} shared cases, {g.lookups} lookups, {g.seconds:.1f}s"
+                       + (f" ({g.build_wait_s:.1f}s waiting for kernels)" if g.build_wait_s >= 0.05 else "") + "; "
                        f"max error/bound " + ", ".join(f"{k} {v:.3g}" for k, v in sorted(g.cand_ratio.items())))
             for c in g.cases:
                 if not c.cand.ok:
@@ -119,7 +120,7 @@ def to_json(res: CascadeResult) -> dict[str, Any]:
         if key == "b" and r:
             d["seeds"] = [{"seed": g.seed, "ok": g.ok, "targeted": g.targeted, "targeted_run": g.targeted_run,
                            "cases": len(g.cases), "lookups": g.lookups, "seconds": round(g.seconds, 2),
-                           "base_ratio": g.base_ratio, "cand_ratio": g.cand_ratio, "reasons": g.reasons,
+                           "build_wait_seconds": round(g.build_wait_s, 2), "base_ratio": g.base_ratio, "cand_ratio": g.cand_ratio, "reasons": g.reasons,
                            "failing_cases": [{"label": c.label, "case": case_to_dict(c.cand.case),
                                               "baseline_ok": c.base.ok} for c in g.cases if not c.cand.ok],
                            "artifacts": [str(a) for a in g.artifacts]}
