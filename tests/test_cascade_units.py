@@ -102,8 +102,8 @@ def test_a_crash_fails_the_level():
 
 
 def test_interleaved_timing_order_and_arithmetic(monkeypatch):
-    """A, B, A' per round, each over ``calls`` calls, on a clock the functions advance (1 ms for the
-    baseline, 3 ms for the candidate; the baseline drifts by 0.1 ms per call)."""
+    """A, B, A' per round, each over ``calls`` calls after one untimed call, on a clock the functions advance
+    (1 ms for the baseline, 3 ms for the candidate; the baseline drifts by 0.1 ms per call)."""
     from fuzz.gate import timing as perf_timing
 
     clock = {"t": 0.0, "calls": 0}
@@ -120,12 +120,29 @@ def test_interleaved_timing_order_and_arithmetic(monkeypatch):
 
     monkeypatch.setattr(perf_timing.time, "perf_counter", lambda: clock["t"])
     a, b, a2 = interleaved(fast, slow, rounds=3, calls=2, sync=lambda: None)
-    assert "".join(order) == "aabbaa" * 3
+    assert "".join(order) == "aaabbbaaa" * 3
     assert b == pytest.approx([3.0] * 3)
-    assert a[0] == pytest.approx(1.05) and a2[0] == pytest.approx(1.25)  # drift, seen by A and A'
+    assert a[0] == pytest.approx(1.15) and a2[0] == pytest.approx(1.45)  # drift, seen by A and A'
     e = Entry("clock", "forward", 1, 2, a, b, a2)
     assert e.speedup == pytest.approx(math.sqrt(a[1] * a2[1]) / 3.0) and e.slower
     assert e.noise == pytest.approx(max(abs(math.log(x / y)) for x, y in zip(a, a2)))
+
+
+def test_a_cost_of_switching_functions_does_not_read_as_a_slower_candidate(monkeypatch):
+    """Two identical functions whose first call after the other one costs half again (a cold cache): the
+    candidate must not read slower than the baseline for it."""
+    from fuzz.gate import timing as perf_timing
+
+    clock = {"t": 0.0, "last": None}
+
+    def call(name):
+        clock["t"] += 1e-3 * (1.5 if clock["last"] not in (None, name) else 1.0)
+        clock["last"] = name
+
+    monkeypatch.setattr(perf_timing.time, "perf_counter", lambda: clock["t"])
+    a, b, a2 = interleaved(lambda: call("a"), lambda: call("b"), rounds=5, calls=2, sync=lambda: None)
+    e = Entry("switch", "forward", 1, 2, a, b, a2)
+    assert e.speedup == pytest.approx(1.0) and not e.slower
 
 
 def test_perf_level_is_not_run_without_a_gpu():

@@ -1,9 +1,11 @@
 """Interleaved A/B/A' timing of two configs in one process, for the performance gate and the tuner.
 
 Each round times the baseline (A), the candidate (B) and the baseline again (A'), each over
-``calls`` back-to-back calls between device synchronisations. Drift that is linear over a
-round hits A and A' symmetrically around B, so the baseline's time in a round is
-sqrt(A * A'), and |ln(A / A')| is an A/A measurement of the noise at exactly that spacing.
+``calls`` back-to-back calls between device synchronisations, after one untimed call of the same
+function: without it A followed the previous round's A' (the same module, its data in the L2 cache)
+while B and A' followed the other module, so B paid the switch in full and the baseline half of it.
+Drift that is linear over a round hits A and A' symmetrically around B, so the baseline's time in
+a round is sqrt(A * A'), and |ln(A / A')| is an A/A measurement of the noise at exactly that spacing.
 Wall-clock time around synchronisations (not CUDA events) keeps the host-side cost of a call
 (autograd, launches) in the measurement, as a training step pays it; the same code runs on
 the CPU with plain callables, which is how its logic is tested.
@@ -82,6 +84,7 @@ def interleaved(fa: Callable[[], object], fb: Callable[[], object], rounds: int,
                 sync: Callable[[], object]) -> tuple[list[float], list[float], list[float]]:
     """(A, B, A') ms per call for each of ``rounds`` rounds of ``calls`` calls each."""
     def measure(fn) -> float:
+        fn()  # untimed: every measurement starts after a call of its own function, whichever ran before
         sync()
         t0 = time.perf_counter()
         for _ in range(calls):
