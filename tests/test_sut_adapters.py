@@ -286,3 +286,22 @@ def test_fbgemm_minus_one_finding_still_holds():
     res = run_case(bad, sut="fbgemm-cpu")
     assert res.error is not None and "out of bounds: -1" in res.error
     assert [f.id for f in explain("fbgemm-cpu", res)] == ["fbgemm-minus-one-raises"]
+
+
+def test_seeded_weights_are_uniform_per_table_from_one_generator():
+    """What a seed means, which replays rematerialize: per table in order, Uniform(-1/sqrt(E), 1/sqrt(E)) drawn
+    as float64 ``rand`` from one generator seeded once, rounded to the weights' dtype."""
+    import math
+
+    from tbe.layout import TableLayout, parse_specs, seeded_weights
+
+    shapes = [(20, 4), (9, 8), (1, 3)]
+    layout = TableLayout(parse_specs(shapes))
+    g = torch.Generator().manual_seed(7)
+    want = torch.cat([(torch.rand(e * d, generator=g, dtype=torch.float64) * 2 - 1) * (1.0 / math.sqrt(e))
+                      for e, d in shapes])
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        got = seeded_weights(layout, dtype, seed=7)
+        assert torch.equal(got, want.to(dtype))
+        got.zero_()  # a fresh tensor: the next caller is not handed this one
+        assert torch.equal(seeded_weights(layout, dtype, seed=7), want.to(dtype))
