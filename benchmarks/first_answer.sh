@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Time to a GPU answer on a fresh machine: a quick campaign with the background warm-up (first checked
 # example, examples in the search, wall), a warm re-run, three campaigns started together, and the
-# self-test of the faults named in FAULTS. Usage: bash benchmarks/first_answer.sh OUT_DIR
+# self-test of the faults named in FAULTS (FAULTS=" ": every fault), and with GATE=1 the gate of the default config
+# against itself (--shapes quick --gamma 1). Usage: bash benchmarks/first_answer.sh OUT_DIR
 # Each step writes its JSON summary and its stderr (each line prefixed with seconds since the step began)
 # to OUT_DIR; walls go to OUT_DIR/walls.txt. With TAR set, OUT_DIR is packed into that file after every
 # step, so a run cut short still leaves the steps it finished.
@@ -40,3 +41,8 @@ pack
 args=()
 for f in $FAULTS; do args+=(--fault "$f"); done
 step selftest "${SELFTEST_LIMIT:-190}" python -m fuzz selftest --json "${args[@]}"
+if [ -n "${GATE:-}" ]; then  # the config against itself: level (b)'s and (c)'s kernels build beside the levels
+    echo '{}' > "$OUT/base.json"
+    step gate "${GATE_LIMIT:-600}" python -m fuzz gate --baseline "$OUT/base.json" --candidate "$OUT/base.json" \
+        --shapes quick --gamma 1 --json --artifacts "$OUT/ga"
+fi
