@@ -6,7 +6,10 @@ such call walks the language modules (``inspect.getmembers``) and wraps every bu
 within one launch the wrappers nest one level deeper per helper call; our kernels call helpers per
 program and per loop step (the cost is measured in ``benchmarks/results``). Inside a launch that has
 already patched the modules a helper's globals name, the helper now runs directly; anywhere else
-Triton's own call runs. Written here because the interpreter
+Triton's own call runs. Every patch covers both ``triton.language`` and ``triton.language.core``,
+whichever one the function's globals name: Triton's own helpers (``tl.sum``, ``tl.zeros``, in
+``triton.language.standard``) see ``core`` while our kernels see ``tl``, so with a launch patching ``tl``
+alone each of their calls patched the language again. Written here because the interpreter
 offers no option for it. The launches' own patching walked the same modules each time too: the list
 of builtins each module holds is now read once (from its unpatched state) and reused.
 """
@@ -38,9 +41,16 @@ def skip_nested_patching() -> None:
         for name, member in builtins[pkg]:
             patch_attr(pkg, name, member, builder, scope)
 
-    launch_call, helper_call = executor.__call__, function.__call__
+    launch_call, helper_call, lang_patch = executor.__call__, function.__call__, itp._patch_lang
     patched: list[frozenset] = []  # the language modules each launch in progress has patched
     langs: dict[Any, frozenset] = {}
+    both = frozenset((id(tl), id(tl.core)))
+
+    class _BothLanguages:  # what Triton's _patch_lang reads of a function: the modules its globals name
+        __globals__ = {"tl": tl, "core": tl.core}
+
+    def patch_lang(fn):
+        return lang_patch(_BothLanguages)
 
     def langs_of(fn: Any) -> frozenset:
         if fn not in langs:
@@ -49,7 +59,7 @@ def skip_nested_patching() -> None:
         return langs[fn]
 
     def launch(self, *args, **kwargs):
-        patched.append(langs_of(self.fn))
+        patched.append(both)  # patch_lang patches both, whichever the kernel names
         try:
             return launch_call(self, *args, **kwargs)
         finally:
@@ -66,6 +76,7 @@ def skip_nested_patching() -> None:
 
     helper.tbe_shortcut = True
     itp._patch_builtin = patch_builtin
+    itp._patch_lang = patch_lang
     executor.__call__ = launch
     function.__call__ = helper
 

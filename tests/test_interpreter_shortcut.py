@@ -42,3 +42,27 @@ def test_helpers_inside_a_launch_do_not_patch_the_language_again(monkeypatch):
     assert torch.equal(out, x * 16)
     assert calls == ["_doubling_kernel"]  # the launch's own patch only, not one per helper call
     assert tl.load is load_before  # restored after the launch
+
+
+@triton.jit
+def _row_sums_kernel(x_ptr, out_ptr, N, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    acc = tl.zeros((BLOCK,), tl.float32)  # tl.zeros and tl.sum are Triton's own @jit helpers (``core`` globals)
+    acc += tl.load(x_ptr + offs, mask=offs < N, other=0.0)
+    tl.store(out_ptr, tl.sum(acc, axis=0) + tl.max(acc, axis=0))
+
+
+def test_tritons_own_helpers_do_not_patch_the_language_again(monkeypatch):
+    from triton.runtime import interpreter as itp
+
+    calls = []
+    original = itp._patch_lang
+    monkeypatch.setattr(itp, "_patch_lang", lambda fn: calls.append(fn) or original(fn))
+    load_before, core_full_before = tl.load, tl.core.full
+    x = torch.tensor([1.0, -2.0, 5.0])
+    out = torch.empty(1)
+    for _ in range(3):
+        _row_sums_kernel[(1,)](x, out, 3, BLOCK=4)
+    assert out.item() == 4.0 + 5.0
+    assert len(calls) == 3  # one patch per launch: none for tl.zeros, tl.sum, tl.max
+    assert tl.load is load_before and tl.core.full is core_full_before  # both modules restored after each launch
