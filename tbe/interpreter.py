@@ -42,9 +42,8 @@ def skip_nested_patching() -> None:
             patch_attr(pkg, name, member, builder, scope)
 
     launch_call, helper_call, lang_patch = executor.__call__, function.__call__, itp._patch_lang
-    patched: list[frozenset] = []  # the language modules each launch in progress has patched
-    langs: dict[Any, frozenset] = {}
-    both = frozenset((id(tl), id(tl.core)))
+    launches = [0]  # launches in progress: each has patched both language modules (patch_lang)
+    names_lang: dict[Any, bool] = {}
 
     class _BothLanguages:  # what Triton's _patch_lang reads of a function: the modules its globals name
         __globals__ = {"tl": tl, "core": tl.core}
@@ -52,21 +51,20 @@ def skip_nested_patching() -> None:
     def patch_lang(fn):
         return lang_patch(_BothLanguages)
 
-    def langs_of(fn: Any) -> frozenset:
-        if fn not in langs:
-            langs[fn] = frozenset(id(v) for v in fn.__globals__.values()
-                                  if inspect.ismodule(v) and (v is tl or v is tl.core))
-        return langs[fn]
+    def names_language(fn: Any) -> bool:
+        if fn not in names_lang:
+            names_lang[fn] = any(inspect.ismodule(v) and (v is tl or v is tl.core) for v in fn.__globals__.values())
+        return names_lang[fn]
 
     def launch(self, *args, **kwargs):
-        patched.append(both)  # patch_lang patches both, whichever the kernel names
+        launches[0] += 1
         try:
             return launch_call(self, *args, **kwargs)
         finally:
-            patched.pop()
+            launches[0] -= 1
 
     def helper(self, *args, **kwargs):
-        if not patched or not langs_of(self.fn) <= patched[-1]:
+        if not launches[0] or not names_language(self.fn):
             return helper_call(self, *args, **kwargs)
         fn = self.rewrite()
         try:

@@ -349,12 +349,7 @@ def start(configs: Sequence[KernelConfig], tours: Sequence[KernelConfig], proces
     if not groups:
         res.stamped_at = p.newest_stamp()
         return BackgroundWarmup(readiness, res)
-    readiness.finished = False
-    handle = BackgroundWarmup(readiness, res)
-    handle.thread = threading.Thread(target=_drive, args=(handle, p, groups, runner, executor or _process_pool, progress),
-                                     name="tbe-fuzz-warmup", daemon=True)
-    handle.thread.start()
-    return handle
+    return _begin(readiness, res, p, groups, runner, executor, progress)
 
 
 def start_cases(pairs: Sequence[tuple[Any, KernelConfig]], processes: Optional[int] = None,
@@ -376,10 +371,15 @@ def start_cases(pairs: Sequence[tuple[Any, KernelConfig]], processes: Optional[i
     readiness.plan([k for _, _, g in groups for k in group_keys(g, True)])
     if not groups:
         return BackgroundWarmup(readiness, res)
+    return _begin(readiness, res, plan([], stamped=False), groups, runner, executor, progress)
+
+
+def _begin(readiness: Readiness, res: WarmupResult, p: Any, groups: list, runner: Any, executor: Any,
+           progress: Any) -> BackgroundWarmup:
+    """The build of ``groups`` started in its own thread (``_drive``); readiness unfinished until it ends."""
     readiness.finished = False
     handle = BackgroundWarmup(readiness, res)
-    handle.thread = threading.Thread(target=_drive, args=(handle, plan([], stamped=False), groups, runner,
-                                                          executor or _process_pool, progress),
+    handle.thread = threading.Thread(target=_drive, args=(handle, p, groups, runner, executor or _process_pool, progress),
                                      name="tbe-fuzz-warmup", daemon=True)
     handle.thread.start()
     return handle

@@ -209,8 +209,9 @@ def run_gate(
             t0 = time.perf_counter()
             readiness.wait(case, base_cfg, BUILD_WAIT_S)
             readiness.wait(case, cand_cfg, BUILD_WAIT_S)
-            waited += time.perf_counter() - t0
-            res.build_wait_s += time.perf_counter() - t0
+            wait = time.perf_counter() - t0
+            waited += wait
+            res.build_wait_s += wait
         try:
             base = sup.run(case, base_cfg, pending=pending, sut=sut)
         except Unmaterializable as e:  # a generator bug, not a kernel failure: say so and go on

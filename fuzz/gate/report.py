@@ -120,7 +120,8 @@ def to_json(res: CascadeResult) -> dict[str, Any]:
         if key == "b" and r:
             d["seeds"] = [{"seed": g.seed, "ok": g.ok, "targeted": g.targeted, "targeted_run": g.targeted_run,
                            "cases": len(g.cases), "lookups": g.lookups, "seconds": round(g.seconds, 2),
-                           "build_wait_seconds": round(g.build_wait_s, 2), "base_ratio": g.base_ratio, "cand_ratio": g.cand_ratio, "reasons": g.reasons,
+                           "build_wait_seconds": round(g.build_wait_s, 2),
+                           "base_ratio": g.base_ratio, "cand_ratio": g.cand_ratio, "reasons": g.reasons,
                            "failing_cases": [{"label": c.label, "case": case_to_dict(c.cand.case),
                                               "baseline_ok": c.base.ok} for c in g.cases if not c.cand.ok],
                            "artifacts": [str(a) for a in g.artifacts]}
