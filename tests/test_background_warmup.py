@@ -513,7 +513,10 @@ def test_a_fixed_list_builds_each_case_once_in_its_order_and_each_is_ready_on_it
     handle = background.start_cases(pairs, processes=1, runner=runner,
                                     executor=lambda n: cf.ThreadPoolExecutor(n), interpreted=False)
     r = handle.readiness
-    r.wait_for_news(30)  # the first build done: waits block from now on
+    for _ in range(30):  # the first build done: waits block from now on (news may already have come)
+        if r.building_started:
+            break
+        r.wait_for_news(1)
     assert r.wait(specs[0], other, 30)  # its own build done: it waits for no other
     assert not r.ready(specs[1], config) and not r.ready(specs[2], other)
     release.set()
