@@ -528,3 +528,107 @@ def test_a_fixed_list_builds_each_case_once_in_its_order_and_each_is_ready_on_it
 def test_a_fixed_list_on_the_interpreter_builds_nothing():
     handle = background.start_cases([(CaseSpec(tables=((20, 4),), batch_size=2), KernelConfig())], interpreted=True)
     assert handle.thread is None and handle.readiness.finished and handle.result.skipped
+
+
+def _niceness(group):
+    return {"nice": os.nice(0)}
+
+
+def test_cases_built_first_run_above_the_warmups_priority():
+    """The production pools: the warm-up's builds at ``WARMUP_NICE`` below the caller, a list built first at
+    ``FIRST_NICE``, which is higher (the kernel scheduler gives it the larger share of the cores)."""
+    here = os.nice(0)
+    seen = []
+    for pool in (_BuilderPool(1), _BuilderPool(1, nice=background.FIRST_NICE)):
+        with pool:
+            fut = pool.submit(_niceness, ["any"])
+            pool.start()
+            seen.append(fut.result(timeout=120)["nice"] - here)
+    assert seen == [min(background.WARMUP_NICE, 19 - here), min(background.FIRST_NICE, 19 - here)]
+    assert background.FIRST_NICE < background.WARMUP_NICE
+
+
+def test_cases_built_first_build_beside_the_warmup_and_are_ready_one_by_one():
+    """``build_first``: the listed cases build on a pool of their own, in order, each ready on its own, while the
+    warm-up's groups are still in flight. Nothing is built first once the build has ended."""
+    assert Readiness().build_first([(CaseSpec(tables=((20, 4),), batch_size=2), KernelConfig())]) is None
+    config = KernelConfig()
+    aimed = [(CaseSpec(tables=((20, d),), batch_size=2, seed=d), config.replace(fused_bounds_check=True))
+             for d in (4, 12)]
+    started, hold, built, go = threading.Event(), threading.Event(), [], threading.Event()
+
+    def runner(group):
+        pair = (group[0].spec, group[0].config)
+        if pair in aimed:
+            go.wait(30)
+            built.append(pair)
+            return {"compiled": 1}
+        started.set()
+        hold.wait(30)  # the warm-up's groups stay in flight until the test ends
+        return {}
+
+    handle = background.start([config], [], processes=2, runner=runner,
+                              executor=lambda n: cf.ThreadPoolExecutor(n), interpreted=False)
+    try:
+        assert started.wait(30)
+        r = handle.readiness
+        first = r.build_first(aimed)
+        assert first is not None and r.built_first == 2 and not r.finished
+        assert not first.ready(*aimed[0]) and not first.ready(*aimed[1])
+        go.set()
+        for _ in range(30):  # the first list's builder has finished a group: waits block from now on
+            if first.building_started:
+                break
+            first.wait_for_news(1)
+        assert all(first.wait(*pair, 30) for pair in aimed) and built == aimed
+        assert not r.finished  # the warm-up goes on
+        assert r.build_first(aimed) is None  # one list per build
+    finally:
+        hold.set()
+        handle.stop()
+    assert r.build_first(aimed) is None  # the build has ended
+
+
+def test_the_aimed_cases_kernels_build_ahead_of_the_warmup_and_the_aimed_cases_wait_for_them(monkeypatch):
+    """While the warm-up has not built its override profiles, a campaign asks, one aimed share of time before its
+    aimed cases, to build first the aimed cases whose kernels are not built; those cases then wait for that build."""
+    from fuzz.campaign import fill
+    from tests.passing_supervisor import PassingSupervisor
+
+    monkeypatch.setattr(fill, "FILL_SHARE", 0.3)
+    config = KernelConfig()
+    budget = Budget("t", seconds=6.0, shrink_seconds=0.0, max_examples=100_000, max_lookups=4000)
+    r = Readiness()
+    r.plan([k for g in warm_groups(campaign_configs(config)[1:]) for k in group_keys(g, False)])  # the profiles'
+    r.finished = False
+    asked, done_at = [], []
+
+    def build_first(pairs):
+        asked.append((time.perf_counter(), list(pairs), [r.ready(*p) for p in pairs]))
+        first = Readiness()
+        first.plan([k for case, cfg in pairs for k in group_keys([WarmCase(cfg, case)], True)])
+        first.finished = False
+        first.done([])  # the builder has started
+
+        def build():
+            done_at.append(time.perf_counter())
+            first.all_done()
+        threading.Timer(max(0.3, t0 + budget.seconds * (1 - 0.3) + 0.5 - time.perf_counter()), build).start()
+        return first
+
+    r._first = build_first
+    ran = []
+    t0 = time.perf_counter()
+    res = run_campaign(config, budget, seed=1, artifacts_dir=None, supervisor=PassingSupervisor(), tour_share=None,
+                       readiness=r, observe=lambda res, result: ran.append(
+                           (time.perf_counter(), res.fill_examples, (result.case, None))))
+    assert len(asked) == 1
+    when, pairs, were_ready = asked[0]
+    assert pairs and not any(were_ready)  # only cases whose kernels the warm-up had not built
+    assert when - t0 >= budget.seconds * (1 - 2 * 0.3) - 0.5  # not before one aimed share ahead of them
+    aimed = [(t, case) for t, n, (case, _) in ran if n]
+    assert aimed and when < aimed[0][0] and res.fill_examples == res.fill_planned
+    built_first = {repr(case) for case, _ in pairs}
+    waited = [t for t, case in aimed if repr(case) in built_first]
+    assert waited and done_at and min(waited) >= done_at[0]  # each ran once its own build was done (half a second in)
+    assert aimed[0][0] < done_at[0]  # the aimed cases already built ran meanwhile

@@ -53,6 +53,8 @@ from tbe import KernelConfig
 
 HYPOTHESIS_SHARE = 0.5  # of the shrink time, for Hypothesis's shrinker; the spec reducer gets the rest
 RESUME_S = 2.0  # time left after the aimed cases for which the drawn search goes on
+AIM_BUILD_LEAD = 1.0  # while a warm-up builds, the aimed cases' kernels start building this many of their shares
+# of time before they run: on a fresh machine the warm-up reaches the rarer modes only after a quick campaign
 
 
 class _OutOfTime(BaseException):
@@ -263,6 +265,9 @@ def run_campaign(
             raise _OutOfTime()
         if best and now > search_end + budget.shrink_seconds * (HYPOTHESIS_SHARE if shrink else 1.0):
             raise _OutOfTime()
+        if first_at and now > first_at[0] and not best:  # the aimed cases' kernels build from now on
+            first_at.clear()
+            first.append(_build_aimed_first(res, config, tour_share or ALL, search_end, readiness, caps))
         if later and not best and _explicit(_take_ready(later, readiness, config), True, config, res, best, configs,
                                             hard_end, observe, run, expected, found):
             raise _TourFailed()
@@ -314,6 +319,9 @@ def run_campaign(
     # background build is under way, a tour case whose kernels are not built yet is postponed (``later``): it runs
     # between draws as soon as they are, so the draws need not wait for the tour's slowest group.
     later: list = []
+    first: list = []  # the readiness of the aimed cases built ahead of the warm-up, once they are
+    first_at = ([search_end - (1 + AIM_BUILD_LEAD) * reserve] if fill and reserve and readiness is not None
+                and not readiness.finished else [])
     if _explicit(opening, True, config, res, best, configs, lambda: start + budget.seconds, observe, run, expected,
                  found, readiness, postpone=later if readiness is not None and not readiness.finished else None):
         search_end = time.perf_counter()
@@ -352,8 +360,10 @@ def run_campaign(
         elif not res.interrupted:
             res.stopped_by = stopped_by
     if fill and not best and res.failure is None and res.stopped_by == StopReason.TIME:  # not after --max-examples
-        aimed = _aimed(res, config, tour_share or ALL, search_end, readiness, caps)
-        if _explicit(aimed, False, config, res, best, configs, lambda: search_end, observe, run, expected, found):
+        built_first = next((r for r in first if r is not None), None)
+        aimed = _aimed(res, config, tour_share or ALL, search_end, readiness, caps, built_first)
+        if _explicit(aimed, False, config, res, best, configs, lambda: search_end, observe, run, expected, found,
+                     built_first):
             res.failure, res.stopped_by = best[0], StopReason.FAILURE
         elif res.stopped_by == StopReason.TIME and search_end - time.perf_counter() > RESUME_S:
             reserve = 0.0  # the aimed cases are done early: the draws go on, from a seed of their own
@@ -437,10 +447,20 @@ def _until_satisfiable(prop: Any, readiness: Any, end: Any) -> None:
 
 
 def _aimed(res: CampaignResult, config: KernelConfig, share: TourShare, end: float, readiness: Any,
-           caps: Any) -> list:
+           caps: Any, first: Any = None) -> list:
     """Aimed cases (``fuzz.campaign.fill``) for the reachable cells of ``share`` still at zero, fitted to the SUT's
-    capabilities, those whose kernels are built first; the cells are split among a run's workers as the tour is,
-    so each is aimed at once."""
+    capabilities, those whose kernels are built first (by the warm-up, or ahead of it: ``first``); the cells are
+    split among a run's workers as the tour is, so each is aimed at once."""
+    zero, planned = _plan_aimed(res, config, share, end, caps)
+    res.fill_zero, res.fill_planned = len(zero), len(planned)
+    if readiness is not None:
+        built = [r for r in (readiness, first) if r is not None]
+        planned.sort(key=lambda d: not any(r.ready(*split_draw(d, config)[:2]) for r in built))
+    return planned
+
+
+def _plan_aimed(res: CampaignResult, config: KernelConfig, share: TourShare, end: float, caps: Any) -> tuple[list, list]:
+    """The cells of ``share`` at zero now, and the aimed cases planned for them."""
     from fuzz.judge import coverage
 
     reachable = sorted(coverage.reachable(config, res.search_config, max_lookups=res.budget.max_lookups),
@@ -448,10 +468,17 @@ def _aimed(res: CampaignResult, config: KernelConfig, share: TourShare, end: flo
     zero = [c for c in share.pick(reachable) if not res.coverage.counts[c]]
     planned = [d for d in (fit_case(d, caps) for _, d in aim.plan(zero, config, res.budget.max_lookups, deadline=end))
                if d is not None]
-    res.fill_zero, res.fill_planned = len(zero), len(planned)
-    if readiness is not None:
-        planned.sort(key=lambda d: not readiness.ready(*split_draw(d, config)[:2]))
-    return planned
+    return zero, planned
+
+
+def _build_aimed_first(res: CampaignResult, config: KernelConfig, share: TourShare, end: float, readiness: Any,
+                       caps: Any) -> Any:
+    """Start building, ahead of the warm-up's groups, the kernels of the aimed cases the cells at zero now would
+    get whose kernels are not built yet (``Readiness.build_first``); their readiness, or None. A cell the draws
+    reach meanwhile leaves its case built but unused; the aimed cases of one cell are the same whenever planned."""
+    _, planned = _plan_aimed(res, config, share, end, caps)
+    pairs = [split_draw(d, config)[:2] for d in planned]
+    return readiness.build_first([p for p in pairs if not readiness.ready(*p)])
 
 
 def _take_ready(later: list, readiness: Any, config: KernelConfig) -> list:

@@ -253,7 +253,7 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any
                  is not None else "the build had not finished")
         _progress(warm.text() if background.thread is None else  # nothing built beside the search
                   f"{warm.text()}\n  warm-up: {built}; {r.steered} draws steered to built modes, {r.deferred} "
-                  f"deferred until their kernels were built")
+                  f"deferred until their kernels were built, {r.built_first} aimed cases built ahead of it")
     report_dir = args.report_dir or Path(args.artifacts) / "report"
     drawn, why_not = pictures.write(collector, config, report_dir)
     heat, _ = coverage_map.write(report.coverage_json(res), report_dir)

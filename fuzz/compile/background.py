@@ -30,7 +30,12 @@ groups first. The rule for a drawn case whose kernels are not built yet:
   compiles its few kernels itself (``Readiness.building_started``).
 
 A fixed list of cases (the gate's) builds one group per case, in the list's order, and each case is ready once
-its own group is (``start_cases``): a caller running the list in order waits only for what it runs next.
+its own group is (``start_cases``): a caller running the list in order waits only for what it runs next. A
+campaign's aimed cases (``fuzz.campaign.fill``) are such a list, built first (``Readiness.build_first``) by a
+builder of its own at a higher priority than the warm-up's (``FIRST_NICE``): on a fresh machine the warm-up reaches
+the rarer modes' groups (the fused bounds check) only minutes later, after a quick campaign has ended. The
+warm-up's builder is not paused: a paused build would hold its kernels' build locks (``fuzz.compile.kernel_cache``),
+and a case needing one of those kernels would wait for it.
 
 Once every group is built, every case is ready, nothing is steered or rejected, and the draws are the
 strategies' own: the same seed then draws the same cases as a campaign without a warm-up.
@@ -137,6 +142,8 @@ class Readiness:
         self.seconds_to_built: Optional[float] = None
         self.first_example_s: Optional[float] = None  # from the warm-up's start to the first checked case
         self.first_draw_s: Optional[float] = None  # to the random search's first admitted draw
+        self.built_first = 0  # cases built ahead of the warm-up's own groups (``build_first``)
+        self._first: Optional[Callable[[list], Optional["Readiness"]]] = None  # the builder's, while it runs
         self._t0 = time.perf_counter()
 
     def know_cases(self, keys: Sequence[tuple]) -> None:
@@ -273,6 +280,17 @@ class Readiness:
                 self._lock.wait(min(left, 1.0))
         return True
 
+    def build_first(self, pairs: Sequence[tuple[Any, KernelConfig]]) -> Optional["Readiness"]:
+        """Build the kernels of ``pairs`` (case, config) now, ahead of the groups left, one group per pair in order
+        (``start_cases``); the readiness of those pairs, or None when nothing builds them (the build has ended,
+        or no builder runs in this process)."""
+        if self.finished or self._first is None or not pairs:
+            return None
+        first = self._first(list(pairs))
+        if first is not None:
+            self.built_first += len(pairs)
+        return first
+
     def checked(self) -> None:
         """A case's result came back (tour or search)."""
         if self.first_example_s is None:
@@ -288,6 +306,7 @@ class Readiness:
                 "first_example_since_start_seconds": None if first is None else round(first, 1),
                 "first_draw_since_start_seconds": None if draw is None else round(draw, 1),
                 "seconds_to_built": None if self.seconds_to_built is None else round(self.seconds_to_built, 1),
+                "built_first": self.built_first,
                 "first_example_seconds": None if self.first_example_s is None else round(self.first_example_s, 1),
                 "built": self.built}
 
@@ -305,14 +324,29 @@ class BackgroundWarmup:
     waiting: int = 0  # groups a follower still waited for when the campaign ended
     stopping: bool = False
     pool: Any = None
+    first: Optional["BackgroundWarmup"] = None  # a list built ahead of this build's groups (``build_first``)
+    _make_pool: Any = None  # the pool factory and group runner, for ``build_first``'s own build
+    _runner: Any = None
 
     def join(self, timeout: Optional[float] = None) -> WarmupResult:
         if self.thread is not None:
             self.thread.join(timeout)
         return self.result
 
+    def build_first(self, pairs: list) -> Optional[Readiness]:
+        """Build ``pairs`` beside this build, on a builder of their own at a higher priority
+        (``Readiness.build_first``); one list per build."""
+        if self.stopping or self.first is not None:
+            return None
+        make_pool = self._make_pool or functools.partial(_BuilderPool, nice=FIRST_NICE)
+        self.first = start_cases(pairs, min(self.result.processes, len(pairs)), runner=self._runner,
+                                 executor=make_pool, interpreted=False)
+        return self.first.readiness
+
     def stop(self) -> WarmupResult:
         """The campaign ended: drop the groups not finished (their units get no stamp) and end the builder."""
+        if self.first is not None:
+            self.first.stop()
         self.stopping = True
         self.cancelled = len({self.futures[f] for f in list(self.futures) if _cancel(f)})  # groups, not pieces
         if self.pool is not None and self.cancelled:
@@ -378,7 +412,8 @@ def _begin(readiness: Readiness, res: WarmupResult, p: Any, groups: list, runner
            progress: Any) -> BackgroundWarmup:
     """The build of ``groups`` started in its own thread (``_drive``); readiness unfinished until it ends."""
     readiness.finished = False
-    handle = BackgroundWarmup(readiness, res)
+    handle = BackgroundWarmup(readiness, res, _make_pool=executor, _runner=runner)
+    readiness._first = handle.build_first
     handle.thread = threading.Thread(target=_drive, args=(handle, p, groups, runner, executor or _process_pool, progress),
                                      name="tbe-fuzz-warmup", daemon=True)
     handle.thread.start()
@@ -429,6 +464,8 @@ def _pieces(entry: tuple) -> list:
 
 
 POLL_S = 0.5  # how often a follower reads the builder's group stamps
+WARMUP_NICE = 10  # the warm-up's builder: below the search's driver and worker
+FIRST_NICE = 5  # a list built first (``build_first``): below the search, above the warm-up (about 3x its share)
 
 
 def _drive(handle: BackgroundWarmup, p: Any, groups: list, runner: Any, make_pool: Any, progress: Any) -> None:
@@ -534,8 +571,9 @@ class _BuilderPool:
     terminating them, can leave its shutdown (and the interpreter's exit) waiting forever; a process group is
     killed whole, and the driver holds no executor that could wait."""
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, nice: int = WARMUP_NICE) -> None:
         self.n = n
+        self.nice = nice
         self._items: list = []
         self._futures: list[cf.Future] = []
         self._proc: Any = None
@@ -559,7 +597,7 @@ class _BuilderPool:
 
         ctx = mp.get_context("spawn")
         self._queue = ctx.Queue()
-        self._proc = ctx.Process(target=_builder_main, args=(self._items, self.n, self._queue))
+        self._proc = ctx.Process(target=_builder_main, args=(self._items, self.n, self._queue, self.nice))
         self._proc.start()
         threading.Thread(target=self._read, name="tbe-fuzz-warmup-reader", daemon=True).start()
 
@@ -595,14 +633,14 @@ class _BuilderPool:
         self._proc.join(timeout=5)
 
 
-def _builder_main(items: list, n: int, out: Any) -> None:
+def _builder_main(items: list, n: int, out: Any, nice: int) -> None:
     """The builder process: a group of its own (so ``kill`` takes its pool too), at a lower priority than the
-    search, groups built ``n`` at a time."""
+    search (``nice``), groups built ``n`` at a time."""
     import multiprocessing as mp
 
     os.setpgrp()
     try:
-        os.nice(10)  # the search's driver and worker come first; the build takes the cores they leave
+        os.nice(nice)  # the search's driver and worker come first; the build takes the cores they leave
     except OSError:
         pass
     with cf.ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn")) as pool:
