@@ -26,7 +26,8 @@ from fuzz.campaign import run_campaign
 from fuzz.judge.check import classify
 from fuzz.cli import main
 from fuzz.execution import Supervisor, leftover_pending, timeout_for
-from fuzz.execution.supervisor import FLOOR_S
+from fuzz.execution.supervisor import FLOOR_S, stall_for
+from tbe.backend import INTERPRETED
 from strategies.case import CaseSpec
 from tbe import KernelConfig
 from tests.test_fuzz_driver import REPO, TINY
@@ -283,3 +284,45 @@ def test_the_callers_limit_bounds_build_credit_and_is_not_a_hang():
     with pytest.raises(_LimitReached):
         w._wait(0.5, limit=t0 + 1.0)
     assert time.monotonic() - t0 < 2.5
+
+
+def test_an_interpreter_program_past_its_limit_ends_the_case_as_hang_naming_the_program():
+    """The planted endless chunk loop ends as ``hang`` from the worker's program watch (it names the kernel and the
+    program), not from the case's timeout; the same case passes without the fault under the same watch."""
+    from fuzz.selftest.hangs import CASE, CONFIG
+    from tbe import faults
+
+    if not INTERPRETED:
+        pytest.skip("the program watch hooks Triton's interpreter; compiled kernels keep the case's timeout")
+    s = Supervisor(timeout_scale=0.3)
+    try:
+        with faults.allow():
+            hung = s.run(CASE, KernelConfig(faults=("hang_narrow_long_run",), **CONFIG))
+        assert hung.kind == "hang" and "of _chunk_kernel ran" in hung.error and "without finishing" in hung.error
+        assert f"one program may run {stall_for(CASE, scale=0.3):.0f}s" in hung.error
+        assert stall_for(CASE, scale=0.3) < timeout_for(CASE, scale=0.3)
+        assert s.run(CASE, KernelConfig(**CONFIG)).ok
+    finally:
+        s.close()
+
+
+def test_the_program_watch_reports_once_past_the_limit_and_never_when_disarmed():
+    from fuzz.execution.stall import ProgramWatch
+
+    w, told = ProgramWatch(), []
+    w.arm(5.0, told.append)
+    w.program("_k", 0, 3)
+    t = w._started
+    assert w.check(t + 4.9) is None  # within the limit
+    w.program("_k", 1, 3)  # a new program restarts the clock
+    t1 = w._started
+    assert w.longest >= 0.0 and w.check(t1 + 4.0) is None
+    stalled = w.check(t1 + 6.0)
+    assert stalled is not None and stalled["kernel"] == "_k" and stalled["program"] == 1 and told == [stalled]
+    assert w.check(t1 + 60.0) is None and len(told) == 1  # once per arming
+    w.arm(5.0, told.append)
+    w.launch_ended()  # between launches no program runs: nothing stalls
+    assert w.check(t1 + 600.0) is None
+    w.program("_k", 0, 1)
+    w.disarm()
+    assert w.check(w._started + 600.0) is None and len(told) == 1

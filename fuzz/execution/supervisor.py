@@ -15,7 +15,8 @@ the one kept (what a replay sees). Tensors never cross the pipe (the worker mate
 spec, or reads an artifact's tensors.pt), so the normal path costs a pickled spec each way.
 
 The timeout of a case grows with its size: ``timeout_for`` (formula and its measurement there); past it
-the case is a hang. A caller with a budget also passes ``limit_s``, the time it has left: a case still
+the case is a hang. Under the interpreter one kernel program past ``stall_for`` is a hang too, reported by the
+worker at once (``fuzz.execution.stall``), so an endless loop ends long before the case's timeout. A caller with a budget also passes ``limit_s``, the time it has left: a case still
 running then is stopped and raises ``CaseTimedOut`` (not judged, so not a failure), and a Ctrl-C
 (``fuzz.execution.interrupt``) stops a running case the same way with ``CaseInterrupted``.
 A subprocess, not multiprocessing: the worker never re-imports a ``__main__`` (pytest-xdist's
@@ -110,6 +111,12 @@ def expected_seconds(case: AnyCase, steps: bool = True) -> float:
 def timeout_for(case: AnyCase, steps: bool = True, scale: float = 1.0, compile_events: bool = False) -> float:
     """Seconds a case may run; ``compile_events``: its worker reports builds, which its deadline then excludes."""
     return scale * ((EVENTS_FLOOR_S if compile_events else FLOOR_S) + SLACK * expected_seconds(case, steps))
+
+
+def stall_for(case: AnyCase, steps: bool = True, scale: float = 1.0) -> float:
+    """Seconds one interpreter program of the case may run (``fuzz.execution.stall``): the floor and the whole
+    case's envelope once, where the case as a whole gets ten times it; at most the case's own timeout."""
+    return min(timeout_for(case, steps, scale), scale * (FLOOR_S + expected_seconds(case, steps)))
 
 
 class _Worker:
@@ -305,6 +312,8 @@ class Supervisor:
         since, earlier = os.path.getsize(w.log_path), w.cases
         t0 = time.perf_counter()
         timeout = timeout_for(case, req["steps"], self.timeout_scale, bool(w.hello.get("compile_events")))
+        req = dict(req, stall_s=stall_for(case, req["steps"], self.timeout_scale) if w.hello.get("program_watch")
+                   else None)
         left = None if end is None else max(0.0, end - time.monotonic())
         try:
             w.requests.send(req)
@@ -324,6 +333,9 @@ class Supervisor:
             ran = time.perf_counter() - t0
             raise CaseTimedOut(f"stopped after {ran:.1f}s: the time left ({left:.1f}s) ran out before the case "
                                f"finished (its own timeout: {timeout:.0f}s)", seconds=ran, timeout=timeout)
+        stalled = None
+        if isinstance(msg, tuple) and msg and msg[0] == "stalled":
+            msg, stalled = "hang", msg[1]
         if msg is not None and msg != "hang" and msg[0] != "result":
             if msg[0] == "unmaterializable":
                 raise Unmaterializable(msg[1])
@@ -343,6 +355,12 @@ class Supervisor:
             builds = ", kernel builds not counted" if w.hello.get("compile_events") else ""
             kind, text = FailureKind.HANG, (f"no answer after {timeout:.0f}s ({_formula(case, req['steps'])}{builds}); "
                                             f"worker killed")
+            if stalled is not None:
+                kind, text = FailureKind.HANG, (
+                    f"program {stalled['program']} of {stalled['programs']} of {stalled['kernel']} ran "
+                    f"{stalled['seconds']:.0f}s without finishing (one program may run {stalled['limit']:.0f}s: "
+                    f"fuzz.execution.supervisor.stall_for; the longest finished program of the case took "
+                    f"{stalled['longest_finished']:.1f}s; the case's own timeout: {timeout:.0f}s); worker killed")
         else:
             kind, text = FailureKind.CRASH, w.describe_exit() + " while running the case"
             self._retire(kill=True)

@@ -2,7 +2,8 @@
 
 Started as ``python -m fuzz.execution.worker REQUEST_FD REPLY_FD``; greets with its environment, then answers
 each request (a case as JSON, a config, where its saved tensors are) with ("result", CaseResult) or
-("unmaterializable", message). Tensors never cross the pipe: the worker materializes the case from
+("unmaterializable", message); under the interpreter, a kernel program that runs past the request's ``stall_s``
+is reported at once as ("stalled", what) by a watch thread (``fuzz.execution.stall``). Tensors never cross the pipe: the worker materializes the case from
 its spec (deterministic) or loads an artifact's tensors.pt itself. ``faulthandler`` writes the Python
 stack of a fatal signal to stderr (the supervisor's log), so a crash report shows the kernel line
 that was running. After a CUDA error the worker answers and exits: its context is unusable.
@@ -16,11 +17,12 @@ import faulthandler
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 from contextlib import nullcontext
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, Callable
 
 
 def _sync_error() -> Any:
@@ -36,14 +38,16 @@ def _sync_error() -> Any:
     return None
 
 
-def handle(req: dict[str, Any]) -> tuple[tuple[str, Any], bool]:
-    """(reply, whether this process must exit after sending it)."""
+def handle(req: dict[str, Any], watch: Any = None, send: Any = None) -> tuple[tuple[str, Any], bool]:
+    """(reply, whether this process must exit after sending it). ``watch`` (``fuzz.execution.stall``): each of the
+    case's interpreter programs is timed against the request's ``stall_s``, and ``send`` tells the supervisor of
+    one that ran past it (("stalled", what)); the supervisor then ends the case as a hang."""
     from fuzz.execution import artifacts
     from fuzz.judge import check
     from fuzz.execution import forced_crash
     from fuzz.status import FailureKind
     from strategies.cases import case_from_dict, case_size, tensors
-    from fuzz.compile.watch import watch
+    from fuzz.compile.watch import watch as watch_compiles
     from tbe import KernelConfig, faults
     from tbe.backend import default_device
 
@@ -69,8 +73,14 @@ def handle(req: dict[str, Any]) -> tuple[tuple[str, Any], bool]:
             except Exception as e:  # noqa: BLE001 - classified like a kernel's exception
                 result = check.case_result(case, t, config, time.perf_counter() - t0, *check.classify(e))
     if result is None:
-        with watch() as compiles:
-            result = check.run_case(case, config, t, req["steps"], **req.get("options", {}))
+        if watch is not None and req.get("stall_s") is not None:
+            watch.arm(req["stall_s"], lambda stalled: send(("stalled", stalled)))
+        try:
+            with watch_compiles() as compiles:
+                result = check.run_case(case, config, t, req["steps"], **req.get("options", {}))
+        finally:
+            if watch is not None:
+                watch.disarm()
         result.compiles = compiles
         result.phases["materialize"] = result.phases.get("materialize", 0.0) + materialized
     err = _sync_error()
@@ -88,7 +98,7 @@ def _plain(result: Any) -> Any:
     return result
 
 
-def _report_compiles(replies: Connection) -> bool:
+def _report_compiles(send: Callable[[Any], None]) -> bool:
     """Tell the supervisor when a kernel build (or disk-cache load) starts and ends, so that its hang timeout
     counts running time, not compiling time; False where this Triton has no JIT hooks (or under the
     interpreter, which builds nothing)."""
@@ -106,11 +116,11 @@ def _report_compiles(replies: Connection) -> bool:
     before, after = runtime.jit_cache_hook, runtime.jit_post_compile_hook
 
     def started(*args: Any, **kwargs: Any) -> bool:
-        replies.send(("compile", "start"))
+        send(("compile", "start"))
         return bool(before(*args, **kwargs)) if before is not None else False  # True would skip the build
 
     def ended(*args: Any, **kwargs: Any) -> None:
-        replies.send(("compile", "end"))
+        send(("compile", "end"))
         if after is not None:
             after(*args, **kwargs)
 
@@ -124,7 +134,7 @@ def main(argv: list[str]) -> int:
         faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
     requests = Connection(int(argv[1]), writable=False)
     replies = Connection(int(argv[2]), readable=False)
-    from fuzz.execution import artifacts
+    from fuzz.execution import artifacts, stall
     from fuzz.memcheck import sanitizer
     from tbe.env import WORKER_PROFILE
 
@@ -136,9 +146,16 @@ def main(argv: list[str]) -> int:
 
         os.makedirs(profile_dir, exist_ok=True)
         profiler = cProfile.Profile()
-    events = _report_compiles(replies)
-    replies.send(("hello", {"pid": os.getpid(), "environment": artifacts.environment(), "sanitizer": sanitize,
-                            "compile_events": events}))
+    lock = threading.Lock()  # the program watch's thread sends too
+
+    def send(msg: Any) -> None:
+        with lock:
+            replies.send(msg)
+
+    events = _report_compiles(send)
+    program_watch = stall.install()
+    send(("hello", {"pid": os.getpid(), "environment": artifacts.environment(), "sanitizer": sanitize,
+                    "compile_events": events, "program_watch": program_watch is not None}))
     while True:
         try:
             req = requests.recv()
@@ -149,13 +166,13 @@ def main(argv: list[str]) -> int:
         if profiler is not None:
             profiler.enable()
         try:
-            reply, must_exit = handle(req)
+            reply, must_exit = handle(req, program_watch, send)
         except Exception:  # noqa: BLE001 - a harness bug: report it, never pass it off as the kernel's
             reply, must_exit = ("error", traceback.format_exc()), False
         if profiler is not None:
             profiler.disable()
             profiler.dump_stats(os.path.join(profile_dir, f"worker-{os.getpid()}.prof"))
-        replies.send(reply)
+        send(reply)
         if must_exit:
             sys.stdout.flush()
             os._exit(0)  # no clean-up: it could touch the poisoned context
