@@ -459,7 +459,8 @@ def _aimed(res: CampaignResult, config: KernelConfig, share: TourShare, end: flo
     return planned
 
 
-def _plan_aimed(res: CampaignResult, config: KernelConfig, share: TourShare, end: float, caps: Any) -> tuple[list, list]:
+def _plan_aimed(res: CampaignResult, config: KernelConfig, share: TourShare, end: float,
+                caps: Any) -> tuple[list, list]:
     """The cells of ``share`` at zero now, and the aimed cases planned for them."""
     from fuzz.judge import coverage
 

@@ -6,9 +6,9 @@ cost, so a loop that never advances was declared a hang only minutes in on a 2-c
 campaign's budget. One program does a fraction of its case's work, so a program is allowed the case's envelope
 once, plus the floor (``fuzz.execution.supervisor.stall_for``): over 300 drawn campaign cases the limit was at
 least ten times the case's longest program, a wider margin than the case timeout's over the case's wall time
-(``benchmarks.program_times``; ``benchmarks/results/README.md``, "The interpreter's program watch"). Written here because the interpreter has no per-program hook;
-its builder's ``set_grid_idx``, called before each program, and the launch's ``GridExecutor.__call__``
-mark where programs start and launches end.
+(``benchmarks.program_times``; ``benchmarks/results/README.md``, "The interpreter's program watch").
+Written here because the interpreter has no per-program hook; its builder's ``set_grid_idx``, called before
+each program, and the launch's ``GridExecutor.__call__`` mark where programs start and launches end.
 """
 
 from __future__ import annotations
@@ -55,7 +55,8 @@ class ProgramWatch:
             self.longest = max(self.longest, now - self._started)
 
     def check(self, now: Optional[float] = None) -> Optional[dict[str, Any]]:
-        """What stalled (and tell ``report`` once), or None."""
+        """What stalled (and tell ``report`` once), or None. ``report`` runs under the lock, so once ``disarm``
+        returns nothing more is told: a late report would answer the worker's next case."""
         now = time.monotonic() if now is None else now
         with self._lock:
             if self._limit is None or self._started is None or now - self._started <= self._limit:
@@ -64,8 +65,8 @@ class ProgramWatch:
             stalled = {"kernel": kernel, "program": index, "programs": programs, "seconds": now - self._started,
                        "limit": self._limit, "longest_finished": self.longest}
             report, self._report, self._limit = self._report, None, None
-        if report is not None:
-            report(stalled)
+            if report is not None:
+                report(stalled)
         return stalled
 
 

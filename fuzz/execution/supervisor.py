@@ -15,10 +15,11 @@ the one kept (what a replay sees). Tensors never cross the pipe (the worker mate
 spec, or reads an artifact's tensors.pt), so the normal path costs a pickled spec each way.
 
 The timeout of a case grows with its size: ``timeout_for`` (formula and its measurement there); past it
-the case is a hang. Under the interpreter one kernel program past ``stall_for`` is a hang too, reported by the
-worker at once (``fuzz.execution.stall``), so an endless loop ends long before the case's timeout. A caller with a budget also passes ``limit_s``, the time it has left: a case still
-running then is stopped and raises ``CaseTimedOut`` (not judged, so not a failure), and a Ctrl-C
-(``fuzz.execution.interrupt``) stops a running case the same way with ``CaseInterrupted``.
+the case is a hang. Under the interpreter one kernel program past ``stall_for`` is a hang too, reported by
+the worker at once (``fuzz.execution.stall``), so an endless loop ends long before the case's timeout. A
+caller with a budget also passes ``limit_s``, the time it has left: a case still running then is stopped
+and raises ``CaseTimedOut`` (not judged, so not a failure), and a Ctrl-C (``fuzz.execution.interrupt``)
+stops a running case the same way with ``CaseInterrupted``.
 A subprocess, not multiprocessing: the worker never re-imports a ``__main__`` (pytest-xdist's
 workers have none that could be imported) and its stdout/stderr go to a log whose tail the crash
 report quotes. The driver itself never touches a device.

@@ -2,11 +2,12 @@
 
 Started as ``python -m fuzz.execution.worker REQUEST_FD REPLY_FD``; greets with its environment, then answers
 each request (a case as JSON, a config, where its saved tensors are) with ("result", CaseResult) or
-("unmaterializable", message); under the interpreter, a kernel program that runs past the request's ``stall_s``
-is reported at once as ("stalled", what) by a watch thread (``fuzz.execution.stall``). Tensors never cross the pipe: the worker materializes the case from
-its spec (deterministic) or loads an artifact's tensors.pt itself. ``faulthandler`` writes the Python
-stack of a fatal signal to stderr (the supervisor's log), so a crash report shows the kernel line
-that was running. After a CUDA error the worker answers and exits: its context is unusable.
+("unmaterializable", message); under the interpreter, a kernel program that runs past the request's
+``stall_s`` is reported at once as ("stalled", what) by a watch thread (``fuzz.execution.stall``). Tensors
+never cross the pipe: the worker materializes the case from its spec (deterministic) or loads an
+artifact's tensors.pt itself. ``faulthandler`` writes the Python stack of a fatal signal to stderr (the
+supervisor's log), so a crash report shows the kernel line that was running. After a CUDA error the
+worker answers and exits: its context is unusable.
 ``TBE_FUZZ_WORKER_PROFILE=DIR`` profiles the cases a worker runs (cProfile, written to
 ``DIR/worker-<pid>.prof`` after every case, so a worker that is killed leaves its profile too).
 """
