@@ -632,3 +632,25 @@ def test_the_aimed_cases_kernels_build_ahead_of_the_warmup_and_the_aimed_cases_w
     waited = [t for t, case in aimed if repr(case) in built_first]
     assert waited and done_at and min(waited) >= done_at[0]  # each ran once its own build was done (half a second in)
     assert aimed[0][0] < done_at[0]  # the aimed cases already built ran meanwhile
+
+
+def test_a_build_ahead_that_fails_is_said_and_never_a_failure_of_the_draw(monkeypatch):
+    from fuzz.campaign import fill
+    from tests.passing_supervisor import PassingSupervisor
+
+    monkeypatch.setattr(fill, "FILL_SHARE", 0.3)
+    config = KernelConfig()
+    r = Readiness()
+    r.plan([k for g in warm_groups(campaign_configs(config)[1:]) for k in group_keys(g, False)])
+    r.finished = False
+
+    def broken(pairs):
+        raise OSError("no processes left")
+
+    r._first = broken
+    said = []
+    res = run_campaign(config, Budget("t", seconds=4.0, shrink_seconds=0.0, max_examples=100_000, max_lookups=4000),
+                       seed=1, artifacts_dir=None, supervisor=PassingSupervisor(), tour_share=None, readiness=r,
+                       announce=said.append)
+    assert res.ok and res.failure is None and res.fill_examples > 0
+    assert any("could not be built ahead (OSError: no processes left)" in line for line in said)

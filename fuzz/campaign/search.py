@@ -267,7 +267,12 @@ def run_campaign(
             raise _OutOfTime()
         if first_at and now > first_at[0] and not best:  # the aimed cases' kernels build from now on
             first_at.clear()
-            first.append(_build_aimed_first(res, config, tour_share or ALL, search_end, readiness, caps))
+            try:
+                first.append(_build_aimed_first(res, config, tour_share or ALL, search_end, readiness, caps))
+            except Exception as e:  # noqa: BLE001  (the harness's, never this draw's failure: said, not judged)
+                if announce is not None:
+                    announce(f"  aimed cases: their kernels could not be built ahead ({type(e).__name__}: {e}); "
+                             f"they wait for the warm-up")
         if later and not best and _explicit(_take_ready(later, readiness, config), True, config, res, best, configs,
                                             hard_end, observe, run, expected, found):
             raise _TourFailed()
