@@ -255,6 +255,7 @@ def run_campaign(
         )(hypothesis_seed(seed_value)(given(strategy)(draw_and_check)))
 
     def draw_and_check(drawn):
+        nonlocal first_at, built_first
         case, cfg, overrides = split_draw(drawn, config)  # config-space search: overrides drawn around config
         if interrupt.requested():
             res.stopped_by = StopReason.INTERRUPTED
@@ -265,10 +266,10 @@ def run_campaign(
             raise _OutOfTime()
         if best and now > search_end + budget.shrink_seconds * (HYPOTHESIS_SHARE if shrink else 1.0):
             raise _OutOfTime()
-        if first_at and now > first_at[0] and not best:  # the aimed cases' kernels build from now on
-            first_at.clear()
+        if first_at is not None and now > first_at and not best:  # the aimed cases' kernels build from now on
+            first_at = None
             try:
-                first.append(_build_aimed_first(res, config, tour_share or ALL, search_end, readiness, caps))
+                built_first = _build_aimed_first(res, config, tour_share or ALL, search_end, readiness, caps)
             except Exception as e:  # noqa: BLE001  (the harness's, never this draw's failure: said, not judged)
                 if announce is not None:
                     announce(f"  aimed cases: their kernels could not be built ahead ({type(e).__name__}: {e}); "
@@ -324,9 +325,9 @@ def run_campaign(
     # background build is under way, a tour case whose kernels are not built yet is postponed (``later``): it runs
     # between draws as soon as they are, so the draws need not wait for the tour's slowest group.
     later: list = []
-    first: list = []  # the readiness of the aimed cases built ahead of the warm-up, once they are
-    first_at = ([search_end - (1 + AIM_BUILD_LEAD) * reserve] if fill and reserve and readiness is not None
-                and not readiness.finished else [])
+    built_first: Any = None  # the readiness of the aimed cases built ahead of the warm-up, once they are
+    first_at = (search_end - (1 + AIM_BUILD_LEAD) * reserve if fill and reserve and readiness is not None
+                and not readiness.finished else None)  # when their build starts
     if _explicit(opening, True, config, res, best, configs, lambda: start + budget.seconds, observe, run, expected,
                  found, readiness, postpone=later if readiness is not None and not readiness.finished else None):
         search_end = time.perf_counter()
@@ -365,7 +366,6 @@ def run_campaign(
         elif not res.interrupted:
             res.stopped_by = stopped_by
     if fill and not best and res.failure is None and res.stopped_by == StopReason.TIME:  # not after --max-examples
-        built_first = next((r for r in first if r is not None), None)
         aimed = _aimed(res, config, tour_share or ALL, search_end, readiness, caps, built_first)
         if _explicit(aimed, False, config, res, best, configs, lambda: search_end, observe, run, expected, found,
                      built_first):

@@ -354,14 +354,14 @@ class Supervisor:
                 time.sleep(1.0)
             self._retire(kill=True)
             builds = ", kernel builds not counted" if w.hello.get("compile_events") else ""
-            kind, text = FailureKind.HANG, (f"no answer after {timeout:.0f}s ({_formula(case, req['steps'])}{builds}); "
-                                            f"worker killed")
-            if stalled is not None:
-                kind, text = FailureKind.HANG, (
-                    f"program {stalled['program']} of {stalled['programs']} of {stalled['kernel']} ran "
-                    f"{stalled['seconds']:.0f}s without finishing (one program may run {stalled['limit']:.0f}s: "
-                    f"fuzz.execution.supervisor.stall_for; the longest finished program of the case took "
-                    f"{stalled['longest_finished']:.1f}s; the case's own timeout: {timeout:.0f}s); worker killed")
+            kind = FailureKind.HANG
+            if stalled is None:
+                text = f"no answer after {timeout:.0f}s ({_formula(case, req['steps'])}{builds}); worker killed"
+            else:
+                text = (f"program {stalled['program']} of {stalled['programs']} of {stalled['kernel']} ran "
+                        f"{stalled['seconds']:.0f}s without finishing (one program may run {stalled['limit']:.0f}s: "
+                        f"fuzz.execution.supervisor.stall_for; the longest finished program of the case took "
+                        f"{stalled['longest_finished']:.1f}s; the case's own timeout: {timeout:.0f}s); worker killed")
         else:
             kind, text = FailureKind.CRASH, w.describe_exit() + " while running the case"
             self._retire(kill=True)
