@@ -24,6 +24,7 @@ from strategies.case import CaseSpec, with_rate_and_steps
 from strategies.dyadic import VALUE_KINDS
 from strategies.pack import packs
 from strategies.specs import MAX_DIM, case_specs
+from strategies.tiers import COUNTER_EDGE
 from tbe import KernelConfig
 from tbe.buckets import block_for_dim
 
@@ -39,7 +40,7 @@ def chunk_count_edges(config: KernelConfig, limit: int) -> list[int]:
     """Runs of a power-of-two number of chunks, exactly full and one lookup into the next chunk
     (1, 2, 4, ..., 4096 chunks, then 4,097: a counter or limit in chunks breaks at such a count)."""
     ch = config.chunk_size
-    out = {c * ch + d for j in range(13) for c in (2 ** j,) for d in (0, 1)}
+    out = {c * ch + d for j in range(COUNTER_EDGE.bit_length()) for c in (2 ** j,) for d in (0, 1)}
     return sorted(x for x in out if 1 <= x <= limit)
 
 

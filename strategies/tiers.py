@@ -17,8 +17,15 @@ from tbe import KernelConfig
 from tbe.routing import long_runs, route
 
 TIERS = ("short", "grad_accum", "fused")
+COUNTER_EDGE = 4096  # chunks a 12-bit counter holds: a run past it (2^20 lookups at chunk size 256) is its own edge
+PAST_COUNTER = "past_4096_chunks"
 # edges within the long tiers worth counting separately
-LONG_EDGES = ("exact_threshold", "single_chunk", "multi_chunk", "partial_last_chunk")
+LONG_EDGES = ("exact_threshold", "single_chunk", "multi_chunk", "partial_last_chunk", PAST_COUNTER)
+
+
+def past_counter_length(config: KernelConfig) -> int:
+    """The shortest run past ``COUNTER_EDGE`` chunks of ``config``'s size: 2^20 + 1 lookups by default."""
+    return COUNTER_EDGE * config.chunk_size + 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,6 +59,8 @@ def tier_report(segment_lengths: torch.Tensor, num_lookups: int, config: KernelC
             edges.add("multi_chunk")
         if bool((lsl % ch != 0).any()):
             edges.add("partial_last_chunk")
+        if bool((lsl >= past_counter_length(config)).any()):
+            edges.add(PAST_COUNTER)
     return TierReport(
         runs=int(sl.numel()), short_runs=int((~long).sum()), long_runs=int(long.sum()),
         chunks=int(((lsl + ch - 1) // ch).sum()), max_segment=int(sl.max()) if sl.numel() else 0,

@@ -22,10 +22,10 @@ from strategies.cases import BadIdCase
 from strategies.config_space import Drawn
 from strategies.bad_inputs import ID_KINDS, BadBatchSpec, BadId
 from strategies.case import CaseSpec, HotRow
+from strategies.tiers import COUNTER_EDGE, past_counter_length
 from tbe import KernelConfig
 
 T = TypeVar("T")
-COUNTER_EDGE = 4096  # chunks a 12-bit counter holds: a run past it (2^20 lookups at chunk size 256) is its own edge
 
 
 @dataclasses.dataclass(frozen=True)
@@ -183,7 +183,7 @@ def tour(config: KernelConfig, max_lookups: int, fixed: frozenset[str] = frozens
          {**long_ov, "hoist_transpose": True, "index_dtype": "int64", "classify_block": 4, "short_grid_multiplier": 1,
           "long_grid_multiplier": 1, "fwd_bucket_tiles": ((8, 2, 2, 1), (16, 1, 2, 4)), "fwd_gather_weighted": 2}),
     ]
-    past = COUNTER_EDGE * c.chunk_size + 1  # one chunk past a 12-bit chunk counter: 2^20 + 1 lookups by default
+    past = past_counter_length(c)
     if not long_ov and past + 512 <= max_lookups:  # affordable on a GPU budget only
         items.append((f"one run of {past:,} lookups, past {COUNTER_EDGE:,} chunks of the config's own size, exact values",
                       CaseSpec(tables=((64, 32),), batch_size=512, max_length=1, length_profile="fixed",

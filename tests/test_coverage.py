@@ -131,6 +131,8 @@ def test_reachable_follows_the_config():
     assert (P.BWD_SHORT, long_band) in searched and (P.BWD_SHORT, long_band) not in capped
     assert not {c for c in capped if c[1].group == EdgeGroup.SEGMENT and c[1].value.startswith((">=", "4096"))}
     assert (P.BWD_LONG, Edge(EdgeGroup.SEGMENT, "256-4095")) in capped and capped < searched
+    past = Edge(EdgeGroup.LONG_RUN, "past_4096_chunks")  # 2^20 + 1 lookups at the default chunk size
+    assert (P.BWD_LONG, past) in reachable(DEFAULT, max_lookups=1_200_000) and (P.BWD_LONG, past) not in capped
     # a campaign's draws all run a step; a test session also checks forward-only cases
     forward_only = (P.FWD_GENERIC, Edge(EdgeGroup.STEPS, "0 (forward only)"))
     assert forward_only not in searched and forward_only not in plain

@@ -44,6 +44,15 @@ def test_every_reachable_cell_gets_an_aimed_case_that_hits_it(config, max_lookup
     assert not missed, [(p.value, e.label) for p, e in missed]
 
 
+def test_a_run_past_the_chunk_counter_is_aimed_at_in_exact_values():
+    # random magnitudes hide one lost chunk of 2^20 lookups under the sum's error bound; exact values do not
+    cell = (KernelPath.BWD_LONG, Edge(EdgeGroup.LONG_RUN, "past_4096_chunks"))
+    drawn = fill.aimed_case(cell, KernelConfig(), 1_200_000)
+    assert drawn is not None and drawn.case.values == "dyadic"
+    assert max(h.count for h in drawn.case.hot_rows) > 4096 * drawn.config(KernelConfig()).chunk_size
+    assert fill.aimed_case(cell, KernelConfig(), 4000) is None  # the interpreter's budget holds no such run
+
+
 def test_an_unreachable_cell_gets_no_case():
     # the small-table path takes unweighted batches only
     cell = (KernelPath.FWD_SMALL_TABLE, Edge(EdgeGroup.POOLING, "sum, weighted"))

@@ -29,7 +29,7 @@ import torch
 from fuzz.judge.teeth import BANDS, band_label
 from strategies.bad_inputs import BAG_POSITIONS, ID_KINDS, OFFSET_KINDS, bag_index
 from strategies.cases import AnyCase, BadIdCase, CaseTensors, base_spec
-from strategies.tiers import LONG_EDGES, tier_report
+from strategies.tiers import LONG_EDGES, past_counter_length, tier_report
 from tbe import KernelConfig
 from tbe.buckets import block_for_dim
 from tbe.forward_dispatch import choose_path
@@ -277,7 +277,7 @@ def _reachable_one(config: KernelConfig, forward_only: bool = False,
     dims = list({(frozenset(dim_edges(d, c)), probe[d]): d for d in dims}.values())  # one D per (edges, path)
     sls = sorted({s for s in (1, 2, 3, 4, 31, 32, 255, 256, 4096, 2 ** 20, c.long_run_threshold - 1,
                               c.long_run_threshold, c.long_run_threshold + 1, c.chunk_size, c.chunk_size + 1,
-                              2 * c.chunk_size, 2 * c.chunk_size + 1) if s >= 1})
+                              2 * c.chunk_size, 2 * c.chunk_size + 1, past_counter_length(c)) if s >= 1})
     cap = float("inf") if max_lookups is None else max_lookups
     seg_sets = [ss for ss in [(s,) for s in sls] + [(1, s) for s in sls if s > 1] if sum(ss) <= cap]
     all_segments = set().union(*(segment_edges(ss, sum(ss), c) for ss in seg_sets))
