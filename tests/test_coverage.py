@@ -55,6 +55,11 @@ def test_long_runs_route_by_config():
             Edge(EdgeGroup.SEGMENT, "256-4095")} <= e
     assert Edge(EdgeGroup.LONG_RUN, "exact_threshold") not in e
     assert Edge(EdgeGroup.SEGMENT, "1-3") not in e
+    # a run past 4,096 chunks counts there only in exact values, where a lost chunk shows
+    past = Facts(**{**f.__dict__, "segment_lengths": (4096 * 256 + 1,), "lookups": 4096 * 256 + 1})
+    counter = Edge(EdgeGroup.LONG_RUN, "past_4096_chunks, exact values")
+    assert counter not in edges_of(past, DEFAULT)
+    assert counter in edges_of(Facts(**{**past.__dict__, "exact": True}), DEFAULT)
 
 
 @pytest.mark.parametrize("dim, expected", [
@@ -131,7 +136,7 @@ def test_reachable_follows_the_config():
     assert (P.BWD_SHORT, long_band) in searched and (P.BWD_SHORT, long_band) not in capped
     assert not {c for c in capped if c[1].group == EdgeGroup.SEGMENT and c[1].value.startswith((">=", "4096"))}
     assert (P.BWD_LONG, Edge(EdgeGroup.SEGMENT, "256-4095")) in capped and capped < searched
-    past = Edge(EdgeGroup.LONG_RUN, "past_4096_chunks")  # 2^20 + 1 lookups at the default chunk size
+    past = Edge(EdgeGroup.LONG_RUN, "past_4096_chunks, exact values")  # 4,097 chunks: at least 4,097 lookups
     assert (P.BWD_LONG, past) in reachable(DEFAULT, max_lookups=1_200_000) and (P.BWD_LONG, past) not in capped
     # a campaign's draws all run a step; a test session also checks forward-only cases
     forward_only = (P.FWD_GENERIC, Edge(EdgeGroup.STEPS, "0 (forward only)"))

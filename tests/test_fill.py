@@ -46,7 +46,7 @@ def test_every_reachable_cell_gets_an_aimed_case_that_hits_it(config, max_lookup
 
 def test_a_run_past_the_chunk_counter_is_aimed_at_in_exact_values():
     # random magnitudes hide one lost chunk of 2^20 lookups under the sum's error bound; exact values do not
-    cell = (KernelPath.BWD_LONG, Edge(EdgeGroup.LONG_RUN, "past_4096_chunks"))
+    cell = (KernelPath.BWD_LONG, Edge(EdgeGroup.LONG_RUN, "past_4096_chunks, exact values"))
     drawn = fill.aimed_case(cell, KernelConfig(), 1_200_000)
     assert drawn is not None and drawn.case.values == "dyadic"
     assert max(h.count for h in drawn.case.hot_rows) > 4096 * drawn.config(KernelConfig()).chunk_size

@@ -30,7 +30,7 @@ from strategies.bad_inputs import BadBatchSpec, BadId
 from strategies.case import CaseSpec, HotRow, with_rate_and_steps
 from strategies.cases import BadIdCase, tensors
 from strategies.config_space import Drawn, usable_profiles
-from strategies.tiers import PAST_COUNTER, past_counter_length
+from strategies.tiers import past_counter_length
 from tbe import KernelConfig
 
 FILL_SHARE = 0.2     # of a campaign's search time, kept for aimed cases when it has zero cells
@@ -172,7 +172,7 @@ def _edge_recipes(edge: coverage.Edge, c: KernelConfig, max_lookups: int) -> lis
     if g == EdgeGroup.SEGMENT:
         lo = int(v.split("-")[0].replace(">= ", "").replace("2^20", str(1 << 20)))
         return [_r()] + ([_r(hot=lo)] if 2 <= lo <= max_lookups - 256 else [])
-    if g == EdgeGroup.LONG_RUN and v == PAST_COUNTER:  # exact values: one lost chunk moves a sum by a grid unit
+    if edge == coverage.PAST_COUNTER_EDGE:  # exact values: one lost chunk moves a sum by a grid unit
         n = past_counter_length(c)
         return [_r(hot=n, values="dyadic", learning_rate=0.5)] if n + 512 <= max_lookups else []
     if g == EdgeGroup.LONG_RUN:

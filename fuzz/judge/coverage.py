@@ -29,7 +29,7 @@ import torch
 from fuzz.judge.teeth import BANDS, band_label
 from strategies.bad_inputs import BAG_POSITIONS, ID_KINDS, OFFSET_KINDS, bag_index
 from strategies.cases import AnyCase, BadIdCase, CaseTensors, base_spec
-from strategies.tiers import LONG_EDGES, past_counter_length, tier_report
+from strategies.tiers import LONG_EDGES, PAST_COUNTER, past_counter_length, tier_report
 from tbe import KernelConfig
 from tbe.buckets import block_for_dim
 from tbe.forward_dispatch import choose_path
@@ -84,6 +84,11 @@ _DTYPES = {d: parse_float_dtype("dtype", d) for d in WEIGHT_DTYPES}
 _LONG_TIER = {"short": KernelPath.BWD_SHORT, "grad_accum": KernelPath.BWD_LONG, "fused": KernelPath.BWD_FUSED}
 
 
+# a run past the chunk counter counts only in exact values: under random magnitudes one lost chunk of
+# its million lookups hides inside the sum's error bound, so such an example tests nothing there
+_LONG_EDGE_VALUES = {e: e for e in LONG_EDGES} | {PAST_COUNTER: f"{PAST_COUNTER}, exact values"}
+
+
 def _pooling_value(pooling: str, weighted: bool) -> str:
     return f"{pooling}, {'weighted' if weighted else 'unweighted'}"
 
@@ -95,7 +100,7 @@ EDGES: tuple[Edge, ...] = (
     Edge(EdgeGroup.EMPTY_BAG, "yes"),
     *(Edge(EdgeGroup.DIM, c) for c in DIM_CLASSES),
     *(Edge(EdgeGroup.SEGMENT, band_label(lo, hi)) for lo, hi in BANDS),
-    *(Edge(EdgeGroup.LONG_RUN, e) for e in LONG_EDGES),
+    *(Edge(EdgeGroup.LONG_RUN, _LONG_EDGE_VALUES[e]) for e in LONG_EDGES),
     *(Edge(EdgeGroup.DTYPE, f"weights {d}") for d in WEIGHT_DTYPES),
     *(Edge(EdgeGroup.DTYPE, f"output {d}") for d in OUTPUT_DTYPES),
     *(Edge(EdgeGroup.DTYPE, f"index {d}") for d in INDEX_DTYPES),
@@ -104,6 +109,7 @@ EDGES: tuple[Edge, ...] = (
     *(Edge(EdgeGroup.STEPS, s) for s in STEP_CLASSES),
 )
 PATHS: tuple[KernelPath, ...] = tuple(KernelPath)
+PAST_COUNTER_EDGE = Edge(EdgeGroup.LONG_RUN, _LONG_EDGE_VALUES[PAST_COUNTER])
 _BAD_GROUPS = (EdgeGroup.BAD_ID_BAG, EdgeGroup.BAD_ID_SLOT, EdgeGroup.BAD_OFFSETS)
 
 
@@ -125,6 +131,7 @@ class Facts:
     bounds_check: str = "warning"
     empty_bag: bool = False
     segment_lengths: tuple[int, ...] = ()   # distinct SLs of the backward's runs; () when no backward ran
+    exact: bool = False                     # exact-value data (``strategies.dyadic``)
     bad: bool = False                       # a bad-input batch (strategies.cases.BadIdCase)
     bad_ids: tuple[tuple[str, str, str], ...] = ()  # (kind, bag position, id position) as placed
     bad_offsets: tuple[str, ...] = ()
@@ -146,7 +153,7 @@ def facts_of(case: AnyCase, t: CaseTensors, segment_hist: Sequence[tuple[int, in
         lookups=int(t.indices.numel()), weights_dtype=spec.weights_dtype, output_dtype=spec.output_dtype,
         index_dtype=spec.index_dtype, pooling=spec.pooling, weighted=spec.weighted, optimizer=spec.optimizer,
         steps=len(t.grad_outputs), bounds_check=spec.bounds_check, empty_bag=empty,
-        segment_lengths=tuple(sorted({int(length) for length, _ in segment_hist})),
+        segment_lengths=tuple(sorted({int(length) for length, _ in segment_hist})), exact=spec.values == "dyadic",
         bad=isinstance(case, BadIdCase), bad_ids=bad_ids, bad_offsets=bad_offsets,
     )
 
@@ -205,13 +212,15 @@ def dim_edges(dim: int, config: KernelConfig) -> set[Edge]:
     return {Edge(EdgeGroup.DIM, c) for c, hit in zip(DIM_CLASSES, hits) if hit}
 
 
-def segment_edges(segment_lengths: Sequence[int], lookups: int, config: KernelConfig) -> set[Edge]:
+def segment_edges(segment_lengths: Sequence[int], lookups: int, config: KernelConfig, exact: bool) -> set[Edge]:
+    """SL bands and long-run edges; ``exact``: the example's values are exact (``_LONG_EDGE_VALUES``)."""
     out = set()
     for lo, hi in BANDS:
         if any(lo <= s and (hi is None or s <= hi) for s in segment_lengths):
             out.add(Edge(EdgeGroup.SEGMENT, band_label(lo, hi)))
     if segment_lengths:
-        out |= {Edge(EdgeGroup.LONG_RUN, e) for e in backward_paths(segment_lengths, lookups, config)[1]}
+        long = backward_paths(segment_lengths, lookups, config)[1] - (set() if exact else {PAST_COUNTER})
+        out |= {Edge(EdgeGroup.LONG_RUN, _LONG_EDGE_VALUES[e]) for e in long}
     return out
 
 
@@ -232,7 +241,7 @@ def edges_of(f: Facts, config: KernelConfig) -> set[Edge]:
         out.add(Edge(EdgeGroup.EMPTY_BAG, "yes"))
     for d in set(f.dims):
         out |= dim_edges(d, config)
-    out |= segment_edges(f.segment_lengths, f.lookups, config)
+    out |= segment_edges(f.segment_lengths, f.lookups, config, f.exact)
     out |= _dtype_edges(f.weights_dtype, f.output_dtype, f.index_dtype)
     out.add(Edge(EdgeGroup.POOLING, _pooling_value(f.pooling, f.weighted)))
     out.add(Edge(EdgeGroup.OPTIMIZER, f.optimizer))
@@ -280,7 +289,7 @@ def _reachable_one(config: KernelConfig, forward_only: bool = False,
                               2 * c.chunk_size, 2 * c.chunk_size + 1, past_counter_length(c)) if s >= 1})
     cap = float("inf") if max_lookups is None else max_lookups
     seg_sets = [ss for ss in [(s,) for s in sls] + [(1, s) for s in sls if s > 1] if sum(ss) <= cap]
-    all_segments = set().union(*(segment_edges(ss, sum(ss), c) for ss in seg_sets))
+    all_segments = set().union(*(segment_edges(ss, sum(ss), c, True) for ss in seg_sets))
     shared = ({Edge(EdgeGroup.OPTIMIZER, o.value) for o in Optimizer}
               | {Edge(EdgeGroup.DTYPE, f"index {i}") for i in INDEX_DTYPES})
     cells: set[Cell] = set()
@@ -312,7 +321,7 @@ def _reachable_one(config: KernelConfig, forward_only: bool = False,
     for ss in seg_sets:
         for lookups in sorted(n for n in {sum(ss), max(sum(ss), c.fused_long_min_lookups)} if n <= cap):
             tiers = backward_paths(ss, lookups, c)[0]
-            edges = segment_edges(ss, lookups, c) | anything
+            edges = segment_edges(ss, lookups, c, True) | anything
             for weighted in (False, True):
                 pooled = {Edge(EdgeGroup.POOLING, _pooling_value(p.value, weighted)) for p in Pooling}
                 add(tiers | ({KernelPath.PSW_GRAD} if weighted else set()), edges | pooled)
