@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 
 import pytest
 import torch
@@ -59,13 +60,17 @@ def test_accept_needs_every_level_and_states_the_speedup():
 
 # ----------------------------------------------------------------------------- performance judgement
 def entry(shape, phase, base, cand, base2=None):
+    """Rounds all in the order A, B, A'."""
     return Entry(shape, phase, 1000, 1, list(base), list(cand), list(base2 if base2 is not None else base))
 
 
 def test_entry_statistics():
-    e = entry("s", "iteration", [1.0, 1.0, 1.0], [0.5, 0.5, 0.6], base2=[1.0, 1.21, 1.0])
-    assert e.speedup == pytest.approx(2.0)            # median over rounds of sqrt(A A') / B
-    assert e.noise == pytest.approx(math.log(1.21))   # the largest A/A disagreement
+    # A, B, A' = 1, 0.5, 1 (ratio 2); B, A, B' = 0.4, 1, 0.625 (1 / sqrt(0.25) = 2); A, B, A' = 1, 0.5, 1.21 (2.2)
+    e = Entry("s", "iteration", 1000, 1, base=[1.0, 1.0, 1.0], cand=[0.5, 0.4, 0.5], again=[1.0, 0.625, 1.21],
+              flipped=[False, True, False])
+    assert e.speedup == pytest.approx((2.0 + math.sqrt(2.0 * 2.2)) / 2)  # median of adjacent rounds' geometric means
+    assert e.noise == pytest.approx(abs(math.log(0.4 / 0.625)))          # the outer function's largest disagreement
+    assert e.base_ms == pytest.approx(1.0) and e.cand_ms == pytest.approx(0.5)
     assert not e.slower
     assert entry("s", "forward", [1.0] * 3, [1.0] * 3).noise == NOISE_FLOOR
 
@@ -102,8 +107,8 @@ def test_a_crash_fails_the_level():
 
 
 def test_interleaved_timing_order_and_arithmetic(monkeypatch):
-    """A, B, A' per round, each over ``calls`` calls after one untimed call, on a clock the functions advance
-    (1 ms for the baseline, 3 ms for the candidate; the baseline drifts by 0.1 ms per call)."""
+    """A, B, A' and B, A, B' in turn, each over ``calls`` calls after one untimed call, on a clock the functions
+    advance (1 ms for the baseline, 3 ms for the candidate; the baseline drifts by 0.1 ms per call)."""
     from fuzz.gate import timing as perf_timing
 
     clock = {"t": 0.0, "calls": 0}
@@ -119,13 +124,15 @@ def test_interleaved_timing_order_and_arithmetic(monkeypatch):
         clock["t"] += 3e-3
 
     monkeypatch.setattr(perf_timing.time, "perf_counter", lambda: clock["t"])
-    a, b, a2 = interleaved(fast, slow, rounds=3, calls=2, sync=lambda: None)
-    assert "".join(order) == "aaabbbaaa" * 3
-    assert b == pytest.approx([3.0] * 3)
-    assert a[0] == pytest.approx(1.15) and a2[0] == pytest.approx(1.45)  # drift, seen by A and A'
-    e = Entry("clock", "forward", 1, 2, a, b, a2)
-    assert e.speedup == pytest.approx(math.sqrt(a[1] * a2[1]) / 3.0) and e.slower
-    assert e.noise == pytest.approx(max(abs(math.log(x / y)) for x, y in zip(a, a2)))
+    a, b, again, flipped = interleaved(fast, slow, rounds=3, calls=2, sync=lambda: None)
+    assert "".join(order) == "aaabbbaaa" + "bbbaaabbb" + "aaabbbaaa" and flipped == [False, True, False]
+    assert b == pytest.approx([3.0] * 3) and again[1] == pytest.approx(3.0)
+    assert a[0] == pytest.approx(1.15) and again[0] == pytest.approx(1.45)  # drift, seen by A and A'
+    e = Entry("clock", "forward", 1, 2, a, b, again, flipped)
+    ratios = [math.sqrt(a[0] * again[0]) / 3.0, a[1] / 3.0, math.sqrt(a[2] * again[2]) / 3.0]
+    assert e.speedup == pytest.approx(statistics.median([math.sqrt(ratios[0] * ratios[1]),
+                                                         math.sqrt(ratios[1] * ratios[2])])) and e.slower
+    assert e.noise == pytest.approx(max(abs(math.log(a[0] / again[0])), abs(math.log(a[2] / again[2]))))
 
 
 def test_a_cost_of_switching_functions_does_not_read_as_a_slower_candidate(monkeypatch):
@@ -140,8 +147,28 @@ def test_a_cost_of_switching_functions_does_not_read_as_a_slower_candidate(monke
         clock["last"] = name
 
     monkeypatch.setattr(perf_timing.time, "perf_counter", lambda: clock["t"])
-    a, b, a2 = interleaved(lambda: call("a"), lambda: call("b"), rounds=5, calls=2, sync=lambda: None)
-    e = Entry("switch", "forward", 1, 2, a, b, a2)
+    e = Entry("switch", "forward", 1, 2, *interleaved(lambda: call("a"), lambda: call("b"), rounds=5, calls=2,
+                                                      sync=lambda: None))
+    assert e.speedup == pytest.approx(1.0) and not e.slower
+
+
+@pytest.mark.parametrize("rounds", [3, 5, 6])
+def test_a_switching_cost_longer_than_the_untimed_call_does_not_read_as_a_slower_candidate(monkeypatch, rounds):
+    """Two identical functions whose first three calls after the other one cost double: one untimed call
+    cannot absorb it, and with A, B, A' in every round A follows A' while B always follows the other
+    function (the candidate read 20% slower); alternating the order puts the cost on both."""
+    from fuzz.gate import timing as perf_timing
+
+    clock = {"t": 0.0, "last": None, "since": 0}
+
+    def call(name):
+        clock["since"] = 0 if clock["last"] != name else clock["since"] + 1
+        clock["t"] += 1e-3 * (2.0 if clock["last"] is not None and clock["since"] < 3 else 1.0)
+        clock["last"] = name
+
+    monkeypatch.setattr(perf_timing.time, "perf_counter", lambda: clock["t"])
+    e = Entry("switch", "forward", 1, 4, *interleaved(lambda: call("a"), lambda: call("b"), rounds=rounds, calls=4,
+                                                      sync=lambda: None))
     assert e.speedup == pytest.approx(1.0) and not e.slower
 
 
@@ -258,7 +285,8 @@ def test_report_shows_the_per_shape_table_and_the_noise(tmp_path):
     res = cascade("pppf")
     res.candidate = KernelConfig(fwd_gather_unweighted=1)
     res.candidate_data = res.candidate.to_dict()
-    perf = PerfResult(1.03, [entry("D128-lite", "forward", [1.0] * 3, [1.6] * 3, [1.02, 1.0, 1.0]),
+    # A and A' of the first round straddle 1.0 (noise 2 ln 1.01 = 2.0%), so every round reads 1 / 1.6
+    perf = PerfResult(1.03, [entry("D128-lite", "forward", [1.01, 1.0, 1.0], [1.6] * 3, [1 / 1.01, 1.0, 1.0]),
                              entry("D128-lite", "iteration", [5.0] * 3, [5.2] * 3),
                              Entry("SL1-3", "forward", 100, error="the candidate raised RuntimeError: boom")],
                       rounds=3, target_ms=20.0, device="NVIDIA H200")

@@ -41,7 +41,7 @@ def _perf_summary(p: PerfResult) -> list[str]:
         return []
     return [f"geometric-mean speedup {p.geomean():.3f} (forward {p.geomean('forward'):.3f}, iteration "
             f"{p.geomean('iteration'):.3f}) over {len(p.measured)} measurements; gamma {p.gamma:g}; mean noise "
-            f"±{100 * p.mean_noise:.1f}% (largest A/A difference per shape, {p.rounds} interleaved A/B/A' rounds "
+            f"±{100 * p.mean_noise:.1f}% (largest A/A difference per shape, {p.rounds} interleaved rounds, A/B/A' and B/A/B' in turn "
             f"of ~{p.target_ms:g} ms each); {p.device}"]
 
 
@@ -167,9 +167,10 @@ def markdown(res: CascadeResult) -> str:
     perf = res.levels["d"].result
     if perf is not None and perf.entries:
         lines += ["", "## Performance per shape", ""] + _md_table(PERF_HEAD, perf_rows(perf))
-        lines += ["", "Speedup = baseline time / candidate time (median over rounds; the baseline's time in a "
-                  "round is the geometric mean of the A and A' runs around B). Noise = the largest |ln(A/A')| "
-                  "of the shape's rounds (at least 0.5%). SLOWER = slower by more than that noise."]
+        lines += ["", "Speedup = baseline time / candidate time (rounds run A, B, A' and B, A, B' in turn; a round's "
+                  "outer function counts as the geometric mean of its two runs; the speedup is the median over "
+                  "adjacent rounds of their geometric mean). Noise = the largest |ln(X/X')| of the outer "
+                  "function's runs in the shape's rounds (at least 0.5%). SLOWER = slower by more than that noise."]
     return "\n".join(lines) + "\n"
 
 

@@ -1,14 +1,16 @@
-"""Interleaved A/B/A' timing of two configs in one process, for the performance gate and the tuner.
+"""Interleaved timing of two configs in one process, for the performance gate and the tuner.
 
-Each round times the baseline (A), the candidate (B) and the baseline again (A'), each over
+Rounds alternate A, B, A' and B, A, B' (the baseline A, the candidate B), each measurement over
 ``calls`` back-to-back calls between device synchronisations, after one untimed call of the same
-function: without it A followed the previous round's A' (the same module, its data in the L2 cache)
-while B and A' followed the other module, so B paid the switch in full and the baseline half of it.
-Drift that is linear over a round hits A and A' symmetrically around B, so the baseline's time in
-a round is sqrt(A * A'), and |ln(A / A')| is an A/A measurement of the noise at exactly that spacing.
-Wall-clock time around synchronisations (not CUDA events) keeps the host-side cost of a call
-(autograd, launches) in the measurement, as a training step pays it; the same code runs on
-the CPU with plain callables, which is how its logic is tested.
+function. With the same order in every round, A followed the previous round's A' (the same module)
+while B always followed the other module, and on the H200 an A/A gate read B 5-10% slower in the
+forward; alternating, every measurement follows the other function, and any cost of a slot or of a
+switch falls on A and B alike. A round's speedup takes its outer function's two times as
+sqrt(X * X') around the middle one, so drift linear over the round cancels; the speedup is the median
+over adjacent rounds (one of each order) of their geometric mean, and |ln(X / X')| is an A/A
+measurement of the noise at exactly that spacing. Wall-clock time around synchronisations (not CUDA
+events) keeps the host-side cost of a call (autograd, launches) in the measurement, as a training
+step pays it; the same code runs on the CPU with plain callables, which is how its logic is tested.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ class Entry:
     calls: int = 0              # calls per measurement
     base: list[float] = dataclasses.field(default_factory=list)   # A, ms per call
     cand: list[float] = dataclasses.field(default_factory=list)   # B
-    base2: list[float] = dataclasses.field(default_factory=list)  # A'
+    again: list[float] = dataclasses.field(default_factory=list)  # the outer function once more: A' or B'
+    flipped: list[bool] = dataclasses.field(default_factory=list)  # the round ran B, A, B' (else A, B, A')
     error: Optional[str] = None  # why it could not be measured (a crash of either config)
     detail: str = ""             # the traceback behind ``error``
 
@@ -45,8 +48,17 @@ class Entry:
     def ok(self) -> bool:
         return self.error is None and bool(self.cand)
 
+    def _flipped(self, r: int) -> bool:
+        return r < len(self.flipped) and self.flipped[r]
+
     def _baseline_round(self, r: int) -> float:
-        return math.sqrt(self.base[r] * self.base2[r])
+        return self.base[r] if self._flipped(r) else math.sqrt(self.base[r] * self.again[r])
+
+    def _candidate_round(self, r: int) -> float:
+        return math.sqrt(self.cand[r] * self.again[r]) if self._flipped(r) else self.cand[r]
+
+    def _ratio(self, r: int) -> float:
+        return self._baseline_round(r) / self._candidate_round(r)
 
     @property
     def base_ms(self) -> float:
@@ -54,18 +66,22 @@ class Entry:
 
     @property
     def cand_ms(self) -> float:
-        return statistics.median(self.cand)
+        return statistics.median(self._candidate_round(r) for r in range(len(self.cand)))
 
     @property
     def speedup(self) -> float:
-        """Median over rounds of baseline time / candidate time (> 1: the candidate is faster)."""
-        return statistics.median(self._baseline_round(r) / self.cand[r] for r in range(len(self.cand)))
+        """Baseline time / candidate time (> 1: the candidate is faster): the median over adjacent rounds of
+        their geometric mean, so each term holds one round of either order."""
+        n = len(self.cand)
+        if n == 1:
+            return self._ratio(0)
+        return statistics.median(math.sqrt(self._ratio(r) * self._ratio(r + 1)) for r in range(n - 1))
 
     @property
     def noise(self) -> float:
-        """Largest A/A disagreement of the round, |ln(A / A')|, floored at NOISE_FLOOR."""
-        aa = [abs(math.log(a / b)) for a, b in zip(self.base, self.base2)]
-        return max([NOISE_FLOOR] + aa)
+        """Largest A/A disagreement of a round, |ln(X / X')| of its outer function, floored at NOISE_FLOOR."""
+        outer = [self.cand[r] if self._flipped(r) else self.base[r] for r in range(len(self.cand))]
+        return max([NOISE_FLOOR] + [abs(math.log(x / y)) for x, y in zip(outer, self.again)])
 
     @property
     def slower(self) -> bool:
@@ -81,10 +97,11 @@ class Entry:
 
 
 def interleaved(fa: Callable[[], object], fb: Callable[[], object], rounds: int, calls: int,
-                sync: Callable[[], object]) -> tuple[list[float], list[float], list[float]]:
-    """(A, B, A') ms per call for each of ``rounds`` rounds of ``calls`` calls each."""
+                sync: Callable[[], object]) -> tuple[list[float], list[float], list[float], list[bool]]:
+    """(A, B, the outer function again, flipped) ms per call for each of ``rounds`` rounds of ``calls`` calls
+    each; odd rounds run B, A, B'."""
     def measure(fn) -> float:
-        fn()  # untimed: every measurement starts after a call of its own function, whichever ran before
+        fn()  # untimed: a measurement starts after a call of its own function
         sync()
         t0 = time.perf_counter()
         for _ in range(calls):
@@ -92,12 +109,18 @@ def interleaved(fa: Callable[[], object], fb: Callable[[], object], rounds: int,
         sync()
         return (time.perf_counter() - t0) * 1e3 / calls
 
-    a, b, a2 = [], [], []
-    for _ in range(rounds):
-        a.append(measure(fa))
-        b.append(measure(fb))
-        a2.append(measure(fa))
-    return a, b, a2
+    a, b, again, flipped = [], [], [], []
+    for r in range(rounds):
+        flipped.append(r % 2 == 1)
+        if flipped[-1]:
+            b.append(measure(fb))
+            a.append(measure(fa))
+            again.append(measure(fb))
+        else:
+            a.append(measure(fa))
+            b.append(measure(fb))
+            again.append(measure(fa))
+    return a, b, again, flipped
 
 
 def calls_for(fn: Callable[[], object], sync: Callable[[], object], target_ms: float, cap: int = 200) -> int:
@@ -122,7 +145,7 @@ def measure_pair(shape: str, phase: str, lookups: int, fa, fb, rounds: int, targ
             entry.detail = traceback.format_exc(limit=4)
             return entry
     entry.calls = calls_for(fa, sync, target_ms)
-    entry.base, entry.cand, entry.base2 = interleaved(fa, fb, rounds, entry.calls, sync)
+    entry.base, entry.cand, entry.again, entry.flipped = interleaved(fa, fb, rounds, entry.calls, sync)
     return entry
 
 
