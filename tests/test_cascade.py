@@ -145,8 +145,13 @@ def test_untriaged_oracle_disagreement_fails_c_as_an_oracle_finding(monkeypatch)
     assert "fbgemm" in res.findings[0]
 
 
-def test_timing_path_runs_both_configs_on_one_batch():
-    """The GPU timing code on the interpreter with a tiny shape: both phases measured, weights shared."""
+def test_timing_path_runs_both_configs_on_one_batch(monkeypatch):
+    """The GPU timing code on the interpreter with a tiny shape: both phases measured, one weight storage."""
+    from fuzz.gate import timing
+
+    built = []
+    build = timing.build_module
+    monkeypatch.setattr(timing, "build_module", lambda *a: built.append(build(*a)) or built[-1])
     shape = PerfShape("tiny", 500, 8, bags=3, pooling=2, band=(1, 3))
     cache = BaselineCache(KernelConfig(), "cpu")
     entries = time_shape(shape, KernelConfig(), KernelConfig(fwd_gather_unweighted=2), "cpu", rounds=1,
@@ -154,6 +159,9 @@ def test_timing_path_runs_both_configs_on_one_batch():
     assert [e.phase for e in entries] == ["forward", "iteration"] and all(e.ok for e in entries), entries
     assert all(e.calls >= 1 and e.speedup > 0 for e in entries)
     assert cache.get(shape)[0].indices.numel() == 6  # the cached workload is the one timed
+    base, cand = built
+    assert cand.config.fwd_gather_unweighted == 2
+    assert cand.weights.data_ptr() == base.weights.data_ptr() and cand.momentum.data_ptr() == base.momentum.data_ptr()
 
 
 def test_perf_level_loop_on_the_interpreter():
