@@ -2,13 +2,13 @@
 
 Rounds alternate A, B, A' and B, A, B' (the baseline A, the candidate B), each measurement over
 ``calls`` back-to-back calls between device synchronisations, after one untimed call of the same
-function. With the same order in every round, A followed the previous round's A' (the same module)
-while B always followed the other module, and on the H200 an A/A gate read B 5-10% slower in the
-forward; alternating, every measurement follows the other function, and any cost of a slot or of a
-switch falls on A and B alike. A round's speedup takes its outer function's two times as
-sqrt(X * X') around the middle one, so drift linear over the round cancels; the speedup is the median
-over adjacent rounds (one of each order) of their geometric mean, and |ln(X / X')| is an A/A
-measurement of the noise at exactly that spacing. Wall-clock time around synchronisations (not CUDA
+function. With one order in every round, A would follow the previous round's A' (the same module)
+while B always follows the other one; alternating, every measurement but the first follows the
+other function, so any cost of a slot or of a switch falls on A and B alike. Both modules share one
+weight storage, so where a table sits in memory cannot tell them apart either. A round counts its
+outer function as sqrt(X * X') around the middle one, so drift linear over the round cancels; the
+speedup is the median over adjacent rounds (one of each order) of their geometric mean, and
+|ln(X / X')| is an A/A measurement of the noise at exactly that spacing. Wall-clock time around synchronisations (not CUDA
 events) keeps the host-side cost of a call (autograd, launches) in the measurement, as a training
 step pays it; the same code runs on the CPU with plain callables, which is how its logic is tested.
 """
@@ -222,9 +222,7 @@ def time_shape(shape: PerfShape, baseline, candidate, device, rounds: int, targe
     except Exception as e:  # noqa: BLE001
         return [Entry(shape.name, p, shape.lookups, error=f"the candidate's module failed to build: {_one_line(e)}")
                 for p in phases]
-    # one table for both: with a table each, an A/A gate on the H200 read the candidate 8-12% slower in the
-    # Zipf and hot-row forwards in either round order, so where a module's table sits must not tell them apart
-    cand.weights, cand.momentum = base.weights, base.momentum
+    cand.weights, cand.momentum = base.weights, base.momentum  # one table: its placement is no difference
     fa, fb = phase_fns(base, wl), phase_fns(cand, wl)
     out = [measure_pair(shape.name, p, shape.lookups, fa[p], fb[p], rounds, target_ms, sync) for p in phases]
     del cand
