@@ -41,8 +41,8 @@ def _perf_summary(p: PerfResult) -> list[str]:
         return []
     return [f"geometric-mean speedup {p.geomean():.3f} (forward {p.geomean('forward'):.3f}, iteration "
             f"{p.geomean('iteration'):.3f}) over {len(p.measured)} measurements; gamma {p.gamma:g}; mean noise "
-            f"±{100 * p.mean_noise:.1f}% (largest A/A difference per shape, {p.rounds} interleaved rounds, A/B/A' and B/A/B' in turn "
-            f"of ~{p.target_ms:g} ms each); {p.device}"]
+            f"±{100 * p.mean_noise:.1f}% (largest A/A difference per shape, {p.rounds} interleaved rounds, "
+            f"A/B/A' and B/A/B' in turn, of ~{p.target_ms:g} ms each); {p.device}"]
 
 
 def _level_lines(lv: Level) -> list[str]:

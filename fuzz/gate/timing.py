@@ -8,9 +8,10 @@ other function, so any cost of a slot or of a switch falls on A and B alike. Bot
 weight storage, so where a table sits in memory cannot tell them apart either. A round counts its
 outer function as sqrt(X * X') around the middle one, so drift linear over the round cancels; the
 speedup is the median over adjacent rounds (one of each order) of their geometric mean, and
-|ln(X / X')| is an A/A measurement of the noise at exactly that spacing. Wall-clock time around synchronisations (not CUDA
-events) keeps the host-side cost of a call (autograd, launches) in the measurement, as a training
-step pays it; the same code runs on the CPU with plain callables, which is how its logic is tested.
+|ln(X / X')| is an A/A measurement of the noise at exactly that spacing. Wall-clock time around
+synchronisations (not CUDA events) keeps the host-side cost of a call (autograd, launches) in the
+measurement, as a training step pays it; the same code runs on the CPU with plain callables, which
+is how its logic is tested.
 """
 
 from __future__ import annotations
