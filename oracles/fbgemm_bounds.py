@@ -15,6 +15,7 @@ from typing import Optional, Sequence
 
 import torch
 
+from oracles.fbgemm_import import import_fbgemm
 from tbe.modes import BoundsCheckMode
 
 # FBGEMM's BoundsCheckMode integers (fbgemm_gpu.split_table_batched_embeddings_ops_common)
@@ -44,7 +45,7 @@ def fbgemm_bounds_check(
     per_sample_weights: Optional[torch.Tensor] = None,
 ) -> FbgemmBoundsResult:
     """Run FBGEMM's CPU bounds check on copies of the inputs."""
-    import fbgemm_gpu  # noqa: F401  (registers torch.ops.fbgemm)
+    import_fbgemm()
 
     rows = torch.tensor([int(r) for r in rows_per_table], dtype=torch.int64)
     ids = indices.detach().to("cpu").clone()

@@ -15,6 +15,7 @@ from typing import Optional, Sequence
 
 import torch
 
+from oracles.fbgemm_import import import_fbgemm
 from tbe.modes import BoundsCheckMode, Optimizer, Pooling
 
 SUPPORTED_WEIGHTS = (torch.float32, torch.float16)
@@ -26,7 +27,7 @@ def available() -> bool:
     """Whether fbgemm_gpu's CPU ops load in this environment."""
     try:
         logging.getLogger("fbgemm_gpu").setLevel(logging.ERROR)
-        import fbgemm_gpu  # noqa: F401
+        import_fbgemm()
         from fbgemm_gpu.split_table_batched_embeddings_ops_training import (  # noqa: F401
             SplitTableBatchedEmbeddingBagsCodegen,
         )

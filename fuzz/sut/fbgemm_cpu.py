@@ -24,6 +24,7 @@ import torch
 from fuzz.errors import FatalBoundsCheck
 from fuzz.sut.protocol import SUT, Capabilities, TBEParams
 from oracles import fbgemm_cpu
+from oracles.fbgemm_import import import_fbgemm
 from tbe.modes import BoundsCheckMode, Optimizer, Pooling
 
 CAPABILITIES = Capabilities(
@@ -52,6 +53,7 @@ def quiet_stderr(enabled: bool = True) -> Iterator[None]:
 
 def build_codegen(p: TBEParams, device: str):
     """FBGEMM's training TBE for ``p`` on ``device`` ("cpu": HOST/CPU, "cuda": DEVICE/CUDA)."""
+    import_fbgemm()
     from fbgemm_gpu.split_embedding_configs import EmbOptimType
     from fbgemm_gpu.split_table_batched_embeddings_ops_common import EmbeddingLocation, PoolingMode
     from fbgemm_gpu.split_table_batched_embeddings_ops_training import (

@@ -26,6 +26,7 @@ import torch
 from fuzz.sut.protocol import SUT, TBEParams
 from fuzz.sut.fbgemm_cpu import CAPABILITIES as CPU_CAPABILITIES
 from fuzz.sut.fbgemm_cpu import FbgemmInstance
+from oracles.fbgemm_import import import_fbgemm
 from strategies.bad_inputs import ID_KINDS
 from tbe.modes import BoundsCheckMode, Optimizer, Pooling
 
@@ -51,7 +52,7 @@ def unavailable_reason() -> Optional[str]:
     if not torch.cuda.is_available():
         return "no CUDA device (torch.cuda.is_available() is False)"
     try:
-        import fbgemm_gpu  # noqa: F401
+        import_fbgemm()
     except Exception as e:  # noqa: BLE001  (any import failure means the build is absent)
         return f"fbgemm_gpu does not import ({type(e).__name__}: {e})"
     try:
