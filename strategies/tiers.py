@@ -23,9 +23,17 @@ PAST_COUNTER = "past_4096_chunks"
 LONG_EDGES = ("exact_threshold", "single_chunk", "multi_chunk", "partial_last_chunk", PAST_COUNTER)
 
 
+COUNTER_ROOM = 512  # lookups a case keeps beside its run past the counter (the rest of its batch)
+
+
 def past_counter_length(config: KernelConfig) -> int:
     """The shortest run past ``COUNTER_EDGE`` chunks of ``config``'s size: 2^20 + 1 lookups by default."""
     return COUNTER_EDGE * config.chunk_size + 1
+
+
+def past_counter_fits(config: KernelConfig, max_lookups: int) -> bool:
+    """Whether a case of at most ``max_lookups`` holds that run and ``COUNTER_ROOM`` lookups beside it."""
+    return past_counter_length(config) + COUNTER_ROOM <= max_lookups
 
 
 @dataclasses.dataclass(frozen=True)

@@ -22,7 +22,7 @@ from strategies.cases import BadIdCase
 from strategies.config_space import Drawn
 from strategies.bad_inputs import ID_KINDS, BadBatchSpec, BadId
 from strategies.case import CaseSpec, HotRow
-from strategies.tiers import COUNTER_EDGE, past_counter_length
+from strategies.tiers import COUNTER_EDGE, past_counter_fits, past_counter_length
 from tbe import KernelConfig
 
 T = TypeVar("T")
@@ -184,7 +184,7 @@ def tour(config: KernelConfig, max_lookups: int, fixed: frozenset[str] = frozens
           "long_grid_multiplier": 1, "fwd_bucket_tiles": ((8, 2, 2, 1), (16, 1, 2, 4)), "fwd_gather_weighted": 2}),
     ]
     past = past_counter_length(c)
-    if not long_ov and past + 512 <= max_lookups:  # affordable on a GPU budget only
+    if not long_ov and past_counter_fits(c, max_lookups):  # affordable on a GPU budget only
         items.append((f"one run of {past:,} lookups, past {COUNTER_EDGE:,} chunks of the config's own size, exact values",
                       CaseSpec(tables=((64, 32),), batch_size=512, max_length=1, length_profile="fixed",
                                hot_rows=(HotRow(0, 5, past),), learning_rate=0.5, values="dyadic", seed=21), {}))

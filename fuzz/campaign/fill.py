@@ -30,7 +30,7 @@ from strategies.bad_inputs import BadBatchSpec, BadId
 from strategies.case import CaseSpec, HotRow, with_rate_and_steps
 from strategies.cases import BadIdCase, tensors
 from strategies.config_space import Drawn, usable_profiles
-from strategies.tiers import past_counter_length
+from strategies.tiers import past_counter_fits, past_counter_length
 from tbe import KernelConfig
 
 FILL_SHARE = 0.2     # of a campaign's search time, kept for aimed cases when it has zero cells
@@ -173,8 +173,8 @@ def _edge_recipes(edge: coverage.Edge, c: KernelConfig, max_lookups: int) -> lis
         lo = int(v.split("-")[0].replace(">= ", "").replace("2^20", str(1 << 20)))
         return [_r()] + ([_r(hot=lo)] if 2 <= lo <= max_lookups - 256 else [])
     if edge == coverage.PAST_COUNTER_EDGE:  # exact values: one lost chunk moves a sum by a grid unit
-        n = past_counter_length(c)
-        return [_r(hot=n, values="dyadic", learning_rate=0.5)] if n + 512 <= max_lookups else []
+        fits = past_counter_fits(c, max_lookups)
+        return [_r(hot=past_counter_length(c), values="dyadic", learning_rate=0.5)] if fits else []
     if g == EdgeGroup.LONG_RUN:
         return [_r(hot=n) for n in _run_lengths(c, max_lookups)]
     if g == EdgeGroup.DTYPE:
