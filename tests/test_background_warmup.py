@@ -567,7 +567,9 @@ def test_cases_built_first_build_beside_the_warmup_and_are_ready_one_by_one():
         hold.wait(30)  # the warm-up's groups stay in flight until the test ends
         return {}
 
-    handle = background.start([config], [], processes=2, runner=runner,
+    # one process: the warm-up's only builder stays busy, and the first list's own builder runs its groups one at
+    # a time, so the order they finish in is the order they were listed in (two builders would finish in any order)
+    handle = background.start([config], [], processes=1, runner=runner,
                               executor=lambda n: cf.ThreadPoolExecutor(n), interpreted=False)
     try:
         assert started.wait(30)
