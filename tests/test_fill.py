@@ -53,6 +53,20 @@ def test_a_run_past_the_chunk_counter_is_aimed_at_in_exact_values():
     assert fill.aimed_case(cell, KernelConfig(), 4000) is None  # the interpreter's budget holds no such run
 
 
+def test_the_run_past_the_chunk_counter_is_reachable_only_with_room_beside_it():
+    """The coverage matrix and the aimed cases share one rule (``strategies.tiers.past_counter_fits``): a budget that
+    holds the run but not the lookups an aimed case keeps beside it lists no such cell."""
+    from strategies.tiers import COUNTER_ROOM, past_counter_length
+
+    config = KernelConfig()  # under the defaults alone: the search's configs with small chunks reach it sooner
+    cell = (KernelPath.BWD_LONG, coverage.PAST_COUNTER_EDGE)
+    tight, roomy = past_counter_length(config) + COUNTER_ROOM - 1, past_counter_length(config) + COUNTER_ROOM
+    assert cell not in coverage.reachable(config, False, max_lookups=tight)
+    assert fill.aimed_case(cell, config, tight, fixed=frozenset({"chunk_size"})) is None
+    assert cell in coverage.reachable(config, False, max_lookups=roomy)
+    assert fill.aimed_case(cell, config, roomy, fixed=frozenset({"chunk_size"})) is not None
+
+
 def test_an_unreachable_cell_gets_no_case():
     # the small-table path takes unweighted batches only
     cell = (KernelPath.FWD_SMALL_TABLE, Edge(EdgeGroup.POOLING, "sum, weighted"))

@@ -29,7 +29,7 @@ import torch
 from fuzz.judge.teeth import BANDS, band_label
 from strategies.bad_inputs import BAG_POSITIONS, ID_KINDS, OFFSET_KINDS, bag_index
 from strategies.cases import AnyCase, BadIdCase, CaseTensors, base_spec
-from strategies.tiers import LONG_EDGES, PAST_COUNTER, past_counter_length, tier_report
+from strategies.tiers import LONG_EDGES, PAST_COUNTER, past_counter_fits, past_counter_length, tier_report
 from tbe import KernelConfig
 from tbe.buckets import block_for_dim
 from tbe.forward_dispatch import choose_path
@@ -288,7 +288,9 @@ def _reachable_one(config: KernelConfig, forward_only: bool = False,
                               c.long_run_threshold, c.long_run_threshold + 1, c.chunk_size, c.chunk_size + 1,
                               2 * c.chunk_size, 2 * c.chunk_size + 1, past_counter_length(c)) if s >= 1})
     cap = float("inf") if max_lookups is None else max_lookups
-    seg_sets = [ss for ss in [(s,) for s in sls] + [(1, s) for s in sls if s > 1] if sum(ss) <= cap]
+    past = max_lookups is None or past_counter_fits(c, max_lookups)  # the run and the room an aimed case keeps
+    seg_sets = [ss for ss in [(s,) for s in sls] + [(1, s) for s in sls if s > 1]
+                if sum(ss) <= cap and (past or max(ss) < past_counter_length(c))]
     all_segments = set().union(*(segment_edges(ss, sum(ss), c, True) for ss in seg_sets))
     shared = ({Edge(EdgeGroup.OPTIMIZER, o.value) for o in Optimizer}
               | {Edge(EdgeGroup.DTYPE, f"index {i}") for i in INDEX_DTYPES})
