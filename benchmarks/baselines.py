@@ -9,7 +9,6 @@ PyTorch's iteration is ``F.embedding_bag`` + sparse gradient + coalesce + row-wi
 from __future__ import annotations
 
 import functools
-import logging
 from typing import Optional
 
 import torch
@@ -21,7 +20,6 @@ def fbgemm_cuda_error() -> Optional[str]:
     """None when FBGEMM's CUDA TBE can run here, else why not."""
     if not torch.cuda.is_available():
         return "no CUDA device"
-    logging.getLogger("fbgemm_gpu").setLevel(logging.ERROR)
     from fuzz.sut.fbgemm_cuda import unavailable_reason  # a one-step training run on the device decides
 
     return unavailable_reason()

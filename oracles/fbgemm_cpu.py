@@ -10,7 +10,6 @@ CPU, and with MEAN pooling and per-sample weights its backward does not divide b
 from __future__ import annotations
 
 import functools
-import logging
 from typing import Optional, Sequence
 
 import torch
@@ -26,7 +25,6 @@ SUPPORTED_NAMES = ("fp32", "fp16")
 def available() -> bool:
     """Whether fbgemm_gpu's CPU ops load in this environment."""
     try:
-        logging.getLogger("fbgemm_gpu").setLevel(logging.ERROR)
         import_fbgemm()
         from fbgemm_gpu.split_table_batched_embeddings_ops_training import (  # noqa: F401
             SplitTableBatchedEmbeddingBagsCodegen,

@@ -1,4 +1,5 @@
-"""fbgemm_gpu's import-time version-table warning is dropped; every other log record passes."""
+"""fbgemm_gpu's import-time version-table warning is dropped; every other log record passes; its named loggers
+log errors only."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ def test_the_version_table_warning_is_dropped_and_nothing_else(tmp_path, monkeyp
         "logging.warning('some other warning')\n")
     saved = sys.modules.pop("fbgemm_gpu", None)
     monkeypatch.syspath_prepend(str(tmp_path))
+    named = logging.getLogger("fbgemm_gpu")
+    monkeypatch.setattr(named, "level", logging.NOTSET)  # its own named loggers are lowered to errors
     try:
         with caplog.at_level(logging.WARNING):
             module = import_fbgemm()
@@ -26,6 +29,7 @@ def test_the_version_table_warning_is_dropped_and_nothing_else(tmp_path, monkeyp
         sys.modules.pop("fbgemm_gpu", None)
         if saved is not None:
             sys.modules["fbgemm_gpu"] = saved
+    assert named.level == logging.ERROR
     assert "some other warning" in caplog.text
     assert "_fbgemm_torch_compat_table" not in caplog.text
     logging.warning("_fbgemm_torch_compat_table after the import")  # the filter is gone once imported
