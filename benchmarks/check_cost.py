@@ -3,6 +3,7 @@
     python -m benchmarks.check_cost --cases 200 --max-lookups 10000 [--sut torch] [--profile 30]
     python -m benchmarks.check_cost --cases 30 --pack 16 --max-lookups 10000 --profile 45 --out F
     python -m benchmarks.check_cost --cases 12 --large 2000000 --profile 45
+    python -m benchmarks.check_cost --cases 10 --large 2000000 --seed 1 --draws-only
 
 Draws ``--cases`` campaign cases (the search space of ``tbe-fuzz run``, seeded), or with ``--pack K``
 packs of one to K general cases of at most ``--max-lookups`` each at the default config (the throughput
@@ -10,7 +11,10 @@ benchmark's small part without its config draws), times their generation, then c
 with ``fuzz.judge.check.run_case``: the first pass loads every kernel into the process (from Triton's
 cache after a warm-up), the second is the steady state. ``--large L`` checks ``--cases`` cases of about L
 lookups each instead (one table; D, rows, bag length, dtypes, pooling, weighting, optimizer, skew and
-values varied by the seed): the per-lookup cost that a campaign's mix of small draws hides. ``--profile N`` prints the N costliest functions
+values varied by the seed): the per-lookup cost that a campaign's mix of small draws hides. ``--draws-only``
+times, twice, only the host's draws of every case (batch, gradients and initial weights:
+``strategies.cases.tensors``), the part of a check that runs on the CPU before any kernel; no device is needed.
+``--profile N`` prints the N costliest functions
 of a third pass (cProfile), by own time and by cumulative time; ``--out`` also writes them to a file.
 """
 
@@ -27,7 +31,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
 
 from fuzz.judge import run_case  # noqa: E402
 from strategies.case import CaseSpec  # noqa: E402
-from strategies.cases import sub_cases  # noqa: E402
+from strategies.cases import sub_cases, tensors  # noqa: E402
 from strategies.config_space import split_draw  # noqa: E402
 from strategies.pack import packs  # noqa: E402
 from strategies.space import campaign_cases, general_cases  # noqa: E402
@@ -73,6 +77,13 @@ def check_all(items: list, sut: str) -> tuple[float, int]:
     return time.perf_counter() - t0, lookups
 
 
+def draw_all(items: list) -> tuple[float, int]:
+    t0, lookups = time.perf_counter(), 0
+    for case, _ in items:
+        lookups += tensors(case).indices.numel()
+    return time.perf_counter() - t0, lookups
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cases", type=int, default=200)
@@ -80,6 +91,7 @@ def main() -> int:
     p.add_argument("--pack", type=int, default=1, metavar="K", help="packs of up to K general cases")
     p.add_argument("--large", type=int, default=0, metavar="L", help="cases of about L lookups each instead")
     p.add_argument("--sut", default="triton")
+    p.add_argument("--draws-only", action="store_true", help="time the host's draws of each case, no checks")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--profile", type=int, default=0, metavar="N")
     p.add_argument("--out", type=Path, default=None, help="write the profile here too")
@@ -92,8 +104,9 @@ def main() -> int:
     subs = sum(sub_cases(case) for case, _ in items)
     print(f"generated {len(items)} examples ({subs} cases) in {gen:.2f}s ({1000 * gen / len(items):.1f} ms each)")
     unit = "example" if args.pack > 1 else "case"
-    for name in ("first pass (loads kernels)", "second pass"):
-        secs, lookups = check_all(items, args.sut)
+    for name in (("draws, first pass", "draws, second pass") if args.draws_only
+                 else ("first pass (loads kernels)", "second pass")):
+        secs, lookups = draw_all(items) if args.draws_only else check_all(items, args.sut)
         print(f"{name}: {1000 * secs / len(items):.1f} ms per {unit}, {lookups} lookups, {len(items) / secs:.1f} "
               f"{unit}s/s" + (f", {subs / secs:.1f} cases/s" if args.pack > 1 else "")
               + f", {lookups / secs / 1e6:.2f}M lookups/s")
@@ -103,7 +116,7 @@ def main() -> int:
         import pstats
 
         prof = cProfile.Profile()
-        prof.runcall(check_all, items, args.sut)
+        prof.runcall(draw_all, items) if args.draws_only else prof.runcall(check_all, items, args.sut)
         text = io.StringIO()
         stats = pstats.Stats(prof, stream=text)
         stats.sort_stats("tottime").print_stats(args.profile)
