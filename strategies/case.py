@@ -15,6 +15,7 @@ from typing import Any, Optional
 import torch
 
 from strategies.dyadic import VALUE_KINDS, dyadic_grads, dyadic_psw
+from tbe import draws
 from tbe.layout import TableLayout, TableSpec
 from tbe.modes import parse_float_dtype
 
@@ -164,14 +165,15 @@ def _draw_ids(rows: int, n: int, skew: float, exclude: list[int], g: torch.Gener
         # Zipf over ranks on at most 2^20 candidates: rank r has weight r^-skew
         k = min(allowed, 1 << 20)
         weights = torch.arange(1, k + 1, dtype=torch.float64).pow(-skew)
-        ranks = torch.multinomial(weights, n, replacement=True, generator=g)
+        ranks = draws.drawn(n, g, lambda m, gen: torch.multinomial(weights, m, replacement=True, generator=gen),
+                            torch.int64)
         # spread ranks over the table with a seeded affine map so hot ids are not all near 0
         stride = int(torch.randint(1, max(2, allowed), (1,), generator=g))
         while math.gcd(stride, allowed) != 1:
             stride += 1
         ids = (ranks * stride) % allowed
     else:
-        ids = torch.randint(0, allowed, (n,), generator=g)
+        ids = draws.integers(0, allowed, n, g)
     for h in sorted(exclude):  # map [0, allowed) onto [0, rows) minus the excluded rows
         ids = ids + (ids >= h).to(torch.int64)
     return ids
@@ -191,7 +193,7 @@ def materialize(spec: CaseSpec) -> Case:
         # hot occurrences land in bags chosen at random (so duplicates also fall within a bag)
         hot_ids = torch.cat([torch.full((h.count,), h.row, dtype=torch.int64) for h in hot]) if hot else None
         if hot_ids is not None:
-            bags = torch.randint(0, B, (hot_ids.numel(),), generator=g)
+            bags = draws.integers(0, B, hot_ids.numel(), g)
             lengths[t] += torch.bincount(bags, minlength=B)
         n = int(lengths[t].sum())
         n_plain = n - (0 if hot_ids is None else hot_ids.numel())
@@ -211,9 +213,10 @@ def materialize(spec: CaseSpec) -> Case:
     psw = None
     if spec.weighted:
         # distinct, sign-mixed weights so any mis-pairing of weights to lookups changes the result
-        psw = (torch.rand(indices.numel(), generator=g) * 1.5 + 0.25) * torch.where(
-            torch.rand(indices.numel(), generator=g) < 0.2, -1.0, 1.0
+        psw = (draws.uniform(indices.numel(), g) * 1.5 + 0.25) * torch.where(
+            draws.uniform(indices.numel(), g) < 0.2, -1.0, 1.0
         )
     total_dim = sum(d for _, d in spec.tables)
-    grads = [torch.randn(B, total_dim, generator=g).to(out_dtype) for _ in range(spec.steps)]
+    grads = [draws.drawn(B * total_dim, g, lambda m, gen: torch.randn(m, generator=gen), torch.float32)
+             .view(B, total_dim).to(out_dtype) for _ in range(spec.steps)]
     return Case(spec, indices.contiguous(), offsets.contiguous(), psw, grads)

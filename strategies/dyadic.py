@@ -26,6 +26,8 @@ import math
 
 import torch
 
+from tbe import draws
+
 VALUE_KINDS = ("random", "dyadic")
 D_GRID = 2.0 ** -3     # upstream gradients: k * 2^-3
 PSW_GRID = 2.0 ** -2   # per-sample weights: k * 2^-2 (times L under MEAN)
@@ -61,8 +63,8 @@ def magnitudes(spec) -> tuple[int, int, int]:
 
 def _signed_ints(n: int, k: int, g: torch.Generator) -> torch.Tensor:
     """``n`` nonzero integers in [-k, k] (float64), so every lookup changes every column it reaches."""
-    mag = torch.randint(1, k + 1, (n,), generator=g).to(torch.float64)
-    return torch.where(torch.rand(n, generator=g) < 0.5, -mag, mag)
+    mag = draws.integers(1, k + 1, n, g).to(torch.float64)
+    return torch.where(draws.uniform(n, g) < 0.5, -mag, mag)
 
 
 def dyadic_grads(spec, g: torch.Generator, out_dtype: torch.dtype) -> list[torch.Tensor]:
@@ -81,8 +83,8 @@ def dyadic_psw(spec, offsets: torch.Tensor, g: torch.Generator, mean: bool) -> t
     lengths = off[1:] - off[:-1]
     n = int(off[-1]) if off.numel() else 0
     kp = magnitudes(spec)[1]
-    k = torch.randint(1, kp + 1, (n,), generator=g).to(torch.float64)
-    k = torch.where(torch.rand(n, generator=g) < 0.2, -k, k) * PSW_GRID
+    k = draws.integers(1, kp + 1, n, g).to(torch.float64)
+    k = torch.where(draws.uniform(n, g) < 0.2, -k, k) * PSW_GRID
     if mean:
         k = k * torch.repeat_interleave(lengths, lengths, output_size=n).to(torch.float64)
     return k.to(torch.float32)

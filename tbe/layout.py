@@ -9,6 +9,8 @@ from typing import Sequence
 
 import torch
 
+from tbe import draws
+
 INT32_MAX = 2**31 - 1
 
 
@@ -150,14 +152,14 @@ def seeded_weights(layout: TableLayout, weights_dtype: torch.dtype, seed: int = 
 
 @functools.lru_cache(maxsize=1)
 def _seeded(shapes: tuple[tuple[int, int], ...], weights_dtype: torch.dtype, seed: int) -> torch.Tensor:
-    """Each table's values drawn into its slice of one float64 buffer and scaled there, in place: the same values
-    as (rand * 2 - 1) * bound per table, without a temporary per operation (a 500k x 128 table is 512 MB each)."""
+    """Every table's values drawn into one float64 buffer (``tbe.draws.fill``: one stream from ``seed`` up to
+    ``CHUNK`` values, chunks on every core past it), each table's slice then scaled in place to (u * 2 - 1) * bound,
+    without a temporary per operation (a 500k x 128 table is 512 MB each)."""
     g = torch.Generator().manual_seed(seed)
     out = torch.empty(sum(rows * dim for rows, dim in shapes), dtype=torch.float64)
+    draws.fill(out, g, lambda part, gen: torch.rand(part.numel(), generator=gen, dtype=torch.float64, out=part))
     at = 0
     for rows, dim in shapes:
-        part = out[at:at + rows * dim]
-        torch.rand(rows * dim, generator=g, dtype=torch.float64, out=part)
-        part.mul_(2).sub_(1).mul_(1.0 / math.sqrt(rows))
+        out[at:at + rows * dim].mul_(2).sub_(1).mul_(1.0 / math.sqrt(rows))
         at += rows * dim
     return out.to(weights_dtype)
