@@ -37,9 +37,9 @@ FUZZ_LAYERS = (
     ("fuzz.__main__",),
 )
 LAYERS = {"top": TOP_LAYERS, "fuzz": FUZZ_LAYERS}
-# the tbe modules oracles and strategies may use: data types and pure rules, no kernel
+# the tbe modules oracles and strategies may use: data types, pure rules and the seeded draws, no kernel
 DATA_MODULES = frozenset({"tbe.config", "tbe.layout", "tbe.modes", "tbe.faults", "tbe.backend", "tbe.env",
-                      "tbe.routing", "tbe.buckets"})
+                      "tbe.routing", "tbe.buckets", "tbe.draws"})
 PACKAGES = tuple(unit for layer in TOP_LAYERS for unit in layer)
 
 
