@@ -4,16 +4,15 @@ torch's CPU generator is serial: one core draws about 10^8 doubles a second, so 
 500k x 128 table, or the ids of a batch of millions of lookups, take seconds on a host with many idle
 cores. A draw of more than ``CHUNK`` values is split into fixed chunks of ``CHUNK``; chunk k comes from a
 generator of its own, seeded from one value the caller's generator yields and k, and the chunks are
-drawn on a thread pool (torch releases the GIL inside an op). A draw of at most ``CHUNK`` values is the
-plain draw from the caller's generator, unchanged. Written here rather than taken from a library: the
-split only needs torch's own generators, and what it must keep (the values fixed by the seed alone)
-is this project's rule.
+drawn on a thread pool as large as torch's intra-op pool (torch releases the GIL inside an op). A draw
+of at most ``CHUNK`` values is the plain draw from the caller's generator, unchanged. Written here
+rather than taken from a library: the split only needs torch's own generators, and what it must keep
+(the values fixed by the seed alone) is this project's rule.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
-import os
 from typing import Callable
 
 import torch
@@ -31,12 +30,19 @@ def chunk_seed(base: int, k: int) -> int:
     return (x ^ (x >> 31)) & _MASK
 
 
+def cores() -> int:
+    """Threads for the chunks: torch's own intra-op count, which the process's share of the machine sets
+    (``OMP_NUM_THREADS``: ``fuzz.execution.gpu_pin`` for campaign workers)."""
+    return max(1, torch.get_num_threads())
+
+
 def chunks(n: int) -> list[tuple[int, int]]:
     """(start, end) of each chunk of a draw of ``n`` values."""
     return [(a, min(n, a + CHUNK)) for a in range(0, n, CHUNK)]
 
 
-def fill(out: torch.Tensor, g: torch.Generator, draw: Callable[[torch.Tensor, torch.Generator], object]) -> torch.Tensor:
+def fill(out: torch.Tensor, g: torch.Generator,
+         draw: Callable[[torch.Tensor, torch.Generator], object]) -> torch.Tensor:
     """``draw(part, generator)`` writes ``part`` of the 1-D tensor ``out`` in place: into all of ``out`` from ``g``
     where it holds at most ``CHUNK`` values, else chunk by chunk on a thread pool (one value from ``g`` seeds
     them). Returns ``out``."""
@@ -51,7 +57,7 @@ def fill(out: torch.Tensor, g: torch.Generator, draw: Callable[[torch.Tensor, to
         a, b = parts[k]
         draw(out[a:b], torch.Generator().manual_seed(chunk_seed(base, k)))
 
-    with cf.ThreadPoolExecutor(min(len(parts), os.cpu_count() or 1)) as pool:
+    with cf.ThreadPoolExecutor(min(len(parts), cores())) as pool:
         list(pool.map(one, range(len(parts))))
     return out
 

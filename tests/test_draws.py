@@ -32,10 +32,10 @@ def test_a_large_draw_uses_several_threads_and_the_same_values_on_one_core(monke
         seen.add(threading.get_ident())
         torch.rand(part.numel(), generator=gen, dtype=torch.float64, out=part)
 
-    monkeypatch.setattr(draws.os, "cpu_count", lambda: 4)
+    monkeypatch.setattr(draws, "cores", lambda: 4)
     many = draws.fill(torch.empty(n, dtype=torch.float64), _gen(), rand)
     assert len(seen) > 1
-    monkeypatch.setattr(draws.os, "cpu_count", lambda: 1)
+    monkeypatch.setattr(draws, "cores", lambda: 1)
     one = draws.fill(torch.empty(n, dtype=torch.float64), _gen(), rand)
     assert torch.equal(many, one)
     assert not torch.equal(many, draws.fill(torch.empty(n, dtype=torch.float64), _gen(12), rand))
@@ -72,5 +72,5 @@ def test_large_seeded_weights_stay_within_each_tables_bound_and_depend_on_the_se
     assert float(second.abs().max()) <= 1 / math.sqrt(100) * (1 + 2 ** -10)
     assert float(second.abs().max()) > 1 / math.sqrt(40_000)  # the small table is scaled by its own bound
     _seeded.cache_clear()
-    monkeypatch.setattr(draws.os, "cpu_count", lambda: 1)
+    monkeypatch.setattr(draws, "cores", lambda: 1)
     assert torch.equal(seeded_weights(layout, dtype, seed=3).to(torch.float64), w)
