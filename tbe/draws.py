@@ -1,4 +1,4 @@
-"""Seeded CPU draws of many values on every core, with values that do not depend on the core count.
+"""Seeded CPU draws of many values on several threads, with values that do not depend on the thread count.
 
 torch's CPU generator is serial: one core draws about 10^8 doubles a second, so the weights of a
 500k x 128 table, or the ids of a batch of millions of lookups, take seconds on a host with many idle
@@ -30,7 +30,7 @@ def chunk_seed(base: int, k: int) -> int:
     return (x ^ (x >> 31)) & _MASK
 
 
-def cores() -> int:
+def threads() -> int:
     """Threads for the chunks: torch's own intra-op count, which the process's share of the machine sets
     (``OMP_NUM_THREADS``: ``fuzz.execution.gpu_pin`` for campaign workers)."""
     return max(1, torch.get_num_threads())
@@ -57,7 +57,7 @@ def fill(out: torch.Tensor, g: torch.Generator,
         a, b = parts[k]
         draw(out[a:b], torch.Generator().manual_seed(chunk_seed(base, k)))
 
-    with cf.ThreadPoolExecutor(min(len(parts), cores())) as pool:
+    with cf.ThreadPoolExecutor(min(len(parts), threads())) as pool:
         list(pool.map(one, range(len(parts))))
     return out
 

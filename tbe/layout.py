@@ -153,7 +153,7 @@ def seeded_weights(layout: TableLayout, weights_dtype: torch.dtype, seed: int = 
 @functools.lru_cache(maxsize=1)
 def _seeded(shapes: tuple[tuple[int, int], ...], weights_dtype: torch.dtype, seed: int) -> torch.Tensor:
     """Every table's values drawn into one float64 buffer (``tbe.draws.fill``: one stream from ``seed`` up to
-    ``CHUNK`` values, chunks on every core past it), each table's slice then scaled in place to (u * 2 - 1) * bound,
+    ``CHUNK`` values, chunks on several threads past it), each table's slice then scaled in place to (u * 2 - 1) * bound,
     without a temporary per operation (a 500k x 128 table is 512 MB each)."""
     g = torch.Generator().manual_seed(seed)
     out = torch.empty(sum(rows * dim for rows, dim in shapes), dtype=torch.float64)

@@ -1,5 +1,5 @@
 """Chunked seeded draws (``tbe.draws``): small draws are torch's own, large ones run on several threads and their
-values depend on the seed alone, never on the core count."""
+values depend on the seed alone, never on the thread count."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def test_a_draw_of_at_most_one_chunk_is_torchs_own_and_leaves_the_generator_wher
     assert torch.equal(torch.rand(5, generator=g), torch.rand(5, generator=h))
 
 
-def test_a_large_draw_uses_several_threads_and_the_same_values_on_one_core(monkeypatch):
+def test_a_large_draw_uses_several_threads_and_the_same_values_on_one_thread(monkeypatch):
     n = 3 * CHUNK + 17
     seen = set()
 
@@ -32,10 +32,10 @@ def test_a_large_draw_uses_several_threads_and_the_same_values_on_one_core(monke
         seen.add(threading.get_ident())
         torch.rand(part.numel(), generator=gen, dtype=torch.float64, out=part)
 
-    monkeypatch.setattr(draws, "cores", lambda: 4)
+    monkeypatch.setattr(draws, "threads", lambda: 4)
     many = draws.fill(torch.empty(n, dtype=torch.float64), _gen(), rand)
     assert len(seen) > 1
-    monkeypatch.setattr(draws, "cores", lambda: 1)
+    monkeypatch.setattr(draws, "threads", lambda: 1)
     one = draws.fill(torch.empty(n, dtype=torch.float64), _gen(), rand)
     assert torch.equal(many, one)
     assert not torch.equal(many, draws.fill(torch.empty(n, dtype=torch.float64), _gen(12), rand))
@@ -72,5 +72,5 @@ def test_large_seeded_weights_stay_within_each_tables_bound_and_depend_on_the_se
     assert float(second.abs().max()) <= 1 / math.sqrt(100) * (1 + 2 ** -10)
     assert float(second.abs().max()) > 1 / math.sqrt(40_000)  # the small table is scaled by its own bound
     _seeded.cache_clear()
-    monkeypatch.setattr(draws, "cores", lambda: 1)
+    monkeypatch.setattr(draws, "threads", lambda: 1)
     assert torch.equal(seeded_weights(layout, dtype, seed=3).to(torch.float64), w)
