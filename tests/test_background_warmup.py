@@ -645,6 +645,54 @@ def test_the_aimed_cases_kernels_build_ahead_of_the_warmup_and_the_aimed_cases_w
     assert len(starts) == len(ran) and (starts[first][1], starts[first][2]) not in built_first
 
 
+def test_aimed_cases_run_as_their_kernels_are_built_and_one_never_built_is_left_out(monkeypatch):
+    """The aimed cases run in the order their builds finish, not the order planned: a case whose build never
+    finishes holds back none behind it, and it is not run at all (it would compile in the worker past the end)."""
+    from fuzz.campaign import fill
+    from tests.passing_supervisor import PassingSupervisor
+
+    monkeypatch.setattr(fill, "FILL_SHARE", 0.3)
+    config = KernelConfig()
+    budget = Budget("t", seconds=8.0, shrink_seconds=0.0, max_examples=100_000, max_lookups=4000)
+    r = Readiness()
+    r.plan([k for g in warm_groups(campaign_configs(config)[1:]) for k in group_keys(g, False)])  # the profiles'
+    r.finished = False
+    asked = []
+
+    def build_first(pairs):
+        pairs = list(pairs)
+        asked.append(pairs)
+        first = Readiness()
+        first.plan([k for case, cfg in pairs for k in group_keys([WarmCase(cfg, case)], True)])
+        first.finished = False
+        first.done([])  # the builder has started
+
+        def build():  # every case but the first planned: that one never finishes building
+            for case, cfg in pairs[1:]:
+                first.done(group_keys([WarmCase(cfg, case)], True))
+        threading.Timer(max(0.3, t0 + budget.seconds * (1 - 0.3) + 0.5 - time.perf_counter()), build).start()
+        return first
+
+    class Recording(PassingSupervisor):
+        def run(self, case, config, pending=None, **options):
+            starts.append((time.perf_counter(), repr(case), config))
+            return super().run(case, config, pending, **options)
+
+    r._first = build_first
+    starts = []
+    t0 = time.perf_counter()
+    res = run_campaign(config, budget, seed=1, artifacts_dir=None, supervisor=Recording(), tour_share=None,
+                       readiness=r)
+    assert len(asked) == 1 and len(asked[0]) >= 2
+    stuck = (repr(asked[0][0][0]), asked[0][0][1])
+    later = {(repr(case), cfg) for case, cfg in asked[0][1:]}
+    phase = t0 + budget.seconds * (1 - 0.3)
+    aimed = [(case, cfg) for t, case, cfg in starts if t >= phase]
+    assert stuck not in aimed  # never built: never run, though planned first
+    assert later <= set(aimed)  # each of the others ran once built
+    assert res.fill_examples < res.fill_planned
+
+
 def test_a_build_ahead_that_fails_is_said_and_never_a_failure_of_the_draw(monkeypatch):
     from fuzz.campaign import fill
     from tests.passing_supervisor import PassingSupervisor

@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional
 
 from hypothesis import HealthCheck, Phase, given, reject, settings, target
 from hypothesis import seed as hypothesis_seed
@@ -366,9 +366,10 @@ def run_campaign(
         elif not res.interrupted:
             res.stopped_by = stopped_by
     if fill and not best and res.failure is None and res.stopped_by == StopReason.TIME:  # not after --max-examples
-        aimed = _aimed(res, config, tour_share or ALL, search_end, readiness, caps, built_first)
-        if _explicit(aimed, False, config, res, best, configs, lambda: search_end, observe, run, expected, found,
-                     built_first):
+        aimed = _aimed(res, config, tour_share or ALL, search_end, caps)
+        building = built_first if built_first is not None else readiness
+        if _explicit(_as_ready(aimed, building, config, lambda: search_end), False, config, res, best, configs,
+                     lambda: search_end, observe, run, expected, found):
             res.failure, res.stopped_by = best[0], StopReason.FAILURE
         elif res.stopped_by == StopReason.TIME and search_end - time.perf_counter() > RESUME_S:
             reserve = 0.0  # the aimed cases are done early: the draws go on, from a seed of their own
@@ -451,17 +452,27 @@ def _until_satisfiable(prop: Any, readiness: Any, end: Any) -> None:
             readiness.wait_for_news(min(5.0, max(0.0, end() - time.perf_counter())))
 
 
-def _aimed(res: CampaignResult, config: KernelConfig, share: TourShare, end: float, readiness: Any,
-           caps: Any, first: Any = None) -> list:
+def _aimed(res: CampaignResult, config: KernelConfig, share: TourShare, end: float, caps: Any) -> list:
     """Aimed cases (``fuzz.campaign.fill``) for the reachable cells of ``share`` still at zero, fitted to the SUT's
-    capabilities, those whose kernels are built first (by the warm-up, or ahead of it: ``first``); the cells are
-    split among a run's workers as the tour is, so each is aimed at once."""
+    capabilities; the cells are split among a run's workers as the tour is, so each is aimed at once."""
     zero, planned = _plan_aimed(res, config, share, end, caps)
     res.fill_zero, res.fill_planned = len(zero), len(planned)
-    if readiness is not None:
-        built = [r for r in (readiness, first) if r is not None]
-        planned.sort(key=lambda d: not any(r.ready(*split_draw(d, config)[:2]) for r in built))
     return planned
+
+
+def _as_ready(cases: list, readiness: Any, config: KernelConfig, end: Callable[[], float]) -> Iterator[Any]:
+    """``cases`` in the order their kernels are built: those built now first (order kept), then each as its group
+    finishes (by the warm-up, or ahead of it: ``Readiness.build_first``). A case still unbuilt at ``end()`` is
+    left out: run, it would compile in the worker past the search's end. Without a build, all of them in order."""
+    if readiness is None:
+        yield from cases
+        return
+    pending = list(cases)
+    while pending and time.perf_counter() < end():
+        ready = _take_ready(pending, readiness, config)
+        yield from ready
+        if pending and not ready:
+            readiness.wait_for_news(min(1.0, max(0.0, end() - time.perf_counter())))
 
 
 def _plan_aimed(res: CampaignResult, config: KernelConfig, share: TourShare, end: float,
@@ -495,12 +506,12 @@ def _take_ready(later: list, readiness: Any, config: KernelConfig) -> list:
     return ready
 
 
-def _explicit(cases: list, tour: bool, config: KernelConfig, res: CampaignResult, best: list, configs: dict,
+def _explicit(cases: Iterable[Any], tour: bool, config: KernelConfig, res: CampaignResult, best: list, configs: dict,
               end: Callable[[], float], observe: Any, run: Any, expected: Any, found: Any,
               readiness: Any = None, postpone: Optional[list] = None) -> bool:
     """Run fixed cases in order (``run(case, cfg)``): the opening tour's (``tour``; with ``readiness``, each
     waits for its kernels, or with ``postpone`` is appended to it when they are not built yet) or the aimed
-    ones. True (and ``best`` set) at the first failure that ``expected`` does not explain (``found(result)``
+    ones (``_as_ready``). True (and ``best`` set) at the first failure that ``expected`` does not explain (``found(result)``
     announces it)."""
     for drawn in cases:
         if interrupt.requested():
