@@ -511,8 +511,8 @@ def _explicit(cases: Iterable[Any], tour: bool, config: KernelConfig, res: Campa
               readiness: Any = None, postpone: Optional[list] = None) -> bool:
     """Run fixed cases in order (``run(case, cfg)``): the opening tour's (``tour``; with ``readiness``, each
     waits for its kernels, or with ``postpone`` is appended to it when they are not built yet) or the aimed
-    ones (``_as_ready``). True (and ``best`` set) at the first failure that ``expected`` does not explain (``found(result)``
-    announces it)."""
+    ones (``_as_ready``). True (and ``best`` set) at the first failure that ``expected`` does not explain
+    (``found(result)`` announces it)."""
     for drawn in cases:
         if interrupt.requested():
             res.stopped_by = StopReason.INTERRUPTED
