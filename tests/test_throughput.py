@@ -163,6 +163,26 @@ def test_fbgemm_sample_rate_and_applicability():
     assert fbgemm_sample.not_applicable(CaseSpec(tables=((5, 8),), batch_size=2, weights_dtype="bf16"), 10)
 
 
+def test_fbgemm_sample_is_bounded_by_the_columns_its_cpu_check_covers(monkeypatch):
+    """The sample's size cap counts lookups x the widest D x steps (what FBGEMM's FP64 check on the CPU costs):
+    two steps of 10 lookups on a 16-wide table are 320 columns, one past it is too many."""
+    spec = CaseSpec(tables=((10, 8), (10, 16)), batch_size=2, steps=2)
+    monkeypatch.setattr(fbgemm_sample, "MAX_COLUMNS", 320)
+    assert fbgemm_sample.not_applicable(spec, 10) is None
+    assert fbgemm_sample.not_applicable(spec, 11) == "n/a: size"
+    assert fbgemm_sample.not_applicable(CaseSpec(tables=((10, 8), (10, 16)), batch_size=2), 20) is None
+
+
+@settings(max_examples=60, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(campaign_cases(KernelConfig(), 4000))
+def test_every_cpu_campaign_draw_fits_fbgemms_sample_cap(drawn):
+    """A CPU campaign (cases of <= 4,000 lookups) keeps FBGEMM's sample on every draw it applies to: the cap
+    only takes it off the GPU's large cases, whose CPU check took seconds."""
+    case = drawn.case
+    n = int(tensors(case, weights=False).indices.numel())
+    assert fbgemm_sample.columns(case, n) <= fbgemm_sample.MAX_COLUMNS
+
+
 # ----------------------------------------------------------------------------- pinning, progress, pictures
 def test_xdist_workers_are_pinned_round_robin():
     assert gpu_pin.pick("gw0", ["0", "1"]) == "0" and gpu_pin.pick("gw3", ["0", "1"]) == "1"
