@@ -4,6 +4,7 @@
     python -m benchmarks.check_cost --cases 30 --pack 16 --max-lookups 10000 --profile 45 --out F
     python -m benchmarks.check_cost --cases 12 --large 2000000 --profile 45
     python -m benchmarks.check_cost --cases 10 --large 2000000 --seed 1 --draws-only
+    python -m benchmarks.check_cost --cases 6 --large 200000 --seed 1 --fbgemm-only
 
 Draws ``--cases`` campaign cases (the search space of ``tbe-fuzz run``, seeded), or with ``--pack K``
 packs of one to K general cases of at most ``--max-lookups`` each at the default config (the throughput
@@ -14,6 +15,8 @@ lookups each instead (one table; D, rows, bag length, dtypes, pooling, weighting
 values varied by the seed): the per-lookup cost that a campaign's mix of small draws hides. ``--draws-only``
 times, twice, only the host's draws of every case (batch, gradients and initial weights:
 ``strategies.cases.tensors``), the part of a check that runs on the CPU before any kernel; no device is needed.
+``--fbgemm-only`` times FBGEMM's sample check (``fuzz.judge.fbgemm_sample.run``: FBGEMM's CPU steps and
+their FP64 check, on the CPU) on every case, whatever the sample and its size cap, draws excluded.
 ``--profile N`` prints the N costliest functions
 of a third pass (cProfile), by own time and by cumulative time; ``--out`` also writes them to a file.
 """
@@ -21,6 +24,7 @@ of a third pass (cProfile), by own time and by cumulative time; ``--out`` also w
 from __future__ import annotations
 
 import argparse
+import functools
 import random
 import time
 from pathlib import Path
@@ -84,6 +88,26 @@ def draw_all(items: list) -> tuple[float, int]:
     return time.perf_counter() - t0, lookups
 
 
+def columns(items: list) -> int:
+    """The lookup columns of ``items`` as FBGEMM's sample counts them (``fbgemm_sample.columns``)."""
+    from fuzz.judge import fbgemm_sample
+
+    return sum(fbgemm_sample.columns(case, tensors(case, weights=False).indices.numel()) for case, _ in items)
+
+
+def fbgemm_all(items: list) -> tuple[float, int]:
+    from fuzz.judge import fbgemm_sample
+
+    secs, lookups = 0.0, 0
+    for case, _ in items:
+        t = tensors(case)
+        t0 = time.perf_counter()
+        fbgemm_sample.run(case, t)
+        secs += time.perf_counter() - t0
+        lookups += t.indices.numel()
+    return secs, lookups
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cases", type=int, default=200)
@@ -91,7 +115,9 @@ def main() -> int:
     p.add_argument("--pack", type=int, default=1, metavar="K", help="packs of up to K general cases")
     p.add_argument("--large", type=int, default=0, metavar="L", help="cases of about L lookups each instead")
     p.add_argument("--sut", default="triton")
-    p.add_argument("--draws-only", action="store_true", help="time the host's draws of each case, no checks")
+    only = p.add_mutually_exclusive_group()
+    only.add_argument("--draws-only", action="store_true", help="time the host's draws of each case, no checks")
+    only.add_argument("--fbgemm-only", action="store_true", help="time FBGEMM's sample check of each case")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--profile", type=int, default=0, metavar="N")
     p.add_argument("--out", type=Path, default=None, help="write the profile here too")
@@ -101,22 +127,31 @@ def main() -> int:
     items = (large_cases(args.cases, args.large, base, args.seed) if args.large
              else draw_cases(args.cases, args.max_lookups, base, args.seed, args.pack))
     gen = time.perf_counter() - t0
+    if args.fbgemm_only:  # the cases FBGEMM's CPU TBE can run, whatever their size
+        from fuzz.judge import fbgemm_sample
+
+        items = [(case, cfg) for case, cfg in items if fbgemm_sample.not_applicable(case, 1) in (None, fbgemm_sample.TOO_LARGE)]
     subs = sum(sub_cases(case) for case, _ in items)
     print(f"generated {len(items)} examples ({subs} cases) in {gen:.2f}s ({1000 * gen / len(items):.1f} ms each)")
     unit = "example" if args.pack > 1 else "case"
-    for name in (("draws, first pass", "draws, second pass") if args.draws_only
+    part, what = (draw_all, "draws") if args.draws_only else (functools.partial(check_all, sut=args.sut), "")
+    if args.fbgemm_only:
+        part, what = fbgemm_all, "FBGEMM's sample check"
+    for name in ((f"{what}, first pass", f"{what}, second pass") if what
                  else ("first pass (loads kernels)", "second pass")):
-        secs, lookups = draw_all(items) if args.draws_only else check_all(items, args.sut)
+        secs, lookups = part(items)
         print(f"{name}: {1000 * secs / len(items):.1f} ms per {unit}, {lookups} lookups, {len(items) / secs:.1f} "
               f"{unit}s/s" + (f", {subs / secs:.1f} cases/s" if args.pack > 1 else "")
               + f", {lookups / secs / 1e6:.2f}M lookups/s")
+        if args.fbgemm_only:
+            print(f"  {columns(items) / secs / 1e6:.2f}M lookup columns/s (lookups x widest D x steps)")
     if args.profile:
         import cProfile
         import io
         import pstats
 
         prof = cProfile.Profile()
-        prof.runcall(draw_all, items) if args.draws_only else prof.runcall(check_all, items, args.sut)
+        prof.runcall(part, items)
         text = io.StringIO()
         stats = pstats.Stats(prof, stream=text)
         stats.sort_stats("tottime").print_stats(args.profile)

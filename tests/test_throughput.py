@@ -169,7 +169,7 @@ def test_fbgemm_sample_is_bounded_by_the_columns_its_cpu_check_covers(monkeypatc
     spec = CaseSpec(tables=((10, 8), (10, 16)), batch_size=2, steps=2)
     monkeypatch.setattr(fbgemm_sample, "MAX_COLUMNS", 320)
     assert fbgemm_sample.not_applicable(spec, 10) is None
-    assert fbgemm_sample.not_applicable(spec, 11) == "n/a: size"
+    assert fbgemm_sample.not_applicable(spec, 11) == fbgemm_sample.TOO_LARGE
     assert fbgemm_sample.not_applicable(CaseSpec(tables=((10, 8), (10, 16)), batch_size=2), 20) is None
 
 

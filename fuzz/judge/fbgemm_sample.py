@@ -30,7 +30,7 @@ SAMPLE = 4              # one in SAMPLE of the examples FBGEMM applies to
 # Lookups x the widest D x steps: the FP64 check of FBGEMM's steps runs on the CPU (FBGEMM's is a CPU TBE)
 # at about 0.4 us a lookup column on two cores, so this keeps a sampled case under a second there.
 MAX_COLUMNS = 1 << 21
-CHECKED, NOT_SAMPLED = "checked", "not sampled"
+CHECKED, NOT_SAMPLED, TOO_LARGE = "checked", "not sampled", "n/a: size"
 RULE = (f"1 in {SAMPLE} of the examples it applies to: fp32/fp16 weights and output, D % 4 == 0, "
         f"valid batches of <= {MAX_COLUMNS:,} lookups x widest D x steps")
 
@@ -50,7 +50,7 @@ def not_applicable(case: Any, lookups: int) -> str | None:
     if not fbgemm_cpu.supports(w, o, [d for _, d in spec.tables]):
         return "n/a: dtype or D"
     if columns(case, lookups) > MAX_COLUMNS or lookups == 0 or spec.batch_size == 0:
-        return "n/a: size"
+        return TOO_LARGE
     if not fbgemm_cpu.available():
         return "n/a: fbgemm_gpu not loaded"
     return None
