@@ -591,31 +591,34 @@ def test_cases_built_first_build_beside_the_warmup_and_are_ready_one_by_one():
     assert r.build_first(aimed) is None  # the build has ended
 
 
-def test_the_aimed_cases_kernels_build_ahead_of_the_warmup_and_the_aimed_cases_wait_for_them(monkeypatch):
-    """While the warm-up has not built its override profiles, a campaign asks, one aimed share of time before its
-    aimed cases, to build first the aimed cases whose kernels are not built; those cases then wait for that build."""
+AIM_SHARE = 0.3  # the aimed cases' share of the test campaigns below (fill.FILL_SHARE)
+
+
+def _campaign_building_aimed_cases(monkeypatch, finish, observe=None):
+    """A campaign of 8 s whose warm-up has not built its override profiles. Its ``build_first`` answers with a
+    Readiness of its own, on which ``finish(first, pairs)`` runs half a second into the aimed cases' share.
+    Returns the result, the calls to ``build_first`` (time, pairs, which were ready then), the runs started
+    (time, repr(case), config), the campaign's start and its budget."""
     from fuzz.campaign import fill
     from tests.passing_supervisor import PassingSupervisor
 
-    monkeypatch.setattr(fill, "FILL_SHARE", 0.3)
+    monkeypatch.setattr(fill, "FILL_SHARE", AIM_SHARE)
     config = KernelConfig()
     budget = Budget("t", seconds=8.0, shrink_seconds=0.0, max_examples=100_000, max_lookups=4000)
     r = Readiness()
     r.plan([k for g in warm_groups(campaign_configs(config)[1:]) for k in group_keys(g, False)])  # the profiles'
     r.finished = False
-    asked, done_at = [], []
+    asked, starts = [], []
 
     def build_first(pairs):
-        asked.append((time.perf_counter(), list(pairs), [r.ready(*p) for p in pairs]))
+        pairs = list(pairs)
+        asked.append((time.perf_counter(), pairs, [r.ready(*p) for p in pairs]))
         first = Readiness()
         first.plan([k for case, cfg in pairs for k in group_keys([WarmCase(cfg, case)], True)])
         first.finished = False
         first.done([])  # the builder has started
-
-        def build():
-            done_at.append(time.perf_counter())
-            first.all_done()
-        threading.Timer(max(0.3, t0 + budget.seconds * (1 - 0.3) + 0.5 - time.perf_counter()), build).start()
+        wait = max(0.3, t0 + budget.seconds * (1 - AIM_SHARE) + 0.5 - time.perf_counter())
+        threading.Timer(wait, finish, (first, pairs)).start()
         return first
 
     class Recording(PassingSupervisor):
@@ -624,16 +627,28 @@ def test_the_aimed_cases_kernels_build_ahead_of_the_warmup_and_the_aimed_cases_w
             return super().run(case, config, pending, **options)
 
     r._first = build_first
-    ran, starts = [], []
     t0 = time.perf_counter()
     res = run_campaign(config, budget, seed=1, artifacts_dir=None, supervisor=Recording(), tour_share=None,
-                       readiness=r, observe=lambda res, result: ran.append(
-                           (time.perf_counter(), res.fill_examples, (result.case, None))))
+                       readiness=r, observe=observe)
+    return res, asked, starts, t0, budget
+
+
+def test_the_aimed_cases_kernels_build_ahead_of_the_warmup_and_the_aimed_cases_wait_for_them(monkeypatch):
+    """While the warm-up has not built its override profiles, a campaign asks, one aimed share of time before its
+    aimed cases, to build first the aimed cases whose kernels are not built; those cases then wait for that build."""
+    done_at, ran = [], []
+
+    def finish(first, pairs):
+        done_at.append(time.perf_counter())
+        first.all_done()
+
+    res, asked, starts, t0, budget = _campaign_building_aimed_cases(
+        monkeypatch, finish, lambda res, result: ran.append((time.perf_counter(), res.fill_examples, result.case)))
     assert len(asked) == 1
     when, pairs, were_ready = asked[0]
     assert pairs and not any(were_ready)  # only cases whose kernels the warm-up had not built
-    assert when - t0 >= budget.seconds * (1 - 2 * 0.3) - 0.5  # not before one aimed share ahead of them
-    aimed = [(t, case) for t, n, (case, _) in ran if n]
+    assert when - t0 >= budget.seconds * (1 - 2 * AIM_SHARE) - 0.5  # not before one aimed share ahead of them
+    aimed = [(t, case) for t, n, case in ran if n]
     assert aimed and when < aimed[0][0]
     # (case, config): one case may also be aimed at under another config whose kernels are built
     built_first = {(repr(case), cfg) for case, cfg in pairs}
@@ -648,46 +663,16 @@ def test_the_aimed_cases_kernels_build_ahead_of_the_warmup_and_the_aimed_cases_w
 def test_aimed_cases_run_as_their_kernels_are_built_and_one_never_built_is_left_out(monkeypatch):
     """The aimed cases run in the order their builds finish, not the order planned: a case whose build never
     finishes holds back none behind it, and it is not run at all (it would compile in the worker past the end)."""
-    from fuzz.campaign import fill
-    from tests.passing_supervisor import PassingSupervisor
+    def finish(first, pairs):  # every case but the first planned: that one never finishes building
+        for case, cfg in pairs[1:]:
+            first.done(group_keys([WarmCase(cfg, case)], True))
 
-    monkeypatch.setattr(fill, "FILL_SHARE", 0.3)
-    config = KernelConfig()
-    budget = Budget("t", seconds=8.0, shrink_seconds=0.0, max_examples=100_000, max_lookups=4000)
-    r = Readiness()
-    r.plan([k for g in warm_groups(campaign_configs(config)[1:]) for k in group_keys(g, False)])  # the profiles'
-    r.finished = False
-    asked = []
-
-    def build_first(pairs):
-        pairs = list(pairs)
-        asked.append(pairs)
-        first = Readiness()
-        first.plan([k for case, cfg in pairs for k in group_keys([WarmCase(cfg, case)], True)])
-        first.finished = False
-        first.done([])  # the builder has started
-
-        def build():  # every case but the first planned: that one never finishes building
-            for case, cfg in pairs[1:]:
-                first.done(group_keys([WarmCase(cfg, case)], True))
-        threading.Timer(max(0.3, t0 + budget.seconds * (1 - 0.3) + 0.5 - time.perf_counter()), build).start()
-        return first
-
-    class Recording(PassingSupervisor):
-        def run(self, case, config, pending=None, **options):
-            starts.append((time.perf_counter(), repr(case), config))
-            return super().run(case, config, pending, **options)
-
-    r._first = build_first
-    starts = []
-    t0 = time.perf_counter()
-    res = run_campaign(config, budget, seed=1, artifacts_dir=None, supervisor=Recording(), tour_share=None,
-                       readiness=r)
-    assert len(asked) == 1 and len(asked[0]) >= 2
-    stuck = (repr(asked[0][0][0]), asked[0][0][1])
-    later = {(repr(case), cfg) for case, cfg in asked[0][1:]}
-    phase = t0 + budget.seconds * (1 - 0.3)
-    aimed = [(case, cfg) for t, case, cfg in starts if t >= phase]
+    res, asked, starts, t0, budget = _campaign_building_aimed_cases(monkeypatch, finish)
+    assert len(asked) == 1 and len(asked[0][1]) >= 2
+    pairs = asked[0][1]
+    stuck = (repr(pairs[0][0]), pairs[0][1])
+    later = {(repr(case), cfg) for case, cfg in pairs[1:]}
+    aimed = [(case, cfg) for t, case, cfg in starts if t >= t0 + budget.seconds * (1 - AIM_SHARE)]
     assert stuck not in aimed  # never built: never run, though planned first
     assert later <= set(aimed)  # each of the others ran once built
     assert res.fill_examples < res.fill_planned
