@@ -199,7 +199,8 @@ def materialize(spec: CaseSpec) -> Case:
         n_plain = n - (0 if hot_ids is None else hot_ids.numel())
         plain = _draw_ids(rows, n_plain, spec.id_skew, sorted({h.row for h in hot}), g)
         ids = plain if hot_ids is None else torch.cat([plain, hot_ids])
-        ids = ids[torch.randperm(n, generator=g)]
+        if hot_ids is not None or n <= draws.CHUNK:  # i.i.d. ids need no shuffle; small draws stay as they were
+            ids = ids[torch.randperm(n, generator=g)]
         per_table_ids.append([ids])
     idx_dtype = {"int32": torch.int32, "int64": torch.int64}[spec.index_dtype]
     indices = torch.cat([x[0] for x in per_table_ids]).to(idx_dtype)

@@ -74,3 +74,16 @@ def test_large_seeded_weights_stay_within_each_tables_bound_and_depend_on_the_se
     _seeded.cache_clear()
     monkeypatch.setattr(draws, "threads", lambda: 1)
     assert torch.equal(seeded_weights(layout, dtype, seed=3).to(torch.float64), w)
+
+
+def test_a_large_tables_hot_rows_still_land_in_random_bags():
+    """Past one chunk of lookups a table's plain ids are not shuffled (they are i.i.d. already), but a table with
+    hot rows still is: its hot occurrences, appended after the plain ids, spread over the whole batch."""
+    from strategies.case import CaseSpec, HotRow, materialize
+
+    B, L, hot = 2 ** 14, 65, 512  # B * L > CHUNK lookups
+    case = materialize(CaseSpec(tables=((1000, 4),), batch_size=B, max_length=L, length_profile="fixed",
+                                hot_rows=(HotRow(0, 7, hot),), seed=5))
+    assert case.indices.numel() > CHUNK
+    bags = torch.searchsorted(case.offsets[1:], torch.nonzero(case.indices == 7).flatten(), right=True)
+    assert int((bags < B // 2).sum()) > hot // 4  # not all in the last bags, where they were appended
