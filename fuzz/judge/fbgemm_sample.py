@@ -32,7 +32,7 @@ SAMPLE = 4              # one in SAMPLE of the examples FBGEMM applies to
 MAX_COLUMNS = 1 << 21
 CHECKED, NOT_SAMPLED, TOO_LARGE = "checked", "not sampled", "n/a: size"
 RULE = (f"1 in {SAMPLE} of the examples it applies to: fp32/fp16 weights and output, D % 4 == 0, "
-        f"valid batches of <= {MAX_COLUMNS:,} lookups x widest D x steps")
+        f"valid batches of <= {MAX_COLUMNS:,} lookup columns (lookups x widest D x steps)")
 
 
 def columns(case: Any, lookups: int) -> int:
