@@ -1,0 +1,87 @@
+"""Iteration time and per-stage device time of several KernelConfigs on ``bench_tbe``'s shapes, one process.
+
+``python -m benchmarks.config_sweep --shapes D128-fp32-zipf1.1 --configs '[{}, {"long_run_threshold": 64}]'
+--out F`` prints (and appends to F) one JSON line per shape and config: the forward, the iteration timed three
+times, the stages of ``profile_backward``, and a digest of the weights after one step from a fixed start (equal
+digests across two checkouts, run through ``benchmarks.other_tree``, mean equal updates). Configs are overrides
+of the defaults; kernels a config shares with an earlier one are not rebuilt, so a sweep of run-time fields is
+cheap. This is how the defaults' backward fields were chosen (``results/sweep_long_tier_h200.jsonl``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+
+import torch
+
+from benchmarks.bench_tbe import SHAPES, BenchTBE, make_batch
+from benchmarks.profile_backward import kernel_times, summarise
+from benchmarks.timing import time_ms
+from tbe import KernelConfig
+
+
+def weights_digest(weights: torch.Tensor) -> list[int]:
+    """Two integer sums over the weights' bit patterns: equal for bit-equal weights, on the device."""
+    flat = weights.detach().reshape(-1)
+    with torch.no_grad():
+        x = (flat.view(torch.int32) if flat.numel() * flat.element_size() % 4 == 0 else flat.view(torch.int16))
+        x = x.to(torch.int64)
+        return [int(x.sum()), int((x % 1000003 * (x % 7919)).sum())]
+
+
+def sweep_shape(shape: tuple, overrides: list[dict], label: str, device: torch.device):
+    """One JSON-ready dict per config of ``overrides`` on one of ``bench_tbe.SHAPES``."""
+    name, rows, dim, wdtype, bags, pooling, skew, weighted, optimizer = shape
+    ids, offsets, psw_all = make_batch(rows, bags, pooling, skew, device)
+    psw = psw_all if weighted else None
+    torch.manual_seed(0)
+    grad = torch.randn(bags, dim, device=device)
+    for ov in overrides:
+        cfg = KernelConfig.from_dict({**KernelConfig().to_dict(), **ov})
+        t0 = time.perf_counter()
+        m = BenchTBE([(rows, dim)], optimizer=optimizer, weights_dtype=wdtype, bounds_check="none", config=cfg,
+                     device=device, learning_rate=0.01, eps=1e-8)
+        torch.manual_seed(1)
+        m.reset_weights()
+        m(ids, offsets, psw).backward(grad)
+        digest = weights_digest(m.weights)
+        with torch.no_grad():
+            fwd = time_ms(lambda: m(ids, offsets, psw))
+        its = [time_ms(lambda: m(ids, offsets, psw).backward(grad), warmup=2, repeat=10) for _ in range(3)]
+        stages = summarise(kernel_times(lambda: m(ids, offsets, psw).backward(grad), 3))["stages_ms"]
+        yield {"tree": label, "shape": name, "cfg": ov, "digest": digest, "fwd": round(fwd, 4),
+               "iter": [round(x, 4) for x in its], "stages": {k: round(v, 3) for k, v in stages.items()},
+               "s": round(time.perf_counter() - t0, 1)}
+        del m
+        torch.cuda.empty_cache()
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--configs", required=True, help="JSON list of KernelConfig overrides ({} is the defaults)")
+    p.add_argument("--shapes", default=None, help="comma-separated shape names (default: all)")
+    p.add_argument("--label", default="main", help="a name for this checkout in each line")
+    p.add_argument("--out", default=None, help="append the JSON lines here")
+    args = p.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("benchmarks need a CUDA device", file=sys.stderr)
+        return 2
+    overrides = json.loads(args.configs)
+    wanted = set(args.shapes.split(",")) if args.shapes else None
+    for shape in SHAPES:
+        if wanted and shape[0] not in wanted:
+            continue
+        for line in sweep_shape(shape, overrides, args.label, torch.device("cuda")):
+            print(json.dumps(line), flush=True)
+            if args.out:
+                with open(args.out, "a") as f:
+                    f.write(json.dumps(line) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
