@@ -44,18 +44,18 @@ class KernelConfig:
     hoist_transpose: bool = False
     index_dtype: str = "auto"
     # backward: routing and tiers
-    long_run_threshold: int = 256
+    long_run_threshold: int = 64
     chunk_size: int = 256
     bwd_short_gather_unweighted: int = 8
     bwd_short_gather_weighted: int = 16
-    bwd_long_gather: int = 8
+    bwd_long_gather: int = 16
     bwd_short_num_warps: int = 1
     # short runs per program of the narrow short tier (1: one run at a time, a gather of GATHER rows;
     # more: that many runs side by side as one [runs, BLOCK_D] tile, one row of each per step)
-    bwd_short_runs_per_program: int = 2  # 2 at 64x the SMs: 1.35-1.5x faster iterations on the H200 sweep
+    bwd_short_runs_per_program: int = 2
     bwd_long_num_warps: int = 4
     classify_block: int = 1024
-    short_grid_multiplier: int = 64
+    short_grid_multiplier: int = 128
     long_grid_multiplier: int = 8
     # fused long tier: last chunk applies the update after a fence and a countdown
     fused_long_tier: bool = False

@@ -30,7 +30,8 @@ from tbe import KernelConfig, faults
 
 MODES = dict(pooling="mean", weighted=True, optimizer="exact_rowwise_adagrad", learning_rate=0.5)
 A = CaseSpec(tables=((20, 8), (30, 5)), batch_size=3, max_length=4, seed=1, **MODES)
-B = CaseSpec(tables=((300, 16),), batch_size=5, max_length=2, seed=2, hot_rows=(HotRow(0, 7, 256),), **MODES)
+TH = KernelConfig().long_run_threshold  # B's hot row: a run of exactly the threshold
+B = CaseSpec(tables=((300, 16),), batch_size=5, max_length=2, seed=2, hot_rows=(HotRow(0, 7, TH),), **MODES)
 C = CaseSpec(tables=((10, 4),), batch_size=0, max_length=4, seed=3, **MODES)
 
 
@@ -39,7 +40,7 @@ def test_a_pack_lays_its_sub_cases_side_by_side_and_round_trips():
     assert case_from_dict(p.to_dict()) == p
     spec = base_spec(p)
     assert spec.tables == A.tables + B.tables + C.tables and spec.batch_size == 5
-    assert spec.hot_rows == (HotRow(2, 7, 256),)  # B's table 0 is the pack's table 2
+    assert spec.hot_rows == (HotRow(2, 7, TH),)  # B's table 0 is the pack's table 2
     assert [p.sub_of_table(t) for t in range(5)] == [0, 0, 1, 2, None]
     assert sub_cases(p) == 3 and sub_cases(A) == 1
     t = tensors(p)
@@ -109,13 +110,13 @@ def test_drawn_packs_give_each_sub_case_its_own_results(subs):
 def test_a_failing_pack_names_its_sub_case_and_reduces_to_it():
     pack = PackCase((A, B, C))
     with faults.allow():
-        config = KernelConfig(faults=("long_threshold_off_by_one",))  # B's run of exactly 256 lookups
+        config = KernelConfig(faults=("long_threshold_off_by_one",))  # B's run of exactly the threshold
     result = run_case(pack, config)
     assert not result.ok and result.sub_case == 1
     assert "(sub-case 1 of 3, the pack's tables 2-2)" in result.headline
     reduced = reduce_failure(result, lambda case: run_case(case, config), lambda: False).result
     assert isinstance(reduced.case, CaseSpec) and not reduced.ok
-    assert reduced.case.hot_rows and reduced.case.hot_rows[0].count == 256
+    assert reduced.case.hot_rows and reduced.case.hot_rows[0].count == TH
 
 
 @settings(max_examples=30, deadline=None, derandomize=True, database=None)

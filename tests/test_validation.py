@@ -160,8 +160,11 @@ class TestKernelConfig:
         path = tmp_path / "cfg.json"
         cfg.save(path)
         assert KernelConfig.load(path) == cfg
-        assert cfg.diff(KernelConfig()) == {
-            "long_run_threshold": (128, 256), "chunk_size": (64, 256), "dim_buckets": ([16, 64, 256], [8, 16, 32, 64, 128, 256]),
+        base = KernelConfig()
+        assert base.long_run_threshold != 128 and base.chunk_size != 64 and base.dim_buckets != (16, 64, 256)
+        assert cfg.diff(base) == {
+            "long_run_threshold": (128, base.long_run_threshold), "chunk_size": (64, base.chunk_size),
+            "dim_buckets": ([16, 64, 256], list(base.dim_buckets)),
         }
 
     @pytest.mark.parametrize(
