@@ -1,13 +1,13 @@
 """Backward, long tiers: runs with SL >= long_run_threshold, split into chunk_size chunks.
 
-Two-kernel tier (default, deterministic): every chunk program writes its fp32 partial sum
-into its own workspace slot [chunk, D]; the apply kernel then sums a run's partials in
-chunk order and updates the row once. Fused tier (``fused_long_tier``): every chunk
-atomically adds its partial into the run's workspace row, passes a CTA barrier, and counts
-the run's countdown down with an acq_rel gpu-scope atomic; the program that sees 1 left
-applies the update. Its float sums depend on the order the atomics land in, so on a GPU
-the fused tier is not bit-deterministic (the interpreter runs programs in order). Both tiers
-run one chunk kernel; its ``FUSED`` constexpr picks the hand-off.
+Two-kernel tier (default, deterministic): every chunk program writes its fp32 partial sum into
+its own workspace slot [chunk, D]; the apply kernel then sums a run's partials in a fixed order
+(eight chunks a step, each eight summed as a block) and updates the row once. Fused tier
+(``fused_long_tier``): every chunk atomically adds its partial into the run's workspace row,
+passes a CTA barrier, and counts the run's countdown down with an acq_rel gpu-scope atomic; the
+program that sees 1 left applies the update. Its float sums depend on the order the atomics land
+in, so on a GPU the fused tier is not bit-deterministic (the interpreter runs programs in
+order). Both tiers run one chunk kernel; its ``FUSED`` constexpr picks the hand-off.
 Faults: ``skip_last_chunk_update`` drops the last chunk of every split run; ``no_fence``
 makes the countdown relaxed; ``no_barrier`` skips the CTA barrier and counts down from one
 lane of a block-wide atomic, so the compiler has no shared-memory broadcast of a scalar
@@ -30,6 +30,7 @@ from tbe.classify import Classified, persistent_grid
 from tbe.optimizers import update_row
 
 FAULT_CHUNK_LIMIT = 4096  # chunks per run past which the large-run faults act
+APPLY_PARTS = tl.constexpr(8)  # workspace rows the apply kernel loads a step: N chunks take N / 8 dependent steps
 
 
 # ----------------------------------------------------------------------------- launch
@@ -118,9 +119,14 @@ def _workspace_block(src, flags: tl.constexpr, d0, cols, cmask):
     """A column block of a long run's gradient (``update_row``'s source): its workspace rows summed in order."""
     ws_ptr, nparts, ws_stride = src
     VOLATILE: tl.constexpr = flags[0]
+    PARTS: tl.constexpr = flags[1]
     g = tl.zeros(cols.shape, dtype=tl.float32)
-    for p in range(0, nparts):
-        g += tl.load(ws_ptr + p * ws_stride + d0 + cols, mask=cmask, other=0.0, volatile=VOLATILE)
+    k = tl.arange(0, PARTS)
+    for p in range(0, nparts, PARTS):
+        m = (p + k) < nparts
+        rows = tl.load(ws_ptr + (p + k)[:, None] * ws_stride + d0 + cols[None, :], mask=m[:, None] & cmask[None, :],
+                       other=0.0, volatile=VOLATILE)
+        g += tl.sum(rows, axis=0)
     return g
 
 
@@ -128,9 +134,11 @@ def _workspace_block(src, flags: tl.constexpr, d0, cols, cmask):
 def _apply_from_workspace(
     ws_ptr, nparts, ws_stride, w_row, momentum_ptr, lin, D, lr, eps,
     ADAGRAD: tl.constexpr, BLOCK_D: tl.constexpr, WIDE: tl.constexpr, VOLATILE: tl.constexpr,
+    PARTS: tl.constexpr,
 ):
-    """Sum ``nparts`` consecutive workspace rows in order (the row's gradient) and update the row."""
-    update_row(_workspace_block, (ws_ptr, nparts, ws_stride), (VOLATILE,), w_row, tl.arange(0, BLOCK_D), D,
+    """Sum ``nparts`` consecutive workspace rows, ``PARTS`` at a time in a fixed order (the row's gradient), and
+    update the row."""
+    update_row(_workspace_block, (ws_ptr, nparts, ws_stride), (VOLATILE, PARTS), w_row, tl.arange(0, BLOCK_D), D,
                momentum_ptr, lin, lr, eps, ADAGRAD, BLOCK_D, WIDE)
 
 
@@ -181,7 +189,7 @@ def _chunk_kernel(
                 remaining = tl.atomic_add(countdown_ptr + s, -1, sem=SEM, scope="gpu")
             if remaining == 1:
                 _apply_from_workspace(ws_ptr + s * ws_stride, 1, ws_stride, w_row, momentum_ptr, lin, D, lr, eps,
-                                      ADAGRAD, BLOCK_D, WIDE, True)
+                                      ADAGRAD, BLOCK_D, WIDE, True, 1)
         if FAULT_HANG_NARROW:  # planted: a narrow row's chunk loop stops advancing
             c += tl.where(D < 32, 0, step)
         else:
@@ -206,5 +214,5 @@ def _apply_kernel(
         base = tl.load(chunk_base_ptr + s)
         nparts = tl.load(num_chunks_ptr + s)
         _apply_from_workspace(ws_ptr + base * ws_stride, nparts, ws_stride, w_row, momentum_ptr, lin, D, lr, eps,
-                              ADAGRAD, BLOCK_D, WIDE, False)
+                              ADAGRAD, BLOCK_D, WIDE, False, APPLY_PARTS)
         s += step
