@@ -11,7 +11,6 @@ cheap. This is how the defaults' backward fields were chosen (``results/sweep_lo
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 import time

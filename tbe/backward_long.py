@@ -116,16 +116,17 @@ def _run_of_chunk(
 
 @triton.jit
 def _workspace_block(src, flags: tl.constexpr, d0, cols, cmask):
-    """A column block of a long run's gradient (``update_row``'s source): its workspace rows summed in order."""
+    """A column block of a long run's gradient (``update_row``'s source): its workspace rows summed ``PARTS`` at a
+    time, in a fixed order."""
     ws_ptr, nparts, ws_stride = src
     VOLATILE: tl.constexpr = flags[0]
     PARTS: tl.constexpr = flags[1]
     g = tl.zeros(cols.shape, dtype=tl.float32)
     k = tl.arange(0, PARTS)
     for p in range(0, nparts, PARTS):
-        m = (p + k) < nparts
-        rows = tl.load(ws_ptr + (p + k)[:, None] * ws_stride + d0 + cols[None, :], mask=m[:, None] & cmask[None, :],
-                       other=0.0, volatile=VOLATILE)
+        part = p + k
+        rows = tl.load(ws_ptr + part[:, None] * ws_stride + d0 + cols[None, :],
+                       mask=(part < nparts)[:, None] & cmask[None, :], other=0.0, volatile=VOLATILE)
         g += tl.sum(rows, axis=0)
     return g
 

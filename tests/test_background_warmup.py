@@ -671,7 +671,13 @@ def test_aimed_cases_run_as_their_kernels_are_built_and_one_never_built_is_left_
 
     planned = []  # the aimed cases planned when their share begins: a cell the draws reached since is not aimed
     plan = search._aimed
-    monkeypatch.setattr(search, "_aimed", lambda *a: planned.extend(plan(*a)) or planned)
+
+    def recorded(*args):
+        cases = plan(*args)
+        planned.extend(cases)
+        return cases
+
+    monkeypatch.setattr(search, "_aimed", recorded)
     res, asked, starts, t0, budget = _campaign_building_aimed_cases(monkeypatch, finish)
     assert len(asked) == 1 and len(asked[0][1]) >= 2
     pairs = asked[0][1]
