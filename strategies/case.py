@@ -113,7 +113,7 @@ def with_rate_and_steps(spec: CaseSpec, learning_rate: float, steps: int) -> Cas
 
 @dataclasses.dataclass
 class Case:
-    """A materialized spec: the batch and the upstream gradients of every step, on CPU."""
+    """A materialized spec: the batch and the upstream gradients of every step, on the device it was drawn for."""
 
     spec: CaseSpec
     indices: torch.Tensor
@@ -154,70 +154,71 @@ def _bag_lengths(spec: CaseSpec, g: torch.Generator) -> torch.Tensor:
     return torch.clamp(torch.floor(1.0 / (1.0 - u * 0.999) ** 1.2), 0, m).to(torch.int64)
 
 
-def _draw_ids(rows: int, n: int, skew: float, exclude: list[int], g: torch.Generator) -> torch.Tensor:
-    """``n`` ids in [0, rows), avoiding ``exclude`` (hot rows keep their exact counts)."""
+def _draw_ids(rows: int, n: int, skew: float, exclude: list[int], g: torch.Generator,
+              device: torch.device) -> torch.Tensor:
+    """``n`` ids in [0, rows) on ``device``, avoiding ``exclude`` (hot rows keep their exact counts)."""
     if n == 0:
-        return torch.zeros(0, dtype=torch.int64)
+        return torch.zeros(0, dtype=torch.int64, device=device)
     allowed = rows - len(exclude)
     if allowed <= 0:
         raise ValueError(f"no rows left for ordinary ids: {rows} rows, all hot")
     if skew > 0:
         # Zipf over ranks on at most 2^20 candidates: rank r has weight r^-skew
         k = min(allowed, 1 << 20)
-        weights = torch.arange(1, k + 1, dtype=torch.float64).pow(-skew)
-        ranks = draws.drawn(n, g, lambda m, gen: torch.multinomial(weights, m, replacement=True, generator=gen),
-                            torch.int64)
+        ranks = draws.categorical(torch.arange(1, k + 1, dtype=torch.float64).pow(-skew), n, g, device)
         # spread ranks over the table with a seeded affine map so hot ids are not all near 0
         stride = int(torch.randint(1, max(2, allowed), (1,), generator=g))
         while math.gcd(stride, allowed) != 1:
             stride += 1
         ids = (ranks * stride) % allowed
     else:
-        ids = draws.integers(0, allowed, n, g)
+        ids = draws.integers(0, allowed, n, g, device)
     for h in sorted(exclude):  # map [0, allowed) onto [0, rows) minus the excluded rows
         ids = ids + (ids >= h).to(torch.int64)
     return ids
 
 
-def materialize(spec: CaseSpec) -> Case:
-    """Build the batch for ``spec`` deterministically (CPU tensors)."""
+def materialize(spec: CaseSpec, device: Optional[torch.device | str] = None) -> Case:
+    """Build the batch for ``spec`` deterministically, on ``device`` (default the CPU): small draws come from
+    the spec's CPU generator, large ones (``tbe.draws``) run on the device, with the same values everywhere."""
+    dev = torch.device(device if device is not None else "cpu")
     g = torch.Generator().manual_seed(spec.seed)
     T, B = spec.num_tables, spec.batch_size
-    lengths = _bag_lengths(spec, g)
+    lengths = _bag_lengths(spec, g).to(dev)
     per_table_ids = []
     for t, (rows, _) in enumerate(spec.tables):
         hot = [h for h in spec.hot_rows if h.table == t]
         if B == 0:
-            per_table_ids.append([torch.zeros(0, dtype=torch.int64)])
+            per_table_ids.append(torch.zeros(0, dtype=torch.int64, device=dev))
             continue
         # hot occurrences land in bags chosen at random (so duplicates also fall within a bag)
-        hot_ids = torch.cat([torch.full((h.count,), h.row, dtype=torch.int64) for h in hot]) if hot else None
+        hot_ids = torch.cat([torch.full((h.count,), h.row, dtype=torch.int64, device=dev) for h in hot]) \
+            if hot else None
         if hot_ids is not None:
-            bags = draws.integers(0, B, hot_ids.numel(), g)
+            bags = draws.integers(0, B, hot_ids.numel(), g, dev)
             lengths[t] += torch.bincount(bags, minlength=B)
         n = int(lengths[t].sum())
         n_plain = n - (0 if hot_ids is None else hot_ids.numel())
-        plain = _draw_ids(rows, n_plain, spec.id_skew, sorted({h.row for h in hot}), g)
+        plain = _draw_ids(rows, n_plain, spec.id_skew, sorted({h.row for h in hot}), g, dev)
         ids = plain if hot_ids is None else torch.cat([plain, hot_ids])
         if hot_ids is not None or n <= draws.CHUNK:  # i.i.d. ids need no shuffle; small draws stay as they were
-            ids = ids[torch.randperm(n, generator=g)]
-        per_table_ids.append([ids])
+            ids = ids[draws.permutation(n, g, dev)]
+        per_table_ids.append(ids)
     idx_dtype = {"int32": torch.int32, "int64": torch.int64}[spec.index_dtype]
-    indices = torch.cat([x[0] for x in per_table_ids]).to(idx_dtype)
-    offsets = torch.zeros(T * B + 1, dtype=torch.int64)
+    indices = torch.cat(per_table_ids).to(idx_dtype)
+    offsets = torch.zeros(T * B + 1, dtype=torch.int64, device=dev)
     offsets[1:] = torch.cumsum(lengths.reshape(-1), 0)
     offsets = offsets.to(idx_dtype)
     out_dtype = parse_float_dtype("output_dtype", spec.output_dtype)
     if spec.values == "dyadic":
         psw = dyadic_psw(spec, offsets, g, spec.pooling == "mean") if spec.weighted else None
-        return Case(spec, indices.contiguous(), offsets.contiguous(), psw, dyadic_grads(spec, g, out_dtype))
+        return Case(spec, indices.contiguous(), offsets.contiguous(), psw, dyadic_grads(spec, g, out_dtype, dev))
     psw = None
     if spec.weighted:
         # distinct, sign-mixed weights so any mis-pairing of weights to lookups changes the result
-        psw = (draws.uniform(indices.numel(), g) * 1.5 + 0.25) * torch.where(
-            draws.uniform(indices.numel(), g) < 0.2, -1.0, 1.0
+        psw = (draws.uniform(indices.numel(), g, device=dev) * 1.5 + 0.25) * torch.where(
+            draws.uniform(indices.numel(), g, device=dev) < 0.2, -1.0, 1.0
         )
     total_dim = sum(d for _, d in spec.tables)
-    grads = [draws.drawn(B * total_dim, g, lambda m, gen: torch.randn(m, generator=gen), torch.float32)
-             .view(B, total_dim).to(out_dtype) for _ in range(spec.steps)]
+    grads = [draws.normal(B * total_dim, g, dev).view(B, total_dim).to(out_dtype) for _ in range(spec.steps)]
     return Case(spec, indices.contiguous(), offsets.contiguous(), psw, grads)

@@ -93,7 +93,8 @@ def case_size(case: AnyCase) -> tuple[int, int, int]:
 
 @dataclasses.dataclass
 class CaseTensors:
-    """Everything a check consumes, on the CPU: the batch, each step's d_out, the initial weights."""
+    """Everything a check consumes, on one device (the CPU unless drawn for another): the batch, each step's
+    d_out, the initial weights."""
 
     indices: torch.Tensor
     offsets: torch.Tensor
@@ -104,29 +105,40 @@ class CaseTensors:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    def to(self, device: torch.device | str) -> "CaseTensors":
+        """The same tensors on ``device`` (these where they are there already)."""
+        def move(x):
+            return None if x is None else x.to(device)
+        return CaseTensors(move(self.indices), move(self.offsets), move(self.per_sample_weights),
+                           [move(g) for g in self.grad_outputs], move(self.initial_weights))
+
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "CaseTensors":
         return cls(d["indices"], d["offsets"], d["per_sample_weights"], list(d["grad_outputs"]), d["initial_weights"])
 
 
-def initial_weights(spec: CaseSpec | PackCase) -> torch.Tensor:
-    """The packed weights every SUT starts ``spec`` from: ``tbe.layout.seeded_weights`` (what a fresh
-    TritonTBE holds), or for ``values="dyadic"`` exact-value weights (``strategies.dyadic``); a pack's
-    are its sub-cases', one after another."""
+def initial_weights(spec: CaseSpec | PackCase, device: Optional[torch.device | str] = None) -> torch.Tensor:
+    """The packed weights every SUT starts ``spec`` from, on ``device``: ``tbe.layout.seeded_weights`` (what
+    a fresh TritonTBE holds), or for ``values="dyadic"`` exact-value weights (``strategies.dyadic``); a
+    pack's are its sub-cases', one after another."""
     if isinstance(spec, PackCase):
-        return torch.cat([initial_weights(s) for s in spec.subs])
+        return torch.cat([initial_weights(s, device) for s in spec.subs])
     dtype = parse_float_dtype("weights_dtype", spec.weights_dtype)
     if spec.values == "dyadic":
-        return dyadic_weights(spec, spec.seed).to(dtype)
-    return seeded_weights(spec.layout, dtype, spec.seed)
+        return dyadic_weights(spec, spec.seed, device).to(dtype)
+    return seeded_weights(spec.layout, dtype, spec.seed, device)
 
 
-def tensors(case: AnyCase, *, steps: bool = True, weights: bool = True) -> CaseTensors:
-    """Materialize ``case`` (deterministic in the case); ``weights=False`` skips the initial weights where
-    the spec alone gives them (a pack's are its sub-cases', so it always carries them)."""
+def tensors(case: AnyCase, *, steps: bool = True, weights: bool = True,
+            device: Optional[torch.device | str] = None) -> CaseTensors:
+    """Materialize ``case`` (deterministic in the case) on ``device`` (default the CPU; the values are the same
+    on each); ``weights=False`` skips the initial weights where the spec alone gives them (a pack's are its
+    sub-cases', so it always carries them). A plain spec's large draws run on the device itself; packs and
+    bad-input batches, whose sub-cases are small, are drawn on the CPU and moved."""
     spec = base_spec(case)
     if isinstance(case, PackCase):
-        return _pack_tensors(case, steps)
+        t = _pack_tensors(case, steps)
+        return t if device is None else t.to(device)
     if isinstance(case, BadIdCase):
         batch = materialize_bad(case.bad)
         g = torch.Generator().manual_seed(case.bad.seed ^ 0x6EAD)
@@ -136,9 +148,10 @@ def tensors(case: AnyCase, *, steps: bool = True, weights: bool = True) -> CaseT
             [torch.randn(spec.batch_size, total_dim, generator=g).to(out_dtype) for _ in range(spec.steps)]
         indices, offsets, psw = batch.indices, batch.offsets, batch.per_sample_weights
     else:
-        m = materialize(spec)
+        m = materialize(spec, device)
         indices, offsets, psw, grads = m.indices, m.offsets, m.per_sample_weights, m.grad_outputs
-    return CaseTensors(indices, offsets, psw, grads if steps else [], initial_weights(spec) if weights else None)
+    t = CaseTensors(indices, offsets, psw, grads if steps else [], initial_weights(spec, device) if weights else None)
+    return t if device is None else t.to(device)
 
 
 def _pack_tensors(pack: PackCase, steps: bool) -> CaseTensors:

@@ -61,37 +61,37 @@ def magnitudes(spec) -> tuple[int, int, int]:
     return k, kp, k
 
 
-def _signed_ints(n: int, k: int, g: torch.Generator) -> torch.Tensor:
-    """``n`` nonzero integers in [-k, k] (float64), so every lookup changes every column it reaches."""
-    mag = draws.integers(1, k + 1, n, g).to(torch.float64)
-    return torch.where(draws.uniform(n, g) < 0.5, -mag, mag)
+def _signed_ints(n: int, k: int, g: torch.Generator, device=None) -> torch.Tensor:
+    """``n`` nonzero integers in [-k, k] (float64) on ``device``, so every lookup changes every column it reaches."""
+    mag = draws.integers(1, k + 1, n, g, device).to(torch.float64)
+    return torch.where(draws.uniform(n, g, device=device) < 0.5, -mag, mag)
 
 
-def dyadic_grads(spec, g: torch.Generator, out_dtype: torch.dtype) -> list[torch.Tensor]:
-    """One [B, sum D] upstream gradient per step, nonzero multiples of ``D_GRID``."""
+def dyadic_grads(spec, g: torch.Generator, out_dtype: torch.dtype, device=None) -> list[torch.Tensor]:
+    """One [B, sum D] upstream gradient per step, nonzero multiples of ``D_GRID``, on ``device``."""
     kd = magnitudes(spec)[0]
     total_dim = sum(d for _, d in spec.tables)
     n = spec.batch_size * total_dim
-    return [(_signed_ints(n, kd, g) * D_GRID).view(spec.batch_size, total_dim).to(out_dtype)
+    return [(_signed_ints(n, kd, g, device) * D_GRID).view(spec.batch_size, total_dim).to(out_dtype)
             for _ in range(spec.steps)]
 
 
 def dyadic_psw(spec, offsets: torch.Tensor, g: torch.Generator, mean: bool) -> torch.Tensor:
-    """Per-sample weights k * ``PSW_GRID`` (k in 1..Kp, one in five negative); under MEAN
-    also times the bag length, so that psw / L is a grid value the kernel computes exactly."""
+    """Per-sample weights k * ``PSW_GRID`` (k in 1..Kp, one in five negative), on the offsets' device; under
+    MEAN also times the bag length, so that psw / L is a grid value the kernel computes exactly."""
     off = offsets.to(torch.int64)
     lengths = off[1:] - off[:-1]
     n = int(off[-1]) if off.numel() else 0
     kp = magnitudes(spec)[1]
-    k = draws.integers(1, kp + 1, n, g).to(torch.float64)
-    k = torch.where(draws.uniform(n, g) < 0.2, -k, k) * PSW_GRID
+    k = draws.integers(1, kp + 1, n, g, off.device).to(torch.float64)
+    k = torch.where(draws.uniform(n, g, device=off.device) < 0.2, -k, k) * PSW_GRID
     if mean:
         k = k * torch.repeat_interleave(lengths, lengths, output_size=n).to(torch.float64)
     return k.to(torch.float32)
 
 
-def dyadic_weights(spec, seed: int) -> torch.Tensor:
+def dyadic_weights(spec, seed: int, device=None) -> torch.Tensor:
     """Packed initial weights, nonzero integers in [-Kw, Kw] times ``W_GRID`` (float64; every
     weights dtype holds them exactly), drawn from ``seed``."""
     g = torch.Generator().manual_seed(seed ^ 0xD7AD1C)
-    return _signed_ints(sum(e * d for e, d in spec.tables), magnitudes(spec)[2], g) * W_GRID
+    return _signed_ints(sum(e * d for e, d in spec.tables), magnitudes(spec)[2], g, device) * W_GRID

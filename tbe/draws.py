@@ -1,81 +1,142 @@
-"""Seeded CPU draws of many values on several threads, with values that do not depend on the thread count.
+"""Seeded draws whose large ones run where the values are needed, with the same values on every device.
 
-torch's CPU generator is serial: one core draws about 10^8 doubles a second, so the weights of a
-500k x 128 table, or the ids of a batch of millions of lookups, take seconds on a host with many idle
-cores. A draw of more than ``CHUNK`` values is split into fixed chunks of ``CHUNK``; chunk k comes from a
-generator of its own, seeded from one value the caller's generator yields and k, and the chunks are
-drawn on a thread pool as large as torch's intra-op pool (torch releases the GIL inside an op). A draw
-of at most ``CHUNK`` values is the plain draw from the caller's generator, unchanged. Written here
-rather than taken from a library: the split only needs torch's own generators, and what it must keep
-(the values fixed by the seed alone) is this project's rule.
+A draw of at most ``CHUNK`` values is torch's own on the CPU generator the caller passes, unchanged (and
+moved to ``device``). A larger draw takes one value from that generator as a base and computes value ``i``
+from a 64-bit hash of (base, i) (splitmix64's finalizer, in int64 arithmetic that wraps): a counter-based
+stream, so it runs on the device that needs the values (an H200 draws a 500k x 128 table in milliseconds
+where the host's serial generator took a second), in any order and on any thread count, and the CPU and a
+GPU give the same bits. Every float is built from the hash's integer bits by exact operations and at most
+one rounding (no transcendental function), so those values match too. Written here rather than taken from
+a library: torch's generators are per device and give different streams on each, and the rule this keeps
+(the values fixed by the spec's seed alone, wherever it is materialized) is this project's.
 """
 
 from __future__ import annotations
 
-import concurrent.futures as cf
-from typing import Callable
+import math
+from typing import Callable, Optional
 
 import torch
 
 CHUNK = 1 << 20
-_MASK = (1 << 63) - 1
+_GOLDEN, _MIX1, _MIX2 = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
+_CPU_BLOCK = 1 << 22  # the CPU hashes in blocks of this many values, so its scratch stays small
 
 
-def chunk_seed(base: int, k: int) -> int:
-    """Chunk ``k``'s seed: a 63-bit mix of (``base``, ``k``) (splitmix64's finalizer), so neighbouring chunks and
-    neighbouring bases get unrelated streams."""
-    x = (base * 0x9E3779B97F4A7C15 + (k + 1) * 0xBF58476D1CE4E5B9) & ((1 << 64) - 1)
-    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & ((1 << 64) - 1)
-    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & ((1 << 64) - 1)
-    return (x ^ (x >> 31)) & _MASK
+def _signed(c: int) -> int:
+    """The int64 holding the 64-bit pattern of ``c``."""
+    c &= (1 << 64) - 1
+    return c - (1 << 64) if c >= 1 << 63 else c
 
 
-def threads() -> int:
-    """Threads for the chunks: torch's own intra-op count, which the process's share of the machine sets
-    (``OMP_NUM_THREADS``: ``fuzz.execution.gpu_pin`` for campaign workers)."""
-    return max(1, torch.get_num_threads())
+def _where(device: Optional[torch.device | str]) -> torch.device:
+    return torch.device(device if device is not None else "cpu")
 
 
-def chunks(n: int) -> list[tuple[int, int]]:
-    """(start, end) of each chunk of a draw of ``n`` values."""
-    return [(a, min(n, a + CHUNK)) for a in range(0, n, CHUNK)]
+def base_of(g: torch.Generator) -> int:
+    """The one value a large draw takes from the caller's generator."""
+    return int(torch.randint(0, 1 << 62, (1,), generator=g))
 
 
-def fill(out: torch.Tensor, g: torch.Generator,
-         draw: Callable[[torch.Tensor, torch.Generator], object]) -> torch.Tensor:
-    """``draw(part, generator)`` writes ``part`` of the 1-D tensor ``out`` in place: into all of ``out`` from ``g``
-    where it holds at most ``CHUNK`` values, else chunk by chunk on a thread pool (one value from ``g`` seeds
-    them). Returns ``out``."""
-    n = out.numel()
-    if n <= CHUNK:
-        draw(out, g)
-        return out
-    base = int(torch.randint(0, 1 << 62, (1,), generator=g))
-    parts = chunks(n)
+def _shift_xor(x: torch.Tensor, scratch: torch.Tensor, k: int) -> None:
+    """x ^= x >>> k (a logical shift: the arithmetic one, then the sign's copies masked off)."""
+    torch.bitwise_right_shift(x, k, out=scratch)
+    scratch.bitwise_and_((1 << (64 - k)) - 1)
+    x.bitwise_xor_(scratch)
 
-    def one(k: int) -> None:
-        a, b = parts[k]
-        draw(out[a:b], torch.Generator().manual_seed(chunk_seed(base, k)))
 
-    with cf.ThreadPoolExecutor(min(len(parts), threads())) as pool:
-        list(pool.map(one, range(len(parts))))
+def _hash_into(x: torch.Tensor, base: int, start: int) -> None:
+    """x[i] = the hash of (base, start + i), for a contiguous int64 ``x``."""
+    torch.arange(start + 1, start + 1 + x.numel(), dtype=torch.int64, device=x.device, out=x)
+    x.mul_(_signed(_GOLDEN)).add_(_signed(base * _MIX2))
+    scratch = torch.empty_like(x)
+    _shift_xor(x, scratch, 30)
+    x.mul_(_signed(_MIX1))
+    _shift_xor(x, scratch, 27)
+    x.mul_(_signed(_MIX2))
+    _shift_xor(x, scratch, 31)
+
+
+def _blocks(n: int, device: Optional[torch.device | str], dtype: torch.dtype, g: torch.Generator,
+            convert: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+    """``n`` values of ``dtype``: ``convert`` of the hashed bits (base from ``g``), in blocks on the CPU so its
+    temporaries stay small, in one piece on a device."""
+    dev, base = _where(device), base_of(g)
+    out = torch.empty(n, dtype=dtype, device=dev)
+    step = max(1, n if dev.type != "cpu" else _CPU_BLOCK)
+    x = torch.empty(min(n, step), dtype=torch.int64, device=dev)
+    for a in range(0, n, step):
+        part = x[:min(step, n - a)]
+        _hash_into(part, base, a)
+        out[a:a + part.numel()] = convert(part)
     return out
 
 
-def drawn(n: int, g: torch.Generator, draw: Callable[[int, torch.Generator], torch.Tensor],
-          dtype: torch.dtype) -> torch.Tensor:
-    """``draw(m, generator)`` returns ``m`` values of ``dtype``: all ``n`` from ``g`` where ``n <= CHUNK``, else
-    chunk by chunk (``fill``)."""
+def bits(base: int, n: int, device: Optional[torch.device | str] = None) -> torch.Tensor:
+    """``n`` int64 values of 64 hashed bits each, value i from (``base``, i); equal on every device."""
+    out = torch.empty(n, dtype=torch.int64, device=_where(device))
+    _hash_into(out, base, 0)
+    return out
+
+
+def _top(x: torch.Tensor, k: int) -> torch.Tensor:
+    """The top ``k`` bits of each value, as a non-negative int64 (in place)."""
+    return x.bitwise_right_shift_(64 - k).bitwise_and_((1 << k) - 1)
+
+
+def uniform(n: int, g: torch.Generator, dtype: torch.dtype = torch.float32,
+            device: Optional[torch.device | str] = None) -> torch.Tensor:
+    """``n`` values in [0, 1): ``torch.rand(n, generator=g, dtype=dtype)`` up to ``CHUNK``; past it the
+    top 24 (float32 and narrower) or 53 (float64) hashed bits over 2^24 or 2^53, exactly."""
     if n <= CHUNK:
-        return draw(n, g)
-    return fill(torch.empty(n, dtype=dtype), g, lambda part, gen: part.copy_(draw(part.numel(), gen)))
+        return torch.rand(n, generator=g, dtype=dtype).to(_where(device))
+    k = 53 if dtype == torch.float64 else 24
+    work = torch.float64 if dtype == torch.float64 else torch.float32
+    return _blocks(n, device, dtype, g, lambda x: _top(x, k).to(work).mul_(2.0 ** -k))
 
 
-def uniform(n: int, g: torch.Generator, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """``torch.rand(n, generator=g, dtype=dtype)``, chunked."""
-    return drawn(n, g, lambda m, gen: torch.rand(m, generator=gen, dtype=dtype), dtype)
+def integers(low: int, high: int, n: int, g: torch.Generator,
+             device: Optional[torch.device | str] = None) -> torch.Tensor:
+    """``n`` int64 values in [low, high): ``torch.randint`` up to ``CHUNK``; past it 63 hashed bits modulo the
+    span (a bias below span / 2^63)."""
+    if n <= CHUNK:
+        return torch.randint(low, high, (n,), generator=g).to(_where(device))
+    return _blocks(n, device, torch.int64, g, lambda x: _top(x, 63).remainder_(high - low).add_(low))
 
 
-def integers(low: int, high: int, n: int, g: torch.Generator) -> torch.Tensor:
-    """``torch.randint(low, high, (n,), generator=g)`` (int64), chunked."""
-    return drawn(n, g, lambda m, gen: torch.randint(low, high, (m,), generator=gen), torch.int64)
+def _centred_sum(x: torch.Tensor) -> torch.Tensor:
+    """sqrt(3) times (the sum of the four 16-bit fields of x, each as (2k + 1) / 2^17, minus 2)."""
+    total = torch.bitwise_and(x, 0xFFFF)
+    for j in (1, 2, 3):
+        total.add_(torch.bitwise_right_shift(x, 16 * j).bitwise_and_(0xFFFF))
+    return total.mul_(2).add_(4 - (1 << 18)).to(torch.float64).mul_(math.sqrt(3.0) / (1 << 17))
+
+
+def normal(n: int, g: torch.Generator, device: Optional[torch.device | str] = None) -> torch.Tensor:
+    """``n`` float32 values of mean 0 and variance 1: ``torch.randn`` up to ``CHUNK``; past it the sum of four
+    uniforms (the hash's four 16-bit fields) centred and scaled by sqrt(3): symmetric, within +-2 sqrt(3),
+    one rounding from exact integers, so every device gives the same values."""
+    if n <= CHUNK:
+        return torch.randn(n, generator=g).to(_where(device))
+    return _blocks(n, device, torch.float32, g, _centred_sum)
+
+
+def categorical(weights: torch.Tensor, n: int, g: torch.Generator,
+                device: Optional[torch.device | str] = None) -> torch.Tensor:
+    """``n`` indices into the float64 CPU ``weights``, each i with probability weights[i] / sum:
+    ``torch.multinomial(..., replacement=True)`` up to ``CHUNK``; past it the inverse of the cumulative sum
+    (summed on the CPU, then searched by exact comparisons) at 53-bit uniforms."""
+    if n <= CHUNK:
+        return torch.multinomial(weights, n, replacement=True, generator=g).to(_where(device))
+    dev = _where(device)
+    cdf = torch.cumsum(weights, 0).to(dev)
+    u = uniform(n, g, torch.float64, dev).mul_(float(cdf[-1]))
+    return torch.searchsorted(cdf, u, right=True).clamp_(max=weights.numel() - 1)
+
+
+def permutation(n: int, g: torch.Generator, device: Optional[torch.device | str] = None) -> torch.Tensor:
+    """A random permutation of range(n): ``torch.randperm`` up to ``CHUNK``; past it the order of ``n`` hashed
+    keys (a stable sort, so equal keys keep their order on every device)."""
+    if n <= CHUNK:
+        return torch.randperm(n, generator=g).to(_where(device))
+    return torch.sort(bits(base_of(g), n, device), stable=True).indices

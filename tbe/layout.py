@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import Sequence
+from typing import Optional, Sequence
 
 import torch
 
@@ -143,21 +143,24 @@ def row_vector(dims: Sequence[int], element_bytes: int, *row_strides: int) -> in
     return vec if all(d % vec == 0 for d in dims) and all(s % vec == 0 for s in row_strides) else 1
 
 
-def seeded_weights(layout: TableLayout, weights_dtype: torch.dtype, seed: int = 0) -> torch.Tensor:
-    """Packed initial weights: Uniform(-1/sqrt(E), 1/sqrt(E)) per table, drawn on the CPU from ``seed``
-    in float64 and rounded to ``weights_dtype`` (what a fresh module holds). A fresh tensor; the last
-    one drawn is cached, since a check draws the same weights for the module and for its reference."""
-    return _seeded(tuple((s.rows, s.dim) for s in layout.specs), weights_dtype, seed).clone()
+def seeded_weights(layout: TableLayout, weights_dtype: torch.dtype, seed: int = 0,
+                   device: Optional[torch.device | str] = None) -> torch.Tensor:
+    """Packed initial weights: Uniform(-1/sqrt(E), 1/sqrt(E)) per table, drawn from ``seed`` in float64 and
+    rounded to ``weights_dtype`` (what a fresh module holds), on ``device`` (the same values on each). A fresh
+    tensor; the last one drawn is cached, since a check draws the same weights for the module and its reference."""
+    dev = torch.device(device if device is not None else "cpu")
+    if dev.type == "cuda" and dev.index is None:  # one cache key for "cuda" and the current "cuda:N"
+        dev = torch.device("cuda", torch.cuda.current_device())
+    return _seeded(tuple((s.rows, s.dim) for s in layout.specs), weights_dtype, seed, str(dev)).clone()
 
 
 @functools.lru_cache(maxsize=1)
-def _seeded(shapes: tuple[tuple[int, int], ...], weights_dtype: torch.dtype, seed: int) -> torch.Tensor:
-    """Every table's values drawn into one float64 buffer (``tbe.draws.fill``: one stream from ``seed`` up to
-    ``CHUNK`` values, chunks on several threads past it), each table's slice then scaled in place to (u * 2 - 1) * bound,
-    without a temporary per operation (a 500k x 128 table is 512 MB each)."""
+def _seeded(shapes: tuple[tuple[int, int], ...], weights_dtype: torch.dtype, seed: int, device: str) -> torch.Tensor:
+    """Every table's values drawn as one float64 uniform draw (``tbe.draws.uniform``: torch's CPU stream from
+    ``seed`` up to ``CHUNK`` values, the device's counter-based one past it), each table's slice then scaled in
+    place to (u * 2 - 1) * bound, without a temporary per operation (a 500k x 128 table is 512 MB each)."""
     g = torch.Generator().manual_seed(seed)
-    out = torch.empty(sum(rows * dim for rows, dim in shapes), dtype=torch.float64)
-    draws.fill(out, g, lambda part, gen: torch.rand(part.numel(), generator=gen, dtype=torch.float64, out=part))
+    out = draws.uniform(sum(rows * dim for rows, dim in shapes), g, torch.float64, device)
     at = 0
     for rows, dim in shapes:
         out[at:at + rows * dim].mul_(2).sub_(1).mul_(1.0 / math.sqrt(rows))

@@ -81,9 +81,9 @@ class TritonTBE(nn.Module):
 
     # ------------------------------------------------------------------ weights and state
     def reset_weights(self, seed: int = 0) -> None:
-        """``seeded_weights(layout, weights_dtype, seed)`` and zero optimizer state."""
+        """``seeded_weights(layout, weights_dtype, seed)``, drawn on the module's device, and zero optimizer state."""
         with torch.no_grad():
-            self.weights.copy_(seeded_weights(self.layout, self.weights_dtype, seed))
+            self.weights.copy_(seeded_weights(self.layout, self.weights_dtype, seed, self.device))
             self.momentum.zero_()
 
     def split_embedding_weights(self) -> list[torch.Tensor]:

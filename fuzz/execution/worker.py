@@ -60,7 +60,8 @@ def handle(req: dict[str, Any], watch: Any = None, send: Any = None) -> tuple[tu
     case = case_from_dict(req["case"])
     t0 = time.perf_counter()
     try:
-        t = artifacts.load_tensors(req["saved"]) if req["saved"] else tensors(case, steps=req["steps"], weights=False)
+        t = artifacts.load_tensors(req["saved"]) if req["saved"] else tensors(
+            case, steps=req["steps"], weights=False, device=check.draw_device(req.get("options", {}).get("sut")))
     except ValueError as e:
         return ("unmaterializable", str(e)), False
     materialized = time.perf_counter() - t0

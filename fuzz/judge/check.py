@@ -220,6 +220,13 @@ def tiers_of(case: AnyCase, t: CaseTensors, config: KernelConfig,
     return frozenset(found), int(sl.max()), tuple(zip(lengths.tolist(), runs.tolist()))
 
 
+def draw_device(sut: Optional[str] = None) -> torch.device:
+    """Where a check materializes its case: this process's device when ``sut`` runs there (a GPU draws a large
+    case in milliseconds, and its tensors need no copy), else the CPU. The values are the same on either."""
+    dev = default_device()
+    return dev if dev.type in get_sut(sut or DEFAULT_SUT).capabilities.devices else torch.device("cpu")
+
+
 def run_case(
     case: AnyCase, config: Optional[KernelConfig] = None, saved: Optional[CaseTensors] = None,
     steps: bool = True, model: Optional[ErrorModel] = None, sut: str = DEFAULT_SUT,
@@ -234,7 +241,7 @@ def run_case(
     t0 = time.perf_counter()
     phases = Phases()
     with phases.timed("materialize"):
-        t = saved if saved is not None else tensors(case, steps=steps, weights=False)
+        t = saved if saved is not None else tensors(case, steps=steps, weights=False, device=draw_device(sut))
     grads = t.grad_outputs if steps else []
     reports: list[Report] = []
     error = kind = None

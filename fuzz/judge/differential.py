@@ -107,8 +107,8 @@ def check_batch(
     phases: Optional[Phases] = None,
 ) -> list[Report]:
     """``check_case`` on explicit (possibly invalid) tensors; ``spec`` supplies tables, modes and
-    dtypes. One step per entry of ``grad_outputs``; none = one forward only. CPU tensors in; the
-    FP64 references run on the SUT's device (its instance's ``device``, else the CPU), beside the
+    dtypes. One step per entry of ``grad_outputs``; none = one forward only. Tensors on one device in
+    (the CPU, or the SUT's: ``fuzz.judge.check.draw_device``); the FP64 references run on the SUT's device (its instance's ``device``, else the CPU), beside the
     outputs they judge. ``sut`` names the system under test (``fuzz.sut.protocol``); it starts from
     ``initial_weights`` (packed; default: the spec's seeded weights). ``model`` picks the
     accumulation bound (default ``$TBE_FUZZ_BOUND``, else worst case); ``teeth`` collects bound /
@@ -121,7 +121,7 @@ def check_batch(
         raise SUTError(f"SUT {sut!r} cannot run this case: {why}")
     layout, B = spec.layout, spec.batch_size
     if initial_weights is None:
-        initial_weights = spec_weights(spec)
+        initial_weights = spec_weights(spec, indices.device)
     tables = [table_rows(layout, initial_weights, t).clone() for t in range(layout.num_tables)]
     params = params_for(spec, config if target.capabilities.kernel_config else None, tables)
     with phases.timed("sut"):

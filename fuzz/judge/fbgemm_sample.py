@@ -71,7 +71,9 @@ def check(case: Any, t: CaseTensors) -> tuple[str, list[Report]]:
 
 
 def run(case: Any, t: CaseTensors) -> list[Report]:
-    """FBGEMM's steps on ``case`` judged against FP64 (the caller checked ``not_applicable``)."""
+    """FBGEMM's steps on ``case`` judged against FP64 (the caller checked ``not_applicable``), on the CPU where
+    FBGEMM's tensors are."""
+    t = t.to("cpu")
     spec = base_spec(case)
     layout, B = spec.layout, spec.batch_size
     wdt, odt = parse_float_dtype("w", spec.weights_dtype), parse_float_dtype("o", spec.output_dtype)
