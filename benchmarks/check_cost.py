@@ -13,8 +13,8 @@ with ``fuzz.judge.check.run_case``: the first pass loads every kernel into the p
 cache after a warm-up), the second is the steady state. ``--large L`` checks ``--cases`` cases of about L
 lookups each instead (one table; D, rows, bag length, dtypes, pooling, weighting, optimizer, skew and
 values varied by the seed): the per-lookup cost that a campaign's mix of small draws hides. ``--draws-only``
-times, twice, only the host's draws of every case (batch, gradients and initial weights:
-``strategies.cases.tensors``), the part of a check that runs on the CPU before any kernel; no device is needed.
+times, twice, only the draws of every case (batch, gradients and initial weights: ``strategies.cases.tensors``)
+where a check makes them (``fuzz.judge.check.draw_device``: on a GPU the large ones run there), before any kernel.
 ``--fbgemm-only`` times FBGEMM's sample check (``fuzz.judge.fbgemm_sample.run``: FBGEMM's CPU steps and
 their FP64 check, on the CPU) on every case, whatever the sample and its size cap, draws excluded.
 ``--profile N`` prints the N costliest functions
@@ -31,6 +31,7 @@ from pathlib import Path
 
 from tbe.backend import INTERPRETED  # noqa: F401  (first: it picks the interpreter before triton is imported)
 
+import torch  # noqa: E402
 from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
 
 from fuzz.judge import run_case  # noqa: E402
@@ -81,10 +82,16 @@ def check_all(items: list, sut: str) -> tuple[float, int]:
     return time.perf_counter() - t0, lookups
 
 
-def draw_all(items: list) -> tuple[float, int]:
+def draw_all(items: list, sut: str) -> tuple[float, int]:
+    """Every case's draws (batch, gradients, initial weights) where a check makes them (``draw_device``)."""
+    from fuzz.judge.check import draw_device
+
+    device = draw_device(sut)
     t0, lookups = time.perf_counter(), 0
     for case, _ in items:
-        lookups += tensors(case).indices.numel()
+        lookups += tensors(case, device=device).indices.numel()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
     return time.perf_counter() - t0, lookups
 
 
@@ -136,7 +143,7 @@ def main() -> int:
     print(f"generated {len(items)} examples ({subs} cases) in {gen:.2f}s ({1000 * gen / len(items):.1f} ms each)")
     unit = "example" if args.pack > 1 else "case"
     if args.draws_only:
-        part, what = draw_all, "draws"
+        part, what = functools.partial(draw_all, sut=args.sut), "draws"
     elif args.fbgemm_only:
         part, what = fbgemm_all, "FBGEMM's sample check"
         cols = columns(items)  # once: the items are the same in every pass
