@@ -18,7 +18,8 @@ where a check makes them (``fuzz.judge.check.draw_device``: on a GPU the large o
 ``--fbgemm-only`` times FBGEMM's sample check (``fuzz.judge.fbgemm_sample.run``: FBGEMM's CPU steps and
 their FP64 check, on the CPU) on every case, whatever the sample and its size cap, draws excluded.
 ``--profile N`` prints the N costliest functions
-of a third pass (cProfile), by own time and by cumulative time; ``--out`` also writes them to a file.
+of a third pass (cProfile), by own time and by cumulative time, and on a GPU the N kernels and ops with the most
+device time of a fourth (``torch.profiler``); ``--out`` also writes them to a file.
 """
 
 from __future__ import annotations
@@ -115,6 +116,18 @@ def fbgemm_all(items: list) -> tuple[float, int]:
     return secs, lookups
 
 
+def device_profile(part, items: list, rows: int) -> str:
+    """The ``rows`` CUDA kernels and ops of one more pass with the most device time of their own
+    (``torch.profiler``): where a check's time goes once the host is not waiting on draws."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        part(items)
+        torch.cuda.synchronize()
+    table = prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=rows, max_name_column_width=70)
+    return "\ndevice time by kernel and op (torch.profiler, one pass):\n" + table + "\n"
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cases", type=int, default=200)
@@ -168,6 +181,8 @@ def main() -> int:
         stats = pstats.Stats(prof, stream=text)
         stats.sort_stats("tottime").print_stats(args.profile)
         stats.sort_stats("cumulative").print_stats(args.profile)
+        if torch.cuda.is_available() and not args.fbgemm_only:
+            text.write(device_profile(part, items, args.profile))
         print(text.getvalue())
         if args.out:
             args.out.write_text(text.getvalue())
