@@ -152,26 +152,48 @@ def compare(
     return Report(what, num_bad == 0, worst, num_bad, exp.numel())
 
 
+SEGMENT_CHUNK = 1024  # entries a span's first-level reduction takes at once (compare_segments)
+
+
 def compare_segments(expected: torch.Tensor, got: torch.Tensor, bound: torch.Tensor,
                      spans: list[tuple[int, int]]) -> list[tuple[int, int, int, float, float, float]]:
-    """``compare``'s rule on each span [a, b) of 1-D tensors, in a fixed number of operations whatever the
-    number of spans: per span (bad entries, entries, worst position in the span, its expected, got and
-    bound). The worst is the first entry of the largest ratio, NaN ratios counting as infinite."""
+    """``compare``'s rule on each span [a, b) of 1-D tensors that the spans tile in order, in a fixed number of
+    operations whatever the number of spans: per span (bad entries, entries, worst position in the span, its
+    expected, got and bound). The worst is the first entry of the largest ratio, NaN ratios counting as infinite.
+
+    Each span is cut into rows of ``SEGMENT_CHUNK`` entries, reduced along the row, then the rows' results per
+    span: a scatter of every entry into its span's one slot would serialize a table's millions of entries on
+    one address."""
     if not spans:
         return []
     if any(b <= a for a, b in spans):
         raise ValueError(f"compare_segments: every span needs an entry, got {spans}")
+    if spans[0][0] != 0 or spans[-1][1] != expected.numel() or any(
+            b != a for (_, b), (a, _) in zip(spans, spans[1:])):
+        raise ValueError(f"compare_segments: the spans must tile [0, {expected.numel()}) in order, got {spans}")
     exp, g, bnd, err, ratio = _errors(expected, got, bound, got.dtype)
     dev = exp.device
-    n = exp.numel()
+    n, S, C = exp.numel(), len(spans), SEGMENT_CHUNK
+    starts = torch.tensor([a for a, _ in spans], dtype=torch.int64, device=dev)
     sizes = torch.tensor([b - a for a, b in spans], dtype=torch.int64, device=dev)
-    span = torch.repeat_interleave(torch.arange(len(spans), device=dev), sizes, output_size=n)
-    ratio = ratio.nan_to_num(nan=float("inf"))
-    best = torch.full((len(spans),), -1.0, dtype=torch.float64, device=dev).scatter_reduce(0, span, ratio, "amax")
-    pos = torch.arange(n, device=dev)
-    first = torch.full((len(spans),), n, dtype=torch.int64, device=dev).scatter_reduce(
-        0, span, torch.where(ratio == best[span], pos, n), "amin")
-    num_bad = torch.zeros(len(spans), dtype=torch.int64, device=dev).index_add_(0, span, (err > bnd).to(torch.int64))
+    rows_per_span = [-(-(b - a) // C) for a, b in spans]
+    K = sum(rows_per_span)
+    row0 = torch.tensor([0] + rows_per_span[:-1], dtype=torch.int64, device=dev).cumsum(0)
+    span = torch.repeat_interleave(torch.arange(S, device=dev), sizes, output_size=n)
+    local = torch.arange(n, device=dev) - starts[span]
+    row, col = row0[span] + local // C, local % C
+    grid = torch.full((K, C), -1.0, dtype=torch.float64, device=dev)
+    grid[row, col] = ratio.nan_to_num(nan=float("inf"))
+    row_best, row_arg = grid.max(dim=1)  # the first largest entry of each row
+    row_span = torch.repeat_interleave(torch.arange(S, device=dev), torch.tensor(rows_per_span, device=dev),
+                                       output_size=K)
+    best = torch.full((S,), -1.0, dtype=torch.float64, device=dev).scatter_reduce(0, row_span, row_best, "amax")
+    row_first = starts[row_span] + (torch.arange(K, device=dev) - row0[row_span]) * C + row_arg
+    first = torch.full((S,), n, dtype=torch.int64, device=dev).scatter_reduce(
+        0, row_span, torch.where(row_best == best[row_span], row_first, n), "amin")
+    bad = torch.zeros(n + 1, dtype=torch.int64, device=dev)
+    torch.cumsum((err > bnd).to(torch.int64), 0, out=bad[1:])
+    num_bad = bad[starts + sizes] - bad[starts]
     picked = torch.stack([exp[first], g[first], bnd[first]]).tolist()
     return [(nb, b - a, f - a, e, gv, bv) for nb, (a, b), f, e, gv, bv in
             zip(num_bad.tolist(), spans, first.tolist(), *picked)]

@@ -1,5 +1,6 @@
 """The comparison and its diff report: what counts as within bound, and what is named."""
 
+import pytest
 import torch
 
 from oracles.bounds import gamma, overflow_threshold
@@ -75,3 +76,47 @@ def test_an_fp16_weight_that_overflows_to_its_infinity_is_right():
     saturated = right.clone()
     saturated[0] = 65504.0  # a kernel that clamps instead of rounding is off by more than the bound
     assert [v.what for v in check_step(ref, layout, w0, saturated, None, None)] == ["weight"]
+
+
+def _one_span(expected, got, bound, a, b):
+    """compare_segments' rule on one span, the plain way: a Python loop over its entries."""
+    bad, worst, worst_ratio = 0, a, -1.0
+    for i in range(a, b):
+        e, g, bd = float(expected[i]), float(got[i]), float(bound[i])
+        err = 0.0 if (e == g or (e != e and g != g)) else abs(g - e)
+        err = float("inf") if err != err else err
+        bad += err > bd
+        r = err / bd if bd > 0 else (float("inf") if err > 0 else 0.0)
+        if r > worst_ratio:
+            worst, worst_ratio = i, r
+    return bad, b - a, worst - a, float(expected[worst]), float(got[worst]), float(bound[worst])
+
+
+@pytest.mark.parametrize("chunk", [3, 1024])
+def test_compare_segments_is_each_span_compared_alone_with_ties_nans_and_spans_across_rows(monkeypatch, chunk):
+    from oracles import compare as module
+
+    monkeypatch.setattr(module, "SEGMENT_CHUNK", chunk)
+    g = torch.Generator().manual_seed(4)
+    n = 2600
+    expected = torch.randn(n, generator=g, dtype=torch.float64)
+    bound = torch.full((n,), 0.5, dtype=torch.float64)
+    # errors on a coarse grid, so the largest ratio ties within and across rows of a span
+    got = expected + torch.randint(0, 4, (n,), generator=g).to(torch.float64) * 0.25
+    got[[7, 900, 2000]] = float("nan")
+    got[1500] = float("inf")
+    bound[1501] = 0.0
+    cuts = [0, 1, 5, 7, 8, 700, 900, 901, 1500, 1502, 2599, n]
+    spans = list(zip(cuts[:-1], cuts[1:]))
+    got_segments = module.compare_segments(expected, got, bound, spans)
+    same = [tuple(map(repr, r)) for r in got_segments]  # repr: a NaN equals a NaN
+    assert same == [tuple(map(repr, _one_span(expected, got, bound, a, b))) for a, b in spans]
+    assert sum(r[0] for r in got_segments) > 0 and any(r[2] > 0 for r in got_segments)
+
+
+def test_compare_segments_refuses_spans_that_do_not_tile_the_entries():
+    from oracles.compare import compare_segments
+
+    x = torch.zeros(10, dtype=torch.float64)
+    with pytest.raises(ValueError, match="tile"):
+        compare_segments(x, x, x, [(0, 4), (5, 10)])
