@@ -22,6 +22,22 @@ def test_bands_cover_every_length_once():
     assert [band_label(*b) for b in BANDS][-2:] == ["4096-2^20-1", ">= 2^20"]
 
 
+def test_each_bands_largest_ratio_is_found_among_more_entries_than_slots():
+    """Per band, the max is the largest bound / |update| of its entries, wherever it sits among thousands."""
+    g = torch.Generator().manual_seed(3)
+    n = 5000
+    seg = torch.tensor([1, 40, 300])[torch.randint(0, 3, (n,), generator=g)]
+    bound = torch.rand(n, generator=g, dtype=torch.float64)
+    update = torch.rand(n, generator=g, dtype=torch.float64) + 0.5
+    t = Teeth()
+    t.add(seg, bound, update)
+    j = t.to_json()
+    for length, label in ((1, "1-3"), (40, "32-255"), (300, "256-4095")):
+        m = seg == length
+        assert j[label]["max"] == pytest.approx(float((bound[m] / update[m]).max()), rel=1e-12)
+        assert j[label]["entries"] == int(m.sum())
+
+
 def test_band_statistics():
     t = Teeth()
     seg = torch.tensor([1, 2, 300, 2 ** 20])

@@ -31,6 +31,7 @@ BANDS: tuple[tuple[int, Optional[int]], ...] = (
 BINS_PER_OCTAVE = 4
 _FLOOR_BIN = -BINS_PER_OCTAVE * 200  # ratios below 2^-200 (bound 0) share the lowest bin
 _TOP_BIN = BINS_PER_OCTAVE * 1000  # ratios above 2^1000 (an infinite bound) share the top bin
+_TOP_SLOTS = 1024  # slots per band for the largest ratio (Teeth.add)
 _KEY_STRIDE = 8192  # (band, bin) as one integer: band * stride + bin - _FLOOR_BIN (bins span < 8192)
 
 
@@ -131,7 +132,11 @@ class Teeth:
         w = weight.to(torch.float64).abs().reshape(-1) if weight is not None else torch.zeros_like(upd)
         within = over & (upd <= unit * w)
         over_counts = torch.stack([torch.bincount(band[m], minlength=nb) for m in (over, over & ex, within)])
-        top = torch.zeros(nb, dtype=torch.float64, device=r.device).scatter_reduce_(0, rb, r, "amax")
+        # each band's largest ratio over _TOP_SLOTS slots per band, so millions of entries do not all update
+        # one address, then over the slots
+        slot = rb * _TOP_SLOTS + torch.arange(rb.numel(), device=r.device) % _TOP_SLOTS
+        top = torch.zeros(nb * _TOP_SLOTS, dtype=torch.float64, device=r.device).scatter_reduce_(
+            0, slot, r, "amax").view(nb, _TOP_SLOTS).amax(1)
         bins = torch.floor(torch.log2(r) * BINS_PER_OCTAVE).clamp(min=_FLOOR_BIN, max=_TOP_BIN).to(torch.int64)
         keys, n = torch.unique(rb * _KEY_STRIDE + (bins - _FLOOR_BIN), return_counts=True)
         bands = list(self.bands.values())
