@@ -1,9 +1,10 @@
 """Iteration time and per-stage device time of several KernelConfigs on ``bench_tbe``'s shapes, one process.
 
 ``python -m benchmarks.config_sweep --shapes D128-fp32-zipf1.1 --configs '[{}, {"long_run_threshold": 64}]'
---out F`` prints (and appends to F) one JSON line per shape and config: the forward, the iteration timed three
-times, the stages of ``profile_backward``, and a digest of the weights after one step from a fixed start (equal
-digests across two checkouts, run through ``benchmarks.other_tree``, mean equal updates). Configs are overrides
+--out F`` prints (and appends to F) one JSON line per shape and config: the forward (wall, and device time by
+the profiler in three rounds of 20, steadier than the wall time), the iteration timed three times, the stages
+of ``profile_backward``, and a digest of the weights after one step from a fixed start (equal digests across
+two checkouts, run through ``benchmarks.other_tree``, mean equal updates). Configs are overrides
 of the defaults; kernels a config shares with an earlier one are not rebuilt, so a sweep of run-time fields is
 cheap. This is how the defaults' backward fields were chosen (``results/sweep_long_tier_h200.jsonl``).
 """
@@ -50,9 +51,10 @@ def sweep_shape(shape: tuple, overrides: list[dict], label: str, device: torch.d
         digest = weights_digest(m.weights)
         with torch.no_grad():
             fwd = time_ms(lambda: m(ids, offsets, psw))
+            fwd_device = [round(sum(kernel_times(lambda: m(ids, offsets, psw), 20).values()), 4) for _ in range(3)]
         its = [time_ms(lambda: m(ids, offsets, psw).backward(grad), warmup=2, repeat=10) for _ in range(3)]
         stages = summarise(kernel_times(lambda: m(ids, offsets, psw).backward(grad), 3))["stages_ms"]
-        yield {"tree": label, "shape": name, "cfg": ov, "digest": digest, "fwd": round(fwd, 4),
+        yield {"tree": label, "shape": name, "cfg": ov, "digest": digest, "fwd": round(fwd, 4), "fwd_device": fwd_device,
                "iter": [round(x, 4) for x in its], "stages": {k: round(v, 3) for k, v in stages.items()},
                "s": round(time.perf_counter() - t0, 1)}
         del m
