@@ -217,7 +217,8 @@ def _short_rows_kernel(
             else:
                 acc += rows
         if ADAGRAD:
-            m_new = m_old + tl.div_rn(tl.sum(acc * acc, axis=1, keep_dims=True), D.to(tl.float32))
+            # idle lanes (past the last run) have D = 0: divide them by 1, not 0/0, which the interpreter reports
+            m_new = m_old + tl.div_rn(tl.sum(acc * acc, axis=1, keep_dims=True), tl.maximum(D, 1).to(tl.float32))
             tl.store(momentum_ptr + lin, m_new, mask=rm)
             w_new = w - tl.div_rn(lr + tl.zeros_like(m_new), tl.sqrt_rn(m_new) + eps) * acc
         else:
