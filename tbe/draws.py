@@ -4,8 +4,8 @@ A draw of at most ``CHUNK`` values is torch's own on the CPU generator the calle
 moved to ``device``). A larger draw takes one value from that generator as a base and computes value ``i``
 from a 64-bit hash of (base, i) (splitmix64's finalizer, in int64 arithmetic that wraps): a counter-based
 stream, so it runs on the device that needs the values (no serial host generator, no copy), in any order
-and on any thread count, and the CPU and a GPU give the same bits. Every float is built from the hash's integer bits by exact operations and at most
-one rounding (no transcendental function), so those values match too. Written here rather than taken from
+and on any thread count, and the CPU and a GPU give the same bits. Every float is built from the hash's integer bits by exact integer operations and
+correctly rounded IEEE multiplications and casts (no transcendental function), so those values match too. Written here rather than taken from
 a library: torch's generators are per device and give different streams on each, and the rule this keeps
 (the values fixed by the spec's seed alone, wherever it is materialized) is this project's.
 """
@@ -114,7 +114,7 @@ def _centred_sum(x: torch.Tensor) -> torch.Tensor:
 def normal(n: int, g: torch.Generator, device: Optional[torch.device | str] = None) -> torch.Tensor:
     """``n`` float32 values of mean 0 and variance 1: ``torch.randn`` up to ``CHUNK``; past it the sum of four
     uniforms (the hash's four 16-bit fields) centred and scaled by sqrt(3): symmetric, within +-2 sqrt(3),
-    one rounding from exact integers, so every device gives the same values."""
+    an exact integer times a float64 constant, then cast to float32, so every device gives the same values."""
     if n <= CHUNK:
         return torch.randn(n, generator=g).to(_where(device))
     return _blocks(n, device, torch.float32, g, _centred_sum)
