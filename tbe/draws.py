@@ -1,13 +1,14 @@
 """Seeded draws whose large ones run where the values are needed, with the same values on every device.
 
-A draw of at most ``CHUNK`` values is torch's own on the CPU generator the caller passes, unchanged (and
-moved to ``device``). A larger draw takes one value from that generator as a base and computes value ``i``
-from a 64-bit hash of (base, i) (splitmix64's finalizer, in int64 arithmetic that wraps): a counter-based
-stream, so it runs on the device that needs the values (no serial host generator, no copy), in any order
-and on any thread count, and the CPU and a GPU give the same bits. Every float is built from the hash's integer bits by exact integer operations and
-correctly rounded IEEE multiplications and casts (no transcendental function), so those values match too. Written here rather than taken from
-a library: torch's generators are per device and give different streams on each, and the rule this keeps
-(the values fixed by the spec's seed alone, wherever it is materialized) is this project's.
+A draw of at most ``CHUNK`` values is torch's own on the CPU generator the caller passes, unchanged (and moved
+to ``device``). A larger draw takes one value from that generator as a base and computes value ``i`` from a
+64-bit hash of (base, i) (splitmix64's finalizer, in int64 arithmetic that wraps): a counter-based stream, so
+it runs on the device that needs the values (no serial host generator, no copy), in any order and on any
+thread count, and the CPU and a GPU give the same bits. Every float is built from the hash's integer bits by
+exact integer operations and correctly rounded IEEE multiplications and casts (no transcendental function), so
+those values match too. Written here rather than taken from a library: torch's generators are per device and
+give different streams on each, and the rule this keeps (the values fixed by the spec's seed alone, wherever
+it is materialized) is this project's.
 """
 
 from __future__ import annotations
