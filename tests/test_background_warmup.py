@@ -294,6 +294,43 @@ def test_the_builder_process_is_killed_whole_when_the_campaign_ends():
     assert _running_in_group(pool._proc.pid) == []  # the builder's pool went with it
 
 
+def _touch_and_sleep(path):
+    """A stand-in group that says it has started, then builds for longer than the test."""
+    open(path, "w").close()
+    time.sleep(600)
+
+
+_STOP_MID_BUILD = """
+import os, sys, time
+from fuzz.compile.background import _BuilderPool
+from tests.test_background_warmup import _touch_and_sleep
+mark = sys.argv[1]
+pool = _BuilderPool(2)
+futures = [pool.submit(_touch_and_sleep, mark) for _ in range(3)]
+pool.start()
+deadline = time.monotonic() + 120
+while not os.path.exists(mark) and time.monotonic() < deadline:
+    time.sleep(0.05)
+assert os.path.exists(mark), "no group started"
+pool.kill()
+print("builder alive after kill:", pool._proc.is_alive())
+"""
+
+
+def test_a_builder_stopped_mid_build_leaves_no_semaphore_for_the_resource_tracker_to_report(tmp_path):
+    """A campaign that ends while groups build stops its builder; the builder's pool must release its semaphores,
+    or every GPU campaign ends with the resource tracker's 'leaked semaphore objects' warning."""
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run([sys.executable, "-c", _STOP_MID_BUILD, str(tmp_path / "started")], cwd=root,
+                          capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    assert "builder alive after kill: False" in proc.stdout
+    assert "leaked semaphore" not in proc.stderr, proc.stderr
+
+
 def _running_in_group(pgid):
     """Pids of the live (not zombie) processes in process group ``pgid``, read from /proc."""
     out = []

@@ -465,6 +465,7 @@ def _pieces(entry: tuple) -> list:
 
 POLL_S = 0.5  # how often a follower reads the builder's group stamps
 WARMUP_NICE = 10  # the warm-up's builder: below the search's driver and worker
+STOP_GRACE_S = 3.0  # how long a stopped builder may take to end its pool before its group is killed
 FIRST_NICE = 5  # a list built first (``build_first``): below the search, above the warm-up (about 3x its share)
 
 
@@ -622,10 +623,19 @@ class _BuilderPool:
                 fut.set_result(payload) if ok else fut.set_exception(RuntimeError(payload))
 
     def kill(self) -> None:
+        """Stop the build now: SIGTERM asks the builder to kill its pool's workers and exit, which releases its
+        pool's semaphores (killed outright, it leaves them for the resource tracker to report as leaked at the
+        campaign's exit); then whatever is left of its process group is killed."""
         import signal
 
         if self._proc is None or self._proc.pid is None:
             return
+        if self._proc.is_alive():
+            try:
+                os.kill(self._proc.pid, signal.SIGTERM)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self._proc.join(timeout=STOP_GRACE_S)
         try:
             os.killpg(self._proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -638,11 +648,20 @@ def _builder_main(items: list, n: int, out: Any, nice: int) -> None:
     search (``nice``), groups built ``n`` at a time."""
     import multiprocessing as mp
 
+    import signal
+
     os.setpgrp()
     try:
         os.nice(nice)  # the search's driver and worker come first; the build takes the cores they leave
     except OSError:
         pass
+
+    def stop(*_: Any) -> None:  # _BuilderPool.kill: the workers go now, the pool's semaphores on the way out
+        for child in mp.active_children():
+            child.kill()
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, stop)
     with cf.ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn")) as pool:
         futures = {pool.submit(fn, group): i for i, (fn, group) in enumerate(items)}
         for fut in cf.as_completed(futures):
