@@ -54,9 +54,9 @@ def sweep_shape(shape: tuple, overrides: list[dict], label: str, device: torch.d
             fwd_device = [round(sum(kernel_times(lambda: m(ids, offsets, psw), 20).values()), 4) for _ in range(3)]
         its = [time_ms(lambda: m(ids, offsets, psw).backward(grad), warmup=2, repeat=10) for _ in range(3)]
         stages = summarise(kernel_times(lambda: m(ids, offsets, psw).backward(grad), 3))["stages_ms"]
-        yield {"tree": label, "shape": name, "cfg": ov, "digest": digest, "fwd": round(fwd, 4), "fwd_device": fwd_device,
-               "iter": [round(x, 4) for x in its], "stages": {k: round(v, 3) for k, v in stages.items()},
-               "s": round(time.perf_counter() - t0, 1)}
+        yield {"tree": label, "shape": name, "cfg": ov, "digest": digest, "fwd": round(fwd, 4),
+               "fwd_device": fwd_device, "iter": [round(x, 4) for x in its],
+               "stages": {k: round(v, 3) for k, v in stages.items()}, "s": round(time.perf_counter() - t0, 1)}
         del m
         torch.cuda.empty_cache()
 

@@ -181,7 +181,7 @@ def _draw_ids(rows: int, n: int, skew: float, exclude: list[int], g: torch.Gener
 def materialize(spec: CaseSpec, device: Optional[torch.device | str] = None) -> Case:
     """Build the batch for ``spec`` deterministically, on ``device`` (default the CPU): small draws come from
     the spec's CPU generator, large ones (``tbe.draws``) run on the device, with the same values everywhere."""
-    dev = torch.device(device if device is not None else "cpu")
+    dev = draws.device_or_cpu(device)
     g = torch.Generator().manual_seed(spec.seed)
     T, B = spec.num_tables, spec.batch_size
     lengths = _bag_lengths(spec, g).to(dev)
@@ -201,7 +201,7 @@ def materialize(spec: CaseSpec, device: Optional[torch.device | str] = None) -> 
         n_plain = n - (0 if hot_ids is None else hot_ids.numel())
         plain = _draw_ids(rows, n_plain, spec.id_skew, sorted({h.row for h in hot}), g, dev)
         ids = plain if hot_ids is None else torch.cat([plain, hot_ids])
-        if hot_ids is not None or n <= draws.CHUNK:  # i.i.d. ids need no shuffle; small draws stay as they were
+        if hot_ids is not None or n <= draws.SMALL:  # i.i.d. ids need no shuffle; small draws stay as they were
             ids = ids[draws.permutation(n, g, dev)]
         per_table_ids.append(ids)
     idx_dtype = {"int32": torch.int32, "int64": torch.int64}[spec.index_dtype]

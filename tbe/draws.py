@@ -1,6 +1,6 @@
 """Seeded draws whose large ones run where the values are needed, with the same values on every device.
 
-A draw of at most ``CHUNK`` values is torch's own on the CPU generator the caller passes, unchanged (and moved
+A draw of at most ``SMALL`` values is torch's own on the CPU generator the caller passes, unchanged (and moved
 to ``device``). A larger draw takes one value from that generator as a base and computes value ``i`` from a
 64-bit hash of (base, i) (splitmix64's finalizer, in int64 arithmetic that wraps): a counter-based stream, so
 it runs on the device that needs the values (no serial host generator, no copy), in any order and on any
@@ -18,7 +18,7 @@ from typing import Callable, Optional
 
 import torch
 
-CHUNK = 1 << 20
+SMALL = 1 << 20  # draws of at most this many values are torch's own; larger ones are counter-based
 _GOLDEN, _MIX1, _MIX2 = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
 _CPU_BLOCK = 1 << 22  # the CPU hashes in blocks of this many values, so its scratch stays small
 
@@ -29,7 +29,8 @@ def _signed(c: int) -> int:
     return c - (1 << 64) if c >= 1 << 63 else c
 
 
-def _where(device: Optional[torch.device | str]) -> torch.device:
+def device_or_cpu(device: Optional[torch.device | str]) -> torch.device:
+    """``device`` as a torch.device, the CPU where it is None."""
     return torch.device(device if device is not None else "cpu")
 
 
@@ -61,7 +62,7 @@ def _blocks(n: int, device: Optional[torch.device | str], dtype: torch.dtype, g:
             convert: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
     """``n`` values of ``dtype``: ``convert`` of the hashed bits (base from ``g``), in blocks on the CPU so its
     temporaries stay small, in one piece on a device."""
-    dev, base = _where(device), base_of(g)
+    dev, base = device_or_cpu(device), base_of(g)
     out = torch.empty(n, dtype=dtype, device=dev)
     step = max(1, n if dev.type != "cpu" else _CPU_BLOCK)
     x = torch.empty(min(n, step), dtype=torch.int64, device=dev)
@@ -74,7 +75,7 @@ def _blocks(n: int, device: Optional[torch.device | str], dtype: torch.dtype, g:
 
 def bits(base: int, n: int, device: Optional[torch.device | str] = None) -> torch.Tensor:
     """``n`` int64 values of 64 hashed bits each, value i from (``base``, i); equal on every device."""
-    out = torch.empty(n, dtype=torch.int64, device=_where(device))
+    out = torch.empty(n, dtype=torch.int64, device=device_or_cpu(device))
     _hash_into(out, base, 0)
     return out
 
@@ -86,10 +87,10 @@ def _top(x: torch.Tensor, k: int) -> torch.Tensor:
 
 def uniform(n: int, g: torch.Generator, dtype: torch.dtype = torch.float32,
             device: Optional[torch.device | str] = None) -> torch.Tensor:
-    """``n`` values in [0, 1): ``torch.rand(n, generator=g, dtype=dtype)`` up to ``CHUNK``; past it the
+    """``n`` values in [0, 1): ``torch.rand(n, generator=g, dtype=dtype)`` up to ``SMALL``; past it the
     top 24 (float32 and narrower) or 53 (float64) hashed bits over 2^24 or 2^53, exactly."""
-    if n <= CHUNK:
-        return torch.rand(n, generator=g, dtype=dtype).to(_where(device))
+    if n <= SMALL:
+        return torch.rand(n, generator=g, dtype=dtype).to(device_or_cpu(device))
     k = 53 if dtype == torch.float64 else 24
     work = torch.float64 if dtype == torch.float64 else torch.float32
     return _blocks(n, device, dtype, g, lambda x: _top(x, k).to(work).mul_(2.0 ** -k))
@@ -97,10 +98,10 @@ def uniform(n: int, g: torch.Generator, dtype: torch.dtype = torch.float32,
 
 def integers(low: int, high: int, n: int, g: torch.Generator,
              device: Optional[torch.device | str] = None) -> torch.Tensor:
-    """``n`` int64 values in [low, high): ``torch.randint`` up to ``CHUNK``; past it 63 hashed bits modulo the
+    """``n`` int64 values in [low, high): ``torch.randint`` up to ``SMALL``; past it 63 hashed bits modulo the
     span (a bias below span / 2^63)."""
-    if n <= CHUNK:
-        return torch.randint(low, high, (n,), generator=g).to(_where(device))
+    if n <= SMALL:
+        return torch.randint(low, high, (n,), generator=g).to(device_or_cpu(device))
     return _blocks(n, device, torch.int64, g, lambda x: _top(x, 63).remainder_(high - low).add_(low))
 
 
@@ -113,30 +114,30 @@ def _centred_sum(x: torch.Tensor) -> torch.Tensor:
 
 
 def normal(n: int, g: torch.Generator, device: Optional[torch.device | str] = None) -> torch.Tensor:
-    """``n`` float32 values of mean 0 and variance 1: ``torch.randn`` up to ``CHUNK``; past it the sum of four
+    """``n`` float32 values of mean 0 and variance 1: ``torch.randn`` up to ``SMALL``; past it the sum of four
     uniforms (the hash's four 16-bit fields) centred and scaled by sqrt(3): symmetric, within +-2 sqrt(3),
     an exact integer times a float64 constant, then cast to float32, so every device gives the same values."""
-    if n <= CHUNK:
-        return torch.randn(n, generator=g).to(_where(device))
+    if n <= SMALL:
+        return torch.randn(n, generator=g).to(device_or_cpu(device))
     return _blocks(n, device, torch.float32, g, _centred_sum)
 
 
 def categorical(weights: torch.Tensor, n: int, g: torch.Generator,
                 device: Optional[torch.device | str] = None) -> torch.Tensor:
     """``n`` indices into the float64 CPU ``weights``, each i with probability weights[i] / sum:
-    ``torch.multinomial(..., replacement=True)`` up to ``CHUNK``; past it the inverse of the cumulative sum
+    ``torch.multinomial(..., replacement=True)`` up to ``SMALL``; past it the inverse of the cumulative sum
     (summed on the CPU, then searched by exact comparisons) at 53-bit uniforms."""
-    if n <= CHUNK:
-        return torch.multinomial(weights, n, replacement=True, generator=g).to(_where(device))
-    dev = _where(device)
+    if n <= SMALL:
+        return torch.multinomial(weights, n, replacement=True, generator=g).to(device_or_cpu(device))
+    dev = device_or_cpu(device)
     cdf = torch.cumsum(weights, 0).to(dev)
     u = uniform(n, g, torch.float64, dev).mul_(float(cdf[-1]))
     return torch.searchsorted(cdf, u, right=True).clamp_(max=weights.numel() - 1)
 
 
 def permutation(n: int, g: torch.Generator, device: Optional[torch.device | str] = None) -> torch.Tensor:
-    """A random permutation of range(n): ``torch.randperm`` up to ``CHUNK``; past it the order of ``n`` hashed
+    """A random permutation of range(n): ``torch.randperm`` up to ``SMALL``; past it the order of ``n`` hashed
     keys (a stable sort, so equal keys keep their order on every device)."""
-    if n <= CHUNK:
-        return torch.randperm(n, generator=g).to(_where(device))
+    if n <= SMALL:
+        return torch.randperm(n, generator=g).to(device_or_cpu(device))
     return torch.sort(bits(base_of(g), n, device), stable=True).indices

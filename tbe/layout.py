@@ -148,7 +148,7 @@ def seeded_weights(layout: TableLayout, weights_dtype: torch.dtype, seed: int = 
     """Packed initial weights: Uniform(-1/sqrt(E), 1/sqrt(E)) per table, drawn from ``seed`` in float64 and
     rounded to ``weights_dtype`` (what a fresh module holds), on ``device`` (the same values on each). A fresh
     tensor; the last one drawn is cached, since a check draws the same weights for the module and its reference."""
-    dev = torch.device(device if device is not None else "cpu")
+    dev = draws.device_or_cpu(device)
     if dev.type == "cuda" and dev.index is None:  # one cache key for "cuda" and the current "cuda:N"
         dev = torch.device("cuda", torch.cuda.current_device())
     return _seeded(tuple((s.rows, s.dim) for s in layout.specs), weights_dtype, seed, str(dev)).clone()
@@ -157,7 +157,7 @@ def seeded_weights(layout: TableLayout, weights_dtype: torch.dtype, seed: int = 
 @functools.lru_cache(maxsize=1)
 def _seeded(shapes: tuple[tuple[int, int], ...], weights_dtype: torch.dtype, seed: int, device: str) -> torch.Tensor:
     """Every table's values drawn as one float64 uniform draw (``tbe.draws.uniform``: torch's CPU stream from
-    ``seed`` up to ``CHUNK`` values, the device's counter-based one past it), each table's slice then scaled in
+    ``seed`` up to ``SMALL`` values, the device's counter-based one past it), each table's slice then scaled in
     place to (u * 2 - 1) * bound, without a temporary per operation (a 500k x 128 table is 512 MB each)."""
     g = torch.Generator().manual_seed(seed)
     out = draws.uniform(sum(rows * dim for rows, dim in shapes), g, torch.float64, device)

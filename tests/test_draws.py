@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from tbe import draws
-from tbe.draws import CHUNK
+from tbe.draws import SMALL
 
 
 def _gen(seed: int = 11) -> torch.Generator:
@@ -18,7 +18,7 @@ def _gen(seed: int = 11) -> torch.Generator:
 
 def test_a_draw_of_at_most_one_chunk_is_torchs_own_and_leaves_the_generator_where_torch_would():
     g, h = _gen(), _gen()
-    assert torch.equal(draws.uniform(CHUNK, g), torch.rand(CHUNK, generator=h))
+    assert torch.equal(draws.uniform(SMALL, g), torch.rand(SMALL, generator=h))
     assert torch.equal(draws.integers(3, 90, 1000, g), torch.randint(3, 90, (1000,), generator=h))
     assert torch.equal(draws.normal(500, g), torch.randn(500, generator=h))
     w = torch.arange(1, 50, dtype=torch.float64).pow(-1.1)
@@ -45,7 +45,7 @@ def test_the_hash_in_wrapping_int64_is_splitmix64_computed_exactly():
 
 
 def test_a_large_draw_takes_one_value_from_the_generator_and_its_values_do_not_depend_on_the_block(monkeypatch):
-    n = 3 * CHUNK + 17
+    n = 3 * SMALL + 17
     g, h = _gen(), _gen()
     big = draws.uniform(n, g, torch.float64)
     draws.base_of(h)
@@ -56,12 +56,13 @@ def test_a_large_draw_takes_one_value_from_the_generator_and_its_values_do_not_d
 
 
 def test_large_draws_are_uniform_and_in_range():
-    n = 4 * CHUNK
+    n = 4 * SMALL
     u = draws.uniform(n, _gen(), torch.float64)
     assert 0.0 <= float(u.min()) and float(u.max()) < 1.0
     assert abs(float(u.mean()) - 0.5) < 5 * math.sqrt(1 / 12 / n)  # five standard errors of the mean
     u32 = draws.uniform(n, _gen(), torch.float32)
-    assert u32.dtype == torch.float32 and float(u32.max()) < 1.0 and bool((u32 * 2 ** 24 == (u32 * 2 ** 24).floor()).all())
+    scaled = u32 * 2 ** 24
+    assert u32.dtype == torch.float32 and float(u32.max()) < 1.0 and bool((scaled == scaled.floor()).all())
     ids = draws.integers(0, 7, n, _gen())
     counts = torch.bincount(ids, minlength=7)
     assert counts.numel() == 7 and bool((counts - n / 7).abs().max() < 5 * math.sqrt(n / 7))
@@ -69,7 +70,7 @@ def test_large_draws_are_uniform_and_in_range():
 
 
 def test_a_large_normal_draw_has_mean_zero_variance_one_and_is_symmetric_and_bounded():
-    n = 2 * CHUNK + 5
+    n = 2 * SMALL + 5
     x = draws.normal(n, _gen()).to(torch.float64)
     assert x.dtype == torch.float64 and abs(float(x.mean())) < 5 / math.sqrt(n)
     assert abs(float(x.var()) - 1.0) < 0.01
@@ -83,7 +84,7 @@ def test_a_large_normal_draw_has_mean_zero_variance_one_and_is_symmetric_and_bou
 
 def test_a_large_categorical_draw_follows_its_weights_and_a_large_permutation_is_one():
     w = torch.arange(1, 1001, dtype=torch.float64).pow(-1.1)
-    n = 2 * CHUNK
+    n = 2 * SMALL
     c = draws.categorical(w, n, _gen())
     p = w / w.sum()
     freq = torch.bincount(c, minlength=1000).to(torch.float64) / n
@@ -116,10 +117,10 @@ def test_a_large_tables_hot_rows_still_land_in_random_bags():
     hot rows still is: its hot occurrences, appended after the plain ids, spread over the whole batch."""
     from strategies.case import CaseSpec, HotRow, materialize
 
-    B, L, hot = 2 ** 14, 65, 512  # B * L > CHUNK lookups
+    B, L, hot = 2 ** 14, 65, 512  # B * L > SMALL lookups
     case = materialize(CaseSpec(tables=((1000, 4),), batch_size=B, max_length=L, length_profile="fixed",
                                 hot_rows=(HotRow(0, 7, hot),), seed=5))
-    assert case.indices.numel() > CHUNK
+    assert case.indices.numel() > SMALL
     bags = torch.searchsorted(case.offsets[1:], torch.nonzero(case.indices == 7).flatten(), right=True)
     assert int((bags < B // 2).sum()) > hot // 4  # not all in the last bags, where they were appended
 
@@ -140,7 +141,7 @@ def test_a_large_case_materialized_on_the_gpu_is_bit_for_bit_the_cpus():
     ]
     for spec in specs:
         cpu, gpu = tensors(spec), tensors(spec, device="cuda")
-        assert cpu.indices.numel() > CHUNK and gpu.indices.device.type == "cuda"
+        assert cpu.indices.numel() > SMALL and gpu.indices.device.type == "cuda"
         for name in ("indices", "offsets", "per_sample_weights", "initial_weights"):
             assert torch.equal(getattr(cpu, name), getattr(gpu, name).cpu()), (spec.seed, name)
         assert all(torch.equal(a, b.cpu()) for a, b in zip(cpu.grad_outputs, gpu.grad_outputs))

@@ -106,13 +106,13 @@ def check_batch(
     initial_weights: Optional[torch.Tensor] = None,
     phases: Optional[Phases] = None,
 ) -> list[Report]:
-    """``check_case`` on explicit (possibly invalid) tensors; ``spec`` supplies tables, modes and
-    dtypes. One step per entry of ``grad_outputs``; none = one forward only. Tensors on one device in
-    (the CPU, or the SUT's: ``fuzz.judge.check.draw_device``); the FP64 references run on the SUT's device (its instance's ``device``, else the CPU), beside the
-    outputs they judge. ``sut`` names the system under test (``fuzz.sut.protocol``); it starts from
-    ``initial_weights`` (packed; default: the spec's seeded weights). ``model`` picks the
-    accumulation bound (default ``$TBE_FUZZ_BOUND``, else worst case); ``teeth`` collects bound /
-    update per segment-length band; ``phases`` (``fuzz.time_split``) is charged the SUT's time."""
+    """``check_case`` on explicit (possibly invalid) tensors; ``spec`` supplies tables, modes and dtypes. One step per
+    entry of ``grad_outputs``; none = one forward only. Tensors on one device in (the CPU, or the SUT's:
+    ``fuzz.judge.check.draw_device``); the FP64 references run on the SUT's device (its instance's ``device``,
+    else the CPU), beside the outputs they judge. ``sut`` names the system under test (``fuzz.sut.protocol``); it
+    starts from ``initial_weights`` (packed; default: the spec's seeded weights). ``model`` picks the
+    accumulation bound (default ``$TBE_FUZZ_BOUND``, else worst case); ``teeth`` collects bound / update per
+    segment-length band; ``phases`` (``fuzz.time_split``) is charged the SUT's time."""
     phases = phases or Phases()
     model = model or from_env()
     target = get_sut(sut)
