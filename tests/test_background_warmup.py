@@ -671,8 +671,10 @@ def _campaign_building_aimed_cases(monkeypatch, finish, observe=None):
 
 
 def test_the_aimed_cases_kernels_build_ahead_of_the_warmup_and_the_aimed_cases_wait_for_them(monkeypatch):
-    """While the warm-up has not built its override profiles, a campaign asks, one aimed share of time before its
-    aimed cases, to build first the aimed cases whose kernels are not built; those cases then wait for that build."""
+    """While the warm-up has not built its override profiles, a campaign asks, ``AIM_BUILD_LEAD`` aimed shares of time
+    before its aimed cases, to build first the aimed cases whose kernels are not built; those cases then wait for
+    that build."""
+    from fuzz.campaign.search import AIM_BUILD_LEAD
     done_at, ran = [], []
 
     def finish(first, pairs):
@@ -684,7 +686,7 @@ def test_the_aimed_cases_kernels_build_ahead_of_the_warmup_and_the_aimed_cases_w
     assert len(asked) == 1
     when, pairs, were_ready = asked[0]
     assert pairs and not any(were_ready)  # only cases whose kernels the warm-up had not built
-    assert when - t0 >= budget.seconds * (1 - 2 * AIM_SHARE) - 0.5  # not before one aimed share ahead of them
+    assert when - t0 >= budget.seconds * (1 - (1 + AIM_BUILD_LEAD) * AIM_SHARE) - 0.5  # not before the lead
     aimed = [(t, case) for t, n, case in ran if n]
     assert aimed and when < aimed[0][0]
     # (case, config): one case may also be aimed at under another config whose kernels are built

@@ -53,7 +53,7 @@ from tbe import KernelConfig
 
 HYPOTHESIS_SHARE = 0.5  # of the shrink time, for Hypothesis's shrinker; the spec reducer gets the rest
 RESUME_S = 2.0  # time left after the aimed cases for which the drawn search goes on
-AIM_BUILD_LEAD = 1.0  # while a warm-up builds, the aimed cases' kernels start building this many of their shares
+AIM_BUILD_LEAD = 2.0  # while a warm-up builds, the aimed cases' kernels start building this many of their shares
 # of time before they run: on a fresh machine the warm-up reaches the rarer modes only after a quick campaign
 
 
