@@ -9,8 +9,7 @@ import torch
 from oracles.bounds import pooled_bound
 from oracles.compare import Report, compare
 from oracles.error_model import ErrorModel
-from oracles.exactness import forward_exact
-from oracles.reference import column_lengths, reference_forward_and_magnitude
+from oracles.reference import column_lengths, forward_reference
 from tbe.layout import TableLayout
 from tbe.modes import Pooling
 
@@ -28,12 +27,10 @@ def forward_expectation(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(expected float64 [B, sum D], elementwise error bound) for a valid batch; entries whose
     fp32 sum is exact (``oracles.exactness``) get no accumulation term."""
-    expected, magnitude = reference_forward_and_magnitude(
-        layout, weights, indices, offsets, per_sample_weights, batch_size, pooling)
-    exact = forward_exact(layout, weights, indices, offsets, per_sample_weights, batch_size)
-    bound = pooled_bound(expected, magnitude, column_lengths(layout, offsets.to(expected.device), batch_size),
-                         pooling == Pooling.MEAN, output_dtype, exact=exact, model=model, entries=expected.numel())
-    return expected, bound
+    ref = forward_reference(layout, weights, indices, offsets, per_sample_weights, batch_size, pooling)
+    bound = pooled_bound(ref.out, ref.magnitude, column_lengths(layout, offsets.to(ref.out.device), batch_size),
+                         pooling == Pooling.MEAN, output_dtype, exact=ref.exact, model=model, entries=ref.out.numel())
+    return ref.out, bound
 
 
 def check_forward(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Iterator
+from typing import Iterator, Optional
 
 import torch
 
@@ -88,3 +88,77 @@ def passes(counts: torch.Tensor, limit: int = ELEMENTS) -> Iterator[tuple[int, i
     done = [0] + ends[torch.tensor(bounds[1:], device=ends.device) - 1].tolist()
     for k in range(len(bounds) - 1):
         yield bounds[k], bounds[k + 1], int(done[k + 1] - done[k])
+
+
+class Pass:
+    """Lookups [a, b) of a batch as their (lookup, column) elements, lookup by lookup: what the references
+    need of them, whichever way the elements are laid out (``element_passes``)."""
+
+    def __init__(self, a: int, b: int, count: int) -> None:
+        self.lookups, self.count = slice(a, b), count
+
+    def spread(self, x: torch.Tensor) -> torch.Tensor:
+        """A value per lookup of the pass ([b - a]) as one per element ([count])."""
+        raise NotImplementedError
+
+    def at(self, base: torch.Tensor) -> torch.Tensor:
+        """Each element's flat position from its lookup's first position ``base`` [b - a]: base + column."""
+        raise NotImplementedError
+
+    def reduce(self, values: torch.Tensor) -> torch.Tensor:
+        """[count] values summed per lookup: [b - a]."""
+        raise NotImplementedError
+
+
+class _Listed(Pass):
+    """Lookups of different D: each element's lookup and column listed."""
+
+    def __init__(self, a: int, b: int, count: int, dims: torch.Tensor) -> None:
+        super().__init__(a, b, count)
+        self.item, self.col = expand(dims, count)
+
+    def spread(self, x: torch.Tensor) -> torch.Tensor:
+        return x[self.item]
+
+    def at(self, base: torch.Tensor) -> torch.Tensor:
+        return base[self.item] + self.col
+
+    def reduce(self, values: torch.Tensor) -> torch.Tensor:
+        out = torch.zeros(self.lookups.stop - self.lookups.start, dtype=values.dtype, device=values.device)
+        return out.index_add_(0, self.item, values)
+
+
+class _Uniform(Pass):
+    """Lookups of one D: the elements form a [b - a, D] block, so each per-lookup value broadcasts."""
+
+    def __init__(self, a: int, b: int, dim: int, device: torch.device) -> None:
+        super().__init__(a, b, (b - a) * dim)
+        self.dim, self.cols = dim, torch.arange(dim, device=device)
+
+    def spread(self, x: torch.Tensor) -> torch.Tensor:
+        return x[:, None].expand(-1, self.dim).reshape(-1)
+
+    def at(self, base: torch.Tensor) -> torch.Tensor:
+        return (base[:, None] + self.cols).reshape(-1)
+
+    def reduce(self, values: torch.Tensor) -> torch.Tensor:
+        return values.view(-1, self.dim).sum(1)
+
+
+def element_passes(dims: torch.Tensor, uniform: Optional[int] = None, limit: int = ELEMENTS) -> Iterator[Pass]:
+    """The lookups whose tables have ``dims`` [n] columns, in ``Pass`` es of about ``limit`` elements.
+    ``uniform``: the one D every lookup has, where the caller knows it (the layout's tables all have it):
+    the passes then need no per-element lists and no host reads."""
+    n = dims.numel()
+    if uniform is None:
+        for a, b, count in passes(dims, limit):
+            yield _Listed(a, b, count, dims[a:b])
+        return
+    step = max(1, limit // max(uniform, 1))
+    for a in range(0, n, step):
+        yield _Uniform(a, min(n, a + step), uniform, dims.device)
+
+
+def uniform_dim(layout: TableLayout) -> Optional[int]:
+    """The D of every table of ``layout``, or None when they differ."""
+    return layout.dims[0] if layout.num_tables and len(set(layout.dims)) == 1 else None

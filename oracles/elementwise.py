@@ -86,16 +86,18 @@ def sum_units(terms: torch.Tensor, per_term: int) -> torch.Tensor:
     return (terms - 1 + per_term).clamp(min=0)
 
 
-def terms_exact(d: torch.Tensor, psw: Optional[torch.Tensor], lengths: Optional[torch.Tensor]) -> torch.Tensor:
+def terms_exact(d: torch.Tensor, psw: Optional[torch.Tensor], lengths: Optional[torch.Tensor],
+                d_fits: Optional[torch.Tensor] = None) -> torch.Tensor:
     """[n, D] bool: every order of forming psw * d / L in fp32 gives the exact term.
 
     ``d`` [n, D] the upstream gradient rows (float64 of fp32 values), ``psw`` [n] per-sample weights
-    or None, ``lengths`` [n] each lookup's bag length under MEAN, else None. The orders are
+    or None, ``lengths`` [n] each lookup's bag length under MEAN, else None; ``d_fits``, where known, is ``fits(d)``
+    (a caller gathering d from fewer distinct values tests those once). The orders are
     (psw / L) * d, (d / L) * psw, (psw * d) / L, and each division as a product with fl(1/L): all
     are exact iff 1/L is an fp32 value (L a power of two) and every intermediate fits fp32 (a
     quotient also as a normal number: a fast division may flush a subnormal one)."""
     d = d.to(F64)
-    ok = fits(d)
+    ok = fits(d) if d_fits is None else d_fits
     term = d
     if psw is not None:
         p = psw.to(F64)[:, None]

@@ -15,12 +15,10 @@ from typing import Optional
 
 import torch
 
-from oracles.reference import pooled_terms
-from tbe.layout import TableLayout
-
 F64 = torch.float64
 EXACT_UNITS = 2.0 ** 24
-_NO_BITS = 1 << 20   # "exponent" of a zero term: never the finest grid
+_NO_BITS = 1 << 20     # "exponent" of a zero term: never the finest grid
+_INEXACT = -(1 << 20)  # "exponent" of a term fp32 does not hold: no sum of it is exact
 
 
 def fits(x: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -29,64 +27,47 @@ def fits(x: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
 
 
 def low_exponent(x: torch.Tensor) -> torch.Tensor:
-    """Elementwise e with x an odd multiple of 2^e (int64); a large value for zero."""
-    mant, ex = torch.frexp(x.to(F64))
-    m = (mant.abs() * 2.0 ** 53).to(torch.int64)  # an integer: a float64 mantissa has 53 bits
-    low = (m & -m).clamp(min=1).to(F64)
-    e = ex.to(torch.int64) - 53 + torch.log2(low).round().to(torch.int64)
-    return torch.where(x == 0, torch.full_like(e, _NO_BITS), e)
+    """Elementwise e with x an odd multiple of 2^e (int32), for values fp32 holds (for others it is
+    unspecified); a large value for zero. Read off fp32's bits: the biased exponent, then the lowest set
+    bit of the significand, found as the exponent of (m & -m), a power of two that fp32 holds."""
+    bits = x.to(torch.float32).view(torch.int32)
+    biased = (bits >> 23) & 0xFF
+    mant = bits & 0x7FFFFF
+    m = torch.where(biased > 0, mant | (1 << 23), mant)  # the significand with its implicit bit (normals)
+    low_biased = ((m & -m).to(torch.float32).view(torch.int32) >> 23)  # 127 + the lowest set bit's position
+    e = biased.clamp(min=1) + low_biased - (150 + 127)
+    return torch.where(m == 0, _NO_BITS, e)
 
 
 class ExactSums:
-    """Accumulates, per (group, column), what the exactness test needs; feed it terms in passes."""
+    """Accumulates, per (group, column), what the exactness test needs; feed it terms in passes.
+
+    Per entry it keeps the finest grid 2^e of its terms (a term fp32 does not hold marks the entry inexact
+    through an exponent no sum can meet) and sum |terms|, which callers read as ``abs_sum``: the magnitude
+    term of their error bounds."""
 
     def __init__(self, groups: int, dim: int, device=None) -> None:
-        self.emin = torch.full((groups, dim), _NO_BITS, dtype=torch.int64, device=device)
-        self.inexact = torch.zeros((groups, dim), dtype=F64, device=device)
+        self.emin = torch.full((groups, dim), _NO_BITS, dtype=torch.int32, device=device)
         self.abs_sum = torch.zeros((groups, dim), dtype=F64, device=device)
 
-    def add(self, terms: torch.Tensor, group: torch.Tensor, term_ok: Optional[torch.Tensor] = None) -> None:
-        """``terms`` [n, D] float64 as the kernel forms them (before accumulating); ``group`` [n] the
-        entry row each one adds into; ``term_ok`` [n] or [n, D]: the kernel's term equals ``terms``."""
+    def add(self, terms: torch.Tensor, group: torch.Tensor, term_ok: Optional[torch.Tensor] = None,
+            fp32: bool = False) -> None:
+        """``terms`` [n, D] float64 as the kernel forms them (before accumulating); ``group`` [n] the entry row each
+        one adds into; ``term_ok`` [n, D] or [n]: the kernel's fp32 term equals ``terms`` (so fp32 holds them).
+        Without it each term is tested, unless ``fp32``: every term is an fp32 value converted exactly (a NaN or an
+        infinity still leaves its entry inexact, through the sum of |terms|)."""
         terms = terms.to(F64)
-        ok = fits(terms)
+        t32 = terms.to(torch.float32)
+        ok = None
         if term_ok is not None:
-            ok = ok & (term_ok if term_ok.dim() == 2 else term_ok[:, None])
-        idx = group[:, None].expand_as(terms)
-        self.emin.scatter_reduce_(0, idx, low_exponent(terms), "amin")
-        self.inexact.index_add_(0, group, (~ok).to(F64))
+            ok = term_ok if term_ok.dim() == 2 else term_ok[:, None].expand_as(terms)
+        elif not fp32:
+            ok = t32.to(F64) == terms  # NaN fails; an infinite term makes abs_sum infinite
+        e = low_exponent(t32) if ok is None else torch.where(ok, low_exponent(t32), _INEXACT)
+        self.emin.scatter_reduce_(0, group[:, None].expand_as(terms), e, "amin")
         self.abs_sum.index_add_(0, group, terms.abs())
 
     def exact(self) -> torch.Tensor:
         """[groups, D] bool: the fp32 accumulation of every fed term is exact, in any order."""
-        limit = torch.ldexp(torch.full_like(self.abs_sum, EXACT_UNITS), self.emin.clamp(max=1000))
-        return (self.inexact == 0) & (self.abs_sum < limit)
-
-
-def kernel_coef(psw: Optional[torch.Tensor], lengths: torch.Tensor, mean: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """(coef per lookup as the kernel computes it in fp32, as float64; whether it equals the
-    exact psw / L). ``lengths`` [n] int64: each lookup's bag length. MEAN divides with div_rn."""
-    n, dev = lengths.numel(), lengths.device
-    c = psw.to(dev, torch.float32) if psw is not None else torch.ones(n, dtype=torch.float32, device=dev)
-    ok = torch.ones(n, dtype=torch.bool, device=dev)
-    if mean:
-        L = lengths.clamp(min=1)
-        c = c / L.to(torch.float32)
-        exact_c = psw.to(dev, F64) if psw is not None else torch.ones(n, dtype=F64, device=dev)
-        ok = (L < 2 ** 24) & (c.to(F64) * L.to(F64) == exact_c)  # both products exact in float64
-    return c.to(F64), ok
-
-
-def forward_exact(
-    layout: TableLayout, weights: torch.Tensor, indices: torch.Tensor, offsets: torch.Tensor,
-    per_sample_weights: Optional[torch.Tensor], batch_size: int,
-) -> torch.Tensor:
-    """[B, sum D] bool: the pooled sum (before MEAN's division) of each entry is exact in fp32.
-    The kernel's terms are row (converted exactly from the weights' dtype) times psw (fp32)."""
-    B, dev = batch_size, weights.device
-    sums = ExactSums(B * layout.total_dim, 1, dev)
-    for lk, entry, terms, item in pooled_terms(layout, weights.detach(), indices, offsets.to(dev), B):
-        if per_sample_weights is not None:
-            terms = terms * per_sample_weights[lk].detach().to(dev, torch.float32).to(F64)[item]
-        sums.add(terms[:, None], entry)
-    return sums.exact().view(B, layout.total_dim)
+        limit = torch.ldexp(torch.full_like(self.abs_sum, EXACT_UNITS), self.emin.clamp(-2000, 1000))
+        return self.abs_sum < limit

@@ -8,11 +8,13 @@ be bounds-checked (valid ids and offsets); ``oracles.reference_bounds`` gives th
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Iterator, Optional
 
 import torch
 
-from oracles.elements import bag_lengths, expand, layout_tensors, lookups, passes
+from oracles.exactness import ExactSums
+from oracles.elements import Pass, bag_lengths, element_passes, layout_tensors, lookups, uniform_dim
 from tbe.layout import TableLayout
 from tbe.modes import Pooling
 
@@ -52,7 +54,7 @@ def reference_forward(
 ) -> torch.Tensor:
     """Pooled output [B, sum D] in float64."""
     args = (layout, weights, indices, offsets, per_sample_weights, batch_size, pooling)
-    return reference_forward_and_magnitude(*args, magnitude=False)[0]
+    return forward_reference(*args, bounds=False).out
 
 
 def column_lengths(layout: TableLayout, offsets: torch.Tensor, batch_size: int) -> torch.Tensor:
@@ -62,9 +64,9 @@ def column_lengths(layout: TableLayout, offsets: torch.Tensor, batch_size: int) 
 
 
 def pooled_terms(layout: TableLayout, weights: torch.Tensor, indices: torch.Tensor, offsets: torch.Tensor,
-                 batch_size: int) -> Iterator[tuple[slice, torch.Tensor, torch.Tensor, torch.Tensor]]:
-    """Per pass, every table at once: (the lookups it covers, each element's flat entry of the pooled
-    [B, sum D] output, the element's weight as float64, its lookup within the pass). Valid inputs."""
+                 batch_size: int) -> Iterator[tuple[Pass, torch.Tensor, torch.Tensor]]:
+    """Per pass, every table at once: (the pass over the lookups it covers, each element's flat entry of the
+    pooled [B, sum D] output, the element's weight as float64). Valid inputs."""
     dev = weights.device
     lt = layout_tensors(layout, dev)
     off = offsets.to(dev, torch.int64)
@@ -73,13 +75,24 @@ def pooled_terms(layout: TableLayout, weights: torch.Tensor, indices: torch.Tens
     dims = lt.dims[at.table]
     row_base = lt.weights_offsets[at.table] + indices.to(dev, torch.int64) * dims  # each lookup's row, flat
     entry_base = at.sample * layout.total_dim + lt.col_offsets[at.table]          # its bag's first entry
-    for a, b, count in passes(dims):
-        item, col = expand(dims[a:b], count)
-        terms = weights[row_base[a:b][item] + col].to(torch.float64)
-        yield slice(a, b), entry_base[a:b][item] + col, terms, item
+    for p in element_passes(dims, uniform_dim(layout)):
+        lk = p.lookups
+        yield p, p.at(entry_base[lk]), weights[p.at(row_base[lk])].to(torch.float64)
 
 
-def reference_forward_and_magnitude(
+@dataclasses.dataclass
+class ForwardReference:
+    """The exact pooled output and what its error bound needs, each [B, sum D] (divided by L under MEAN)."""
+
+    out: torch.Tensor                  # float64
+    magnitude: Optional[torch.Tensor]  # float64: sum |w * row| per entry
+    exact: Optional[torch.Tensor]      # bool: the kernel's fp32 pooled sum (before MEAN's division) is exact
+
+
+_FP32_HOLDS = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def forward_reference(
     layout: TableLayout,
     weights: torch.Tensor,
     indices: torch.Tensor,
@@ -87,23 +100,39 @@ def reference_forward_and_magnitude(
     per_sample_weights: Optional[torch.Tensor],
     batch_size: int,
     pooling: Pooling,
-    magnitude: bool = True,
-) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
-    """(pooled output, sum of |w * row| per entry), both [B, sum D] float64 and divided by L under
-    MEAN: the output and the magnitude term the error bound needs, from one gather (the magnitude
-    is None without ``magnitude``)."""
+    bounds: bool = True,
+) -> ForwardReference:
+    """The pooled output and, with ``bounds``, its magnitude and exactness (``oracles.exactness``), all from one
+    gather of the rows. The exactness test takes the terms as the kernel forms them: the row, converted exactly
+    from the weights' dtype, times the per-sample weight in fp32 (the same terms where fp32 holds the weights
+    given; then their sum of |terms| is the magnitude)."""
     check_valid(layout, indices, offsets, batch_size)
     B, dev = batch_size, weights.device
     out = torch.zeros(B * layout.total_dim, dtype=torch.float64, device=dev)
-    mag = torch.zeros_like(out) if magnitude else None
-    for lk, entry, rows, item in pooled_terms(layout, weights, indices, offsets, B):
-        if per_sample_weights is not None:
-            rows = rows * per_sample_weights[lk].to(dev, torch.float64)[item]
+    sums = ExactSums(B * layout.total_dim, 1, dev) if bounds else None
+    psw = kernel_psw = None
+    if per_sample_weights is not None:
+        psw = per_sample_weights.to(dev, torch.float64)
+        kernel_psw = psw if per_sample_weights.dtype in _FP32_HOLDS else \
+            per_sample_weights.to(dev, torch.float32).to(torch.float64)
+    mag = torch.zeros_like(out) if bounds and kernel_psw is not psw else None
+    for p, entry, terms in pooled_terms(layout, weights, indices, offsets, B):
+        rows = kernel_terms = terms
+        if psw is not None:
+            rows = terms * p.spread(psw[p.lookups])
+            kernel_terms = rows if kernel_psw is psw else terms * p.spread(kernel_psw[p.lookups])
         out.index_add_(0, entry, rows)
-        if magnitude:
+        if sums is not None:
+            sums.add(kernel_terms[:, None], entry, fp32=psw is None and weights.dtype in _FP32_HOLDS)
+        if mag is not None:
             mag.index_add_(0, entry, rows.abs())
-    out, mag = out.view(B, layout.total_dim), None if mag is None else mag.view(B, layout.total_dim)
+    out = out.view(B, layout.total_dim)
+    if sums is None:
+        magnitude = exact = None
+    else:
+        magnitude = (sums.abs_sum if mag is None else mag).view(B, layout.total_dim)
+        exact = sums.exact().view(B, layout.total_dim)
     if pooling == Pooling.MEAN:
         L = column_lengths(layout, offsets.to(dev), B).clamp(min=1)
-        out, mag = out / L, None if mag is None else mag / L
-    return out, mag
+        out, magnitude = out / L, None if magnitude is None else magnitude / L
+    return ForwardReference(out, magnitude, exact)

@@ -20,8 +20,8 @@ from typing import Optional
 import torch
 
 from oracles.elementwise import term_units, terms_exact
-from oracles.elements import expand, layout_tensors, lookups, passes
-from oracles.exactness import ExactSums
+from oracles.elements import element_passes, expand, layout_tensors, lookups, uniform_dim
+from oracles.exactness import ExactSums, fits
 from tbe.layout import TableLayout
 from tbe.modes import Optimizer, Pooling
 
@@ -134,11 +134,11 @@ def reference_backward(
     at = lookups(offsets.detach().to(dev), T, B, n)
     bag_len = at.bag_len.to(F64)
     mean = pooling == Pooling.MEAN
-    coef = torch.ones(n, dtype=F64, device=dev)
+    coef = None  # each lookup's factor psw / L, None where it is 1
     if per_sample_weights is not None:
-        coef = per_sample_weights.detach().to(dev, F64).clone()
+        coef = per_sample_weights.detach().to(dev, F64)
     if mean:
-        coef = coef / bag_len
+        coef = 1.0 / bag_len if coef is None else coef / bag_len
     psw_in = per_sample_weights.detach().to(dev) if per_sample_weights is not None else None
     dims = lt.dims[at.table]
     # the touched rows, in linear-index order, and each row's elements
@@ -153,28 +153,29 @@ def reference_backward(
     weight_index = (lt.weights_offsets[table] + rows * row_dim)[row_of] + column
     w_old = w_flat[weight_index].to(F64)
     grad = torch.zeros(N, dtype=F64, device=dev)
-    grad_abs = torch.zeros_like(grad)
-    sums = ExactSums(N, 1, dev)
+    sums = ExactSums(N, 1, dev)  # its sum of |terms| is the row gradient's magnitude
     psw_grad = torch.zeros(n, dtype=F64, device=dev) if per_sample_weights is not None else None
     psw_abs = torch.zeros(n, dtype=F64, device=dev) if per_sample_weights is not None else None
     d_base = at.sample * layout.total_dim + lt.col_offsets[at.table]  # each lookup's first d_out entry
     e_base = row_start[inv]                                           # its row's first element
-    for a, b, count in passes(dims):
-        item, col = expand(dims[a:b], count)
-        lk = item + a
-        d = dout[d_base[lk] + col]
-        terms = coef[lk] * d
-        element = e_base[lk] + col
+    d_fits = fits(dout)  # per upstream-gradient entry: each is gathered by many elements
+    for p in element_passes(dims, uniform_dim(layout)):
+        lk = p.lookups
+        d_at = p.at(d_base[lk])
+        d = dout[d_at]
+        terms = d if coef is None else p.spread(coef[lk]) * d
+        element = p.at(e_base[lk])
         grad.index_add_(0, element, terms)
-        grad_abs.index_add_(0, element, terms.abs())
-        ok = terms_exact(d[:, None], None if psw_in is None else psw_in[lk], bag_len[lk] if mean else None)
+        ok = terms_exact(d[:, None], None if psw_in is None else p.spread(psw_in[lk]),
+                         p.spread(bag_len[lk]) if mean else None, d_fits[d_at][:, None])
         sums.add(terms[:, None], element, ok)
         if psw_grad is not None:
             prod = d * w_old[element]
-            psw_grad.index_add_(0, lk, prod)
-            psw_abs.index_add_(0, lk, prod.abs())
+            psw_grad[lk] += p.reduce(prod)
+            psw_abs[lk] += p.reduce(prod.abs())
     if psw_grad is not None and mean:
         psw_grad, psw_abs = psw_grad / bag_len, psw_abs / bag_len
+    grad_abs = sums.abs_sum[:, 0]
     seg = torch.bincount(inv, minlength=U)
     m_old = m_new = None
     if optimizer == Optimizer.EXACT_SGD:

@@ -18,6 +18,7 @@ from oracles.bounds_backward import check_step, table_bounds
 from oracles.checks import forward_expectation
 from oracles.elementwise import terms_exact
 from oracles.exactness import ExactSums, fits, low_exponent
+from oracles.reference import forward_reference
 from oracles.reference_backward import reference_backward
 from strategies.case import CaseSpec, HotRow, materialize
 from strategies.dyadic import D_GRID, EXACT_UNITS, W_GRID, dyadic_weights, longest_accumulation, magnitudes
@@ -39,6 +40,54 @@ def test_low_exponent_and_fits():
     assert low_exponent(x)[:6].tolist() == [0, 0, -2, 1, -149, 100]
     assert fits(x).all() and not bool(fits(torch.tensor([1 / 3, 2.0 ** 24 + 1], dtype=F64)).any())
     assert not bool(fits(torch.tensor([1e-45 * 0.3, float("inf")], dtype=F64)).any())
+
+
+def _low_exponent_by_python(v: float) -> int:
+    """e with v an odd multiple of 2^e, from Python's exact float arithmetic (v != 0)."""
+    e = 0
+    while v != int(v):
+        v, e = v * 2, e - 1
+    v = int(v)
+    while v % 2 == 0:
+        v, e = v // 2, e + 1
+    return e
+
+
+def test_low_exponent_of_every_kind_of_fp32_value():
+    """Normals, subnormals, both signs, against the definition worked out in Python integers."""
+    g = torch.Generator().manual_seed(5)
+    bits = torch.randint(-2 ** 31, 2 ** 31 - 1, (4000,), generator=g, dtype=torch.int64).to(torch.int32)
+    sub = torch.randint(1, 2 ** 23, (500,), generator=g, dtype=torch.int64).to(torch.int32)  # subnormals
+    x = torch.cat([bits, sub, -sub]).view(torch.float32).double()
+    x = x[torch.isfinite(x) & (x != 0)]
+    assert low_exponent(x).tolist() == [_low_exponent_by_python(v) for v in x.tolist()]
+
+
+def test_exact_sums_trust_the_callers_word_on_fp32_terms():
+    """``term_ok`` stands in for the fp32 test (and a 1-D one covers the lookup's row); ``fp32`` drops the test,
+    yet a NaN or an infinity still leaves its entry inexact."""
+    s = ExactSums(3, 2)
+    terms = torch.tensor([[1.0, 0.5], [1 / 3, 2.0], [4.0, 8.0]], dtype=F64)
+    s.add(terms, torch.tensor([0, 1, 2]), torch.tensor([True, True, False]))
+    assert s.exact().tolist() == [[True, True], [True, True], [False, False]]  # 1/3 trusted, row 2 refused
+    s = ExactSums(3, 1)
+    s.add(torch.tensor([[1.0], [float("nan")], [float("inf")]], dtype=F64), torch.tensor([0, 1, 2]), fp32=True)
+    assert s.exact()[:, 0].tolist() == [True, False, False]
+
+
+def test_forward_reference_tests_the_kernels_fp32_terms_and_keeps_the_exact_magnitude():
+    """Per-sample weights fp32 cannot hold (float64): the magnitude is of the exact terms, the exactness of the
+    kernel's, whose weight 1 + 2^-40 rounds to 1 in fp32, so its sum 1 + 1.5 is exact (the exact terms' is not)."""
+    layout = TableLayout((TableSpec(2, 1),))
+    w = torch.tensor([1.0, 3.0])
+    idx, off = torch.tensor([0, 1, 1]), torch.tensor([0, 2, 3])
+    psw = torch.tensor([1 + 2.0 ** -40, 0.5, 0.5], dtype=F64)
+    ref = forward_reference(layout, w, idx, off, psw, 2, Pooling.SUM)
+    assert ref.out[:, 0].tolist() == [1 + 2.0 ** -40 + 1.5, 1.5]
+    assert ref.magnitude[:, 0].tolist() == [1 + 2.0 ** -40 + 1.5, 1.5]
+    assert ref.exact[:, 0].tolist() == [True, True]
+    fp32 = forward_reference(layout, w, idx, off, psw.float(), 2, Pooling.MEAN)
+    assert fp32.exact[:, 0].tolist() == [True, True] and fp32.magnitude[:, 0].tolist() == [1.25, 1.5]
 
 
 def test_exact_sums_stop_at_2_to_24_grid_units():

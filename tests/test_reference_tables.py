@@ -4,7 +4,8 @@ The FP64 references, their bounds and the per-table weight Reports run over ever
 batch in one pass (``oracles.elements``); a slip in a table's column, weight or row offset
 would mix tables up. Each drawn multi-table batch is cut into one single-table batch per table,
 and every quantity of the whole must equal, bit for bit (the CPU's index_add sums in order), the
-quantity of its table alone.
+quantity of its table alone; a lookup's per-sample-weight gradient, a dot over its D columns, within
+float64's rounding of a reordered sum.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from fuzz.profiles import examples
 from oracles.bounds_backward import check_step, step_bounds, table_bounds
 from oracles.checks import forward_expectation
 from oracles.compare import compare, compare_segments
+from oracles.elements import element_passes
 from oracles.reference_backward import reference_backward
 from strategies.cases import initial_weights
 from strategies.case import materialize
@@ -68,8 +70,13 @@ def test_many_tables_equal_each_table_alone(spec):
             assert (a is None and b is None) or torch.equal(a, b), f"table {t} {name}"
         assert torch.equal(tb.w_bound, tb1.w_bound), f"table {t} weight bound"
         if ref.psw_grad is not None:
-            lo = int(m.offsets[t * B])
-            assert torch.equal(ref.psw_grad[lo: lo + idx1.numel()], r1.psw_grad), f"table {t} psw grad"
+            # a lookup's dot over its D columns: in order where the tables' D differ, as a row sum where they share
+            # one, so two float64 sums of the same D terms, within 2 gamma_D (u = 2^-53) of their sum of |terms|
+            lo, D = int(m.offsets[t * B]), lay.specs[t].dim
+            slack = 2 * D * 2.0 ** -53 / (1 - D * 2.0 ** -53) * r1.psw_grad_abs
+            for name in ("psw_grad", "psw_grad_abs"):
+                a, b = getattr(ref, name)[lo: lo + idx1.numel()], getattr(r1, name)
+                assert bool(((a - b).abs() <= slack).all()), f"table {t} {name}"
 
 
 @settings(max_examples=examples(25), deadline=None)
@@ -103,3 +110,24 @@ def test_segmented_reports_and_violations_name_the_wrong_table(spec):
     bad = check_step(ref, lay, before, after, None, None, bounds=bounds)
     assert [v.what for v in bad] == ["weight"]
     assert bad[0].where.startswith(f"table {s.table} row {int(s.rows[i])} col {j} ")
+
+
+def test_passes_of_one_d_are_the_listed_passes_without_the_lists():
+    """Lookups of one D as [lookups, D] blocks (``element_passes(dims, uniform=D)``) cover the same lookups
+    in the same element order as the listed passes, at every pass size, and spread, offset and reduce alike."""
+    n, D = 11, 3
+    dims = torch.full((n,), D)
+    base = torch.arange(n) * 100
+    values = torch.arange(n * D, dtype=torch.float64)
+    for limit in (1, 4, 9, 33, 1000):
+        listed, uniform = list(element_passes(dims, None, limit)), list(element_passes(dims, D, limit))
+        covered = [p.lookups for p in uniform]
+        assert covered[0].start == 0 and covered[-1].stop == n
+        assert all(a.stop == b.start for a, b in zip(covered, covered[1:]))
+        for name, passes in (("listed", listed), ("uniform", uniform)):
+            at = torch.cat([p.at(base[p.lookups]) for p in passes])
+            assert at.tolist() == [b + j for b in base.tolist() for j in range(D)], (name, limit)
+            spread = torch.cat([p.spread(base[p.lookups]) for p in passes])
+            assert spread.tolist() == [b for b in base.tolist() for _ in range(D)], (name, limit)
+            sums = torch.cat([p.reduce(values[p.lookups.start * D: p.lookups.stop * D]) for p in passes])
+            assert sums.tolist() == [float(3 * i * D + 3) for i in range(n)], (name, limit)
