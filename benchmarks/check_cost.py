@@ -4,6 +4,7 @@
     python -m benchmarks.check_cost --cases 30 --pack 16 --max-lookups 10000 --profile 45 --out F
     python -m benchmarks.check_cost --cases 12 --large 2000000 --profile 45
     python -m benchmarks.check_cost --cases 10 --large 2000000 --seed 1 --draws-only
+    python -m benchmarks.check_cost --cases 10 --large 2000000 --seed 1 --oracles-only
     python -m benchmarks.check_cost --cases 6 --large 200000 --seed 1 --fbgemm-only
 
 Draws ``--cases`` campaign cases (the search space of ``tbe-fuzz run``, seeded), or with ``--pack K``
@@ -15,7 +16,8 @@ lookups each instead (one table; D, rows, bag length, dtypes, pooling, weighting
 values varied by the seed): the per-lookup cost that a campaign's mix of small draws hides. ``--draws-only``
 times, twice, only the draws of every case (batch, gradients and initial weights: ``strategies.cases.tensors``)
 where a check makes them (``fuzz.judge.check.draw_device``: on a GPU the large ones run there), before any kernel.
-``--fbgemm-only`` times FBGEMM's sample check (``fuzz.judge.fbgemm_sample.run``: FBGEMM's CPU steps and
+``--oracles-only`` (with ``--large``) times, twice, only the FP64 references and bounds of each case's first step
+(``oracles_all``), where a check runs them, draws excluded. ``--fbgemm-only`` times FBGEMM's sample check (``fuzz.judge.fbgemm_sample.run``: FBGEMM's CPU steps and
 their FP64 check, on the CPU) on every case, whatever the sample and its size cap, draws excluded.
 ``--profile N`` prints the N costliest functions
 of a third pass (cProfile), by own time and by cumulative time, and on a GPU the N kernels and ops with the most
@@ -96,6 +98,36 @@ def draw_all(items: list, sut: str) -> tuple[float, int]:
     return time.perf_counter() - t0, lookups
 
 
+def oracles_all(items: list, sut: str) -> tuple[float, int]:
+    """The FP64 references and bounds of each case's first step (``forward_expectation``, ``reference_backward``,
+    ``step_bounds``) where a check runs them (``draw_device``), draws excluded: the oracles' part of a check."""
+    from fuzz.judge.check import draw_device
+    from oracles.bounds_backward import step_bounds
+    from oracles.checks import forward_expectation
+    from oracles.reference_backward import reference_backward
+    from strategies.cases import base_spec
+    from tbe.modes import Optimizer, Pooling, parse_float_dtype
+
+    device = draw_device(sut)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    secs, lookups = 0.0, 0
+    for case, _ in items:
+        spec, t = base_spec(case), tensors(case, device=device)
+        layout, B, w, pooling = spec.layout, spec.batch_size, t.initial_weights, Pooling(spec.pooling)
+        momentum = torch.zeros(layout.total_rows, device=device)
+        sync()
+        t0 = time.perf_counter()
+        forward_expectation(layout, w, t.indices, t.offsets, t.per_sample_weights, B, pooling,
+                            parse_float_dtype("output_dtype", spec.output_dtype))
+        ref = reference_backward(layout, w, momentum, t.indices, t.offsets, t.per_sample_weights, B, pooling,
+                                 Optimizer(spec.optimizer), spec.learning_rate, spec.eps, t.grad_outputs[0])
+        step_bounds(ref, w.dtype)
+        sync()
+        secs += time.perf_counter() - t0
+        lookups += t.indices.numel()
+    return secs, lookups
+
+
 def columns(items: list) -> int:
     """The lookup columns of ``items`` as FBGEMM's sample counts them (``fbgemm_sample.columns``)."""
     from fuzz.judge import fbgemm_sample
@@ -138,10 +170,14 @@ def main() -> int:
     only = p.add_mutually_exclusive_group()
     only.add_argument("--draws-only", action="store_true", help="time the host's draws of each case, no checks")
     only.add_argument("--fbgemm-only", action="store_true", help="time FBGEMM's sample check of each case")
+    only.add_argument("--oracles-only", action="store_true",
+                      help="with --large: time the FP64 references and bounds of each case, no SUT")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--profile", type=int, default=0, metavar="N")
     p.add_argument("--out", type=Path, default=None, help="write the profile here too")
     args = p.parse_args()
+    if args.oracles_only and not args.large:
+        p.error("--oracles-only needs --large: drawn cases may hold bad ids, which only a check repairs")
     base = KernelConfig()
     t0 = time.perf_counter()
     items = (large_cases(args.cases, args.large, base, args.seed) if args.large
@@ -157,6 +193,8 @@ def main() -> int:
     unit = "example" if args.pack > 1 else "case"
     if args.draws_only:
         part, what = functools.partial(draw_all, sut=args.sut), "draws"
+    elif args.oracles_only:
+        part, what = functools.partial(oracles_all, sut=args.sut), "the FP64 references and bounds"
     elif args.fbgemm_only:
         part, what = fbgemm_all, "FBGEMM's sample check"
         cols = columns(items)  # once: the items are the same in every pass

@@ -30,3 +30,24 @@ def test_draws_only_and_fbgemm_only_exclude_each_other(monkeypatch):
     monkeypatch.setattr(sys, "argv", ["check_cost", "--draws-only", "--fbgemm-only"])
     with pytest.raises(SystemExit):
         check_cost.main()
+
+
+def test_oracles_only_times_the_references_of_every_case_and_never_the_sut(monkeypatch, capsys):
+    """Two passes over the large cases' references and bounds, each case's lookups counted, no SUT run; without
+    --large it refuses (drawn cases may hold bad ids that only a check repairs)."""
+    from oracles import reference_backward as rb
+
+    called = []
+    original = rb.reference_backward
+    monkeypatch.setattr(rb, "reference_backward", lambda *a, **k: called.append(a[3].numel()) or original(*a, **k))
+    monkeypatch.setattr(check_cost, "run_case", lambda *a, **k: pytest.fail("--oracles-only ran the SUT"))
+    monkeypatch.setattr(sys, "argv", ["check_cost", "--cases", "2", "--large", "600", "--seed", "1",
+                                      "--oracles-only", "--sut", "torch"])
+    assert check_cost.main() == 0
+    out = capsys.readouterr().out
+    assert len(called) == 4 and min(called) >= 512
+    passes = [line for line in out.splitlines() if line.startswith("the FP64 references and bounds")]
+    assert len(passes) == 2 and all(f"{sum(called[:2])} lookups" in line for line in passes), out
+    monkeypatch.setattr(sys, "argv", ["check_cost", "--oracles-only"])
+    with pytest.raises(SystemExit):
+        check_cost.main()
