@@ -91,64 +91,84 @@ def passes(counts: torch.Tensor, limit: int = ELEMENTS) -> Iterator[tuple[int, i
 
 
 class Pass:
-    """Lookups [a, b) of a batch as their (lookup, column) elements, lookup by lookup: what the references
-    need of them, whichever way the elements are laid out (``element_passes``)."""
+    """Lookups [a, b) of a batch as their (lookup, column) elements, whichever way they are laid out
+    (``element_passes``): as ``[m, width]`` tensors, one row per lookup and its D columns where every
+    lookup has one D (``width`` = D), one row per element otherwise (``width`` = 1). A flat tensor of
+    rows of D values (the weights, the upstream gradient, a reference's output or row gradients) is
+    read and added to through the rows' first positions, ``base`` per lookup."""
+
+    width = 1
 
     def __init__(self, a: int, b: int, count: int) -> None:
         self.lookups, self.count = slice(a, b), count
 
-    def spread(self, x: torch.Tensor) -> torch.Tensor:
-        """A value per lookup of the pass ([b - a]) as one per element ([count])."""
+    def per_row(self, x: torch.Tensor) -> torch.Tensor:
+        """A value per lookup of the pass ([b - a]) as one per row of the pass ([m])."""
         raise NotImplementedError
 
-    def at(self, base: torch.Tensor) -> torch.Tensor:
-        """Each element's flat position from its lookup's first position ``base`` [b - a]: base + column."""
+    def spread(self, x: torch.Tensor) -> torch.Tensor:
+        """A value per lookup as one per element, broadcastable to [m, width]."""
+        return self.per_row(x)[:, None]
+
+    def take(self, flat: torch.Tensor, base: torch.Tensor) -> torch.Tensor:
+        """[m, width]: each element's value of ``flat``, at its lookup's ``base`` plus its column."""
+        raise NotImplementedError
+
+    def rows(self, base: torch.Tensor) -> torch.Tensor:
+        """[m]: the row of ``flat.view(-1, width)`` each row of the pass adds into, from the lookups' ``base``
+        (a multiple of D where ``width`` is D: the flat tensor holds rows of D values only)."""
         raise NotImplementedError
 
     def reduce(self, values: torch.Tensor) -> torch.Tensor:
-        """[count] values summed per lookup: [b - a]."""
+        """[m, width] values summed per lookup: [b - a]."""
         raise NotImplementedError
 
 
 class _Listed(Pass):
-    """Lookups of different D: each element's lookup and column listed."""
+    """Lookups of different D: each element listed with its lookup and column, one per row."""
 
     def __init__(self, a: int, b: int, count: int, dims: torch.Tensor) -> None:
         super().__init__(a, b, count)
         self.item, self.col = expand(dims, count)
 
-    def spread(self, x: torch.Tensor) -> torch.Tensor:
+    def per_row(self, x: torch.Tensor) -> torch.Tensor:
         return x[self.item]
 
-    def at(self, base: torch.Tensor) -> torch.Tensor:
+    def take(self, flat: torch.Tensor, base: torch.Tensor) -> torch.Tensor:
+        return flat[self.rows(base)][:, None]
+
+    def rows(self, base: torch.Tensor) -> torch.Tensor:
         return base[self.item] + self.col
 
     def reduce(self, values: torch.Tensor) -> torch.Tensor:
         out = torch.zeros(self.lookups.stop - self.lookups.start, dtype=values.dtype, device=values.device)
-        return out.index_add_(0, self.item, values)
+        return out.index_add_(0, self.item, values[:, 0])
 
 
 class _Uniform(Pass):
-    """Lookups of one D: the elements form a [b - a, D] block, so each per-lookup value broadcasts."""
+    """Lookups of one D: the elements form a [b - a, D] block, read and added to row by row."""
 
-    def __init__(self, a: int, b: int, dim: int, device: torch.device) -> None:
+    def __init__(self, a: int, b: int, dim: int) -> None:
         super().__init__(a, b, (b - a) * dim)
-        self.dim, self.cols = dim, torch.arange(dim, device=device)
+        self.width = dim
 
-    def spread(self, x: torch.Tensor) -> torch.Tensor:
-        return x[:, None].expand(-1, self.dim).reshape(-1)
+    def per_row(self, x: torch.Tensor) -> torch.Tensor:
+        return x
 
-    def at(self, base: torch.Tensor) -> torch.Tensor:
-        return (base[:, None] + self.cols).reshape(-1)
+    def take(self, flat: torch.Tensor, base: torch.Tensor) -> torch.Tensor:
+        return flat.unfold(0, self.width, 1)[base]  # the D values from each base, one gather of rows
+
+    def rows(self, base: torch.Tensor) -> torch.Tensor:
+        return torch.div(base, self.width, rounding_mode="floor")
 
     def reduce(self, values: torch.Tensor) -> torch.Tensor:
-        return values.view(-1, self.dim).sum(1)
+        return values.sum(1)
 
 
 def element_passes(dims: torch.Tensor, uniform: Optional[int] = None, limit: int = ELEMENTS) -> Iterator[Pass]:
     """The lookups whose tables have ``dims`` [n] columns, in ``Pass`` es of about ``limit`` elements.
     ``uniform``: the one D every lookup has, where the caller knows it (the layout's tables all have it):
-    the passes then need no per-element lists and no host reads."""
+    the passes then work on [lookups, D] blocks, with no per-element lists and no host reads."""
     n = dims.numel()
     if uniform is None:
         for a, b, count in passes(dims, limit):
@@ -156,7 +176,12 @@ def element_passes(dims: torch.Tensor, uniform: Optional[int] = None, limit: int
         return
     step = max(1, limit // max(uniform, 1))
     for a in range(0, n, step):
-        yield _Uniform(a, min(n, a + step), uniform, dims.device)
+        yield _Uniform(a, min(n, a + step), uniform)
+
+
+def pass_width(uniform: Optional[int]) -> int:
+    """The ``Pass.width`` of ``element_passes(dims, uniform)``."""
+    return uniform or 1
 
 
 def uniform_dim(layout: TableLayout) -> Optional[int]:

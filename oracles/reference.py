@@ -14,7 +14,7 @@ from typing import Iterator, Optional
 import torch
 
 from oracles.exactness import ExactSums
-from oracles.elements import Pass, bag_lengths, element_passes, layout_tensors, lookups, uniform_dim
+from oracles.elements import Pass, bag_lengths, element_passes, layout_tensors, lookups, pass_width, uniform_dim
 from tbe.layout import TableLayout
 from tbe.modes import Pooling
 
@@ -65,8 +65,9 @@ def column_lengths(layout: TableLayout, offsets: torch.Tensor, batch_size: int) 
 
 def pooled_terms(layout: TableLayout, weights: torch.Tensor, indices: torch.Tensor, offsets: torch.Tensor,
                  batch_size: int) -> Iterator[tuple[Pass, torch.Tensor, torch.Tensor]]:
-    """Per pass, every table at once: (the pass over the lookups it covers, each element's flat entry of the
-    pooled [B, sum D] output, the element's weight as float64). Valid inputs."""
+    """Per pass, every table at once: (the pass over the lookups it covers, the row of the pooled [B, sum D]
+    output viewed as [-1, width] that each of its rows adds into, the rows' weights as float64 [m, width]).
+    Valid inputs."""
     dev = weights.device
     lt = layout_tensors(layout, dev)
     off = offsets.to(dev, torch.int64)
@@ -77,7 +78,7 @@ def pooled_terms(layout: TableLayout, weights: torch.Tensor, indices: torch.Tens
     entry_base = at.sample * layout.total_dim + lt.col_offsets[at.table]          # its bag's first entry
     for p in element_passes(dims, uniform_dim(layout)):
         lk = p.lookups
-        yield p, p.at(entry_base[lk]), weights[p.at(row_base[lk])].to(torch.float64)
+        yield p, p.rows(entry_base[lk]), p.take(weights, row_base[lk]).to(torch.float64)
 
 
 @dataclasses.dataclass
@@ -108,8 +109,9 @@ def forward_reference(
     given; then their sum of |terms| is the magnitude)."""
     check_valid(layout, indices, offsets, batch_size)
     B, dev = batch_size, weights.device
+    width = pass_width(uniform_dim(layout))
     out = torch.zeros(B * layout.total_dim, dtype=torch.float64, device=dev)
-    sums = ExactSums(B * layout.total_dim, 1, dev) if bounds else None
+    sums = ExactSums(B * layout.total_dim // width, width, dev) if bounds else None
     psw = kernel_psw = None
     if per_sample_weights is not None:
         psw = per_sample_weights.to(dev, torch.float64)
@@ -121,11 +123,11 @@ def forward_reference(
         if psw is not None:
             rows = terms * p.spread(psw[p.lookups])
             kernel_terms = rows if kernel_psw is psw else terms * p.spread(kernel_psw[p.lookups])
-        out.index_add_(0, entry, rows)
+        out.view(-1, width).index_add_(0, entry, rows)
         if sums is not None:
-            sums.add(kernel_terms[:, None], entry, fp32=psw is None and weights.dtype in _FP32_HOLDS)
+            sums.add(kernel_terms, entry, fp32=psw is None and weights.dtype in _FP32_HOLDS)
         if mag is not None:
-            mag.index_add_(0, entry, rows.abs())
+            mag.view(-1, width).index_add_(0, entry, rows.abs())
     out = out.view(B, layout.total_dim)
     if sums is None:
         magnitude = exact = None

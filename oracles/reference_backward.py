@@ -20,7 +20,7 @@ from typing import Optional
 import torch
 
 from oracles.elementwise import term_units, terms_exact
-from oracles.elements import element_passes, expand, layout_tensors, lookups, uniform_dim
+from oracles.elements import element_passes, expand, layout_tensors, lookups, pass_width, uniform_dim
 from oracles.exactness import ExactSums, fits
 from tbe.layout import TableLayout
 from tbe.modes import Optimizer, Pooling
@@ -152,8 +152,9 @@ def reference_backward(
     row_of, column = expand(row_dim, N)
     weight_index = (lt.weights_offsets[table] + rows * row_dim)[row_of] + column
     w_old = w_flat[weight_index].to(F64)
+    width = pass_width(uniform_dim(layout))  # the passes' rows: a row's D elements, or one element
     grad = torch.zeros(N, dtype=F64, device=dev)
-    sums = ExactSums(N, 1, dev)  # its sum of |terms| is the row gradient's magnitude
+    sums = ExactSums(N // width, width, dev)  # its sum of |terms| is the row gradient's magnitude
     psw_grad = torch.zeros(n, dtype=F64, device=dev) if per_sample_weights is not None else None
     psw_abs = torch.zeros(n, dtype=F64, device=dev) if per_sample_weights is not None else None
     d_base = at.sample * layout.total_dim + lt.col_offsets[at.table]  # each lookup's first d_out entry
@@ -161,21 +162,20 @@ def reference_backward(
     d_fits = fits(dout)  # per upstream-gradient entry: each is gathered by many elements
     for p in element_passes(dims, uniform_dim(layout)):
         lk = p.lookups
-        d_at = p.at(d_base[lk])
-        d = dout[d_at]
+        d = p.take(dout, d_base[lk])
         terms = d if coef is None else p.spread(coef[lk]) * d
-        element = p.at(e_base[lk])
-        grad.index_add_(0, element, terms)
-        ok = terms_exact(d[:, None], None if psw_in is None else p.spread(psw_in[lk]),
-                         p.spread(bag_len[lk]) if mean else None, d_fits[d_at][:, None])
-        sums.add(terms[:, None], element, ok)
+        element = p.rows(e_base[lk])
+        grad.view(-1, width).index_add_(0, element, terms)
+        ok = terms_exact(d, None if psw_in is None else p.per_row(psw_in[lk]),
+                         p.per_row(bag_len[lk]) if mean else None, p.take(d_fits, d_base[lk]))
+        sums.add(terms, element, ok)
         if psw_grad is not None:
-            prod = d * w_old[element]
+            prod = d * w_old.view(-1, width)[element]
             psw_grad[lk] += p.reduce(prod)
             psw_abs[lk] += p.reduce(prod.abs())
     if psw_grad is not None and mean:
         psw_grad, psw_abs = psw_grad / bag_len, psw_abs / bag_len
-    grad_abs = sums.abs_sum[:, 0]
+    grad_abs = sums.abs_sum.view(-1)
     seg = torch.bincount(inv, minlength=U)
     m_old = m_new = None
     if optimizer == Optimizer.EXACT_SGD:
@@ -187,7 +187,7 @@ def reference_backward(
     per_table = torch.bincount(table, minlength=T)
     elements = per_table * lt.dims
     flat = StepRows(table, row_dim, rows, linear, seg, row_of, column, weight_index, w_old, grad, grad_abs, w_new,
-                    m_old, m_new, sums.exact()[:, 0], elements[table][row_of])
+                    m_old, m_new, sums.exact().view(-1), elements[table][row_of])
     return BackwardReference(flat, _spans(layout, per_table.tolist()), psw_grad, psw_abs, dims, optimizer,
                              float(lr), float(eps), term_units(per_sample_weights is not None, mean), mean)
 

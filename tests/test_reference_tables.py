@@ -113,21 +113,26 @@ def test_segmented_reports_and_violations_name_the_wrong_table(spec):
 
 
 def test_passes_of_one_d_are_the_listed_passes_without_the_lists():
-    """Lookups of one D as [lookups, D] blocks (``element_passes(dims, uniform=D)``) cover the same lookups
-    in the same element order as the listed passes, at every pass size, and spread, offset and reduce alike."""
+    """Lookups of one D as [lookups, D] blocks (``element_passes(dims, uniform=D)``) cover the same lookups in the
+    same element order as the listed passes, at every pass size: they read the same values, add into the same flat
+    positions, and spread and reduce alike."""
     n, D = 11, 3
     dims = torch.full((n,), D)
-    base = torch.arange(n) * 100
-    values = torch.arange(n * D, dtype=torch.float64)
+    base = torch.arange(n) * 2 * D           # each lookup's first position: rows of D, a row apart
+    flat = torch.arange(2 * D * n + D, dtype=torch.float64) * 0.5
     for limit in (1, 4, 9, 33, 1000):
         listed, uniform = list(element_passes(dims, None, limit)), list(element_passes(dims, D, limit))
         covered = [p.lookups for p in uniform]
         assert covered[0].start == 0 and covered[-1].stop == n
         assert all(a.stop == b.start for a, b in zip(covered, covered[1:]))
         for name, passes in (("listed", listed), ("uniform", uniform)):
-            at = torch.cat([p.at(base[p.lookups]) for p in passes])
-            assert at.tolist() == [b + j for b in base.tolist() for j in range(D)], (name, limit)
-            spread = torch.cat([p.spread(base[p.lookups]) for p in passes])
+            taken = torch.cat([p.take(flat, base[p.lookups]).reshape(-1) for p in passes])
+            assert taken.tolist() == [flat[b + j].item() for b in base.tolist() for j in range(D)], (name, limit)
+            into = torch.cat([(p.rows(base[p.lookups])[:, None] * p.width + torch.arange(p.width)).reshape(-1)
+                              for p in passes])
+            assert into.tolist() == [b + j for b in base.tolist() for j in range(D)], (name, limit)
+            spread = torch.cat([torch.broadcast_to(p.spread(base[p.lookups]), (p.count // p.width, p.width))
+                                .reshape(-1) for p in passes])
             assert spread.tolist() == [b for b in base.tolist() for _ in range(D)], (name, limit)
-            sums = torch.cat([p.reduce(values[p.lookups.start * D: p.lookups.stop * D]) for p in passes])
-            assert sums.tolist() == [float(3 * i * D + 3) for i in range(n)], (name, limit)
+            sums = torch.cat([p.reduce(p.take(flat, base[p.lookups])) for p in passes])
+            assert sums.tolist() == [sum(flat[b + j].item() for j in range(D)) for b in base.tolist()], (name, limit)
