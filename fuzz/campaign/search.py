@@ -35,6 +35,7 @@ from fuzz.execution import artifacts, interrupt
 from fuzz.profiles import MAX_CHUNKS, MAX_COLUMN_BLOCKS, MAX_WORK
 from fuzz.budgets import EXAMPLE_CAP_S, Budget
 from fuzz.campaign.reduce import failing_check, reduce_failure, size_text
+from fuzz.campaign.pareto import without_pareto_front
 from strategies.cases import case_size, tensors
 from fuzz.judge.check import CaseResult
 from fuzz.status import StopReason
@@ -338,7 +339,8 @@ def run_campaign(
         nonlocal search_end
         try:
             if not best and not res.interrupted:
-                _until_satisfiable(prop, readiness, lambda: search_end - reserve)
+                with without_pareto_front():  # Hypothesis's front of target scores: a fifth of a packed search
+                    _until_satisfiable(prop, readiness, lambda: search_end - reserve)
             if not res.stopped_by:
                 res.stopped_by = StopReason.EXAMPLES
         except _TourFailed:
