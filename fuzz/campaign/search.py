@@ -339,7 +339,7 @@ def run_campaign(
         nonlocal search_end
         try:
             if not best and not res.interrupted:
-                with without_pareto_front():  # Hypothesis's front of target scores: a fifth of a packed search
+                with without_pareto_front(budget.pack > 1):  # Hypothesis's front: a fifth of a packed search
                     _until_satisfiable(prop, readiness, lambda: search_end - reserve)
             if not res.stopped_by:
                 res.stopped_by = StopReason.EXAMPLES
