@@ -8,6 +8,7 @@ passes are cut at ``ELEMENTS`` elements to bound the float64 scratch memory.
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import functools
 from typing import Iterator, Optional
@@ -90,7 +91,7 @@ def passes(counts: torch.Tensor, limit: int = ELEMENTS) -> Iterator[tuple[int, i
         yield bounds[k], bounds[k + 1], int(done[k + 1] - done[k])
 
 
-class Pass:
+class Pass(abc.ABC):
     """Lookups [a, b) of a batch as their (lookup, column) elements, whichever way they are laid out
     (``element_passes``): as ``[m, width]`` tensors, one row per lookup and its D columns where every
     lookup has one D (``width`` = D), one row per element otherwise (``width`` = 1). A flat tensor of
@@ -102,26 +103,26 @@ class Pass:
     def __init__(self, a: int, b: int, count: int) -> None:
         self.lookups, self.count = slice(a, b), count
 
+    @abc.abstractmethod
     def per_row(self, x: torch.Tensor) -> torch.Tensor:
         """A value per lookup of the pass ([b - a]) as one per row of the pass ([m])."""
-        raise NotImplementedError
 
     def spread(self, x: torch.Tensor) -> torch.Tensor:
         """A value per lookup as one per element, broadcastable to [m, width]."""
         return self.per_row(x)[:, None]
 
+    @abc.abstractmethod
     def take(self, flat: torch.Tensor, base: torch.Tensor) -> torch.Tensor:
         """[m, width]: each element's value of ``flat``, at its lookup's ``base`` plus its column."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def rows(self, base: torch.Tensor) -> torch.Tensor:
         """[m]: the row of ``flat.view(-1, width)`` each row of the pass adds into, from the lookups' ``base``
         (a multiple of D where ``width`` is D: the flat tensor holds rows of D values only)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def reduce(self, values: torch.Tensor) -> torch.Tensor:
         """[m, width] values summed per lookup: [b - a]."""
-        raise NotImplementedError
 
 
 class _Listed(Pass):

@@ -152,7 +152,8 @@ def reference_backward(
     row_of, column = expand(row_dim, N)
     weight_index = (lt.weights_offsets[table] + rows * row_dim)[row_of] + column
     w_old = w_flat[weight_index].to(F64)
-    width = pass_width(uniform_dim(layout))  # the passes' rows: a row's D elements, or one element
+    uniform = uniform_dim(layout)
+    width = pass_width(uniform)  # the passes' rows: a row's D elements, or one element
     grad = torch.zeros(N, dtype=F64, device=dev)
     sums = ExactSums(N // width, width, dev)  # its sum of |terms| is the row gradient's magnitude
     psw_grad = torch.zeros(n, dtype=F64, device=dev) if per_sample_weights is not None else None
@@ -160,7 +161,7 @@ def reference_backward(
     d_base = at.sample * layout.total_dim + lt.col_offsets[at.table]  # each lookup's first d_out entry
     e_base = row_start[inv]                                           # its row's first element
     d_fits = fits(dout)  # per upstream-gradient entry: each is gathered by many elements
-    for p in element_passes(dims, uniform_dim(layout)):
+    for p in element_passes(dims, uniform):
         lk = p.lookups
         d = p.take(dout, d_base[lk])
         terms = d if coef is None else p.spread(coef[lk]) * d

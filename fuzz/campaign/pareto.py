@@ -8,10 +8,10 @@ sequences of thousands of choices: on a CPU campaign of 16-case packs the front 
 of the search. Hypothesis has no setting for it, so for the length of a packed search (a GPU's: a pack's choices
 are its sub-cases' together) the engine's front is one that keeps nothing; the hill climbing on each score
 (``Phase.target``) is Hypothesis's own, untouched. Unpacked, the front costs a few percent of the driver, which the
-interpreter's kernels dwarf, and it stays. A campaign
-without a database (the self-test's) never had a front, so what the self-test measures of detection holds with
-or without it. Where Hypothesis no longer has the class this replaces, nothing is replaced
-(``without_pareto_front`` yields False), and ``tests/test_pareto.py`` fails on the pinned version.
+interpreter's kernels dwarf, and it stays. A campaign without a database (the self-test's) never had a front, so
+what the self-test measures of detection holds with or without it. Where Hypothesis no longer has the class this
+replaces, nothing is replaced (``without_pareto_front`` yields False), and ``tests/test_pareto.py`` fails on the
+pinned version.
 """
 
 from __future__ import annotations
