@@ -134,5 +134,5 @@ def packs(sub: st.SearchStrategy[CaseSpec], max_subs: int, max_lookups: int) -> 
     one), since a list's own length averages a handful and packs pay off when full."""
     if max_subs <= 1:
         return sub
-    return st.integers(1, max_subs).flatmap(
-        lambda n: st.lists(sub, min_size=n, max_size=n)).map(lambda subs: assemble(subs, max_lookups))
+    of_size = [st.lists(sub, min_size=n, max_size=n) for n in range(max_subs + 1)]  # built once, not per draw
+    return st.integers(1, max_subs).flatmap(of_size.__getitem__).map(lambda subs: assemble(subs, max_lookups))

@@ -96,6 +96,25 @@ def test_campaign_draws_cases_at_the_drawn_configs_edges():
     assert not any(isinstance(d, Drawn) for d in plain)
 
 
+def test_each_configs_case_strategy_is_built_once_and_draws_at_that_config():
+    """``drawn_cases`` asks ``cases_for`` once per effective config, however many draws (a strategy built per
+    draw cost a third of the draw), and each case still comes from its own config's strategy."""
+    from strategies.config_space import drawn_cases
+
+    asked: list[KernelConfig] = []
+
+    def cases_for(config):
+        asked.append(config)
+        return st.just(config.long_run_threshold)  # the case names the threshold it was drawn at
+
+    base = KernelConfig()
+    drawn = draws(st.tuples(drawn_cases(base, cases_for), st.integers(0, 10**9)), 300)
+    assert len(asked) == len(set(asked)) >= 3, asked
+    for d, _ in drawn:
+        assert d.case == d.config(base).long_run_threshold
+    assert {d.config(base) for d, _ in drawn} == set(asked)
+
+
 @pytest.mark.fuzz
 def test_failure_under_drawn_overrides_saves_the_effective_config_and_replays(tmp_path, capsys):
     """A fault only the long tier shows, found under drawn overrides: config.json is the effective config."""
