@@ -27,8 +27,8 @@ class KernelConfig:
     fwd_num_warps: int = 4
     # per dimension bucket: (BLOCK_D, gather, bags per program, warps) replacing the three above for
     # unweighted and weighted launches of that bucket (the best tile differs with the row width);
-    # the defaults are the fastest of sweeps on the H200 (benchmarks/results/sweep_h200.jsonl, sweep_d64_h200.jsonl)
-    fwd_bucket_tiles: tuple[tuple[int, int, int, int], ...] = ((64, 8, 16, 1), (128, 8, 4, 1), (256, 2, 4, 1))
+    # the defaults are the fastest by device time of sweeps on the H200 (benchmarks/results/sweep_*_h200.jsonl)
+    fwd_bucket_tiles: tuple[tuple[int, int, int, int], ...] = ((64, 16, 4, 1), (128, 8, 4, 1), (256, 2, 4, 1))
     # forward, small-table histogram + tl.dot path
     small_table_path: bool = True
     small_table_max_rows: int = 64
