@@ -119,20 +119,19 @@ def drawn_cases(base: KernelConfig, cases_for, fixed: frozenset[str] = frozenset
                 touching: Optional[frozenset[str]] = None) -> st.SearchStrategy[Drawn]:
     """Overrides, then a case drawn for the effective config (``cases_for(config)``: its edges);
     ``touching``: draw only profiles that override one of those fields (the rest would not change the case).
-    Each profile's config and case strategy are built once, at its first draw: building Hypothesis strategies
-    anew for every example (and validating them) cost a packed draw a third of its time."""
+    Each profile's case strategy is built once, at its first draw: building Hypothesis strategies anew for
+    every example (and validating them) cost a packed draw a third of its time."""
     overrides = config_overrides(base, fixed, touching)
-    built: dict[tuple[tuple[str, Any], ...], tuple[KernelConfig, st.SearchStrategy]] = {}
+    built: dict[tuple[tuple[str, Any], ...], st.SearchStrategy] = {}  # sorted overrides -> their case strategy
 
-    def for_overrides(key: tuple[tuple[str, Any], ...]) -> tuple[KernelConfig, st.SearchStrategy]:
+    def cases_under(key: tuple[tuple[str, Any], ...]) -> st.SearchStrategy:
         if key not in built:
-            config = base.replace(**dict(key)) if key else base
-            built[key] = (config, cases_for(config))
+            built[key] = cases_for(base.replace(**dict(key)) if key else base)
         return built[key]
 
     @st.composite
     def draw_one(draw: st.DrawFn) -> Drawn:
         key = tuple(sorted(draw(overrides).items()))
-        return Drawn(draw(for_overrides(key)[1]), key)
+        return Drawn(draw(cases_under(key)), key)
 
     return draw_one()
