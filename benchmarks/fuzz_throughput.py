@@ -9,7 +9,9 @@ so one file compares packed and unpacked checking on one warm machine; each reco
 Small cases: the campaign's general cases (its config draws included) of at most 10,000 lookups,
 ``--pack`` of them to an example; large: the campaign's own mix at the backend's full budget (``fuzz.profiles.MAX_LOOKUPS``), so the segment-length spread is
 the campaign's. Each part first warms the kernels it can reach (reported apart, not timed
-into the rates); the compile count during each search is recorded (it should be 0).
+into the rates); the compile count during each search is recorded (it should be 0). The first campaign of a
+run also starts the worker and loads its kernels from the disk cache (on the H200, 4-6 s of a 20 s part):
+for a steady rate give a part twice (``--pack 16,16``) and read the second.
 """
 
 from __future__ import annotations
