@@ -8,7 +8,7 @@ import json
 
 import pytest
 import torch
-from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fuzz.budgets import Budget
@@ -27,6 +27,7 @@ from strategies.pack import MODE_FIELDS, PackCase, assemble, packs
 from strategies.space import campaign_cases
 from strategies.specs import case_specs
 from tbe import KernelConfig, faults
+from tests.test_config_space import draws
 
 MODES = dict(pooling="mean", weighted=True, optimizer="exact_rowwise_adagrad", learning_rate=0.5)
 A = CaseSpec(tables=((20, 8), (30, 5)), batch_size=3, max_length=4, seed=1, **MODES)
@@ -128,24 +129,11 @@ def test_drawn_packs_share_modes_and_stay_within_the_lookup_budget(drawn):
         assert len({getattr(s, field) for s in subs}) == 1
 
 
-def draws_of(strategy, n: int) -> list:
-    out: list = []
-
-    @seed(0)
-    @settings(max_examples=n, database=None, phases=[Phase.generate], deadline=None,
-              suppress_health_check=list(HealthCheck))
-    @given(strategy, st.integers(0, 10**9))  # the counter keeps Hypothesis from skipping repeated draws
-    def collect(x, _):
-        out.append(x)
-
-    collect()
-    return out
-
-
 def test_about_half_the_drawn_packs_are_full_and_small_ones_stay():
     """Packs pay per example, so the size branch favours full packs; smaller ones, down to one, are still drawn."""
-    sizes = [len(d.subs) if isinstance(d, PackCase) else 1
-             for d in draws_of(packs(case_specs(max_lookups=100, max_tables=1, max_batch=2), 6, 10**6), 400)]
+    drawn = draws(st.tuples(packs(case_specs(max_lookups=100, max_tables=1, max_batch=2), 6, 10**6),
+                            st.integers(0, 10**9)), 400)  # the counter keeps Hypothesis from skipping repeated draws
+    sizes = [len(d.subs) if isinstance(d, PackCase) else 1 for d, _ in drawn]
     full = sizes.count(6) / len(sizes)
     assert 0.4 <= full <= 0.75, full
     assert sizes.count(1) >= 10 and len(set(sizes)) == 6
