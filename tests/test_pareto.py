@@ -4,11 +4,10 @@ keep that front, a fifth of a packed CPU campaign's time."""
 
 from __future__ import annotations
 
-import importlib
-
 from hypothesis import Phase, given, seed, settings, target
 from hypothesis import strategies as st
 from hypothesis.database import InMemoryExampleDatabase
+from hypothesis.internal.conjecture import engine
 
 from fuzz.budgets import Budget
 from fuzz.campaign import run_campaign
@@ -16,7 +15,6 @@ from fuzz.campaign.pareto import EmptyFront, without_pareto_front
 from tbe import KernelConfig
 from tests.passing_supervisor import PassingSupervisor
 
-ENGINE = importlib.import_module("hypothesis.internal.conjecture.engine")
 
 
 def _pareto_entries(run_inside: bool) -> int:
@@ -41,33 +39,33 @@ def _pareto_entries(run_inside: bool) -> int:
 
 
 def test_the_front_is_replaced_only_inside_and_saves_nothing():
-    original = ENGINE.ParetoFront
+    original = engine.ParetoFront
     assert _pareto_entries(run_inside=False) > 0  # Hypothesis's own front saves the scores' best examples
     assert _pareto_entries(run_inside=True) == 0
-    assert ENGINE.ParetoFront is original
+    assert engine.ParetoFront is original
     with without_pareto_front():
         with without_pareto_front():
-            assert ENGINE.ParetoFront is EmptyFront
-        assert ENGINE.ParetoFront is EmptyFront
+            assert engine.ParetoFront is EmptyFront
+        assert engine.ParetoFront is EmptyFront
     with without_pareto_front(False) as replaced:
-        assert not replaced and ENGINE.ParetoFront is original
-    assert ENGINE.ParetoFront is original
+        assert not replaced and engine.ParetoFront is original
+    assert engine.ParetoFront is original
 
 
 def test_a_packed_campaign_searches_without_the_front_and_an_unpacked_one_with_it():
     """Packs (a GPU's campaigns) drop the front for their search and restore it after; one case an example (the
     interpreter's) keeps Hypothesis's own, whose cost there is a few percent of the driver."""
-    original = ENGINE.ParetoFront
+    original = engine.ParetoFront
     for pack, expected in ((2, EmptyFront), (1, original)):
         seen = []
 
         class Recording(PassingSupervisor):
             def run(self, case, config, pending=None, **options):
-                seen.append(ENGINE.ParetoFront)
+                seen.append(engine.ParetoFront)
                 return super().run(case, config, pending, **options)
 
         budget = Budget("t", seconds=3.0, shrink_seconds=0.0, max_examples=20, max_lookups=2000, pack=pack)
         res = run_campaign(KernelConfig(), budget, seed=1, artifacts_dir=None, supervisor=Recording(),
                            tour_share=None, fill=False)
         assert res.examples > 0 and seen and all(f is expected for f in seen), pack
-        assert ENGINE.ParetoFront is original
+        assert engine.ParetoFront is original

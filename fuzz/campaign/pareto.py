@@ -17,8 +17,9 @@ pinned version.
 from __future__ import annotations
 
 import contextlib
-import importlib
 from typing import Any, Iterator
+
+from hypothesis.internal.conjecture import engine
 
 
 class EmptyFront:
@@ -45,7 +46,6 @@ class EmptyFront:
 @contextlib.contextmanager
 def without_pareto_front(active: bool = True) -> Iterator[bool]:
     """Hypothesis runs started inside keep no Pareto front (unless not ``active``); yields whether it was replaced."""
-    engine = importlib.import_module("hypothesis.internal.conjecture.engine")
     original = getattr(engine, "ParetoFront", None)
     if original is None or not active:
         yield False
