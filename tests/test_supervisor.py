@@ -251,10 +251,10 @@ def _talking_worker(messages):
     """A worker stand-in whose reply pipe carries ``messages`` as (delay_s, message) pairs, in a thread."""
     import multiprocessing
 
-    from fuzz.execution.supervisor import _Worker
+    from fuzz.execution.worker_process import WorkerProcess
 
     ours, theirs = multiprocessing.Pipe()
-    w = object.__new__(_Worker)
+    w = object.__new__(WorkerProcess)
     w.replies, w.proc = ours, _Alive()
 
     def talk():
@@ -280,7 +280,7 @@ def test_kernel_builds_do_not_count_toward_a_case_timeout():
 
 
 def test_the_callers_limit_bounds_build_credit_and_is_not_a_hang():
-    from fuzz.execution.supervisor import _LimitReached
+    from fuzz.execution.worker_process import _LimitReached
 
     w = _talking_worker([(0.1, ("compile", "start")), (5.0, ("compile", "end"))])
     t0 = time.monotonic()

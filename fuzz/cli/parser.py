@@ -340,10 +340,24 @@ def cmd_selftest(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     return 0 if all_ok(results) else 1
 
 
+def _one_campaign_here(argv: list[str]) -> bool:
+    """Whether ``argv`` is ``run`` without ``--workers N`` > 1, read before the parser exists (building it imports
+    torch): such a run checks its cases in one worker here, which can start at once."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("command", nargs="?")
+    pre.add_argument("--workers")
+    known, _ = pre.parse_known_args(argv)
+    return known.command == "run" and known.workers in (None, "1")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     import time
 
-    started = time.perf_counter()  # run's --time counts from here (fuzz.cli.run)
+    started, started_wall = time.perf_counter(), time.time()  # run's --time counts from here (fuzz.cli.run)
+    if argv is None and _one_campaign_here(sys.argv[1:]):  # a command, not a call from a program or test
+        from fuzz.execution.worker_process import start_early
+
+        start_early()  # its imports overlap this process's; its supervisor sends it the settings made below
     parser = build_parser()
     args = parser.parse_args(argv)
     from fuzz import profiles
@@ -352,7 +366,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         profiles.load()  # the Hypothesis profile $HYPOTHESIS_PROFILE names (settings a campaign leaves unset)
     except ValueError as e:
         parser.error(str(e))
-    args.started = started
+    args.started, args.started_wall = started, started_wall
     try:
         from fuzz.memcheck.weak_memory import enable_from_env
 

@@ -212,6 +212,9 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any
                 _progress(f"warm-up: building {background.result.groups} groups in the background on "
                           f"{background.result.processes} processes; the search starts now")
     if n > 1:
+        from fuzz.execution.worker_process import end_early
+
+        end_early()  # each campaign has workers of its own
         merged = run_workers(args, n, progress=_progress)
         if warm is not None:
             merged["warmup"] = warm.to_dict()
@@ -225,8 +228,8 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any
         from fuzz.campaign import open_database
 
         database = open_database(args.database, config)
+    spent = time.perf_counter() - getattr(args, "started", time.perf_counter())
     if timed:  # start-up (imports, warm-up) comes out of the search time
-        spent = time.perf_counter() - getattr(args, "started", time.perf_counter())
         budget = budget.with_overrides(seconds=max(0.0, budget.seconds - spent))
         _progress(f"  start-up took {spent:.1f}s of the budget; {budget.seconds:.1f}s left to search")
     live = LiveProgress(budget.seconds if timed else 0.0, enabled=True if args.progress else None)
@@ -264,7 +267,11 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any
         data["warmup"] = warm.to_dict()
     if background is not None:
         data["warmup"]["background"] = background.readiness.to_dict(since=getattr(args, "started", None))
-    text = report.campaign_text(res) + "\n  pictures: " + (", ".join(map(str, drawn)) or f"not drawn ({why_not})")
+    first = shared().first_answer
+    since = getattr(args, "started_wall", None)
+    if since is not None:
+        data["first_answer"] = dict(first.to_dict(since), search_started=round(spent, 2))
+    text = report.campaign_text(res) + ("" if since is None else f"\n  {first.text(since, spent)}") + "\n  pictures: " + (", ".join(map(str, drawn)) or f"not drawn ({why_not})")
     print(json.dumps(data, indent=2, sort_keys=True, default=str) if args.json else text, flush=True)
     if res.interrupted:
         return interrupt.EXIT_STATUS

@@ -20,9 +20,10 @@ the worker at once (``fuzz.execution.stall``), so an endless loop ends long befo
 caller with a budget also passes ``limit_s``, the time it has left: a case still running then is stopped
 and raises ``CaseTimedOut`` (not judged, so not a failure), and a Ctrl-C (``fuzz.execution.interrupt``)
 stops a running case the same way with ``CaseInterrupted``.
-A subprocess, not multiprocessing: the worker never re-imports a ``__main__`` (pytest-xdist's
-workers have none that could be imported) and its stdout/stderr go to a log whose tail the crash
-report quotes. The driver itself never touches a device.
+A subprocess, not multiprocessing (``fuzz.execution.worker_process``, which also starts ``tbe-fuzz run``'s first
+worker before the driver's imports): the worker never re-imports a ``__main__`` (pytest-xdist's workers have none
+that could be imported) and its stdout/stderr go to a log whose tail the crash report quotes. The driver itself never
+touches a device. ``first_answer`` records where the time before the first answered case went.
 """
 
 from __future__ import annotations
@@ -33,17 +34,18 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Optional
 
 from fuzz.judge import check
 
 from fuzz.execution import forced_crash, interrupt
+from fuzz.execution.first_answer import FirstAnswer
+from fuzz.execution.worker_process import WorkerProcess, _LimitReached, take_early, worker_env
+from fuzz.compile import kernel_cache
 from strategies.cases import AnyCase, case_size, case_to_dict, tensors
 from fuzz.judge.check import CaseResult
 from fuzz.errors import Unmaterializable, WorkerError
@@ -51,9 +53,8 @@ from fuzz.execution.gpu_pin import case_threads
 from fuzz.status import FailureKind
 from tbe import KernelConfig
 from tbe.backend import INTERPRETED
+from tbe.env import SANITIZE
 
-ROOT = Path(__file__).resolve().parents[2]
-START_TIMEOUT_S = 300.0  # imports, and on a GPU the CUDA context
 # timeout = FLOOR + SLACK * predicted, predicted = (PER_CASE + PER_LOOKUP * lookups + PER_BAG * bags
 # + PER_TABLE * tables) * (steps + 1) with lookups, bags and tables from ``strategies.cases.case_size``.
 # The bracket is an upper envelope of the CPU interpreter's cost over 80 drawn campaign cases (configs
@@ -67,26 +68,25 @@ START_TIMEOUT_S = 300.0  # imports, and on a GPU the CUDA context
 # SLACK * predicted (35 s) alone. A floor well under a quick campaign's budget is what lets a planted
 # hang (``hang_narrow_long_run``) end as ``hang`` inside the self-test's time. A worker that reports its
 # kernel builds (``compile_events`` in its hello; Triton's JIT hooks) has the time they take added to
-# its deadline, so on a GPU its floor need not cover compiling: ``EVENTS_FLOOR_S``. One build is
-# credited for at most ``BUILD_CREDIT_S`` (a build waiting on another process's lock waits up to the
-# lock's 600 s timeout; a longer one is itself a hang).
+# its deadline, so on a GPU its floor need not cover compiling: ``EVENTS_FLOOR_S`` (one build is
+# credited for at most ``fuzz.execution.worker_process.BUILD_CREDIT_S``).
 FLOOR_S = 20.0 if INTERPRETED else 180.0
 EVENTS_FLOOR_S = 20.0
-BUILD_CREDIT_S = 900.0
 SLACK = 10.0
 PER_CASE_S = 0.5 if INTERPRETED else 0.1
 PER_BAG_S = 2.0e-2 if INTERPRETED else 2.0e-6
 PER_TABLE_S = 0.2 if INTERPRETED else 0.01
 PER_LOOKUP_S = 4.5e-3 if INTERPRETED else 2.0e-6
+# what a worker started early may be told after its imports (``WorkerProcess.setup``): the kernel cache (read at each
+# build), the sanitizer (enabled after the imports), thread counts (set on torch), and the interpreter choice (the
+# worker's ``tbe.backend`` makes the driver's, from the same machine)
+LATE = frozenset({kernel_cache.MANAGER_ENV, kernel_cache.BACKEND_ENV, kernel_cache.URL_ENV, SANITIZE.name,
+                  "OMP_NUM_THREADS", "TRITON_INTERPRET"})
 
 
 # failures that leave a sanitized interpreter worker intact: the sanitizer stops every out-of-range
 # access before it happens, so a mismatch or an exception there damaged no memory
 _HARMLESS = (FailureKind.MISMATCH, FailureKind.SANITIZER, FailureKind.EXCEPTION)
-
-
-class _LimitReached(TimeoutError):
-    """The caller's deadline came before the case's own timeout."""
 
 
 class CaseTimedOut(Exception):
@@ -120,125 +120,47 @@ def stall_for(case: AnyCase, steps: bool = True, scale: float = 1.0) -> float:
     return min(timeout_for(case, steps, scale), scale * (FLOOR_S + expected_seconds(case, steps)))
 
 
-class _Worker:
-    def __init__(self, env: dict[str, str], logdir: Path) -> None:
-        req_r, req_w = os.pipe()
-        rep_r, rep_w = os.pipe()
-        self.log_path = logdir / f"worker-{time.time_ns()}.log"
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "fuzz.execution.worker", str(req_r), str(rep_w)], pass_fds=(req_r, rep_w),
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=os.getcwd(),
-                start_new_session=True,  # a Ctrl-C at the terminal reaches the driver, which ends the worker
-            )
-        os.close(req_r)
-        os.close(rep_w)
-        self.requests, self.replies = Connection(req_w, readable=False), Connection(rep_r, writable=False)
-        self.hello: Optional[dict[str, Any]] = None
-        self.cases = 0
-
-    def ready(self) -> dict[str, Any]:
-        if self.hello is None:
-            try:
-                msg = self._wait(START_TIMEOUT_S)
-            except TimeoutError:
-                self.stop(kill=True)
-                msg = None
-            if msg is None or msg[0] != "hello":
-                raise WorkerError(f"the worker did not start ({self.describe_exit()}):\n{self.tail(0)}")
-            self.hello = msg[1]
-        return self.hello
-
-    def _wait(self, timeout: float, cancellable: bool = False, limit: Optional[float] = None) -> Any:
-        """The next message; None when the process ended; TimeoutError after ``timeout`` seconds, not counting
-        the worker's kernel builds (its ``("compile", ...)`` events), and never past ``limit`` (a
-        time.monotonic() deadline); ``cancellable``: "interrupted" as soon as a Ctrl-C was requested."""
-        deadline = time.monotonic() + timeout
-        building: Optional[float] = None  # when the build in progress started
-        while True:
-            if cancellable and interrupt.requested():
-                return "interrupted"
-            now = time.monotonic()
-            end = deadline if building is None else max(deadline, building + BUILD_CREDIT_S)
-            end = end if limit is None else min(end, limit)
-            if self.replies.poll(max(0.0, min(1.0, end - now))):
-                try:
-                    msg = self.replies.recv()
-                except (EOFError, OSError):
-                    return None
-                if isinstance(msg, tuple) and msg and msg[0] == "compile":
-                    now = time.monotonic()
-                    if building is not None:  # an end, or a start after a build that raised (no end came)
-                        deadline += min(now - building, BUILD_CREDIT_S)
-                    building = now if msg[1] == "start" else None
-                    continue
-                return msg
-            if self.proc.poll() is not None and not self.replies.poll(0):
-                return None
-            if time.monotonic() >= end:
-                raise _LimitReached if limit is not None and end >= limit else TimeoutError
-
-    def describe_exit(self) -> str:
-        try:
-            rc = self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            return "no answer and no exit"
-        if rc < 0:
-            try:
-                name = signal.Signals(-rc).name
-            except ValueError:
-                name = f"signal {-rc}"
-            return f"killed by {name} (signal {-rc}, exit status {128 - rc} in a shell)"
-        return f"exited with status {rc} without answering"
-
-    def tail(self, since: int, limit: int = 6000) -> str:
-        with open(self.log_path, "rb") as f:
-            f.seek(since)
-            text = f.read().decode("utf-8", "replace")
-        text = "\n".join(line for line in text.splitlines() if not line.startswith("Extension modules:"))
-        return text[-limit:] if text.strip() else "(no output)"
-
-    def stop(self, kill: bool = False) -> None:
-        if self.proc.poll() is None and not kill:
-            try:
-                self.requests.send(None)
-                self.proc.wait(timeout=5)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        for c in (self.requests, self.replies):
-            c.close()
-
-
 class Supervisor:
     """Runs cases in a persistent worker; ``sanitize`` (None: inherit TBE_FUZZ_SANITIZE) sets the worker's
     interpreter sanitizer; ``timeout_scale`` multiplies every case's timeout."""
 
     def __init__(self, sanitize: Optional[bool] = None, timeout_scale: float = 1.0,
                  env: Optional[dict[str, str]] = None) -> None:
-        self.env = dict(os.environ if env is None else env)
-        self.env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in [self.env.get("PYTHONPATH")] if p])
+        self.env = worker_env(dict(os.environ if env is None else env))
         if sanitize is not None:
             self.env["TBE_FUZZ_SANITIZE"] = "1" if sanitize else "0"
         if not INTERPRETED:  # kernels and references on the GPU: few CPU threads (fuzz.execution.gpu_pin.case_threads)
             self.env.setdefault("OMP_NUM_THREADS", case_threads(1))
         self.timeout_scale = timeout_scale
         self.tmp = Path(tempfile.mkdtemp(prefix="tbe-fuzz-workers-"))
-        self._worker: Optional[_Worker] = None
-        self._spare: Optional[_Worker] = None
+        self._worker: Optional[WorkerProcess] = None
+        self._spare: Optional[WorkerProcess] = None
         self._keep_spare = False
         self._seq = itertools.count()
         self.started = 0  # workers started, for reports and tests
         self.environment: Optional[dict[str, Any]] = None
+        self.first_answer = FirstAnswer()  # where the time before the first answered case went
 
     # ------------------------------------------------------------------ workers
-    def _spawn(self) -> _Worker:
+    def _spawn(self) -> WorkerProcess:
         self.started += 1
-        return _Worker(self.env, self.tmp)
+        w = self._early() or WorkerProcess(self.env, self.tmp)
+        w.setup(self.env)
+        return w
 
-    def _current(self) -> _Worker:
+    def _early(self) -> Optional[WorkerProcess]:
+        """The worker ``tbe-fuzz run`` started before its imports, where its environment differs from this
+        supervisor's only in what a worker reads after its own imports (``LATE``); else it is ended."""
+        w = take_early()
+        if w is None:
+            return None
+        changed = {k for k in self.env if w.env.get(k) != self.env[k]}
+        if changed <= LATE and set(w.env) <= set(self.env):  # a setup adds and changes, never removes
+            return w
+        w.stop(kill=True)
+        return None
+
+    def _current(self) -> WorkerProcess:
         if self._worker is None:
             self._worker, self._spare = (self._spare or self._spawn()), None
         hello = self._worker.ready()
@@ -306,6 +228,7 @@ class Supervisor:
                   saved: Optional[Path], end: Optional[float] = None) -> tuple[CaseResult, int]:
         """(result, how many cases the worker had run before this one); ``end``: the caller's deadline
         (time.monotonic), past which the case is stopped and CaseTimedOut raised."""
+        asked = time.time()
         w = self._current()
         if w.proc.poll() is not None:  # it died idle (e.g. killed from outside): not this case's doing
             self._retire(kill=True)
@@ -316,6 +239,7 @@ class Supervisor:
         req = dict(req, stall_s=stall_for(case, req["steps"], self.timeout_scale) if w.hello.get("program_watch")
                    else None)
         left = None if end is None else max(0.0, end - time.monotonic())
+        sent, builds, build_seconds = time.time(), w.builds, w.build_seconds
         try:
             w.requests.send(req)
         except OSError:  # it died between the check and the request; its exit is reported below
@@ -344,6 +268,10 @@ class Supervisor:
             raise WorkerError(f"the worker failed outside the kernels:\n{msg[1]}")
         if msg is not None and msg != "hang":
             w.cases += 1
+            if self.first_answer.answered is None:
+                self.first_answer.worker(w.started_at, w.hello.get("clock", {}), w.early)
+                self.first_answer.answer(asked, sent, time.time(), w.builds - builds, w.build_seconds - build_seconds,
+                                         getattr(msg[1], "compiles", None), msg[1].phases)
             if not msg[1].ok and not (w.hello.get("sanitizer") and msg[1].kind in _HARMLESS):
                 self._keep_spare = True
                 self._retire(kill=msg[1].error_kind == FailureKind.CUDA_ERROR)

@@ -1,6 +1,7 @@
 """The kernel side of supervised execution: a process that runs cases for ``fuzz.execution.supervisor``.
 
-Started as ``python -m fuzz.execution.worker REQUEST_FD REPLY_FD``; greets with its environment, then answers
+Started as ``python -m fuzz.execution.worker REQUEST_FD REPLY_FD``; after its imports reads the environment its
+supervisor sends (``("setup", env)``, ``fuzz.execution.worker_process``), greets with its environment, then answers
 each request (a case as JSON, a config, where its saved tensors are) with ("result", CaseResult) or
 ("unmaterializable", message); under the interpreter, a kernel program that runs past the request's
 ``stall_s`` is reported at once as ("stalled", what) by a watch thread (``fuzz.execution.stall``). Tensors
@@ -130,16 +131,52 @@ def _report_compiles(send: Callable[[Any], None]) -> bool:
     return True
 
 
+def _make_context() -> None:
+    """On a GPU, make the CUDA context now: a worker started ahead of its first case (``fuzz.execution.worker_process``)
+    then pays for it while the driver is still starting. Nothing it reads comes with the setup."""
+    from tbe.backend import INTERPRETED, default_device
+
+    if not INTERPRETED and default_device().type == "cuda":
+        import torch
+
+        torch.zeros(1, device=default_device())
+        torch.cuda.synchronize()
+
+
+def _load_triton_driver() -> None:
+    """On a GPU, build or load Triton's driver utilities now (after the setup: they go through its cache)."""
+    from tbe.backend import INTERPRETED, default_device
+
+    if not INTERPRETED and default_device().type == "cuda":
+        from triton.runtime import driver
+
+        driver.active.utils  # noqa: B018  (built or loaded on first use)
+
+
 def main(argv: list[str]) -> int:
+    clock = {"main": time.time()}  # wall-clock marks of this start, for the first answer's timeline
     faulthandler.enable(file=sys.stderr, all_threads=True)
     if hasattr(signal, "SIGUSR1"):  # the supervisor asks for the stacks of a hung case before killing it
         faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
     requests = Connection(int(argv[1]), writable=False)
     replies = Connection(int(argv[2]), readable=False)
     from fuzz.execution import artifacts, stall
+    from fuzz.execution.worker_process import apply_setup
+    from fuzz.judge import check  # noqa: F401  (what every case needs, imported while the driver starts)
     from fuzz.memcheck import sanitizer
     from tbe.env import WORKER_PROFILE
 
+    clock["imported"] = time.time()
+    _make_context()
+    clock["device"] = time.time()
+    try:
+        setup = requests.recv()
+    except EOFError:  # the driver went away before it needed this worker
+        return 0
+    if not (isinstance(setup, tuple) and setup[0] == "setup"):
+        return 0
+    clock["setup"] = time.time()
+    apply_setup(setup[1])
     sanitize = sanitizer.enable_from_env()
     profile_dir = WORKER_PROFILE.path()
     profiler = None
@@ -156,8 +193,11 @@ def main(argv: list[str]) -> int:
 
     events = _report_compiles(send)
     program_watch = stall.install()
-    send(("hello", {"pid": os.getpid(), "environment": artifacts.environment(), "sanitizer": sanitize,
-                    "compile_events": events, "program_watch": program_watch is not None}))
+    _load_triton_driver()
+    environment = artifacts.environment()
+    clock["hello"] = time.time()
+    send(("hello", {"pid": os.getpid(), "environment": environment, "sanitizer": sanitize,
+                    "compile_events": events, "program_watch": program_watch is not None, "clock": clock}))
     while True:
         try:
             req = requests.recv()
