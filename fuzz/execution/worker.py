@@ -150,7 +150,10 @@ def _load_triton_driver() -> None:
     if not INTERPRETED and default_device().type == "cuda":
         from triton.runtime import driver
 
-        driver.active.utils  # noqa: B018  (built or loaded on first use)
+        try:
+            driver.active.utils  # noqa: B018  (built or loaded on first use)
+        except AttributeError:  # a Triton whose driver keeps them elsewhere: its first launch loads them
+            pass
 
 
 def main(argv: list[str]) -> int:
