@@ -110,7 +110,8 @@ def test_the_first_answer_puts_every_mark_on_the_runs_clock_and_says_what_waited
                            "case_sent", "answered")] == [0.5, 1.8, 2.5, 2.6, 2.4, 2.7, 4.5]
     assert (d["builds"], d["build_seconds"], d["compiled"], d["phases"], d["early"]) == (3, 1.2, None, {"sut": 0.512},
                                                                                          True)
-    text = fa.text(since=99.5, search_started=2.4)
+    text = fa.text(since=99.5, search_started=2.4, driver={"parsed": 101.0})
+    assert "the search began at 2.4 s (imports and arguments done at 1.5 s)" in text
     assert "first answer at 4.5 s" in text and "imports 1.2 s" in text and "waited 0.3 s for the worker" in text
     assert "3 kernel builds or loads taking 1.2 s" in text
     fa.answer(0.0, 0.0, 1e9, 0, 0.0, None, {})  # only the first case counts
@@ -130,4 +131,5 @@ def test_a_run_reports_its_first_answer_from_a_worker_started_before_its_imports
                              "case_sent", "answered")]
     assert None not in marks and marks == sorted(marks), fa
     assert fa["case_ready"] <= fa["case_sent"] and fa["search_started"] <= fa["case_ready"]
+    assert 0 <= fa["driver_parsed"] <= fa["driver_warmup_started"] <= fa["search_started"]
     assert fa["early"] is True

@@ -208,6 +208,7 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any
             processes = args.warmup_processes or max(1, default_processes() - 2)  # two cores for the search
             tours = [] if tour_share(args) is None else [config]  # --no-tour: no tour kernels to build
             background = background.start(campaign_configs(config), tours, processes, progress=_progress)
+            getattr(args, "marks", {})["warmup_started"] = time.time()
             if background.thread is not None:
                 _progress(f"warm-up: building {background.result.groups} groups in the background on "
                           f"{background.result.processes} processes; the search starts now")
@@ -270,8 +271,10 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any
     first = shared().first_answer
     since = getattr(args, "started_wall", None)
     if since is not None:
-        data["first_answer"] = dict(first.to_dict(since), search_started=round(spent, 2))
-    text = report.campaign_text(res) + ("" if since is None else f"\n  {first.text(since, spent)}") + "\n  pictures: " + (", ".join(map(str, drawn)) or f"not drawn ({why_not})")
+        data["first_answer"] = dict(first.to_dict(since), search_started=round(spent, 2),
+                                    **{f"driver_{k}": round(v - since, 2) for k, v in getattr(args, "marks", {}).items()})
+    text = (report.campaign_text(res) + ("" if since is None else f"\n  {first.text(since, spent, getattr(args, 'marks', {}))}")
+            + "\n  pictures: ") + (", ".join(map(str, drawn)) or f"not drawn ({why_not})")
     print(json.dumps(data, indent=2, sort_keys=True, default=str) if args.json else text, flush=True)
     if res.interrupted:
         return interrupt.EXIT_STATUS

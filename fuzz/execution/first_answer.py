@@ -61,15 +61,18 @@ class FirstAnswer:
                    loaded=self.loaded, phases=self.phases, early=self.early)
         return out
 
-    def text(self, since: float, search_started: Optional[float] = None) -> str:
+    def text(self, since: float, search_started: Optional[float] = None, driver: Optional[dict] = None) -> str:
         """One line: when the first answer came and what it waited for (``search_started``: seconds from the start,
-        when the driver was ready to send its first case)."""
+        when the driver was ready to send its first case; ``driver``: the driver's own marks on the wall clock,
+        ``parsed`` when its imports and arguments were done, ``warmup_started`` when its warm-up was planned)."""
         d = self.to_dict(since)
         if d["answered"] is None:
             return "first answer: no case was answered"
         parts = []
         if search_started is not None:
-            parts.append(f"the search began at {search_started:.1f} s")
+            names = {"parsed": "imports and arguments done", "warmup_started": "warm-up planned"}
+            said = ", ".join(f"{names.get(k, k)} at {v - since:.1f} s" for k, v in (driver or {}).items())
+            parts.append(f"the search began at {search_started:.1f} s" + (f" ({said})" if said else ""))
         if d["worker_ready"] is not None and d["worker_started"] is not None:
             spans = [(f"imports {d['worker_imported'] - d['worker_main']:.1f} s", ("worker_main", "worker_imported")),
                      (f"device {(d['worker_device'] or 0) - (d['worker_imported'] or 0):.1f} s",
