@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from fuzz.cli.parser import _one_campaign_here
+from fuzz.cli.parser import _cases_here
 from fuzz.execution import Supervisor
 from fuzz.execution import worker_process
 from fuzz.execution.first_answer import FirstAnswer
@@ -36,10 +36,10 @@ def early():
 @pytest.mark.parametrize("argv, here", [
     (["run"], True), (["run", "--budget", "ci", "--workers", "1"], True), (["run", "--workers=1"], True),
     (["run", "--workers", "2"], False), (["run", "--seed", "3", "--workers=4"], False),
-    (["replay", "x"], False), (["selftest"], False), ([], False),
+    (["replay", "x"], True), (["selftest"], False), (["gate", "--shapes", "quick"], False), ([], False),
 ])
-def test_only_a_run_of_one_campaign_starts_its_worker_early(argv, here):
-    assert _one_campaign_here(argv) is here
+def test_only_a_run_of_one_campaign_or_a_replay_starts_its_worker_early(argv, here):
+    assert _cases_here(argv) is here
 
 
 @pytest.mark.skipif(not INTERPRETED, reason="the sanitizer checks the interpreter's accesses; compiled kernels have none")

@@ -340,21 +340,21 @@ def cmd_selftest(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     return 0 if all_ok(results) else 1
 
 
-def _one_campaign_here(argv: list[str]) -> bool:
-    """Whether ``argv`` is ``run`` without ``--workers N`` > 1, read before the parser exists (building it imports
-    torch): such a run checks its cases in one worker here, which can start at once."""
+def _cases_here(argv: list[str]) -> bool:
+    """Whether ``argv`` checks cases in one worker of this process (``replay``, or ``run`` without ``--workers N``
+    > 1), read before the parser exists (building it imports torch): that worker can start at once."""
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("command", nargs="?")
     pre.add_argument("--workers")
     known, _ = pre.parse_known_args(argv)
-    return known.command == "run" and known.workers in (None, "1")
+    return known.command == "replay" or (known.command == "run" and known.workers in (None, "1"))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     import time
 
     started, started_wall = time.perf_counter(), time.time()  # run's --time counts from here (fuzz.cli.run)
-    if argv is None and _one_campaign_here(sys.argv[1:]):  # a command, not a call from a program or test
+    if argv is None and _cases_here(sys.argv[1:]):  # a command, not a call from a program or test
         from fuzz.execution.worker_process import start_early
 
         start_early()  # its imports overlap this process's; its supervisor sends it the settings made below
