@@ -355,7 +355,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     started, started_wall = time.perf_counter(), time.time()  # run's --time counts from here (fuzz.cli.run)
     if argv is None and _cases_here(sys.argv[1:]):  # a command, not a call from a program or test
-        from fuzz.execution.worker_process import start_early
+        from fuzz.execution import start_early
 
         start_early()  # its imports overlap this process's; its supervisor sends it the settings made below
     parser = build_parser()

@@ -213,7 +213,7 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any
                 _progress(f"warm-up: building {background.result.groups} groups in the background on "
                           f"{background.result.processes} processes; the search starts now")
     if n > 1:
-        from fuzz.execution.worker_process import end_early
+        from fuzz.execution import end_early
 
         end_early()  # each campaign has workers of its own
         merged = run_workers(args, n, progress=_progress)

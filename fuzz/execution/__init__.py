@@ -10,4 +10,5 @@ __all__, __getattr__, __dir__ = face(__name__, {
     ".workers": ("run_workers", "default_workers", "merged_text"),
     ".verdict": ("assert_passes",),
     ".gpu_pin": ("pin_xdist_worker", "core_share"),
+    ".worker_process": ("start_early", "end_early"),
 })
