@@ -18,41 +18,11 @@ import torch
 
 from benchmarks.baselines import fbgemm_cuda, fbgemm_cuda_error, torch_forward, torch_iteration
 from benchmarks.timing import copy_bandwidth_GBps, time_ms
-from tbe import KernelConfig, TritonTBE
+from fuzz.gate.shapes import PRESETS, WEIGHT_DTYPES, PerfShape, make_workload
+from fuzz.gate.timing import build_module
+from tbe import KernelConfig
 
-SHAPES = [
-    # name, rows, dim, weights dtype, bags, pooling factor, id skew (0 = uniform), weighted, optimizer
-    ("D128-fp32-uniform", 20_000_000, 128, torch.float32, 262_144, 20, 0.0, False, "exact_rowwise_adagrad"),
-    ("D64-fp32-uniform", 20_000_000, 64, torch.float32, 262_144, 20, 0.0, False, "exact_rowwise_adagrad"),
-    ("D256-fp16-uniform", 20_000_000, 256, torch.float16, 262_144, 20, 0.0, False, "exact_rowwise_adagrad"),
-    ("D128-fp32-zipf1.1", 20_000_000, 128, torch.float32, 262_144, 20, 1.1, False, "exact_rowwise_adagrad"),
-    ("D128-fp32-weighted", 20_000_000, 128, torch.float32, 262_144, 20, 0.0, True, "exact_rowwise_adagrad"),
-    ("D128-fp32-sgd", 20_000_000, 128, torch.float32, 262_144, 20, 0.0, False, "exact_sgd"),
-]
-
-
-class BenchTBE(TritonTBE):
-    """TritonTBE whose initial weights are drawn on the device (the seeded CPU draw of 20M rows is slow)."""
-
-    def reset_weights(self, seed: int = 0) -> None:
-        with torch.no_grad():
-            self.weights.uniform_(-0.01, 0.01)
-            self.momentum.zero_()
-
-
-def make_batch(rows: int, bags: int, pooling: int, skew: float, device: torch.device):
-    g = torch.Generator(device="cpu").manual_seed(0)
-    n = bags * pooling
-    if skew > 0:
-        # inverse-CDF Zipf sample over ranks (continuous approximation), scattered over the table
-        u = torch.rand(n, generator=g, dtype=torch.float64)
-        ranks = torch.floor((1 - u) ** (-1 / (skew - 1))).to(torch.int64) - 1
-        ids = (ranks * 2_654_435_761) % rows
-    else:
-        ids = torch.randint(0, rows, (n,), generator=g)
-    offsets = torch.arange(0, n + 1, pooling, dtype=torch.int64)
-    psw = torch.rand(n, generator=g) + 0.5
-    return ids.to(device), offsets.to(device), psw.to(device)
+SHAPES = PRESETS["bench"]  # the gate's ``--shapes bench``: one list, one batch recipe, one module for both
 
 
 def floor_bytes(n: int, distinct: int, bags: int, dim: int, esize: int, adagrad: bool, weighted: bool) -> dict:
@@ -65,25 +35,23 @@ def floor_bytes(n: int, distinct: int, bags: int, dim: int, esize: int, adagrad:
     return {"forward_bytes": fwd, "iteration_bytes": fwd + bwd}
 
 
-def bench_shape(name, rows, dim, wdtype, bags, pooling, skew, weighted, optimizer, device, config, copy_gbps,
-                impls=("triton", "fbgemm", "torch")):
-    ids, offsets, psw_all = make_batch(rows, bags, pooling, skew, device)
-    psw = psw_all if weighted else None
+def bench_shape(shape: PerfShape, device, config, copy_gbps, impls=("triton", "fbgemm", "torch")):
+    wl = make_workload(shape, device)
+    ids, offsets, psw, grad = wl.indices, wl.offsets, wl.per_sample_weights, wl.grad
+    rows, dim, bags, wdtype = shape.rows, shape.dim, shape.bags, WEIGHT_DTYPES[shape.weights_dtype]
     n = ids.numel()
-    adagrad = optimizer == "exact_rowwise_adagrad"
-    res = {"shape": name, "lookups": n, "rows": rows, "dim": dim, "weights": str(wdtype).replace("torch.", ""),
-           "bags": bags, "weighted": weighted, "optimizer": optimizer}
+    adagrad = shape.optimizer == "exact_rowwise_adagrad"
+    res = {"shape": shape.name, "lookups": n, "rows": rows, "dim": dim, "weights": str(wdtype).replace("torch.", ""),
+           "bags": bags, "weighted": shape.weighted, "optimizer": shape.optimizer}
     uniq, counts = torch.unique(ids, return_counts=True)
     res["distinct_rows"], res["max_segment_length"] = int(uniq.numel()), int(counts.max())
     esize = torch.finfo(wdtype).bits // 8
-    res.update(floor_bytes(n, res["distinct_rows"], bags, dim, esize, adagrad, weighted))
+    res.update(floor_bytes(n, res["distinct_rows"], bags, dim, esize, adagrad, shape.weighted))
     res["floor_forward_ms"] = res["forward_bytes"] / copy_gbps / 1e6
     res["floor_iteration_ms"] = res["iteration_bytes"] / copy_gbps / 1e6
-    grad = torch.randn(bags, dim, device=device)
     psw_leaf = None if psw is None else psw.clone().requires_grad_(False)
 
-    m = BenchTBE([(rows, dim)], optimizer=optimizer, weights_dtype=wdtype, bounds_check="none", config=config,
-                 device=device, learning_rate=0.01, eps=1e-8)
+    m = build_module(shape, config, device)
     with torch.no_grad():
         res["triton_forward_ms"] = time_ms(lambda: m(ids, offsets, psw_leaf))
     res["triton_iteration_ms"] = time_ms(lambda: m(ids, offsets, psw_leaf).backward(grad), warmup=2, repeat=10)
@@ -91,7 +59,7 @@ def bench_shape(name, rows, dim, wdtype, bags, pooling, skew, weighted, optimize
         ours = m(ids, offsets, psw_leaf).float()
     table = m.split_embedding_weights()[0].detach()
 
-    fb = fbgemm_cuda(rows, dim, wdtype, optimizer) if "fbgemm" in impls else None
+    fb = fbgemm_cuda(rows, dim, wdtype, shape.optimizer) if "fbgemm" in impls else None
     if fb is not None:
         with torch.no_grad():
             fb.split_embedding_weights()[0].copy_(table)
@@ -116,7 +84,8 @@ def bench_shape(name, rows, dim, wdtype, bags, pooling, skew, weighted, optimize
         if f"{impl}_forward_ms" in res:
             res[f"{impl}_forward_GBps"] = res["forward_bytes"] / res[f"{impl}_forward_ms"] / 1e6
     del m
-    torch.cuda.empty_cache()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
     return res
 
 
@@ -152,9 +121,9 @@ def main(argv=None) -> int:
     print(json.dumps(env), flush=True)
     lines = []
     for shape in SHAPES:
-        if wanted and shape[0] not in wanted:
+        if wanted and shape.name not in wanted:
             continue
-        r = bench_shape(*shape, device=device, config=config, copy_gbps=copy_gbps, impls=args.impls.split(","))
+        r = bench_shape(shape, device=device, config=config, copy_gbps=copy_gbps, impls=args.impls.split(","))
         print(json.dumps(r), flush=True)
         lines.append(table_line(r))
         if args.out:

@@ -18,9 +18,11 @@ import time
 
 import torch
 
-from benchmarks.bench_tbe import SHAPES, BenchTBE, make_batch
+from benchmarks.bench_tbe import SHAPES
 from benchmarks.profile_backward import kernel_times, summarise
 from benchmarks.timing import time_ms
+from fuzz.gate.shapes import PerfShape, make_workload
+from fuzz.gate.timing import build_module
 from tbe import KernelConfig
 
 
@@ -33,18 +35,14 @@ def weights_digest(weights: torch.Tensor) -> list[int]:
         return [int(x.sum()), int((x % 1000003 * (x % 7919)).sum())]
 
 
-def sweep_shape(shape: tuple, overrides: list[dict], label: str, device: torch.device):
+def sweep_shape(shape: PerfShape, overrides: list[dict], label: str, device: torch.device):
     """One JSON-ready dict per config of ``overrides`` on one of ``bench_tbe.SHAPES``."""
-    name, rows, dim, wdtype, bags, pooling, skew, weighted, optimizer = shape
-    ids, offsets, psw_all = make_batch(rows, bags, pooling, skew, device)
-    psw = psw_all if weighted else None
-    torch.manual_seed(0)
-    grad = torch.randn(bags, dim, device=device)
+    wl = make_workload(shape, device)
+    ids, offsets, psw, grad = wl.indices, wl.offsets, wl.per_sample_weights, wl.grad
     for ov in overrides:
         cfg = KernelConfig.from_dict({**KernelConfig().to_dict(), **ov})
         t0 = time.perf_counter()
-        m = BenchTBE([(rows, dim)], optimizer=optimizer, weights_dtype=wdtype, bounds_check="none", config=cfg,
-                     device=device, learning_rate=0.01, eps=1e-8)
+        m = build_module(shape, cfg, device)
         torch.manual_seed(1)
         m.reset_weights()
         m(ids, offsets, psw).backward(grad)
@@ -54,11 +52,12 @@ def sweep_shape(shape: tuple, overrides: list[dict], label: str, device: torch.d
             fwd_device = [round(sum(kernel_times(lambda: m(ids, offsets, psw), 20).values()), 4) for _ in range(3)]
         its = [time_ms(lambda: m(ids, offsets, psw).backward(grad), warmup=2, repeat=10) for _ in range(3)]
         stages = summarise(kernel_times(lambda: m(ids, offsets, psw).backward(grad), 3))["stages_ms"]
-        yield {"tree": label, "shape": name, "cfg": ov, "digest": digest, "fwd": round(fwd, 4),
+        yield {"tree": label, "shape": shape.name, "cfg": ov, "digest": digest, "fwd": round(fwd, 4),
                "fwd_device": fwd_device, "iter": [round(x, 4) for x in its],
                "stages": {k: round(v, 3) for k, v in stages.items()}, "s": round(time.perf_counter() - t0, 1)}
         del m
-        torch.cuda.empty_cache()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
 
 
 def main(argv=None) -> int:
@@ -74,7 +73,7 @@ def main(argv=None) -> int:
     overrides = json.loads(args.configs)
     wanted = set(args.shapes.split(",")) if args.shapes else None
     for shape in SHAPES:
-        if wanted and shape[0] not in wanted:
+        if wanted and shape.name not in wanted:
             continue
         for line in sweep_shape(shape, overrides, args.label, torch.device("cuda")):
             print(json.dumps(line), flush=True)

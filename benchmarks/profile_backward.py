@@ -18,7 +18,9 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from benchmarks.baselines import fbgemm_cuda
-from benchmarks.bench_tbe import SHAPES, BenchTBE, make_batch
+from benchmarks.bench_tbe import SHAPES
+from fuzz.gate.shapes import WEIGHT_DTYPES, PerfShape, make_workload
+from fuzz.gate.timing import build_module
 from tbe import KernelConfig
 
 # (stage, pattern on the kernel name), first match wins
@@ -66,21 +68,20 @@ def summarise(times: dict[str, float]) -> dict:
             "top_kernels_ms": [[k[:120], v] for k, v in top]}
 
 
-def profile_shape(name, rows, dim, wdtype, bags, pooling, skew, weighted, optimizer, config, iters, device):
-    ids, offsets, psw_all = make_batch(rows, bags, pooling, skew, device)
-    psw = psw_all if weighted else None
-    grad = torch.randn(bags, dim, device=device)
-    res = {"shape": name}
-    m = BenchTBE([(rows, dim)], optimizer=optimizer, weights_dtype=wdtype, bounds_check="none", config=config,
-                 device=device)
+def profile_shape(shape: PerfShape, config, iters, device):
+    wl = make_workload(shape, device)
+    ids, offsets, psw, grad = wl.indices, wl.offsets, wl.per_sample_weights, wl.grad
+    res = {"shape": shape.name}
+    m = build_module(shape, config, device)
     res["triton"] = summarise(kernel_times(lambda: m(ids, offsets, psw).backward(grad), iters))
     del m
-    fb = fbgemm_cuda(rows, dim, wdtype, optimizer)
+    fb = fbgemm_cuda(shape.rows, shape.dim, WEIGHT_DTYPES[shape.weights_dtype], shape.optimizer)
     if fb is not None:
         fpsw = None if psw is None else psw.float()
         res["fbgemm"] = summarise(kernel_times(lambda: fb(ids, offsets, fpsw).backward(grad), iters))
         del fb
-    torch.cuda.empty_cache()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
     return res
 
 
@@ -98,9 +99,9 @@ def main(argv=None) -> int:
     wanted = set(args.shapes.split(",")) if args.shapes else None
     results = []
     for shape in SHAPES:
-        if wanted and shape[0] not in wanted:
+        if wanted and shape.name not in wanted:
             continue
-        r = profile_shape(*shape, config=config, iters=args.iters, device=torch.device("cuda"))
+        r = profile_shape(shape, config=config, iters=args.iters, device=torch.device("cuda"))
         results.append(r)
         for impl in ("triton", "fbgemm"):
             if impl in r:

@@ -180,16 +180,6 @@ def test_perf_level_is_not_run_without_a_gpu():
 
 
 # ----------------------------------------------------------------------------- shapes
-def test_bench_shapes_match_the_benchmark():
-    from benchmarks.bench_tbe import SHAPES
-
-    dtype = {torch.float32: "fp32", torch.float16: "fp16"}
-    ours = [(s.name, s.rows, s.dim, s.weights_dtype, s.bags, s.pooling, s.skew, s.weighted, s.optimizer)
-            for s in PRESETS["bench"]]
-    theirs = [(n, r, d, dtype[w], b, p, k, wt, o) for n, r, d, w, b, p, k, wt, o in SHAPES]
-    assert ours == theirs
-
-
 @pytest.mark.parametrize("band, hot", [((1, 3), 0), ((4, 31), 0), ((32, 255), 0), ((256, 600), 0), ((1, 3), 5000)])
 def test_band_batches_hold_their_segment_lengths(band, hot):
     shape = PerfShape("t", 100_000, 8, bags=400, pooling=20, band=band, hot=hot)

@@ -1,13 +1,13 @@
 """Workloads the performance gate and the tuner time: named shapes, presets, and their batches.
 
 A ``PerfShape`` is one table and one batch recipe. Ids come from one of three recipes:
-uniform or Zipf-skewed over the rows (the realistic shapes of ``benchmarks/bench_tbe.py``),
+uniform or Zipf-skewed over the rows (the realistic shapes, which ``benchmarks/bench_tbe.py`` times too),
 or a segment-length band, where every distinct row is read a number of times drawn from
 [lo, hi], so the backward's short tier, its edge and the long tier each get a shape of their
 own; ``hot`` adds one row read that many times (a run split into thousands of chunks).
 
-Presets: ``bands`` (one shape per segment-length band plus the hot row), ``bench`` (exactly
-bench_tbe's shapes, 5.2M lookups over 20M rows), ``bench-lite`` (the same shapes at 2M rows
+Presets: ``bands`` (one shape per segment-length band plus the hot row), ``bench`` (the shapes the
+benchmarks time, with this batch recipe and ``fuzz.gate.timing.build_module``: 5.2M lookups over 20M rows), ``bench-lite`` (the same shapes at 2M rows
 and 1.3M lookups), ``quick`` (bands and bench-lite: the gate's default). A JSON file holding a
 list of shape objects (the fields below; ``band`` as [lo, hi]) is accepted wherever a preset is.
 """
@@ -91,7 +91,7 @@ class PerfShape:
 
 
 def _bench(rows: int, bags: int, suffix: str = "") -> list[PerfShape]:
-    """The shapes of benchmarks/bench_tbe.py (a test pins the two lists together)."""
+    """The realistic shapes: uniform ids at D 128, 64 and 256 (fp16), Zipf 1.1, weighted, exact SGD."""
     return [
         PerfShape(f"D128-fp32-uniform{suffix}", rows, 128, "fp32", bags),
         PerfShape(f"D64-fp32-uniform{suffix}", rows, 64, "fp32", bags),

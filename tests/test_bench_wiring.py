@@ -1,0 +1,60 @@
+"""The GPU benchmarks' wiring, run on a tiny shape on any machine: ``bench_tbe``, ``config_sweep`` and
+``profile_backward`` build the gate's workload and module for a shape, and the TBE they time agrees with
+PyTorch's ops on that batch. Only the device timers are stood in for (they need CUDA events)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from benchmarks import bench_tbe, config_sweep, profile_backward
+from fuzz.gate.shapes import PRESETS, PerfShape
+from tbe import KernelConfig
+from tbe.backend import default_device
+
+TINY = [PerfShape("tiny-uniform", 50, 8, bags=6, pooling=3),
+        PerfShape("tiny-zipf-weighted-sgd", 40, 4, bags=5, pooling=2, skew=1.1, weighted=True, optimizer="exact_sgd")]
+
+
+@pytest.fixture
+def untimed(monkeypatch):
+    """Each timer runs its step once and reports 1 ms; the profiler's reports one kernel."""
+    def once(fn, *args, **kwargs):
+        fn()
+        return 1.0
+
+    def kernels(step, iters):
+        step()
+        return {"_forward_kernel": 1.0}
+
+    for module in (bench_tbe, config_sweep):
+        monkeypatch.setattr(module, "time_ms", once)
+    for module in (config_sweep, profile_backward):
+        monkeypatch.setattr(module, "kernel_times", kernels)
+
+
+def test_the_benchmarks_time_the_gates_bench_shapes():
+    assert bench_tbe.SHAPES is PRESETS["bench"]
+    assert [s.name for s in bench_tbe.SHAPES] == ["D128-fp32-uniform", "D64-fp32-uniform", "D256-fp16-uniform",
+                                                  "D128-fp32-zipf1.1", "D128-fp32-weighted", "D128-fp32-sgd"]
+
+
+@pytest.mark.parametrize("shape", TINY, ids=lambda s: s.name)
+def test_bench_shape_times_ours_beside_torch_on_one_batch(untimed, shape):
+    r = bench_tbe.bench_shape(shape, default_device(), KernelConfig(), copy_gbps=1.0, impls=("triton", "torch"))
+    assert (r["shape"], r["lookups"], r["weighted"], r["optimizer"]) == (shape.name, shape.lookups, shape.weighted,
+                                                                         shape.optimizer)
+    assert r["triton_forward_ms"] == r["torch_forward_ms"] == 1.0 and "fbgemm_forward_ms" not in r
+    assert r["forward_max_abs_diff_vs_torch"] < 1e-5  # the same weights and batch through both
+    assert 1 <= r["distinct_rows"] <= shape.rows and r["floor_iteration_ms"] > r["floor_forward_ms"] > 0
+
+
+def test_config_sweep_gives_equal_digests_for_configs_that_differ_only_in_launch_settings(untimed):
+    shape = TINY[0]
+    lines = list(config_sweep.sweep_shape(shape, [{}, {"fwd_num_warps": 2}], "t", default_device()))
+    assert [ln["shape"] for ln in lines] == [shape.name] * 2 and lines[0]["digest"] == lines[1]["digest"]
+
+
+def test_profile_shape_summarises_our_kernels(untimed):
+    r = profile_backward.profile_shape(TINY[1], KernelConfig(), iters=1, device=default_device())
+    assert r["shape"] == TINY[1].name and r["triton"]["stages_ms"] == {"forward": 1.0}
