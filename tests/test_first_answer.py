@@ -117,6 +117,10 @@ def test_the_first_answer_puts_every_mark_on_the_runs_clock_and_says_what_waited
     fa.answer(0.0, 0.0, 1e9, 0, 0.0, None, {})  # only the first case counts
     assert fa.to_dict(since=99.5)["answered"] == 4.5
     assert FirstAnswer().text(0.0) == "first answer: no case was answered"
+    bare = FirstAnswer()  # a worker whose hello had no clock: the line says what it knows
+    bare.worker(1.0, {})
+    bare.answer(2.0, 2.0, 3.0, 0, 0.0, None, {})
+    assert bare.text(0.0) == "first answer at 3.0 s from the start: the first case was ready at 2.0 s and ran 1.0 s"
 
 
 def test_a_run_reports_its_first_answer_from_a_worker_started_before_its_imports(tmp_path):

@@ -74,17 +74,22 @@ class FirstAnswer:
             said = ", ".join(f"{names.get(k, k)} at {v - since:.1f} s" for k, v in (driver or {}).items())
             parts.append(f"the search began at {search_started:.1f} s" + (f" ({said})" if said else ""))
         if d["worker_ready"] is not None and d["worker_started"] is not None:
-            spans = [(f"imports {d['worker_imported'] - d['worker_main']:.1f} s", ("worker_main", "worker_imported")),
-                     (f"device {(d['worker_device'] or 0) - (d['worker_imported'] or 0):.1f} s",
-                      ("worker_imported", "worker_device")),
-                     (f"its settings came at {d['worker_setup'] or 0:.1f} s", ("worker_setup",))]
-            said = ", ".join(text for text, needs in spans if all(d[m] is not None for m in needs))
-            parts.append(f"the worker, started {'early ' if self.early else ''}at {d['worker_started']:.1f} s, was ready at {d['worker_ready']:.1f} s"
-                         + (f" ({said})" if said else ""))
+            imports, device = _span(d, "worker_main", "worker_imported"), _span(d, "worker_imported", "worker_device")
+            said = ", ".join(x for x in (None if imports is None else f"imports {imports:.1f} s",
+                                         None if device is None else f"device {device:.1f} s",
+                                         None if d["worker_setup"] is None else
+                                         f"its settings came at {d['worker_setup']:.1f} s") if x)
+            parts.append(f"the worker, started {'early ' if self.early else ''}at {d['worker_started']:.1f} s, was "
+                         f"ready at {d['worker_ready']:.1f} s" + (f" ({said})" if said else ""))
         if d["case_sent"] is not None:
-            waited = d["case_sent"] - d["case_ready"] if d["case_ready"] is not None else 0.0
+            waited = _span(d, "case_ready", "case_sent") or 0.0
             builds = f", {self.builds} kernel builds or loads taking {self.build_seconds:.1f} s" if self.builds else ""
-            parts.append(f"the first case was ready at {d['case_ready']:.1f} s"
-                         + (f", waited {waited:.1f} s for the worker" if waited >= 0.05 else "")
+            ready = "" if d["case_ready"] is None else f" was ready at {d['case_ready']:.1f} s"
+            parts.append(f"the first case{ready}" + (f", waited {waited:.1f} s for the worker" if waited >= 0.05 else "")
                          + f" and ran {d['answered'] - d['case_sent']:.1f} s{builds}")
         return f"first answer at {d['answered']:.1f} s from the start: " + "; ".join(parts)
+
+
+def _span(d: dict[str, Any], a: str, b: str) -> Optional[float]:
+    """Seconds from mark ``a`` to mark ``b`` of ``d``; None where either is missing."""
+    return None if d[a] is None or d[b] is None else d[b] - d[a]
