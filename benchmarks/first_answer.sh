@@ -4,7 +4,7 @@
 # self-test of the faults named in FAULTS (FAULTS=" ": every fault), and with GATE=1 the gate of the default config
 # against itself (--shapes quick --gamma 1). Usage: bash benchmarks/first_answer.sh OUT_DIR
 # Each step writes its JSON summary and its stderr (each line prefixed with seconds since the step began)
-# to OUT_DIR; walls go to OUT_DIR/walls.txt. With TAR set, OUT_DIR is packed into that file after every
+# to OUT_DIR; walls, and each run's first-answer marks, go to OUT_DIR/walls.txt. With TAR set, OUT_DIR is packed into that file after every
 # step, so a run cut short still leaves the steps it finished.
 set -u
 OUT=${1:?output directory}
@@ -17,6 +17,17 @@ for line in sys.stdin:
     sys.stdout.write(f"{time.time() - t0:7.1f} {line}")
     sys.stdout.flush()'
 }
+first_answer() {  # a run's first-answer marks (seconds from its start), one line; nothing for other commands
+    python3 -c 'import json, sys
+try:
+    fa = json.load(open(sys.argv[1])).get("first_answer")
+except (OSError, ValueError, AttributeError):
+    fa = None
+if fa:
+    keys = ("driver_parsed", "search_started", "worker_started", "worker_imported", "worker_device", "worker_setup",
+            "worker_ready", "case_ready", "case_sent", "answered", "builds", "build_seconds", "early")
+    print("  first answer: " + " ".join(f"{k}={fa.get(k)}" for k in keys))' "$1"
+}
 pack() { if [ -n "${TAR:-}" ]; then tar czf "$TAR.tmp" -C "$(dirname "$OUT")" "$(basename "$OUT")" && mv "$TAR.tmp" "$TAR"; fi; }
 step() {  # step NAME LIMIT_S COMMAND...: run, record wall and exit status
     local name=$1 limit=$2; shift 2
@@ -25,6 +36,7 @@ step() {  # step NAME LIMIT_S COMMAND...: run, record wall and exit status
     local rc=$?
     python3 -c "import sys; print(f'{sys.argv[1]:<16} rc={sys.argv[2]:<4} wall={float(sys.argv[4]) - float(sys.argv[3]):.1f}s')" \
         "$name" "$rc" "$t0" "$(date +%s.%N)" | tee -a "$OUT/walls.txt"
+    first_answer "$OUT/$name.json" | tee -a "$OUT/walls.txt"
     pack
 }
 step quick_fresh "${FRESH_LIMIT:-150}" python -m fuzz run --budget quick --json --artifacts "$OUT/a1"
