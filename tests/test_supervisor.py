@@ -280,11 +280,11 @@ def test_kernel_builds_do_not_count_toward_a_case_timeout():
 
 
 def test_the_callers_limit_bounds_build_credit_and_is_not_a_hang():
-    from fuzz.execution.worker_process import _LimitReached
+    from fuzz.execution.worker_process import LimitReached
 
     w = _talking_worker([(0.1, ("compile", "start")), (5.0, ("compile", "end"))])
     t0 = time.monotonic()
-    with pytest.raises(_LimitReached):
+    with pytest.raises(LimitReached):
         w._wait(0.5, limit=t0 + 1.0)
     assert time.monotonic() - t0 < 2.5
 

@@ -44,7 +44,7 @@ from fuzz.judge import check
 
 from fuzz.execution import forced_crash, interrupt
 from fuzz.execution.first_answer import FirstAnswer
-from fuzz.execution.worker_process import WorkerProcess, _LimitReached, take_early, worker_env
+from fuzz.execution.worker_process import WorkerProcess, LimitReached, take_early, worker_env
 from fuzz.compile import kernel_cache
 from strategies.cases import AnyCase, case_size, case_to_dict, tensors
 from fuzz.judge.check import CaseResult
@@ -246,7 +246,7 @@ class Supervisor:
             pass
         try:
             msg = w._wait(timeout, cancellable=True, limit=end)
-        except _LimitReached:
+        except LimitReached:
             msg = "limit"
         except TimeoutError:
             msg = "hang"

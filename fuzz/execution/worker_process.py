@@ -30,7 +30,7 @@ START_TIMEOUT_S = 300.0  # imports, and on a GPU the CUDA context
 BUILD_CREDIT_S = 900.0
 
 
-class _LimitReached(TimeoutError):
+class LimitReached(TimeoutError):
     """The caller's deadline came before the case's own timeout."""
 
 
@@ -114,7 +114,7 @@ class WorkerProcess:
             if self.proc.poll() is not None and not self.replies.poll(0):
                 return None
             if time.monotonic() >= end:
-                raise _LimitReached if limit is not None and end >= limit else TimeoutError
+                raise LimitReached if limit is not None and end >= limit else TimeoutError
 
     def describe_exit(self) -> str:
         try:
