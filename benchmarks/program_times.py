@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
 
 from fuzz.budgets import BUDGETS  # noqa: E402
 from fuzz.execution import stall  # noqa: E402
-from fuzz.execution.supervisor import expected_seconds, stall_for, timeout_for  # noqa: E402
+from fuzz.execution.envelope import expected_seconds, stall_for, timeout_for  # noqa: E402
 from fuzz.judge import run_case  # noqa: E402
 from fuzz.profiles import MAX_CHUNKS, MAX_COLUMN_BLOCKS, MAX_WORK  # noqa: E402
 from strategies.cases import case_size, tensors  # noqa: E402

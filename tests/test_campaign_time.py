@@ -5,6 +5,7 @@ is lowered so the test takes seconds rather than the 45 s a real campaign allows
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -16,9 +17,10 @@ from fuzz.campaign import search
 from fuzz.campaign.report import campaign_text
 from fuzz.campaign.search import run_campaign
 from fuzz.cli import main
-from fuzz.execution import supervisor
+from fuzz.execution import envelope
 from fuzz.execution.artifacts import load_case
 from fuzz.execution.supervisor import CaseTimedOut, Supervisor
+from fuzz.status import FailureKind
 from strategies.case import CaseSpec
 from tbe import KernelConfig
 from tbe.env import FORCE_CRASH
@@ -76,7 +78,8 @@ def test_a_case_past_the_callers_limit_raises_and_the_worker_is_replaced(monkeyp
 
 
 def test_an_example_expected_to_outlast_the_time_left_is_not_started(monkeypatch, tmp_path):
-    monkeypatch.setattr(supervisor, "PER_CASE_S", 1e3)  # every case, even an empty one, "costs" hours
+    costly = {k: dataclasses.replace(e, per_case_s=1e3) for k, e in envelope.ENVELOPES.items()}
+    monkeypatch.setattr(envelope, "ENVELOPES", costly)  # every case, even an empty one, "costs" hours
     res = run_campaign(KernelConfig(), Budget("t", seconds=2.0, shrink_seconds=0.0, max_examples=20,
                                               max_lookups=300), artifacts_dir=None)
     assert res.ok and res.skipped_for_time >= 1 and res.stopped_for_time == 0
@@ -85,3 +88,34 @@ def test_an_example_expected_to_outlast_the_time_left_is_not_started(monkeypatch
     text = campaign_text(res)
     assert "NOT RUN" in text and "PASS" not in text, text
     assert f"{res.skipped_for_time} drawn example(s) not started" in text and "time-bound: 0 examples" in text
+
+
+def hanging_sut():
+    """``module:factory`` for the test below: PyTorch's TBE, except that a forward of more than 300 lookups never
+    returns (a SUT on the CPU, without the project's kernels)."""
+    from fuzz.sut.torch_tbe import TorchInstance, factory
+
+    class Hangs(TorchInstance):
+        def forward(self, indices, offsets, per_sample_weights=None):
+            while indices.numel() > 300:
+                time.sleep(0.5)
+            return super().forward(indices, offsets, per_sample_weights)
+
+    return dataclasses.replace(factory(), name="hangs", build=Hangs)
+
+
+def test_a_cpu_suts_hang_is_judged_a_hang_within_the_time_a_campaign_gives_a_case():
+    """A SUT running natively on the CPU gets the CPU's cost envelope, not the interpreter's: its hang ends as
+    ``hang`` before the time left runs out. Under the interpreter's envelope the same case's timeout came minutes
+    later, so a campaign stopped it for time and passed."""
+    name = "tests.test_campaign_time:hanging_sut"
+    case = CaseSpec(tables=((50, 8),), batch_size=20, length_profile="fixed", max_length=20, seed=2)
+    s = Supervisor(sanitize=False, timeout_scale=0.5)
+    try:
+        assert s.run(CaseSpec(tables=((5, 4),), batch_size=2, seed=1), sut=name).ok  # small: it answers
+        t0 = time.perf_counter()
+        result = s.run(case, sut=name, limit_s=30.0)
+        assert result.error_kind == FailureKind.HANG, result.error
+        assert time.perf_counter() - t0 < 30.0
+    finally:
+        s.close()

@@ -26,7 +26,7 @@ from fuzz.campaign import run_campaign
 from fuzz.judge.check import classify
 from fuzz.cli import main
 from fuzz.execution import Supervisor, leftover_pending, timeout_for
-from fuzz.execution.supervisor import FLOOR_S, stall_for
+from fuzz.execution.envelope import envelope, stall_for
 from tbe.backend import INTERPRETED
 from strategies.case import CaseSpec
 from tbe import KernelConfig
@@ -130,7 +130,7 @@ def test_cli_refuses_bad_environment_cleanly(monkeypatch, capsys, var, value, al
 
 def test_timeout_grows_with_the_case():
     small, big = CaseSpec(tables=((5, 4),), batch_size=2), CaseSpec(tables=((5, 4),) * 8, batch_size=64, max_length=50)
-    assert timeout_for(big) > timeout_for(small) >= FLOOR_S
+    assert timeout_for(big) > timeout_for(small) >= envelope().floor_s
 
 
 def test_interpreter_wild_store_crashes_or_is_named(monkeypatch):

@@ -42,8 +42,9 @@ from fuzz.status import StopReason
 from strategies.config_space import split_draw
 from strategies.space import campaign_cases
 from fuzz.execution.stats import CampaignStats
+from fuzz.execution.envelope import expected_seconds
 from fuzz.execution.supervisor import (CaseInterrupted, CaseTimedOut, Supervisor, Unmaterializable,
-                                       expected_seconds, leftover_pending, shared)
+                                       leftover_pending, shared)
 from fuzz.sut.protocol import DEFAULT as DEFAULT_SUT
 from fuzz.sut.protocol import get as get_sut
 from fuzz.sut.fit import fit_case, fit_strategy
@@ -225,9 +226,10 @@ def run_campaign(
     def run(case, cfg):  # one supervised case, its round trip and phases counted
         t0 = time.perf_counter()
         left = hard_end() - t0
-        if expected_seconds(case) > left:
+        expected = expected_seconds(case, sut=sut)
+        if expected > left:
             res.skipped_for_time += 1
-            raise CaseTimedOut(f"expected to take {expected_seconds(case):.0f}s with {left:.0f}s left")
+            raise CaseTimedOut(f"expected to take {expected:.0f}s with {left:.0f}s left")
         try:
             result = sup.run(case, cfg, pending=pending, model=model, sut=sut, limit_s=left)
         except CaseTimedOut as e:

@@ -1,10 +1,10 @@
 """A program watchdog under Triton's interpreter: one kernel program that runs past its limit is a hang.
 
 The interpreter runs a launch's programs one after another in the worker. A case's timeout
-(``fuzz.execution.supervisor.timeout_for``) is a floor plus ten times the upper envelope of the whole case's
+(``fuzz.execution.envelope.timeout_for``) is a floor plus ten times the upper envelope of the whole case's
 cost, so a loop that never advances was declared a hang only minutes in on a 2-core CPU, past a quick
 campaign's budget. One program does a fraction of its case's work, so a program is allowed the case's envelope
-once, plus the floor (``fuzz.execution.supervisor.stall_for``): over 300 drawn campaign cases the limit was at
+once, plus the floor (``fuzz.execution.envelope.stall_for``): over 300 drawn campaign cases the limit was at
 least ten times the case's longest program, a wider margin than the case timeout's over the case's wall time
 (``benchmarks.program_times``; ``benchmarks/results/README.md``, "The interpreter's program watch").
 Written here because the interpreter has no per-program hook; its builder's ``set_grid_idx``, called before

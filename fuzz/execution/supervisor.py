@@ -14,7 +14,7 @@ crash in a worker that had run earlier cases is re-run in a fresh one, and the f
 the one kept (what a replay sees). Tensors never cross the pipe (the worker materializes from the
 spec, or reads an artifact's tensors.pt), so the normal path costs a pickled spec each way.
 
-The timeout of a case grows with its size: ``timeout_for`` (formula and its measurement there); past it
+The timeout of a case grows with its size: ``fuzz.execution.envelope.timeout_for`` (formula and its measurements there); past it
 the case is a hang. Under the interpreter one kernel program past ``stall_for`` is a hang too, reported by
 the worker at once (``fuzz.execution.stall``), so an endless loop ends long before the case's timeout. A
 caller with a budget also passes ``limit_s``, the time it has left: a case still running then is stopped
@@ -43,6 +43,7 @@ from typing import Any, Optional
 from fuzz.judge import check
 
 from fuzz.execution import forced_crash, interrupt
+from fuzz.execution.envelope import stall_for, timeout_for
 from fuzz.execution.first_answer import FirstAnswer
 from fuzz.execution.worker_process import WorkerProcess, LimitReached, take_early, worker_env
 from fuzz.compile import kernel_cache
@@ -55,28 +56,6 @@ from tbe import KernelConfig
 from tbe.backend import INTERPRETED
 from tbe.env import SANITIZE
 
-# timeout = FLOOR + SLACK * predicted, predicted = (PER_CASE + PER_LOOKUP * lookups + PER_BAG * bags
-# + PER_TABLE * tables) * (steps + 1) with lookups, bags and tables from ``strategies.cases.case_size``.
-# The bracket is an upper envelope of the CPU interpreter's cost over 80 drawn campaign cases (configs
-# default and small, up to 2.3k lookups, 20 s) measured on 2 cores at load average 10; SLACK covers slower
-# machines and configs. On a GPU the terms are envelopes of the H200's campaign after the warm-up, references
-# on the device and vectorized over tables: a lookup twice and a half its 0.8 us (1.3M lookups/s, all of a
-# case's time included), a case twice its 50 ms, a table and a bag next to nothing (no pass is per table
-# or per bag); the floor covers a worker's first case and, without build events, compiling.
-# On the CPU the floor covers a kernel's first run in a fresh worker (the interpreter builds each kernel
-# lazily): a 3-table, 2-step case took 16 s there and 5-10 s afterwards at load average 8, within
-# SLACK * predicted (35 s) alone. A floor well under a quick campaign's budget is what lets a planted
-# hang (``hang_narrow_long_run``) end as ``hang`` inside the self-test's time. A worker that reports its
-# kernel builds (``compile_events`` in its hello; Triton's JIT hooks) has the time they take added to
-# its deadline, so on a GPU its floor need not cover compiling: ``EVENTS_FLOOR_S`` (one build is
-# credited for at most ``fuzz.execution.worker_process.BUILD_CREDIT_S``).
-FLOOR_S = 20.0 if INTERPRETED else 180.0
-EVENTS_FLOOR_S = 20.0
-SLACK = 10.0
-PER_CASE_S = 0.5 if INTERPRETED else 0.1
-PER_BAG_S = 2.0e-2 if INTERPRETED else 2.0e-6
-PER_TABLE_S = 0.2 if INTERPRETED else 0.01
-PER_LOOKUP_S = 4.5e-3 if INTERPRETED else 2.0e-6
 # what a worker started early may be told after its imports (``WorkerProcess.setup``): the kernel cache (read at each
 # build), the sanitizer (enabled after the imports), thread counts (set on torch), and the interpreter choice (the
 # worker's ``tbe.backend`` makes the driver's, from the same machine)
@@ -100,24 +79,6 @@ class CaseTimedOut(Exception):
 
 class CaseInterrupted(Exception):
     """A Ctrl-C arrived while the case ran: it was stopped and not judged."""
-
-
-def expected_seconds(case: AnyCase, steps: bool = True) -> float:
-    """The measured upper envelope of the case's cost (no floor, no slack): what a budget plans with."""
-    tables, bags, lookups = case_size(case)
-    n_steps = getattr(getattr(case, "spec", case), "steps", 1) if steps else 0
-    return (PER_CASE_S + PER_LOOKUP_S * lookups + PER_BAG_S * bags + PER_TABLE_S * tables) * (n_steps + 1)
-
-
-def timeout_for(case: AnyCase, steps: bool = True, scale: float = 1.0, compile_events: bool = False) -> float:
-    """Seconds a case may run; ``compile_events``: its worker reports builds, which its deadline then excludes."""
-    return scale * ((EVENTS_FLOOR_S if compile_events else FLOOR_S) + SLACK * expected_seconds(case, steps))
-
-
-def stall_for(case: AnyCase, steps: bool = True, scale: float = 1.0) -> float:
-    """Seconds one interpreter program of the case may run (``fuzz.execution.stall``): the floor and the whole
-    case's envelope once, where the case as a whole gets ten times it; at most the case's own timeout."""
-    return min(timeout_for(case, steps, scale), scale * (FLOOR_S + expected_seconds(case, steps)))
 
 
 class Supervisor:
@@ -235,8 +196,9 @@ class Supervisor:
             w = self._current()
         since, earlier = os.path.getsize(w.log_path), w.cases
         t0 = time.perf_counter()
-        timeout = timeout_for(case, req["steps"], self.timeout_scale, bool(w.hello.get("compile_events")))
-        req = dict(req, stall_s=stall_for(case, req["steps"], self.timeout_scale) if w.hello.get("program_watch")
+        sut = req["options"].get("sut")
+        timeout = timeout_for(case, req["steps"], self.timeout_scale, bool(w.hello.get("compile_events")), sut)
+        req = dict(req, stall_s=stall_for(case, req["steps"], self.timeout_scale, sut) if w.hello.get("program_watch")
                    else None)
         left = None if end is None else max(0.0, end - time.monotonic())
         sent, builds, build_seconds = time.time(), w.builds, w.build_seconds
@@ -288,7 +250,7 @@ class Supervisor:
             else:
                 text = (f"program {stalled['program']} of {stalled['programs']} of {stalled['kernel']} ran "
                         f"{stalled['seconds']:.0f}s without finishing (one program may run {stalled['limit']:.0f}s: "
-                        f"fuzz.execution.supervisor.stall_for; the longest finished program of the case took "
+                        f"fuzz.execution.envelope.stall_for; the longest finished program of the case took "
                         f"{stalled['longest_finished']:.1f}s; the case's own timeout: {timeout:.0f}s); worker killed")
         else:
             kind, text = FailureKind.CRASH, w.describe_exit() + " while running the case"
@@ -311,7 +273,7 @@ class Supervisor:
 
 def _formula(case: AnyCase, steps: bool) -> str:
     tables, bags, lookups = case_size(case)
-    return f"timeout for {lookups} lookups, {bags} bags, {tables} tables; fuzz.execution.supervisor.timeout_for"
+    return f"timeout for {lookups} lookups, {bags} bags, {tables} tables; fuzz.execution.envelope.timeout_for"
 
 
 def _tensors(case: AnyCase, config: KernelConfig, steps: bool, saved: Optional[Path]):
