@@ -28,6 +28,7 @@ lookups + per bag x bags + per table x tables) x (steps + 1), with lookups, bags
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Optional
 
 from strategies.cases import AnyCase, case_size
@@ -60,6 +61,7 @@ ENVELOPES: dict[str, Envelope] = {
 }
 
 
+@functools.lru_cache(maxsize=None)
 def execution(sut: Optional[str] = None) -> str:
     """How ``sut``'s cases run on this machine: ``interpreter`` (the project's kernels in Triton's interpreter),
     ``device`` (on a GPU) or ``cpu`` (natively on the CPU)."""
