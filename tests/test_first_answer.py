@@ -110,7 +110,9 @@ def test_the_first_answer_puts_every_mark_on_the_runs_clock_and_says_what_waited
                            "case_sent", "answered")] == [0.5, 1.8, 2.5, 2.6, 2.4, 2.7, 4.5]
     assert (d["builds"], d["build_seconds"], d["compiled"], d["phases"], d["early"]) == (3, 1.2, None, {"sut": 0.512},
                                                                                          True)
-    text = fa.text(since=99.5, search_started=2.4, driver={"parsed": 101.0})
+    fa.driver.update(parsed=101.0, search_started=101.9)
+    assert (fa.to_dict(since=99.5)["driver_parsed"], fa.to_dict(since=99.5)["search_started"]) == (1.5, 2.4)
+    text = fa.text(since=99.5)
     assert "the search began at 2.4 s (imports and arguments done at 1.5 s)" in text
     assert "first answer at 4.5 s" in text and "imports 1.2 s" in text and "waited 0.3 s for the worker" in text
     assert "3 kernel builds or loads taking 1.2 s" in text

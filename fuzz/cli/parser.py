@@ -367,7 +367,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except ValueError as e:
         parser.error(str(e))
     args.started, args.started_wall = started, started_wall
-    args.marks = {"parsed": time.time()}  # the driver's start-up, for the first answer (fuzz.cli.run)
+    args.parsed_wall = time.time()  # imports and arguments done: a mark of the first answer (fuzz.cli.run)
     try:
         from fuzz.memcheck.weak_memory import enable_from_env
 

@@ -195,6 +195,8 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any
     sut = getattr(args, "sut", "triton")
     if n == 1:  # its worker's imports and CUDA context overlap the warm-up's planning and the builder's start
         shared().prestart()
+        if hasattr(args, "parsed_wall"):
+            shared().first_answer.driver["parsed"] = args.parsed_wall
     if not args.no_warmup and get_sut(sut).capabilities.kernel_config:  # Triton kernels only
         if n > 1 or args.warmup_first:
             warm = warm_campaigns([config], args.warmup_processes, progress=_progress)
@@ -208,7 +210,7 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any
             processes = args.warmup_processes or max(1, default_processes() - 2)  # two cores for the search
             tours = [] if tour_share(args) is None else [config]  # --no-tour: no tour kernels to build
             background = background.start(campaign_configs(config), tours, processes, progress=_progress)
-            getattr(args, "marks", {})["warmup_started"] = time.time()
+            shared().first_answer.driver["warmup_started"] = time.time()
             if background.thread is not None:
                 _progress(f"warm-up: building {background.result.groups} groups in the background on "
                           f"{background.result.processes} processes; the search starts now")
@@ -230,6 +232,7 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any
 
         database = open_database(args.database, config)
     spent = time.perf_counter() - getattr(args, "started", time.perf_counter())
+    shared().first_answer.driver["search_started"] = time.time()
     if timed:  # start-up (imports, warm-up) comes out of the search time
         budget = budget.with_overrides(seconds=max(0.0, budget.seconds - spent))
         _progress(f"  start-up took {spent:.1f}s of the budget; {budget.seconds:.1f}s left to search")
@@ -268,13 +271,11 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any
         data["warmup"] = warm.to_dict()
     if background is not None:
         data["warmup"]["background"] = background.readiness.to_dict(since=getattr(args, "started", None))
-    first = shared().first_answer
-    since = getattr(args, "started_wall", None)
+    first, since = shared().first_answer, getattr(args, "started_wall", None)
     if since is not None:
-        data["first_answer"] = dict(first.to_dict(since), search_started=round(spent, 2),
-                                    **{f"driver_{k}": round(v - since, 2) for k, v in getattr(args, "marks", {}).items()})
-    text = (report.campaign_text(res) + ("" if since is None else f"\n  {first.text(since, spent, getattr(args, 'marks', {}))}")
-            + "\n  pictures: ") + (", ".join(map(str, drawn)) or f"not drawn ({why_not})")
+        data["first_answer"] = first.to_dict(since)
+    text = (report.campaign_text(res) + ("" if since is None else f"\n  {first.text(since)}")
+            + "\n  pictures: " + (", ".join(map(str, drawn)) or f"not drawn ({why_not})"))
     print(json.dumps(data, indent=2, sort_keys=True, default=str) if args.json else text, flush=True)
     if res.interrupted:
         return interrupt.EXIT_STATUS

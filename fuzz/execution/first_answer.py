@@ -33,6 +33,8 @@ class FirstAnswer:
     loaded: Optional[int] = None    # taken from Triton's disk cache
     phases: dict = dataclasses.field(default_factory=dict)  # the case's own phases (seconds)
     early: bool = False             # its worker was started before the driver's imports (``start_early``)
+    driver: dict = dataclasses.field(default_factory=dict)  # the driver's own marks: ``parsed`` (imports and
+    # arguments done), ``warmup_started`` (warm-up planned), ``search_started`` (ready to send its first case)
 
     def worker(self, started: float, clock: dict[str, float], early: bool = False) -> None:
         """The worker that answered the first case: its start, the clock marks of its hello, whether it started
@@ -59,20 +61,20 @@ class FirstAnswer:
                                for m in _MARKS}
         out.update(builds=self.builds, build_seconds=round(self.build_seconds, 2), compiled=self.compiled,
                    loaded=self.loaded, phases=self.phases, early=self.early)
+        for name, at in self.driver.items():
+            out[name if name == "search_started" else f"driver_{name}"] = round(at - since, 2)
         return out
 
-    def text(self, since: float, search_started: Optional[float] = None, driver: Optional[dict] = None) -> str:
-        """One line: when the first answer came and what it waited for (``search_started``: seconds from the start,
-        when the driver was ready to send its first case; ``driver``: the driver's own marks on the wall clock,
-        ``parsed`` when its imports and arguments were done, ``warmup_started`` when its warm-up was planned)."""
+    def text(self, since: float) -> str:
+        """One line: when the first answer came and what it waited for."""
         d = self.to_dict(since)
         if d["answered"] is None:
             return "first answer: no case was answered"
         parts = []
-        if search_started is not None:
-            names = {"parsed": "imports and arguments done", "warmup_started": "warm-up planned"}
-            said = ", ".join(f"{names.get(k, k)} at {v - since:.1f} s" for k, v in (driver or {}).items())
-            parts.append(f"the search began at {search_started:.1f} s" + (f" ({said})" if said else ""))
+        if d.get("search_started") is not None:
+            names = {"driver_parsed": "imports and arguments done", "driver_warmup_started": "warm-up planned"}
+            said = ", ".join(f"{text} at {d[key]:.1f} s" for key, text in names.items() if key in d)
+            parts.append(f"the search began at {d['search_started']:.1f} s" + (f" ({said})" if said else ""))
         if d["worker_ready"] is not None and d["worker_started"] is not None:
             imports, device = _span(d, "worker_main", "worker_imported"), _span(d, "worker_imported", "worker_device")
             said = ", ".join(x for x in (None if imports is None else f"imports {imports:.1f} s",
