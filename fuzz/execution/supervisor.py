@@ -89,7 +89,7 @@ class Supervisor:
                  env: Optional[dict[str, str]] = None) -> None:
         self.env = worker_env(dict(os.environ if env is None else env))
         if sanitize is not None:
-            self.env["TBE_FUZZ_SANITIZE"] = "1" if sanitize else "0"
+            self.env[SANITIZE.name] = "1" if sanitize else "0"
         if not INTERPRETED:  # kernels and references on the GPU: few CPU threads (fuzz.execution.gpu_pin.case_threads)
             self.env.setdefault("OMP_NUM_THREADS", case_threads(1))
         self.timeout_scale = timeout_scale

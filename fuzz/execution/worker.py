@@ -131,23 +131,25 @@ def _report_compiles(send: Callable[[Any], None]) -> bool:
     return True
 
 
+def _on_gpu() -> bool:
+    from tbe.backend import INTERPRETED, default_device
+
+    return not INTERPRETED and default_device().type == "cuda"
+
+
 def _make_context() -> None:
     """On a GPU, make the CUDA context now: a worker started ahead of its first case (``fuzz.execution.worker_process``)
     then pays for it while the driver is still starting. Nothing it reads comes with the setup."""
-    from tbe.backend import INTERPRETED, default_device
-
-    if not INTERPRETED and default_device().type == "cuda":
+    if _on_gpu():
         import torch
 
-        torch.zeros(1, device=default_device())
+        torch.zeros(1, device="cuda")
         torch.cuda.synchronize()
 
 
 def _load_triton_driver() -> None:
     """On a GPU, build or load Triton's driver utilities now (after the setup: they go through its cache)."""
-    from tbe.backend import INTERPRETED, default_device
-
-    if not INTERPRETED and default_device().type == "cuda":
+    if _on_gpu():
         from triton.runtime import driver
 
         try:
