@@ -113,9 +113,7 @@ def test_a_cpu_suts_hang_is_judged_a_hang_within_the_time_a_campaign_gives_a_cas
     s = Supervisor(sanitize=False, timeout_scale=0.5)
     try:
         assert s.run(CaseSpec(tables=((5, 4),), batch_size=2, seed=1), sut=name).ok  # small: it answers
-        t0 = time.perf_counter()
-        result = s.run(case, sut=name, limit_s=30.0)
+        result = s.run(case, sut=name, limit_s=30.0)  # the limit first would raise CaseTimedOut: not judged
         assert result.error_kind == FailureKind.HANG, result.error
-        assert time.perf_counter() - t0 < 30.0
     finally:
         s.close()
