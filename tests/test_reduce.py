@@ -8,6 +8,8 @@ import pytest
 
 from fuzz.campaign.reduce import candidates, reduce_failure, signature
 from fuzz.execution.supervisor import Supervisor
+from fuzz.judge.check import CaseResult
+from fuzz.status import FailureKind
 from strategies.bad_inputs import BadBatchSpec, BadId
 from strategies.case import CaseSpec, HotRow
 from strategies.cases import BadIdCase, case_size
@@ -35,6 +37,24 @@ def test_bad_id_candidates_cut_both_halves_alike():
                                                                          bad_ids=(BadId("rows"),)))
     cands = list(candidates(case))  # BadIdCase checks that the two halves agree
     assert {c.spec.num_tables for c in cands} == {1, 2} and {c.bad.batch_size for c in cands} >= {2, 3}
+
+
+def test_a_failure_past_a_size_is_cut_to_that_size_in_few_checks():
+    """A failure that needs more than 2^15 lookups: the ladder of cuts lands just past the edge in a few dozen
+    checks. Halving and then stepping the batch down by one bag took more than 200."""
+    limit = 2**15 - 1
+
+    def check(case):
+        n = case_size(case)[2]
+        return CaseResult(case, [], n, frozenset(), 0.0, error=None if n <= limit else "lost lookups",
+                          error_kind=FailureKind.CRASH)
+
+    start = CaseSpec(tables=((100, 4),), batch_size=625, length_profile="fixed", max_length=64, seed=1)
+    red = reduce_failure(check(start), check, stop=lambda: False)
+    spec = red.result.case
+    assert red.finished and red.result.lookups > limit
+    assert (spec.batch_size - 1) * spec.max_length <= limit and spec.batch_size * (spec.max_length - 1) <= limit
+    assert red.tried <= 60, red.tried
 
 
 @pytest.mark.fuzz

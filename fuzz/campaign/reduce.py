@@ -3,11 +3,12 @@
 Hypothesis shrinks the choices behind a drawn spec, and stops where no smaller choice sequence
 draws a failing case; dropping one table of a spec re-draws every value from the seed, so it
 stalls at cases of a few tables and tens of bags. This reducer edits the spec itself: it drops a
-table (half of them, then all but one, first), halves (then decrements) the batch size, the bag length and each hot row's count, drops
-a hot row (a pack, ``strategies.pack.PackCase``: each sub-case alone first, the named one
-before the others, then the pack without one sub-case), and keeps an edit whenever the smaller case still fails the same way (same failure
-kind and same first failing check). Greedy first improvement, restarted after each kept edit;
-written here because the reductions are specific to CaseSpec and BadIdCase.
+table (half of them, then all but one, first), cuts the batch size, the bag length and each hot
+row's count (by a half, a quarter, an eighth ... down to one), drops a hot row (a pack,
+``strategies.pack.PackCase``: each sub-case alone first, the named one before the others, then the
+pack without one sub-case), and keeps an edit whenever the smaller case still fails the same way
+(same failure kind and same first failing check). Greedy first improvement, restarted after each
+kept edit; written here because the reductions are specific to CaseSpec and BadIdCase.
 """
 
 from __future__ import annotations
@@ -39,9 +40,15 @@ def size_text(result: CaseResult) -> str:
     return f"{tables} table(s), {bags} bag(s), {result.lookups} lookups{subs}"
 
 
-def _halvings(n: int, low: int) -> list[int]:
-    """Smaller values of ``n`` to try, largest cut first: n // 2, then n - 1 (each >= low)."""
-    return sorted({v for v in (max(low, n // 2), n - 1) if low <= v < n})
+def _cuts(n: int, low: int) -> list[int]:
+    """Smaller values of ``n`` to try, the largest cut first: n // 2, then cuts of a quarter, an eighth ... down
+    to n - 1 (each >= low). Kept greedily, the ladder finds where a failure starts (a batch past 2^15 lookups,
+    say) in about log2(n)^2 checks, where halving and then stepping by one took up to n / 2."""
+    out, cut = [], n - n // 2
+    while cut >= 1:
+        out.append(max(low, n - cut))
+        cut //= 2
+    return sorted({v for v in out if low <= v < n})
 
 
 def _table_cuts(n: int) -> list[tuple[int, ...]]:
@@ -60,13 +67,13 @@ def _keep_tables(spec: CaseSpec, keep: tuple[int, ...]) -> CaseSpec:
 def _spec_candidates(spec: CaseSpec) -> Iterator[CaseSpec]:
     for keep in _table_cuts(spec.num_tables):
         yield _keep_tables(spec, keep)
-    for b in _halvings(spec.batch_size, 1):
+    for b in _cuts(spec.batch_size, 1):
         yield dataclasses.replace(spec, batch_size=b)
-    for m in _halvings(spec.max_length, 0):
+    for m in _cuts(spec.max_length, 0):
         yield dataclasses.replace(spec, max_length=m)
     for i, h in enumerate(spec.hot_rows):
         yield dataclasses.replace(spec, hot_rows=spec.hot_rows[:i] + spec.hot_rows[i + 1:])
-        for c in _halvings(h.count, 1):
+        for c in _cuts(h.count, 1):
             yield dataclasses.replace(spec, hot_rows=spec.hot_rows[:i] + (HotRow(h.table, h.row, c),)
                                       + spec.hot_rows[i + 1:])
     if spec.steps > 1:
@@ -77,9 +84,9 @@ def _bad_candidates(case: BadIdCase) -> Iterator[BadIdCase]:
     spec, bad = case.spec, case.bad
     for keep in _table_cuts(spec.num_tables):
         yield BadIdCase(_keep_tables(spec, keep), dataclasses.replace(bad, tables=tuple(bad.tables[t] for t in keep)))
-    for b in _halvings(spec.batch_size, 1):
+    for b in _cuts(spec.batch_size, 1):
         yield BadIdCase(dataclasses.replace(spec, batch_size=b), dataclasses.replace(bad, batch_size=b))
-    for m in _halvings(bad.max_length, 0):
+    for m in _cuts(bad.max_length, 0):
         yield BadIdCase(spec, dataclasses.replace(bad, max_length=m))
     if spec.steps > 1:
         yield BadIdCase(dataclasses.replace(spec, steps=1), bad)
