@@ -1,8 +1,9 @@
 """Named campaign budgets: how long to search, how long to shrink, how big one example may be.
 
 ``quick`` keeps ``make fuzz`` under two minutes on the CPU interpreter (start-up included);
-``ci`` and ``nightly`` search longer. Example size comes from ``fuzz.profiles.MAX_LOOKUPS``
-(the backend's measured budget), capped lower for the short budgets on a GPU.
+``ci`` and ``nightly`` search longer. Example size and packing come from the ``fuzz.profiles.Limits`` of the
+SUT's kind of execution (``get``'s ``limits``; the project's kernels here by default), the size capped lower
+for the short budgets.
 
 A budget holds: no example starts after the search time (or, for a failure, the shrink time)
 is spent, none starts that its expected cost says cannot finish in the time left, and one still
@@ -14,8 +15,9 @@ shrinks a failure) plus ``EXAMPLE_CAP_S``.
 from __future__ import annotations
 
 import dataclasses
+import sys
 
-from fuzz.profiles import MAX_LOOKUPS, PACK
+from fuzz.profiles import PROJECT, Limits
 
 
 # how far past its phase's end one example may run before it is stopped (seconds)
@@ -40,19 +42,25 @@ class Budget:
             pack=self.pack if pack is None else int(pack),
         )
 
+    def fitted(self, limits: Limits) -> "Budget":
+        """This budget under ``limits``: examples no larger than either allows, packed as ``limits`` packs."""
+        return dataclasses.replace(self, max_lookups=min(self.max_lookups, limits.max_lookups), pack=limits.pack)
 
-BUDGETS: dict[str, Budget] = {
-    # 1.2M on a GPU: room for one run of 4,097 chunks (1,048,577 lookups) beside ordinary ones
-    "quick": Budget("quick", seconds=70.0, shrink_seconds=25.0, max_examples=5_000,
-                    max_lookups=min(MAX_LOOKUPS, 1_200_000), pack=PACK),
-    "ci": Budget("ci", seconds=300.0, shrink_seconds=120.0, max_examples=20_000,
-                 max_lookups=min(MAX_LOOKUPS, 4_000_000), pack=PACK),
+
+# each budget's own size cap; ``fitted`` lowers it to what one kind of execution affords
+_OWN: dict[str, Budget] = {
+    # 1.2M: room for one run of 4,097 chunks (1,048,577 lookups) beside ordinary ones
+    "quick": Budget("quick", seconds=70.0, shrink_seconds=25.0, max_examples=5_000, max_lookups=1_200_000),
+    "ci": Budget("ci", seconds=300.0, shrink_seconds=120.0, max_examples=20_000, max_lookups=4_000_000),
     "nightly": Budget("nightly", seconds=3_600.0, shrink_seconds=600.0, max_examples=1_000_000,
-                      max_lookups=MAX_LOOKUPS, pack=PACK),
+                      max_lookups=sys.maxsize),  # no cap of its own
 }
+# the budgets for the project's kernels on this machine
+BUDGETS: dict[str, Budget] = {name: b.fitted(PROJECT) for name, b in _OWN.items()}
 
 
-def get(name: str) -> Budget:
-    if name not in BUDGETS:
-        raise ValueError(f"--budget must be one of {sorted(BUDGETS)}, got {name!r}")
-    return BUDGETS[name]
+def get(name: str, limits: Limits = PROJECT) -> Budget:
+    """The named budget fitted to ``limits`` (default: the project's kernels on this machine)."""
+    if name not in _OWN:
+        raise ValueError(f"--budget must be one of {sorted(_OWN)}, got {name!r}")
+    return _OWN[name].fitted(limits)

@@ -1,4 +1,4 @@
-"""Hypothesis profiles and per-backend size budgets, shared by the test suite and the CLI.
+"""Hypothesis profiles and each kind of execution's size limits on a drawn example, for the test suite and the CLI.
 
 ``ci`` is derandomized and sized so the whole suite stays under about 20 minutes on two
 CPU cores running the Triton interpreter (about 20k looked-up ids per second); ``dev``
@@ -9,6 +9,10 @@ CLI) registers the profiles and loads the one ``$HYPOTHESIS_PROFILE`` names.
 """
 
 from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import Optional
 
 from hypothesis import HealthCheck, settings
 
@@ -50,29 +54,55 @@ def examples(ci_count: int) -> int:
     return max(1, int(ci_count * PROFILES[name()][1]))
 
 
-# Largest batch (looked-up ids) one example may draw: interpreter cost bounds CPU runs.
-MAX_LOOKUPS = 4_000 if INTERPRETED else 12_000_000
+class Execution(enum.StrEnum):
+    """How a SUT's cases run on this machine (``fuzz.execution.envelope.execution`` says which): the project's
+    kernels in Triton's interpreter, anything on a GPU, or a SUT that runs natively on the CPU."""
 
-# Sub-cases one drawn example may hold (``strategies.pack``): on a GPU a case's Python (drawing aside) is paid
-# once per pack, not per case; the interpreter's cost grows with the batch, so there a pack saves little.
+    INTERPRETER = "interpreter"
+    DEVICE = "device"
+    CPU = "cpu"
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """How big one drawn campaign example may be under one kind of execution (None: no cap).
+
+    * ``max_lookups``: looked-up ids, all its sub-cases together.
+    * ``pack``: sub-cases one example may hold (``strategies.pack``). On a GPU, and natively on the CPU, a case's
+      Python (drawing aside) is paid once per pack; in the interpreter the cost grows with the batch, so a pack
+      saves little there.
+    * ``max_column_blocks``: column blocks one row may span under the drawn config; the interpreter's cost per
+      lookup grows with them (a row of D in the hundreds under the 4-wide ``narrow`` config: 4 s an example).
+    * ``max_chunks``: long-tier chunks of the drawn config (``strategies.space.plain_cases``); each is an
+      interpreter program per column block (a one-row table read 1,873 times in 2-lookup chunks: 82 s).
+    * ``max_work``: lookups times column blocks times steps of a general case (``strategies.space.within_work``).
+
+    Natively on the CPU the FP64 references cost most of a case, about 27 us a lookup on one thread
+    (``benchmarks.check_cost --sut torch --large``): 160k lookups keep the largest case near 4 s and hold a
+    segment or a batch past 2^16 positions.
+    """
+
+    max_lookups: int
+    pack: int
+    max_column_blocks: Optional[int] = None
+    max_chunks: Optional[int] = None
+    max_work: Optional[int] = None
+
+
 GPU_PACK = 16
-PACK = 1 if INTERPRETED else GPU_PACK
+LIMITS: dict[Execution, Limits] = {
+    Execution.INTERPRETER: Limits(max_lookups=4_000, pack=1, max_column_blocks=16, max_chunks=150, max_work=4_000),
+    Execution.DEVICE: Limits(max_lookups=12_000_000, pack=GPU_PACK),
+    Execution.CPU: Limits(max_lookups=160_000, pack=GPU_PACK),
+}
 
-# Column blocks one row may span under the drawn config (``strategies.adversarial.fuzz_cases``):
-# the interpreter's cost per lookup grows with them; under the 4-wide ``narrow`` config a row of
-# D in the hundreds made one example cost 4 s on two cores, most of a dev run's time.
-MAX_COLUMN_BLOCKS = 16 if INTERPRETED else None
-
-# Long-tier chunks one campaign example may need (``strategies.space.plain_cases`` caps its lookups at this many
-# chunks of the drawn config): each chunk is an interpreter program per column block, and a one-row table
-# read 1,873 times under the 2-lookup chunks of the fused-tier profile took 26 s a step, 82 s for its
-# three steps, a whole quick budget of the search alone. None: no cap.
-MAX_CHUNKS = 150 if INTERPRETED else None
-
-# Lookups times column blocks times steps one general campaign example may hold (``strategies.space.within_work``):
-# under the 4-wide buckets of the narrow profile a row of 142 columns is 36 blocks, and 2,306 such lookups cost
-# 70 s over two steps. At this cap an example costs a few seconds in all. None: no cap.
-MAX_WORK = 4_000 if INTERPRETED else None
+# the project's own kernels on this machine (the test suite, the gate and the self-test draw for them)
+PROJECT = LIMITS[Execution.INTERPRETER if INTERPRETED else Execution.DEVICE]
+MAX_LOOKUPS = PROJECT.max_lookups
+PACK = PROJECT.pack
+MAX_COLUMN_BLOCKS = PROJECT.max_column_blocks
+MAX_CHUNKS = PROJECT.max_chunks
+MAX_WORK = PROJECT.max_work
 
 # Distinct rows (runs) one example's background may touch: the interpreter's short backward
 # tier costs about 2 ms per run, so CPU examples keep most lookups in a few hot runs.

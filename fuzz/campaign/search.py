@@ -32,7 +32,6 @@ from hypothesis.errors import HypothesisException, Unsatisfiable
 from fuzz.campaign import fill as aim
 from fuzz.campaign import steer
 from fuzz.execution import artifacts, interrupt
-from fuzz.profiles import MAX_CHUNKS, MAX_COLUMN_BLOCKS, MAX_WORK
 from fuzz.budgets import EXAMPLE_CAP_S, Budget
 from fuzz.campaign.reduce import failing_check, reduce_failure, size_text
 from fuzz.campaign.pareto import without_pareto_front
@@ -42,7 +41,7 @@ from fuzz.status import StopReason
 from strategies.config_space import split_draw
 from strategies.space import campaign_cases
 from fuzz.execution.stats import CampaignStats
-from fuzz.execution.envelope import expected_seconds
+from fuzz.execution.envelope import expected_seconds, limits
 from fuzz.execution.supervisor import (CaseInterrupted, CaseTimedOut, Supervisor, Unmaterializable,
                                        leftover_pending, shared)
 from fuzz.sut.protocol import DEFAULT as DEFAULT_SUT
@@ -194,12 +193,13 @@ def run_campaign(
     pending = None if artifacts_dir is None else Path(artifacts_dir) / ".pending"
     res.leftover = leftover_pending(pending) if pending is not None else []
     caps = get_sut(sut).capabilities
+    size = limits(sut)
     opening: list = []
     fill = fill and strategy is None and caps.kernel_config and caps.project_kernels
     if strategy is None:  # config-space search and the opening tour need a SUT that takes a KernelConfig
         strategy = fit_strategy(campaign_cases(config, budget.max_lookups, search_config=caps.kernel_config,
-                                               max_column_blocks=MAX_COLUMN_BLOCKS, pack=budget.pack,
-                                               max_chunks=MAX_CHUNKS, max_work=MAX_WORK), caps)
+                                               max_column_blocks=size.max_column_blocks, pack=budget.pack,
+                                               max_chunks=size.max_chunks, max_work=size.max_work), caps)
         if caps.kernel_config and tour_share is not None:
             res.tour_shares = (tour_share,)
             opening = [d for d in (fit_case(d, caps) for d in tour_share.pick(tour(config, budget.max_lookups)))

@@ -113,7 +113,8 @@ def _budget_options(p: argparse.ArgumentParser, default: str = "quick") -> None:
                         f"still running {EXAMPLE_CAP_S:g}s past either end is stopped, not judged")
     p.add_argument("--pack", type=_positive_int, default=None, metavar="K",
                    help=f"sub-cases one drawn example may hold, checked as one TBE step (default: {GPU_PACK} on a "
-                        "GPU, 1 on the interpreter, where a pack costs what its cases cost apart)")
+                        "GPU and for a SUT that runs natively on the CPU, 1 on the interpreter, where a pack costs "
+                        "what its cases cost apart)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     _sanitize_option(p)
 
@@ -233,9 +234,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _budget(args: argparse.Namespace):
+    """The named budget, fitted to what the SUT's kind of execution affords here, with the command's overrides."""
     from fuzz.budgets import get
+    from fuzz.execution import limits
 
-    return get(args.budget).with_overrides(seconds=args.time, max_examples=args.max_examples,
+    return get(args.budget, limits(getattr(args, "sut", None))).with_overrides(seconds=args.time, max_examples=args.max_examples,
                                            pack=getattr(args, "pack", None))
 
 

@@ -6,7 +6,7 @@ from fuzz.lazy import face
 
 __all__, __getattr__, __dir__ = face(__name__, {
     ".supervisor": ("Supervisor", "shared", "leftover_pending"),
-    ".envelope": ("timeout_for",),
+    ".envelope": ("timeout_for", "limits"),
     ".artifacts": ("save_result", "save_failure", "load_case", "load_tensors", "replay_command"),
     ".workers": ("run_workers", "default_workers", "merged_text"),
     ".verdict": ("assert_passes",),

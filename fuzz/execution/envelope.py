@@ -31,6 +31,7 @@ import dataclasses
 import functools
 from typing import Optional
 
+from fuzz.profiles import LIMITS, Execution, Limits
 from strategies.cases import AnyCase, case_size
 from tbe.backend import INTERPRETED
 
@@ -54,27 +55,33 @@ class Envelope:
                 + self.per_table_s * tables) * passes
 
 
-ENVELOPES: dict[str, Envelope] = {
-    "interpreter": Envelope(floor_s=20.0, per_case_s=0.5, per_lookup_s=4.5e-3, per_bag_s=2.0e-2, per_table_s=0.2),
-    "device": Envelope(floor_s=180.0, per_case_s=0.1, per_lookup_s=2.0e-6, per_bag_s=2.0e-6, per_table_s=0.01),
-    "cpu": Envelope(floor_s=20.0, per_case_s=0.2, per_lookup_s=4.0e-5, per_bag_s=2.0e-6, per_table_s=5.0e-3),
+ENVELOPES: dict[Execution, Envelope] = {
+    Execution.INTERPRETER: Envelope(floor_s=20.0, per_case_s=0.5, per_lookup_s=4.5e-3, per_bag_s=2.0e-2,
+                                    per_table_s=0.2),
+    Execution.DEVICE: Envelope(floor_s=180.0, per_case_s=0.1, per_lookup_s=2.0e-6, per_bag_s=2.0e-6, per_table_s=0.01),
+    Execution.CPU: Envelope(floor_s=20.0, per_case_s=0.2, per_lookup_s=4.0e-5, per_bag_s=2.0e-6, per_table_s=5.0e-3),
 }
 
 
 @functools.lru_cache(maxsize=None)
-def execution(sut: Optional[str] = None) -> str:
-    """How ``sut``'s cases run on this machine: ``interpreter`` (the project's kernels in Triton's interpreter),
-    ``device`` (on a GPU) or ``cpu`` (natively on the CPU)."""
+def execution(sut: Optional[str] = None) -> Execution:
+    """How ``sut``'s cases run on this machine: in Triton's interpreter (the project's kernels), on a GPU, or
+    natively on the CPU."""
     from fuzz.judge.check import draw_device
     from fuzz.sut import DEFAULT, get
 
     if INTERPRETED and get(sut or DEFAULT).capabilities.project_kernels:
-        return "interpreter"
-    return "device" if draw_device(sut).type == "cuda" else "cpu"
+        return Execution.INTERPRETER
+    return Execution.DEVICE if draw_device(sut).type == "cuda" else Execution.CPU
 
 
 def envelope(sut: Optional[str] = None) -> Envelope:
     return ENVELOPES[execution(sut)]
+
+
+def limits(sut: Optional[str] = None) -> Limits:
+    """How big one drawn example of ``sut`` may be here (``fuzz.profiles.LIMITS``)."""
+    return LIMITS[execution(sut)]
 
 
 def expected_seconds(case: AnyCase, steps: bool = True, sut: Optional[str] = None) -> float:
