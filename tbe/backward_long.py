@@ -46,7 +46,7 @@ def backward_long(
     common = dict(
         WEIGHTED=weighted, MEAN=module.pooling.value == "mean",
         ADAGRAD=module.optimizer.value == "exact_rowwise_adagrad",
-        GATHER=cfg.bwd_long_gather, BLOCK_D=block_d, WIDE=wide,
+        GATHER=cfg.bwd_long_gather, STAGES=cfg.bwd_long_stages, BLOCK_D=block_d, WIDE=wide,
         FAULT_ACC_W=cfg.has_fault("accumulate_in_weight_dtype"),
         FAULT_SKIP_LAST=cfg.has_fault("skip_last_chunk_update"),
         FAULT_DROP_CHUNK=cfg.has_fault("drop_chunk_past_4096"),
@@ -150,7 +150,7 @@ def _chunk_kernel(
     run_linear_ptr, run_start_ptr, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr,
     weights_offsets_ptr, dims_ptr, col_offsets_ptr, hcs_ptr,
     B, lr, eps, CHUNK, ws_stride, ws_ptr, countdown_ptr,
-    WEIGHTED: tl.constexpr, MEAN: tl.constexpr, ADAGRAD: tl.constexpr, GATHER: tl.constexpr,
+    WEIGHTED: tl.constexpr, MEAN: tl.constexpr, ADAGRAD: tl.constexpr, GATHER: tl.constexpr, STAGES: tl.constexpr,
     BLOCK_D: tl.constexpr, WIDE: tl.constexpr, FAULT_ACC_W: tl.constexpr, FAULT_SKIP_LAST: tl.constexpr,
     FAULT_DROP_CHUNK: tl.constexpr, FAULT_ZERO_LONG: tl.constexpr, FAULT_CHUNK_LIMIT: tl.constexpr,
     FUSED: tl.constexpr, SEM: tl.constexpr, FAULT_NO_BARRIER: tl.constexpr, FAULT_HANG_NARROW: tl.constexpr,
@@ -172,7 +172,7 @@ def _chunk_kernel(
         for d0 in range(0, D, BLOCK_D):
             cm = (d0 + cols) < D
             g = gather_grad(grad_ptr, grad_stride, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, B, col0,
-                            d0 + cols, cm, start, end, wdt, WEIGHTED, MEAN, GATHER, BLOCK_D, FAULT_ACC_W)
+                            d0 + cols, cm, start, end, wdt, WEIGHTED, MEAN, GATHER, BLOCK_D, FAULT_ACC_W, STAGES)
             if FUSED:
                 tl.atomic_add(ws_ptr + s * ws_stride + d0 + cols, g * keep, mask=cm, sem="relaxed", scope="gpu")
             else:

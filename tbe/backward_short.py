@@ -68,14 +68,15 @@ def gather_grad(
     grad_ptr, grad_stride, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, B, col0, cols, cmask,
     start, end, acc_dtype,
     WEIGHTED: tl.constexpr, MEAN: tl.constexpr, GATHER: tl.constexpr, BLOCK_D: tl.constexpr,
-    FAULT_ACC_W: tl.constexpr,
+    FAULT_ACC_W: tl.constexpr, STAGES: tl.constexpr,
 ):
     """Sum over sorted lookups [start, end) of coef * d_out[b, col0 + cols] in fp32, where
     coef = per-sample weight (if weighted) / L(t, b) (if MEAN). With the accumulate fault
-    the running sum is rounded to ``acc_dtype`` (the weights' dtype) after every step."""
+    the running sum is rounded to ``acc_dtype`` (the weights' dtype) after every step. ``STAGES``: the loop's
+    software-pipeline depth (1: none)."""
     g = tl.arange(0, GATHER)
     acc = tl.zeros([BLOCK_D], dtype=tl.float32)
-    for i in range(start, end, GATHER):
+    for i in tl.range(start, end, GATHER, num_stages=STAGES):
         pos = i + g
         m = pos < end
         bag = tl.load(sorted_bag_ptr + pos, mask=m, other=0)
@@ -110,7 +111,7 @@ def _run_block(src, flags: tl.constexpr, d0, cols, cmask):
     BLOCK_D: tl.constexpr = flags[3]
     FAULT_ACC_W: tl.constexpr = flags[4]
     return gather_grad(grad_ptr, grad_stride, bag_ptr, psw_ptr, offsets_ptr, B, col0, d0 + cols, cmask, start, end,
-                       weights_ptr.dtype.element_ty, WEIGHTED, MEAN, GATHER, BLOCK_D, FAULT_ACC_W)
+                       weights_ptr.dtype.element_ty, WEIGHTED, MEAN, GATHER, BLOCK_D, FAULT_ACC_W, 1)
 
 
 @triton.jit

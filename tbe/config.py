@@ -54,6 +54,9 @@ class KernelConfig:
     # more: that many runs side by side as one [runs, BLOCK_D] tile, one row of each per step)
     bwd_short_runs_per_program: int = 2
     bwd_long_num_warps: int = 4
+    # software-pipeline depth of the long tier's gather loop: 1 loads each gather when it is summed; 2 or 3 keep the
+    # next gathers' bags and rows in flight meanwhile (Triton's loop pipelining, cp.async into shared memory on sm_90)
+    bwd_long_stages: int = 1
     classify_block: int = 1024
     short_grid_multiplier: int = 128
     long_grid_multiplier: int = 8

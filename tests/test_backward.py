@@ -45,6 +45,8 @@ CONFIGS = {
     "narrow": SMALL.replace(dim_buckets=(4,)),
     # several short runs per program as one tile (dead lanes must touch nothing)
     "short_rows": SMALL.replace(bwd_short_runs_per_program=4),
+    # the long tier's gather loop software-pipelined, four gathers of two a chunk (masks at every chunk's end)
+    "pipelined": SMALL.replace(chunk_size=8, bwd_long_gather=2, bwd_long_stages=3),
 }
 
 
@@ -95,7 +97,7 @@ def test_segment_length(sl, optimizer, weighted):
     assert not violations, "\n".join(map(str, violations))
 
 
-@pytest.mark.parametrize("config", ["small", "small_fused", "narrow"])
+@pytest.mark.parametrize("config", ["small", "small_fused", "narrow", "pipelined"])
 @pytest.mark.parametrize("sl", [7, 8, 9, 12, 13, 33])
 def test_split_runs_small_config(sl, config):
     specs, idx, off, psw = one_hot_run(sl, weighted=True, seed=sl)
@@ -330,6 +332,27 @@ def test_against_fbgemm_cpu(optimizer, pooling, weighted, wdtype):
 
 
 # ----------------------------------------------------------------------------- GPU only
+@pytest.mark.gpu
+@pytest.mark.parametrize("stages", [2, 3])
+@pytest.mark.parametrize("fused", [False, True])
+def test_pipelined_long_tier(stages, fused):
+    """The long tier's gather loop software-pipelined (cp.async on sm_90), at the default chunk and gather, over
+    runs that end inside a gather, on one, past one and past many chunks; weighted, SUM and MEAN, fp32 and fp16."""
+    specs = [(64, 128), (40, 256)]
+    B = 8
+    runs = [255, 256, 257, 1000, 4097]
+    g = torch.Generator().manual_seed(stages)
+    idx = torch.cat([torch.full((sl,), r) for r, sl in enumerate(runs)] + [torch.randint(0, 40, (B * 5,), generator=g)])
+    per_bag = [sum(runs) // B] * (B - 1) + [sum(runs) - (sum(runs) // B) * (B - 1)] + [5] * B
+    off = torch.tensor([0] + torch.tensor(per_bag).cumsum(0).tolist())
+    psw = torch.rand(idx.numel(), generator=g)
+    config = KernelConfig(bwd_long_stages=stages, fused_long_tier=fused)
+    for opt, pooling, wdtype in (("exact_rowwise_adagrad", "sum", torch.float32), ("exact_sgd", "mean", torch.float16)):
+        m = build(specs, opt, pooling, wdtype, lr=0.05, config=config)
+        violations = train_step(m, idx, off, psw) + train_step(m, idx, off, psw)
+        assert not violations, "\n".join(map(str, violations))
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("fused", [False, True])
 def test_million_lookup_run(fused):
