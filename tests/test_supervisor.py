@@ -330,3 +330,35 @@ def test_the_program_watch_reports_once_past_the_limit_and_never_when_disarmed()
     w.program("_k", 0, 1)
     w.disarm()
     assert w.check(w._started + 600.0) is None and len(told) == 1
+
+
+def test_log_directories_a_hard_exit_left_are_swept_up_and_live_ones_stay(tmp_path):
+    """A driver killed hard (a second Ctrl-C) cannot remove its workers' log directory; the next driver sweeps up
+    those whose driver is gone and that are an hour old. A live driver's, a recent one, and other files stay."""
+    from fuzz.execution.worker_process import STALE_LOGS_S, sweep_stale_logs
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a pid no process holds now
+    old = time.time() - 2 * STALE_LOGS_S
+    dirs = {name: tmp_path / name for name in (f"tbe-fuzz-workers-{gone.pid}-abc", f"tbe-fuzz-early-{gone.pid}-def",
+                                               f"tbe-fuzz-workers-{os.getpid()}-ghi", f"tbe-fuzz-early-{gone.pid}-new",
+                                               "tbe-fuzz-cache")}
+    for name, d in dirs.items():
+        d.mkdir()
+        (d / "worker-0.log").write_text("log")
+        if not name.endswith("-new"):
+            os.utime(d, (old, old))
+    removed = sweep_stale_logs(tmp_path)
+    assert sorted(p.name for p in removed) == sorted([f"tbe-fuzz-workers-{gone.pid}-abc",
+                                                      f"tbe-fuzz-early-{gone.pid}-def"])
+    assert [name for name, d in dirs.items() if d.exists()] == [f"tbe-fuzz-workers-{os.getpid()}-ghi",
+                                                                f"tbe-fuzz-early-{gone.pid}-new", "tbe-fuzz-cache"]
+
+
+def test_a_supervisors_log_directory_names_its_driver():
+    s = Supervisor()
+    try:
+        assert s.tmp.name.startswith(f"tbe-fuzz-workers-{os.getpid()}-") and s.tmp.is_dir()
+    finally:
+        s.close()
+    assert not s.tmp.exists()

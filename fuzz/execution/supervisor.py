@@ -35,7 +35,6 @@ import os
 import shutil
 import signal
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Optional
@@ -45,7 +44,7 @@ from fuzz.judge import check
 from fuzz.execution import forced_crash, interrupt
 from fuzz.execution.envelope import stall_for, timeout_for
 from fuzz.execution.first_answer import FirstAnswer
-from fuzz.execution.worker_process import WorkerProcess, LimitReached, take_early, worker_env
+from fuzz.execution.worker_process import WorkerProcess, LimitReached, log_dir, take_early, worker_env
 from fuzz.compile import kernel_cache
 from strategies.cases import AnyCase, case_size, case_to_dict, tensors
 from fuzz.judge.check import CaseResult
@@ -93,7 +92,7 @@ class Supervisor:
         if not INTERPRETED:  # kernels and references on the GPU: few CPU threads (fuzz.execution.gpu_pin.case_threads)
             self.env.setdefault("OMP_NUM_THREADS", case_threads(1))
         self.timeout_scale = timeout_scale
-        self.tmp = Path(tempfile.mkdtemp(prefix="tbe-fuzz-workers-"))
+        self.tmp = log_dir("workers")
         self._worker: Optional[WorkerProcess] = None
         self._spare: Optional[WorkerProcess] = None
         self._keep_spare = False

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -30,8 +31,47 @@ START_TIMEOUT_S = 300.0  # imports, and on a GPU the CUDA context
 BUILD_CREDIT_S = 900.0
 
 
+LOGS_NAME = re.compile(r"tbe-fuzz-(?:early|workers)-(\d+)-")  # a worker log directory, and the driver's pid
+STALE_LOGS_S = 3600.0  # a log directory older than this, whose driver is gone, is swept up
+
+
 class LimitReached(TimeoutError):
     """The caller's deadline came before the case's own timeout."""
+
+
+def log_dir(kind: str) -> Path:
+    """A new directory for worker logs, named for this process (``kind``: early or workers), after sweeping up the
+    stale ones that a hard exit (a second Ctrl-C, a kill) left behind."""
+    sweep_stale_logs()
+    return Path(tempfile.mkdtemp(prefix=f"tbe-fuzz-{kind}-{os.getpid()}-"))
+
+
+def sweep_stale_logs(root: Optional[Path] = None, older_than_s: float = STALE_LOGS_S) -> list[Path]:
+    """Remove the worker log directories under ``root`` (the temporary directory) whose driver process is gone and
+    that are older than ``older_than_s``; returns them. Another user's, or a live driver's, stay."""
+    removed = []
+    now = time.time()
+    for d in Path(root or tempfile.gettempdir()).glob("tbe-fuzz-*"):
+        m = LOGS_NAME.match(d.name)
+        try:
+            if m is None or not d.is_dir() or now - d.stat().st_mtime < older_than_s or _alive(int(m.group(1))):
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(d, ignore_errors=True)
+        if not d.exists():
+            removed.append(d)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def worker_env(base: dict[str, str]) -> dict[str, str]:
@@ -158,7 +198,7 @@ def start_early() -> None:
     one left untaken is ended at exit."""
     if "logs" in _EARLY:
         return
-    _EARLY["logs"] = Path(tempfile.mkdtemp(prefix="tbe-fuzz-early-"))
+    _EARLY["logs"] = log_dir("early")
     _EARLY["worker"] = WorkerProcess(worker_env(dict(os.environ)), _EARLY["logs"])
     _EARLY["worker"].early = True
     atexit.register(end_early)
