@@ -362,3 +362,30 @@ def test_a_supervisors_log_directory_names_its_driver():
     finally:
         s.close()
     assert not s.tmp.exists()
+
+
+def test_the_program_watch_ends_a_stalled_program_in_the_main_thread_on_time():
+    """The watch checks from a timer's signal in the thread that runs the kernels, so a program stuck in an endless
+    loop is ended within a tick of its limit (a watch thread, starved of the GIL by the interpreter, told 2 to 27 s
+    late). Run in a process of its own: installing the watch hooks the interpreter for good."""
+    if not INTERPRETED:
+        pytest.skip("the program watch hooks Triton's interpreter; compiled kernels keep the case's timeout")
+    code = textwrap.dedent("""
+        import json, time
+        from fuzz.execution import stall
+        from fuzz.judge.check import run_case
+        from fuzz.selftest.hangs import CASE, CONFIG
+        from tbe import KernelConfig, faults
+        watch = stall.install()
+        watch.arm(2.0)
+        try:
+            with faults.allow():
+                run_case(CASE, KernelConfig(faults=("hang_narrow_long_run",), **CONFIG))
+        except stall.ProgramStalled as e:
+            print(json.dumps(e.stalled))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, TRITON_INTERPRET="1"))
+    stalled = json.loads(out.stdout.strip().splitlines()[-1]) if out.stdout.strip() else None
+    assert stalled is not None, out.stderr[-2000:]
+    assert stalled["kernel"] == "_chunk_kernel" and 2.0 < stalled["seconds"] < 2.0 + 1.0, stalled

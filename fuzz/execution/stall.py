@@ -9,15 +9,29 @@ least ten times the case's longest program, a wider margin than the case timeout
 (``benchmarks.program_times``; ``benchmarks/results/README.md``, "The interpreter's program watch").
 Written here because the interpreter has no per-program hook; its builder's ``set_grid_idx``, called before
 each program, and the launch's ``GridExecutor.__call__`` mark where programs start and launches end.
+
+The check runs in the worker's main thread, from an interval timer's signal (``SIGALRM``), and a stalled
+program is ended there by raising ``ProgramStalled``. A watch thread was starved: the interpreter's main thread
+releases and retakes the GIL so often that the thread's 0.25 s checks came 2 to 27 s apart.
 """
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 from typing import Any, Callable, Optional
 
-CHECK_S = 0.25  # how often the watch thread looks
+CHECK_S = 0.25  # how often the watch looks, while armed
+
+
+class ProgramStalled(BaseException):
+    """Raised in the worker's main thread when a program runs past its limit. A BaseException, so that no
+    ``except Exception`` on its way out (the interpreter's own, a SUT's) takes it for the kernel's error."""
+
+    def __init__(self, stalled: dict[str, Any]) -> None:
+        super().__init__(f"program {stalled['program']} of {stalled['kernel']} stalled")
+        self.stalled = stalled
 
 
 class ProgramWatch:
@@ -30,14 +44,19 @@ class ProgramWatch:
         self._limit: Optional[float] = None
         self._report: Optional[Callable[[dict[str, Any]], None]] = None
         self.longest = 0.0  # the longest finished program since arming
+        self.ticking = False  # set by ``install``: arming starts the timer whose signal checks
 
-    def arm(self, limit_s: float, report: Callable[[dict[str, Any]], None]) -> None:
+    def arm(self, limit_s: float, report: Optional[Callable[[dict[str, Any]], None]] = None) -> None:
         with self._lock:
             self._limit, self._report, self.longest = limit_s, report, 0.0
+        if self.ticking:
+            signal.setitimer(signal.ITIMER_REAL, CHECK_S, CHECK_S)
 
     def disarm(self) -> None:
-        with self._lock:
+        with self._lock:  # first, so a signal still pending finds nothing armed
             self._limit = self._report = None
+        if self.ticking:
+            signal.setitimer(signal.ITIMER_REAL, 0.0)
 
     def program(self, kernel: str, index: int, programs: int) -> None:
         now = time.monotonic()
@@ -54,11 +73,14 @@ class ProgramWatch:
         if self._started is not None:
             self.longest = max(self.longest, now - self._started)
 
-    def check(self, now: Optional[float] = None) -> Optional[dict[str, Any]]:
-        """What stalled (and tell ``report`` once), or None. ``report`` runs under the lock, so once ``disarm``
-        returns nothing more is told: a late report would answer the worker's next case."""
+    def check(self, now: Optional[float] = None, blocking: bool = True) -> Optional[dict[str, Any]]:
+        """What stalled (once per arming; ``report``, if any, is told), or None. ``blocking=False``: None at once
+        when the lock is held (a signal that interrupted ``program`` must not wait for it). ``report`` runs under
+        the lock, so once ``disarm`` returns nothing more is told: a late report would answer the next case."""
         now = time.monotonic() if now is None else now
-        with self._lock:
+        if not self._lock.acquire(blocking=blocking):
+            return None
+        try:
             if self._limit is None or self._started is None or now - self._started <= self._limit:
                 return None
             kernel, index, programs = self._where
@@ -67,15 +89,17 @@ class ProgramWatch:
             report, self._report, self._limit = self._report, None, None
             if report is not None:
                 report(stalled)
-        return stalled
+            return stalled
+        finally:
+            self._lock.release()
 
 
 def install() -> Optional[ProgramWatch]:
-    """Hook the interpreter and start the watch thread; None where this is not the interpreter these hooks were
-    written against (the case's own timeout still applies)."""
+    """Hook the interpreter and the timer's signal (call it from the main thread); None where this is not the
+    interpreter these hooks were written against, or there is no SIGALRM (the case's own timeout still applies)."""
     from tbe.backend import INTERPRETED
 
-    if not INTERPRETED:
+    if not INTERPRETED or not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
         return None
     from triton.runtime import interpreter as itp
 
@@ -102,11 +126,12 @@ def install() -> Optional[ProgramWatch]:
     builder.set_grid_idx = set_grid_idx
     executor.__call__ = launch
 
-    def loop() -> None:
-        while True:
-            time.sleep(CHECK_S)
-            watch.check()
+    def on_alarm(signum: int, frame: Any) -> None:
+        stalled = watch.check(blocking=False)
+        if stalled is not None:
+            raise ProgramStalled(stalled)
 
-    threading.Thread(target=loop, name="tbe-fuzz-program-watch", daemon=True).start()
+    signal.signal(signal.SIGALRM, on_alarm)
+    watch.ticking = True
     return watch
 

@@ -40,11 +40,11 @@ def _sync_error() -> Any:
     return None
 
 
-def handle(req: dict[str, Any], watch: Any = None, send: Any = None) -> tuple[tuple[str, Any], bool]:
+def handle(req: dict[str, Any], watch: Any = None) -> tuple[tuple[str, Any], bool]:
     """(reply, whether this process must exit after sending it). ``watch`` (``fuzz.execution.stall``): each of the
-    case's interpreter programs is timed against the request's ``stall_s``, and ``send`` tells the supervisor of
-    one that ran past it (("stalled", what)); the supervisor then ends the case as a hang."""
-    from fuzz.execution import artifacts
+    case's interpreter programs is timed against the request's ``stall_s``; one that runs past it ends the case,
+    and the reply is ("stalled", what): the supervisor then ends the case as a hang."""
+    from fuzz.execution import artifacts, stall
     from fuzz.judge import check
     from fuzz.execution import forced_crash
     from fuzz.status import FailureKind
@@ -77,10 +77,12 @@ def handle(req: dict[str, Any], watch: Any = None, send: Any = None) -> tuple[tu
                 result = check.case_result(case, t, config, time.perf_counter() - t0, *check.classify(e))
     if result is None:
         if watch is not None and req.get("stall_s") is not None:
-            watch.arm(req["stall_s"], lambda stalled: send(("stalled", stalled)))
+            watch.arm(req["stall_s"])
         try:
             with watch_compiles() as compiles:
                 result = check.run_case(case, config, t, req["steps"], **req.get("options", {}))
+        except stall.ProgramStalled as e:  # the interpreter's state is left mid-program: this worker ends
+            return ("stalled", e.stalled), True
         finally:
             if watch is not None:
                 watch.disarm()
@@ -190,7 +192,7 @@ def main(argv: list[str]) -> int:
 
         os.makedirs(profile_dir, exist_ok=True)
         profiler = cProfile.Profile()
-    lock = threading.Lock()  # the program watch's thread sends too
+    lock = threading.Lock()  # a compile hook may send from a thread of its own
 
     def send(msg: Any) -> None:
         with lock:
@@ -213,7 +215,7 @@ def main(argv: list[str]) -> int:
         if profiler is not None:
             profiler.enable()
         try:
-            reply, must_exit = handle(req, program_watch, send)
+            reply, must_exit = handle(req, program_watch)
         except Exception:  # noqa: BLE001 - a harness bug: report it, never pass it off as the kernel's
             reply, must_exit = ("error", traceback.format_exc()), False
         if profiler is not None:
