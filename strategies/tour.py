@@ -10,7 +10,9 @@ with a tail past its histogram window, short runs side by side, the hoisted tran
 per-bucket forward tiles, empty bags, and (where the budget affords it: a GPU's) one run past 4,096 chunks
 in exact values, where a counter or length limit gone wrong loses one chunk in a million lookups. Each uses the config under test where its edge is
 affordable in ``max_lookups`` and config overrides (``strategies.config_space``) where it is not;
-``fixed`` fields are never overridden (a case that would need one is left out).
+``fixed`` fields are never overridden (a case that would need one is left out). ``size_edges`` adds, for a SUT
+that takes no KernelConfig (its tour is these cases without their overrides), a batch and a segment just past 2^16
+positions where the budget affords them.
 """
 
 from __future__ import annotations
@@ -90,6 +92,19 @@ def _bad(tables, mode, pooling, ids, offsets, weighted, seed, length=5, **kw) ->
     spec = CaseSpec(tables=tables, batch_size=3, pooling=pooling, bounds_check=mode, weighted=weighted,
                     max_length=length, seed=seed, **kw)
     return BadIdCase(spec, bad)
+
+
+POSITIONS_EDGE = 2**16  # a batch or a segment one past this: a 16-bit position, length or counter wraps
+
+
+def size_edges(max_lookups: int) -> list[CaseSpec]:
+    """A batch of 4,097 bags and 65,552 positions, and one row read 65,537 times beside seven others, where
+    ``max_lookups`` affords each: past every 16-bit (and 12-bit bag) count a TBE might keep."""
+    out = [CaseSpec(tables=((1000, 8),), batch_size=POSITIONS_EDGE // 16 + 1, length_profile="fixed", max_length=16,
+                    seed=30),
+           CaseSpec(tables=((64, 8),), batch_size=8, length_profile="fixed", max_length=1,
+                    hot_rows=(HotRow(0, 5, POSITIONS_EDGE + 1),), seed=31)]
+    return [c for c in out if c.expected_lookups() <= max_lookups]
 
 
 def tour(config: KernelConfig, max_lookups: int, fixed: frozenset[str] = frozenset()) -> list[Drawn]:

@@ -15,6 +15,7 @@ from fuzz.cli import main
 from fuzz.execution import limits
 from fuzz.profiles import LIMITS, PROJECT, Execution
 from strategies.cases import case_from_dict, tensors
+from strategies.tour import size_edges
 
 POSITIONS = 2**15  # the planted SUT reads a batch's ids at positions modulo 2^15, like a 15-bit position counter
 
@@ -43,11 +44,21 @@ def test_a_native_cpu_sut_is_fitted_to_the_cpus_limits_and_the_project_to_its_ow
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU's limits: on a GPU the torch SUT runs there")
 def test_a_cpu_sut_whose_bug_needs_more_than_2p15_lookups_fails_its_campaign(tmp_path, capsys):
-    """Under the interpreter's 4,000 lookups, which every SUT on the CPU drew before, no batch reaches the bug.
-    The saved failure is one: its batch still holds more than 2^15 lookups."""
+    """Under the interpreter's 4,000 lookups, which every SUT on the CPU drew before, no batch reaches the bug. The
+    opening tour's batch past 2^16 positions finds it, and the reducer cuts it to the edge: one bag of 16 past 2^15."""
     code = main(["run", "--sut", "tests.test_limits:short_positions_sut", "--seed", "1", "--time", "20",
                  "--artifacts", str(tmp_path), "--json"])
     failure = json.loads(capsys.readouterr().out)["failure"]
     assert code == 1 and failure["kind"] == "mismatch", failure
     assert "forward vs fp64: MISMATCH" in " ".join(failure["reports"]), failure["reports"]
     assert tensors(case_from_dict(failure["case"]), steps=False).indices.numel() > POSITIONS, failure["case"]
+    case = failure["case"]
+    bags, length = len(case["tables"]) * case["batch_size"], case["max_length"]
+    assert case["length_profile"] == "fixed" and (bags - 1) * length <= POSITIONS < bags * length, case
+
+
+def test_size_edges_pass_16_bit_positions_where_the_budget_affords_them():
+    edges = size_edges(LIMITS[Execution.CPU].max_lookups)
+    assert len(edges) == 2 and all(c.expected_lookups() > 2**16 for c in edges)
+    assert max(c.batch_size for c in edges) > 2**12 and max(h.count for c in edges for h in c.hot_rows) > 2**16
+    assert size_edges(LIMITS[Execution.INTERPRETER].max_lookups) == []

@@ -38,7 +38,7 @@ from fuzz.campaign.pareto import without_pareto_front
 from strategies.cases import case_size, tensors
 from fuzz.judge.check import CaseResult
 from fuzz.status import StopReason
-from strategies.config_space import split_draw
+from strategies.config_space import Drawn, split_draw
 from strategies.space import campaign_cases
 from fuzz.execution.stats import CampaignStats
 from fuzz.execution.envelope import expected_seconds, limits
@@ -47,7 +47,7 @@ from fuzz.execution.supervisor import (CaseInterrupted, CaseTimedOut, Supervisor
 from fuzz.sut.protocol import DEFAULT as DEFAULT_SUT
 from fuzz.sut.protocol import get as get_sut
 from fuzz.sut.fit import fit_case, fit_strategy
-from strategies.tour import ALL, TourShare, tour
+from strategies.tour import ALL, TourShare, size_edges, tour
 from oracles.error_model import WORST, ErrorModel, from_env
 from tbe import KernelConfig
 
@@ -196,14 +196,16 @@ def run_campaign(
     size = limits(sut)
     opening: list = []
     fill = fill and strategy is None and caps.kernel_config and caps.project_kernels
-    if strategy is None:  # config-space search and the opening tour need a SUT that takes a KernelConfig
+    if strategy is None:  # the config-space search needs a SUT that takes a KernelConfig
         strategy = fit_strategy(campaign_cases(config, budget.max_lookups, search_config=caps.kernel_config,
                                                max_column_blocks=size.max_column_blocks, pack=budget.pack,
                                                max_chunks=size.max_chunks, max_work=size.max_work), caps)
-        if caps.kernel_config and tour_share is not None:
+        if tour_share is not None:  # a SUT without a KernelConfig runs the tour's cases as they are, and size edges
             res.tour_shares = (tour_share,)
-            opening = [d for d in (fit_case(d, caps) for d in tour_share.pick(tour(config, budget.max_lookups)))
-                       if d is not None]
+            cases = tour(config, budget.max_lookups) if caps.kernel_config else (
+                [Drawn(d.case) for d in tour(config, budget.max_lookups)]
+                + [Drawn(c) for c in size_edges(budget.max_lookups)])
+            opening = [d for d in (fit_case(d, caps) for d in tour_share.pick(cases)) if d is not None]
     announce = announce or progress
     start = time.perf_counter()
     search_end = start + budget.seconds
