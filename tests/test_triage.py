@@ -58,3 +58,36 @@ def test_untriaged_failure_under_drawn_overrides_is_saved_with_its_config_and_en
     meta = json.loads((res.artifact / "meta.json").read_text())
     assert meta["config_overrides"] == dict(overrides) and meta["config_under_test"]["chunk_size"] == 256
     assert res.failure_overrides == dict(overrides)
+
+
+def mean_as_sum_sut():
+    """``module:factory``: PyTorch's TBE pooling MEAN bags as SUM, with that triaged as a known finding of its own
+    (a SUT without a KernelConfig, so its campaign runs the opening tour's cases as they are)."""
+    from fuzz.sut.torch_tbe import TorchInstance, factory
+    from oracles.compare import Check
+    from strategies.cases import base_spec
+
+    class MeanAsSum(TorchInstance):
+        def __init__(self, p):
+            super().__init__(dataclasses.replace(p, pooling="sum"))
+
+    finding = KnownFinding("mean-as-sum", (), "test entry: MEAN pooled as SUM",
+                           lambda case: base_spec(case).pooling == "mean", (Check.FORWARD, Check.WEIGHTS, Check.MOMENTUM,
+                                                                          Check.PSW_GRAD))
+    return dataclasses.replace(factory(), name="mean-as-sum", build=MeanAsSum, findings=(finding,))
+
+
+def test_a_triaged_campaign_goes_on_with_the_tour_where_the_round_before_stopped():
+    """The tour's first MEAN case fails with the known finding and ends the round; the next round runs the tour's
+    remaining cases, not the ones before again, so every tour case runs once in all."""
+    from fuzz.sut.protocol import get as get_sut
+    from fuzz.sut.fit import fit_case
+    from strategies.tour import tour
+
+    sut = "tests.test_triage:mean_as_sum_sut"
+    budget = Budget("t", seconds=60.0, shrink_seconds=2.0, max_examples=24, max_lookups=300)
+    caps = get_sut(sut).capabilities
+    cases = [c for c in (fit_case(Drawn(d.case), caps) for d in tour(KernelConfig(), budget.max_lookups)) if c]
+    res = run_triaged(KernelConfig(), budget, artifacts_dir=None, sut=sut, use_database=False)
+    assert res.ok and [k.finding.id for k in res.known] == ["mean-as-sum"], res.failure
+    assert res.tour_examples == len(cases), (res.tour_examples, len(cases))

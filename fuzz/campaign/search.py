@@ -170,6 +170,7 @@ def run_campaign(
     announce: Any = None,
     tour_share: Optional[TourShare] = ALL,
     fill: bool = True,
+    tour_done: int = 0,
 ) -> CampaignResult:
     """Search for a case that fails under ``config``. ``artifacts_dir=None`` saves nothing; the example
     database lives under it unless ``use_database`` is off (then every run starts from the seed alone);
@@ -184,7 +185,8 @@ def run_campaign(
     defers cases whose kernels a background warm-up has not built yet, by its rule. ``announce`` (a
     callable taking a line; default ``progress``) receives the lines a person watches for even under a
     live bar: the first failure and each shrinking step. ``tour_share`` picks the tour's cases this
-    campaign runs (``strategies.tour.TourShare``; None: none, the search alone). ``fill``: when the
+    campaign runs (``strategies.tour.TourShare``; None: none, the search alone); ``tour_done``: how many of
+    them an earlier round already ran, in order (``fuzz.campaign.triage``), left out. ``fill``: when the
     campaign draws its own cases and its time bounds the draws, the last ``fuzz.campaign.fill.FILL_SHARE`` of
     the search time runs aimed cases for the coverage cells the draws left at zero (this tour share's cells)."""
     model = model or from_env()
@@ -205,7 +207,7 @@ def run_campaign(
             cases = tour(config, budget.max_lookups) if caps.kernel_config else (
                 [Drawn(d.case) for d in tour(config, budget.max_lookups)]
                 + [Drawn(c) for c in size_edges(budget.max_lookups)])
-            opening = [d for d in (fit_case(d, caps) for d in tour_share.pick(cases)) if d is not None]
+            opening = [d for d in (fit_case(d, caps) for d in tour_share.pick(cases)) if d is not None][tour_done:]
     announce = announce or progress
     start = time.perf_counter()
     search_end = start + budget.seconds

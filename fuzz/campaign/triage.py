@@ -5,7 +5,8 @@ already-recorded findings explain counts as a pass; any other failure is shrunk.
 shrunk case is explained by the triage list (``fuzz.judge.known``), each finding it shows is
 recorded with that case (and saved under ``<artifacts>/known/``) and the search goes on
 with the time left; a failure the list does not explain ends the campaign as a failure.
-Each round starts from the next seed, so rounds do not redraw the same examples. Known
+Each round starts from the next seed, so rounds do not redraw the same examples, and goes on with the opening
+tour where the round before stopped (without a background build, which may run the tour out of order). Known
 findings' shrinking comes out of the search time: the whole run stays within the
 budget's search plus shrink time. Without the example database: a finding is rediscovered
 by the search every run, never replayed from a file.
@@ -79,7 +80,7 @@ def run_triaged(
     start = time.perf_counter()
     total = CampaignResult(config, budget, seed, sut=sut, model=model)
     found: dict[str, KnownRecord] = {}
-    round_ = 0
+    round_ = tour_done = 0
     while True:
         left = budget.seconds - (time.perf_counter() - start)
         examples_left = budget.max_examples - total.examples
@@ -93,9 +94,11 @@ def run_triaged(
         part = run_campaign(
             config, dataclasses.replace(budget, seconds=left, max_examples=examples_left), seed=seed + round_,
             use_database=False, expected=lambda r: explain(sut, r, triage, only=only) is not None,
-            **{**common, "artifacts_dir": None},
+            tour_done=tour_done, **{**common, "artifacts_dir": None},
         )
         total.merge(part)
+        if readiness is None:  # the tour ran in order: its cases so far, the failing one included, are done
+            tour_done += part.tour_examples
         round_ += 1
         if part.ok:
             total.stopped_by = part.stopped_by
