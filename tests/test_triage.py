@@ -71,9 +71,9 @@ def mean_as_sum_sut():
         def __init__(self, p):
             super().__init__(dataclasses.replace(p, pooling="sum"))
 
+    checks = (Check.FORWARD, Check.WEIGHTS, Check.MOMENTUM, Check.PSW_GRAD)
     finding = KnownFinding("mean-as-sum", (), "test entry: MEAN pooled as SUM",
-                           lambda case: base_spec(case).pooling == "mean", (Check.FORWARD, Check.WEIGHTS, Check.MOMENTUM,
-                                                                          Check.PSW_GRAD))
+                           lambda case: base_spec(case).pooling == "mean", checks)
     return dataclasses.replace(factory(), name="mean-as-sum", build=MeanAsSum, findings=(finding,))
 
 
