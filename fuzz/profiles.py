@@ -99,7 +99,6 @@ LIMITS: dict[Execution, Limits] = {
 # the project's own kernels on this machine (the test suite, the gate and the self-test draw for them)
 PROJECT = LIMITS[Execution.INTERPRETER if INTERPRETED else Execution.DEVICE]
 MAX_LOOKUPS = PROJECT.max_lookups
-PACK = PROJECT.pack
 MAX_COLUMN_BLOCKS = PROJECT.max_column_blocks
 MAX_CHUNKS = PROJECT.max_chunks
 MAX_WORK = PROJECT.max_work

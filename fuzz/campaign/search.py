@@ -204,9 +204,9 @@ def run_campaign(
                                                max_chunks=size.max_chunks, max_work=size.max_work), caps)
         if tour_share is not None:  # a SUT without a KernelConfig runs the tour's cases as they are, and size edges
             res.tour_shares = (tour_share,)
-            cases = tour(config, budget.max_lookups) if caps.kernel_config else (
-                [Drawn(d.case) for d in tour(config, budget.max_lookups)]
-                + [Drawn(c) for c in size_edges(budget.max_lookups)])
+            cases = tour(config, budget.max_lookups)
+            if not caps.kernel_config:
+                cases = [Drawn(d.case) for d in cases] + [Drawn(c) for c in size_edges(budget.max_lookups)]
             opening = [d for d in (fit_case(d, caps) for d in tour_share.pick(cases)) if d is not None][tour_done:]
     announce = announce or progress
     start = time.perf_counter()

@@ -238,8 +238,8 @@ def _budget(args: argparse.Namespace):
     from fuzz.budgets import get
     from fuzz.execution import limits
 
-    return get(args.budget, limits(getattr(args, "sut", None))).with_overrides(seconds=args.time, max_examples=args.max_examples,
-                                           pack=getattr(args, "pack", None))
+    fitted = get(args.budget, limits(getattr(args, "sut", None)))
+    return fitted.with_overrides(seconds=args.time, max_examples=args.max_examples, pack=getattr(args, "pack", None))
 
 
 def _progress(line: str) -> None:

@@ -192,7 +192,7 @@ def main(argv: list[str]) -> int:
 
         os.makedirs(profile_dir, exist_ok=True)
         profiler = cProfile.Profile()
-    lock = threading.Lock()  # a compile hook may send from a thread of its own
+    lock = threading.Lock()  # Triton's JIT hooks send from whichever thread builds a kernel: one send at a time
 
     def send(msg: Any) -> None:
         with lock:
