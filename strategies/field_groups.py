@@ -8,7 +8,8 @@ __all__ = ["SEGMENT_FIELDS", "DIM_FIELDS", "SMALL_TABLE_FIELDS", "BOUNDS_FIELDS"
 # routing and chunking: the segment-length edges (a run of threshold-1, threshold, threshold+1)
 SEGMENT_FIELDS = frozenset({
     "long_run_threshold", "chunk_size", "fused_long_tier", "fused_long_min_lookups", "fence",
-    "bwd_long_gather", "bwd_long_num_warps", "bwd_long_stages", "long_grid_multiplier", "classify_block",
+    "bwd_long_gather", "bwd_long_num_warps", "bwd_long_stages", "bwd_long_vector", "long_grid_multiplier",
+    "classify_block",
     "hoist_transpose", "index_dtype",
 })
 # gather widths and buckets: the D and bag-length edges

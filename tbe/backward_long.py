@@ -7,7 +7,8 @@ its own workspace slot [chunk, D]; the apply kernel then sums a run's partials i
 passes a CTA barrier, and counts the run's countdown down with an acq_rel gpu-scope atomic; the
 program that sees 1 left applies the update. Its float sums depend on the order the atomics land
 in, so on a GPU the fused tier is not bit-deterministic (the interpreter runs programs in
-order). Both tiers run one chunk kernel; its ``FUSED`` constexpr picks the hand-off.
+order). Both tiers run one chunk kernel; its ``FUSED`` constexpr picks the hand-off. With
+``bwd_long_vector`` a chunk reads gradient rows in 16-byte vectors and sums its gathers as one block.
 Faults: ``skip_last_chunk_update`` drops the last chunk of every split run; ``no_fence``
 makes the countdown relaxed; ``no_barrier`` skips the CTA barrier and counts down from one
 lane of a block-wide atomic, so the compiler has no shared-memory broadcast of a scalar
@@ -27,6 +28,7 @@ import triton.language as tl
 
 from tbe.backward_short import gather_grad, row_of_run
 from tbe.classify import Classified, persistent_grid
+from tbe.layout import row_vector
 from tbe.optimizers import update_row
 
 FAULT_CHUNK_LIMIT = 4096  # chunks per run past which the large-run faults act
@@ -43,10 +45,13 @@ def backward_long(
     lt = module.layout_tensors
     device = grad.device
     ws_stride = max_dim
+    # VEC 1 with VECTOR off is the per-gather sum of gather_grad; on, the block sum (VEC-wide where rows allow)
+    vec = row_vector(module.layout.dims, grad.element_size(), grad.stride(0)) if cfg.bwd_long_vector else 1
     common = dict(
         WEIGHTED=weighted, MEAN=module.pooling.value == "mean",
         ADAGRAD=module.optimizer.value == "exact_rowwise_adagrad",
-        GATHER=cfg.bwd_long_gather, STAGES=cfg.bwd_long_stages, BLOCK_D=block_d, WIDE=wide,
+        GATHER=cfg.bwd_long_gather, STAGES=cfg.bwd_long_stages, VECTOR=cfg.bwd_long_vector, VEC=vec,
+        BLOCK_D=block_d, WIDE=wide,
         FAULT_ACC_W=cfg.has_fault("accumulate_in_weight_dtype"),
         FAULT_SKIP_LAST=cfg.has_fault("skip_last_chunk_update"),
         FAULT_DROP_CHUNK=cfg.has_fault("drop_chunk_past_4096"),
@@ -115,6 +120,38 @@ def _run_of_chunk(
 
 
 @triton.jit
+def _gather_block(
+    grad_ptr, grad_stride, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, B, col0, cols, cmask, start, end,
+    WEIGHTED: tl.constexpr, MEAN: tl.constexpr, GATHER: tl.constexpr, BLOCK_D: tl.constexpr, VEC: tl.constexpr,
+    STAGES: tl.constexpr,
+):
+    """``gather_grad``'s sum over sorted lookups [start, end), read ``VEC`` wide: each gather's rows are added
+    into a [GATHER, BLOCK_D] block, summed over the gathers once at the end, so a layout that spreads a gather's
+    rows over warps meets them once per chunk rather than once per gather. Every D and row offset is a multiple
+    of VEC (``tbe.layout.row_vector``); rounding the row offset down to one changes nothing."""
+    g = tl.arange(0, GATHER)
+    acc = tl.zeros([GATHER, BLOCK_D], dtype=tl.float32)
+    for i in tl.range(start, end, GATHER, num_stages=STAGES):
+        pos = i + g
+        m = pos < end
+        bag = tl.load(sorted_bag_ptr + pos, mask=m, other=0)
+        row = ((bag % B).to(tl.int64) * grad_stride + col0) // VEC * VEC
+        rows = tl.load(grad_ptr + row[:, None] + cols[None, :], mask=m[:, None] & cmask[None, :],
+                       other=0.0).to(tl.float32)
+        if WEIGHTED or MEAN:
+            coef = tl.full([GATHER], 1.0, tl.float32)
+            if WEIGHTED:
+                coef = tl.load(sorted_psw_ptr + pos, mask=m, other=0.0).to(tl.float32)
+            if MEAN:
+                lo = tl.load(offsets_ptr + bag, mask=m, other=0)
+                hi = tl.load(offsets_ptr + bag + 1, mask=m, other=1)
+                coef = tl.div_rn(coef, tl.maximum(hi - lo, 1).to(tl.float32))
+            rows = rows * coef[:, None]
+        acc += rows
+    return tl.sum(acc, axis=0)
+
+
+@triton.jit
 def _workspace_block(src, flags: tl.constexpr, d0, cols, cmask):
     """A column block of a long run's gradient (``update_row``'s source): its workspace rows summed ``PARTS`` at a
     time, in a fixed order."""
@@ -151,7 +188,7 @@ def _chunk_kernel(
     weights_offsets_ptr, dims_ptr, col_offsets_ptr, hcs_ptr,
     B, lr, eps, CHUNK, ws_stride, ws_ptr, countdown_ptr,
     WEIGHTED: tl.constexpr, MEAN: tl.constexpr, ADAGRAD: tl.constexpr, GATHER: tl.constexpr, STAGES: tl.constexpr,
-    BLOCK_D: tl.constexpr, WIDE: tl.constexpr, FAULT_ACC_W: tl.constexpr, FAULT_SKIP_LAST: tl.constexpr,
+    VECTOR: tl.constexpr, VEC: tl.constexpr, BLOCK_D: tl.constexpr, WIDE: tl.constexpr, FAULT_ACC_W: tl.constexpr, FAULT_SKIP_LAST: tl.constexpr,
     FAULT_DROP_CHUNK: tl.constexpr, FAULT_ZERO_LONG: tl.constexpr, FAULT_CHUNK_LIMIT: tl.constexpr,
     FUSED: tl.constexpr, SEM: tl.constexpr, FAULT_NO_BARRIER: tl.constexpr, FAULT_HANG_NARROW: tl.constexpr,
 ):
@@ -169,10 +206,16 @@ def _chunk_kernel(
                                                  FAULT_SKIP_LAST, FAULT_DROP_CHUNK, FAULT_ZERO_LONG, FAULT_CHUNK_LIMIT)
         lin, D, col0, w_row = row_of_run(run, run_linear_ptr, run_start_ptr, sorted_bag_ptr,
                                           weights_offsets_ptr, dims_ptr, col_offsets_ptr, hcs_ptr, weights_ptr, B)
+        if VECTOR:
+            D = D // VEC * VEC  # no change (row_vector), but the column mask is then whole vectors
         for d0 in range(0, D, BLOCK_D):
             cm = (d0 + cols) < D
-            g = gather_grad(grad_ptr, grad_stride, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, B, col0,
-                            d0 + cols, cm, start, end, wdt, WEIGHTED, MEAN, GATHER, BLOCK_D, FAULT_ACC_W, STAGES)
+            if VECTOR and not FAULT_ACC_W:
+                g = _gather_block(grad_ptr, grad_stride, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, B, col0,
+                                  d0 + cols, cm, start, end, WEIGHTED, MEAN, GATHER, BLOCK_D, VEC, STAGES)
+            else:
+                g = gather_grad(grad_ptr, grad_stride, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, B, col0,
+                                d0 + cols, cm, start, end, wdt, WEIGHTED, MEAN, GATHER, BLOCK_D, FAULT_ACC_W, STAGES)
             if FUSED:
                 tl.atomic_add(ws_ptr + s * ws_stride + d0 + cols, g * keep, mask=cm, sem="relaxed", scope="gpu")
             else:

@@ -47,6 +47,8 @@ CONFIGS = {
     "short_rows": SMALL.replace(bwd_short_runs_per_program=4),
     # the long tier's gather loop software-pipelined, four gathers of two a chunk (masks at every chunk's end)
     "pipelined": SMALL.replace(chunk_size=8, bwd_long_gather=2, bwd_long_stages=3),
+    # the long tier's block sum (one reduction per chunk), pipelined too
+    "vector": SMALL.replace(chunk_size=8, bwd_long_gather=2, bwd_long_stages=2, bwd_long_vector=True),
 }
 
 
@@ -97,13 +99,32 @@ def test_segment_length(sl, optimizer, weighted):
     assert not violations, "\n".join(map(str, violations))
 
 
-@pytest.mark.parametrize("config", ["small", "small_fused", "narrow", "pipelined"])
+@pytest.mark.parametrize("config", ["small", "small_fused", "narrow", "pipelined", "vector"])
 @pytest.mark.parametrize("sl", [7, 8, 9, 12, 13, 33])
 def test_split_runs_small_config(sl, config):
     specs, idx, off, psw = one_hot_run(sl, weighted=True, seed=sl)
     for opt in OPTS:
         m = build(specs, opt, "sum", torch.float16, lr=0.5, config=CONFIGS[config])
         violations = train_step(m, idx, off, psw, seed=sl) + train_step(m, idx, off, psw, seed=sl + 1)
+        assert not violations, "\n".join(map(str, violations))
+
+
+@pytest.mark.parametrize("buckets", [(4,), (8, 16)])
+@pytest.mark.parametrize("fused", [False, True])
+def test_vector_long_tier(fused, buckets):
+    """The long tier's vector gather where every D is a multiple of four (16-byte fp32 gradient rows), over runs
+    that end inside a gather and a chunk, weighted, SUM and MEAN, one column block and several (BLOCK_D 4)."""
+    from tbe.layout import row_vector
+
+    specs = [(8, 8), (6, 12)]
+    assert row_vector([d for _, d in specs], 4, sum(d for _, d in specs)) == 4  # the vector path, not VEC 1
+    lengths = [19, 7, 0, 13]
+    idx, off, psw = make_batch(specs, 2, lengths, weighted=True, hot=[3, 5])
+    config = SMALL.replace(chunk_size=8, bwd_long_gather=2, bwd_long_vector=True, fused_long_tier=fused,
+                           dim_buckets=buckets)
+    for opt, pooling in (("exact_rowwise_adagrad", "sum"), ("exact_sgd", "mean")):
+        m = build(specs, opt, pooling, torch.float32, lr=0.3, config=config)
+        violations = train_step(m, idx, off, psw) + train_step(m, idx, off, psw, seed=1)
         assert not violations, "\n".join(map(str, violations))
 
 
@@ -333,11 +354,13 @@ def test_against_fbgemm_cpu(optimizer, pooling, weighted, wdtype):
 
 # ----------------------------------------------------------------------------- GPU only
 @pytest.mark.gpu
-@pytest.mark.parametrize("stages", [2, 3])
+@pytest.mark.parametrize("stages", [1, 2, 3])
+@pytest.mark.parametrize("vector", [False, True])
 @pytest.mark.parametrize("fused", [False, True])
-def test_pipelined_long_tier(stages, fused):
-    """The long tier's gather loop software-pipelined (cp.async on sm_90), at the default chunk and gather, over
-    runs that end inside a gather, on one, past one and past many chunks; weighted, SUM and MEAN, fp32 and fp16."""
+def test_pipelined_long_tier(stages, vector, fused):
+    """The long tier's gather loop software-pipelined (cp.async on sm_90) and its vector block sum, at the default
+    chunk and gather, over runs that end inside a gather, on one, past one and past many chunks; weighted, SUM and
+    MEAN, fp32 and fp16."""
     specs = [(64, 128), (40, 256)]
     B = 8
     runs = [255, 256, 257, 1000, 4097]
@@ -346,7 +369,7 @@ def test_pipelined_long_tier(stages, fused):
     per_bag = [sum(runs) // B] * (B - 1) + [sum(runs) - (sum(runs) // B) * (B - 1)] + [5] * B
     off = torch.tensor([0] + torch.tensor(per_bag).cumsum(0).tolist())
     psw = torch.rand(idx.numel(), generator=g)
-    config = KernelConfig(bwd_long_stages=stages, fused_long_tier=fused)
+    config = KernelConfig(bwd_long_stages=stages, bwd_long_vector=vector, fused_long_tier=fused)
     for opt, pooling, wdtype in (("exact_rowwise_adagrad", "sum", torch.float32), ("exact_sgd", "mean", torch.float16)):
         m = build(specs, opt, pooling, wdtype, lr=0.05, config=config)
         violations = train_step(m, idx, off, psw) + train_step(m, idx, off, psw)

@@ -33,6 +33,7 @@ CHOICES: dict[str, tuple] = {
     "bwd_long_gather": (2, 4, 8, 16, 32),
     "bwd_long_num_warps": (1, 2, 4, 8),
     "bwd_long_stages": (1, 2, 3),
+    "bwd_long_vector": (False, True),
     "long_grid_multiplier": (1, 2, 4, 8, 16, 32),
     "long_run_threshold": (32, 64, 128, 256, 512, 1024),
     "chunk_size": (64, 128, 256, 512, 1024),
@@ -52,8 +53,8 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "forward": ("fwd_gather_unweighted", "fwd_gather_weighted", "fwd_bags_per_program", "fwd_num_warps", TILES),
     "short tier": ("bwd_short_gather_unweighted", "bwd_short_gather_weighted", "bwd_short_num_warps",
                    "bwd_short_runs_per_program", "short_grid_multiplier"),
-    "long tier": ("bwd_long_gather", "bwd_long_num_warps", "bwd_long_stages", "long_grid_multiplier",
-                  "long_run_threshold", "chunk_size", "fused_long_tier"),
+    "long tier": ("bwd_long_gather", "bwd_long_num_warps", "bwd_long_stages", "bwd_long_vector",
+                  "long_grid_multiplier", "long_run_threshold", "chunk_size", "fused_long_tier"),
     "layout": ("classify_block", "hoist_transpose", "dim_buckets"),
 }
 
