@@ -57,12 +57,13 @@ class KernelConfig:
     # software-pipeline depth of the long tier's gather loop: 1 loads each gather when it is summed; 2 or 3 keep the
     # next gathers' bags and rows in flight meanwhile (Triton's loop pipelining, cp.async into shared memory on sm_90)
     bwd_long_stages: int = 1
-    # the long tier reads gradient rows in 16-byte vectors where the layout allows (``tbe.layout.row_vector``) and
-    # keeps a [gather, D] block of sums, reduced across the gathers once per chunk instead of once per gather
-    bwd_long_vector: bool = False
+    # the two-kernel long tier reads gradient rows in 16-byte vectors where the layout allows
+    # (``tbe.layout.row_vector``) and keeps a [gather, D] block of sums, reduced across the gathers once per chunk
+    # instead of once per gather
+    bwd_long_vector: bool = True
     classify_block: int = 1024
     short_grid_multiplier: int = 128
-    long_grid_multiplier: int = 8
+    long_grid_multiplier: int = 16
     # fused long tier: last chunk applies the update after a fence and a countdown
     fused_long_tier: bool = False
     fused_long_min_lookups: int = 0
