@@ -28,7 +28,7 @@ EXAMPLE_CAP_S = 45.0
 class Budget:
     name: str
     seconds: float        # searching (generate + target phases); inf: bounded by max_examples alone
-    shrink_seconds: float  # shrinking a failure, on top of ``seconds``
+    shrink_seconds: float  # shrinking a failure, counted from when it is found
     max_examples: int
     max_lookups: int
     pack: int = 1          # sub-cases one drawn example may hold (strategies.pack), within max_lookups together

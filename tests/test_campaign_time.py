@@ -117,3 +117,54 @@ def test_a_cpu_suts_hang_is_judged_a_hang_within_the_time_a_campaign_gives_a_cas
         assert result.error_kind == FailureKind.HANG, result.error
     finally:
         s.close()
+
+
+class _Clock:
+    """``fuzz.campaign.search``'s clock, moved on by each supervised case alone: the campaign's time is a count of
+    cases, the same on any machine."""
+
+    def __init__(self):
+        self.now = 1000.0
+
+    def perf_counter(self):
+        return self.now
+
+
+def test_the_shrink_time_counts_from_the_first_failure(monkeypatch):
+    """A failure found early is shrunk for the shrink time from then, not until the search's end plus it: with
+    every case costing 5 s of a 1,000 s search, a failure found in the first examples ends the campaign within
+    the 20 s of shrinking after it (plus the case then running). Counted from the search's end, the same run
+    shrank for 29 steps (155 s) before the reducer (tried)."""
+    from hypothesis import strategies as st
+
+    from fuzz.execution.supervisor import shared
+    from strategies.config_space import Drawn
+
+    clock = _Clock()
+    monkeypatch.setattr(search, "time", clock)
+    cost = 5.0
+
+    class Ticking:
+        """The shared supervisor; every case costs ``cost`` seconds of the campaign's clock."""
+
+        def run(self, *args, **kwargs):
+            clock.now += cost
+            return shared().run(*args, **kwargs)
+
+        @property
+        def environment(self):
+            return shared().environment
+
+    # fwd_skip_last_id fails wherever a bag holds two ids: here from b = 3,000 up, which Hypothesis shrinks to in
+    # a dozen steps or more
+    cases = st.integers(1, 4000).map(lambda b: Drawn(CaseSpec(tables=((20, 4),), batch_size=1 + b % 64,
+                                                              max_length=2 if b >= 3000 else 1,
+                                                              length_profile="fixed", seed=b)))
+    budget = Budget("fake", seconds=1000.0, shrink_seconds=20.0, max_examples=1000, max_lookups=2000)
+    res = run_campaign(KernelConfig(faults=("fwd_skip_last_id",)), budget, artifacts_dir=None, strategy=cases,
+                       supervisor=Ticking(), use_database=False, tour_share=None, fill=False)
+    assert not res.ok and res.stopped_by == "failure" and res.first_failure_seconds < budget.seconds
+    shrink_checks = res.shrink_examples + res.reduce_steps
+    assert shrink_checks >= 1, "the failure was shrunk at all"
+    assert res.seconds <= res.first_failure_seconds + budget.shrink_seconds + cost, (
+        res.first_failure_seconds, res.seconds, res.shrink_examples, res.reduce_steps)

@@ -9,10 +9,11 @@ is spent; a failure is saved whole as an artifact directory. Every case runs in 
 shrunk the same way (each candidate after a failure runs in a fresh worker).
 
 Time (``fuzz.budgets``): an example runs only if its expected cost fits in the time left, and one still
-running ``EXAMPLE_CAP_S`` past the end is stopped and counted as stopped for time, not judged. Hypothesis
-shrinks a failure for the first part of the shrink time (``HYPOTHESIS_SHARE``), then
-``fuzz.campaign.reduce`` cuts tables, bags and lookups for the rest (all of it for a failure of the
-opening tour, which Hypothesis has no choices of to shrink); both announce each step. A Ctrl-C
+running ``EXAMPLE_CAP_S`` past the end is stopped and counted as stopped for time, not judged. The shrink
+time counts from the first failure, wherever it is found, so an early failure is answered early. Hypothesis
+shrinks a failure for the first part of the shrink time (``HYPOTHESIS_SHARE``), then ``fuzz.campaign.reduce``
+cuts tables, bags and lookups for the rest (all of it for a failure of the opening tour, which Hypothesis has
+no choices of to shrink); both announce each step. A Ctrl-C
 (``fuzz.execution.interrupt``) ends the search between examples, keeps the smallest failure so far and
 marks the result interrupted.
 """
@@ -247,6 +248,8 @@ def run_campaign(
         return result
 
     def found(result: CaseResult) -> None:  # the first failure: say so, shrinking starts
+        nonlocal search_end
+        search_end = min(search_end, time.perf_counter())  # the shrink time counts from here, not the search's end
         res.first_failed(result, start)
         if announce is not None:
             check = failing_check(result)
