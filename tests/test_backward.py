@@ -45,9 +45,9 @@ CONFIGS = {
     "narrow": SMALL.replace(dim_buckets=(4,)),
     # several short runs per program as one tile (dead lanes must touch nothing)
     "short_rows": SMALL.replace(bwd_short_runs_per_program=4),
-    # the long tier's gather loop software-pipelined, four gathers of two a chunk (masks at every chunk's end)
-    "pipelined": SMALL.replace(chunk_size=8, bwd_long_gather=2, bwd_long_stages=3),
-    # the long tier's block sum (one reduction per chunk), pipelined too
+    # the long tier's per-gather sum software-pipelined, four gathers of two a chunk (masks at every chunk's end)
+    "pipelined": SMALL.replace(chunk_size=8, bwd_long_gather=2, bwd_long_stages=3, bwd_long_vector=False),
+    # the long tier's block sum (one reduction per chunk, the default), pipelined too
     "vector": SMALL.replace(chunk_size=8, bwd_long_gather=2, bwd_long_stages=2, bwd_long_vector=True),
 }
 
@@ -113,7 +113,8 @@ def test_split_runs_small_config(sl, config):
 @pytest.mark.parametrize("fused", [False, True])
 def test_vector_long_tier(fused, buckets):
     """The long tier's vector gather where every D is a multiple of four (16-byte fp32 gradient rows), over runs
-    that end inside a gather and a chunk, weighted, SUM and MEAN, one column block and several (BLOCK_D 4)."""
+    that end inside a gather and a chunk, weighted, SUM and MEAN, one column block and several (BLOCK_D 4); the
+    fused tier, which keeps its per-gather sum whatever the field says, on the same batch."""
     from tbe.layout import row_vector
 
     specs = [(8, 8), (6, 12)]
