@@ -28,7 +28,7 @@ import torch
 import triton
 import triton.language as tl
 
-from tbe.backward_short import gather_grad, row_of_run
+from tbe.backward_short import gather_grad, lookup_coef, row_of_run
 from tbe.classify import Classified, persistent_grid
 from tbe.layout import row_vector
 from tbe.optimizers import update_row
@@ -143,14 +143,7 @@ def _gather_block(
         rows = tl.load(grad_ptr + row[:, None] + cols[None, :], mask=m[:, None] & cmask[None, :],
                        other=0.0).to(tl.float32)
         if WEIGHTED or MEAN:
-            coef = tl.full([GATHER], 1.0, tl.float32)
-            if WEIGHTED:
-                coef = tl.load(sorted_psw_ptr + pos, mask=m, other=0.0).to(tl.float32)
-            if MEAN:
-                lo = tl.load(offsets_ptr + bag, mask=m, other=0)
-                hi = tl.load(offsets_ptr + bag + 1, mask=m, other=1)
-                coef = tl.div_rn(coef, tl.maximum(hi - lo, 1).to(tl.float32))
-            rows = rows * coef[:, None]
+            rows = rows * lookup_coef(sorted_psw_ptr, offsets_ptr, pos, bag, m, WEIGHTED, MEAN)[:, None]
         acc += rows
     return tl.sum(acc, axis=0)
 

@@ -86,19 +86,26 @@ def gather_grad(
             mask=m[:, None] & cmask[None, :], other=0.0,
         ).to(tl.float32)
         if WEIGHTED or MEAN:
-            coef = tl.full([GATHER], 1.0, tl.float32)
-            if WEIGHTED:
-                coef = tl.load(sorted_psw_ptr + pos, mask=m, other=0.0).to(tl.float32)
-            if MEAN:
-                lo = tl.load(offsets_ptr + bag, mask=m, other=0)
-                hi = tl.load(offsets_ptr + bag + 1, mask=m, other=1)
-                coef = tl.div_rn(coef, tl.maximum(hi - lo, 1).to(tl.float32))
-            rows = rows * coef[:, None]
+            rows = rows * lookup_coef(sorted_psw_ptr, offsets_ptr, pos, bag, m, WEIGHTED, MEAN)[:, None]
         if FAULT_ACC_W:
             acc = (acc + tl.sum(rows, axis=0)).to(acc_dtype).to(tl.float32)
         else:
             acc += tl.sum(rows, axis=0)
     return acc
+
+
+@triton.jit
+def lookup_coef(sorted_psw_ptr, offsets_ptr, pos, bag, m, WEIGHTED: tl.constexpr, MEAN: tl.constexpr):
+    """Each sorted lookup's factor on its gradient row, in ``pos``'s shape: its per-sample weight (if weighted)
+    over its bag's length L(t, b) (if MEAN)."""
+    coef = tl.full(pos.shape, 1.0, tl.float32)
+    if WEIGHTED:
+        coef = tl.load(sorted_psw_ptr + pos, mask=m, other=0.0).to(tl.float32)
+    if MEAN:
+        lo = tl.load(offsets_ptr + bag, mask=m, other=0)
+        hi = tl.load(offsets_ptr + bag + 1, mask=m, other=1)
+        coef = tl.div_rn(coef, tl.maximum(hi - lo, 1).to(tl.float32))
+    return coef
 
 
 @triton.jit
@@ -205,14 +212,7 @@ def _short_rows_kernel(
             g_row = ((bag % B).to(tl.int64) * grad_stride + col0) // VEC * VEC
             rows = tl.load(grad_ptr + g_row + cols, mask=m & cmask, other=0.0).to(tl.float32)
             if WEIGHTED or MEAN:
-                coef = tl.full([RUNS, 1], 1.0, tl.float32)
-                if WEIGHTED:
-                    coef = tl.load(sorted_psw_ptr + pos, mask=m, other=0.0).to(tl.float32)
-                if MEAN:
-                    lo = tl.load(offsets_ptr + bag, mask=m, other=0)
-                    hi = tl.load(offsets_ptr + bag + 1, mask=m, other=1)
-                    coef = tl.div_rn(coef, tl.maximum(hi - lo, 1).to(tl.float32))
-                rows = rows * coef
+                rows = rows * lookup_coef(sorted_psw_ptr, offsets_ptr, pos, bag, m, WEIGHTED, MEAN)
             if FAULT_ACC_W:
                 acc = (acc + rows).to(wdt).to(tl.float32)
             else:
