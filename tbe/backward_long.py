@@ -9,8 +9,8 @@ program that sees 1 left applies the update. Its float sums depend on the order 
 in, so on a GPU the fused tier is not bit-deterministic (the interpreter runs programs in
 order). Both tiers run one chunk kernel; its ``FUSED`` constexpr picks the hand-off. With
 ``bwd_long_vector`` a two-kernel chunk reads gradient rows in 16-byte vectors and sums its gathers as one
-block; the fused tier keeps the per-gather sum, whose timing its race stress was calibrated on (with the
-block sum, ``no_fence`` went uncaught in 16,384 runs of two of its variants on the H200).
+block; the fused tier keeps the per-gather sum, whose timing its race stress was calibrated on
+(``docs/guides/races.md``).
 Faults: ``skip_last_chunk_update`` drops the last chunk of every split run; ``no_fence``
 makes the countdown relaxed; ``no_barrier`` skips the CTA barrier and counts down from one
 lane of a block-wide atomic, so the compiler has no shared-memory broadcast of a scalar

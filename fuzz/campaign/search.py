@@ -13,9 +13,8 @@ running ``EXAMPLE_CAP_S`` past the end is stopped and counted as stopped for tim
 time counts from the first failure, wherever it is found, so an early failure is answered early. Hypothesis
 shrinks a failure for the first part of the shrink time (``HYPOTHESIS_SHARE``), then ``fuzz.campaign.reduce``
 cuts tables, bags and lookups for the rest (all of it for a failure of the opening tour, which Hypothesis has
-no choices of to shrink); both announce each step. A Ctrl-C
-(``fuzz.execution.interrupt``) ends the search between examples, keeps the smallest failure so far and
-marks the result interrupted.
+no choices of to shrink); both announce each step. A Ctrl-C (``fuzz.execution.interrupt``) ends the search
+between examples, keeps the smallest failure so far and marks the result interrupted.
 """
 
 from __future__ import annotations

@@ -11,8 +11,9 @@ Written here because the interpreter has no per-program hook; its builder's ``se
 each program, and the launch's ``GridExecutor.__call__`` mark where programs start and launches end.
 
 The check runs in the worker's main thread, from an interval timer's signal (``SIGALRM``), and a stalled
-program is ended there by raising ``ProgramStalled``. A watch thread was starved: the interpreter's main thread
-releases and retakes the GIL so often that the thread's 0.25 s checks came 2 to 27 s apart.
+program is ended there by raising ``ProgramStalled``: a watch thread is starved of the GIL by the interpreter's
+main thread, so its checks come seconds late (``benchmarks/results/README.md``, "The program watch ticks in the
+kernels' thread").
 """
 
 from __future__ import annotations
