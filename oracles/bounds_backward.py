@@ -24,7 +24,8 @@ u32 = 2^-24, eta32 = 2^-149 the fp32 underflow step; u_w, eta_w those of the wei
   w_old - step (ADD). lr * g / den in another association has the same units.
 - SGD: lr * g~ (MUL) and w_old - step (ADD); an FMA rounds once and stays inside.
 - final store into the weights' dtype: rounding to nearest adds u_w * |x| + eta_w
-  (nothing for fp32 weights, which the subtraction already rounded).
+  (nothing for fp32 weights, which the subtraction already rounded); stochastic rounding, to either
+  neighbour, twice that.
 - per-sample-weight gradient: D products and D - 1 additions, and MEAN's division (before or
   after the dot): gamma(D - 1 + 1 + 4 [MEAN]) * sum_j |d_out_j w_j| / L, then the store
   rounding of its dtype.
@@ -107,10 +108,14 @@ def _mean_of_squares(g_lo, g_hi, row_of: torch.Tensor, dim: torch.Tensor):
 
 
 def step_bounds(ref: BackwardReference, weights_dtype: torch.dtype,
-                model: Optional[ErrorModel] = None) -> StepBounds:
-    """The interval of every touched weight (and row's momentum) a correct fp32 step may produce."""
+                model: Optional[ErrorModel] = None, stochastic: bool = False) -> StepBounds:
+    """The interval of every touched weight (and row's momentum) a correct fp32 step may produce. ``stochastic``:
+    the final store rounds stochastically, to either neighbour in the weights' dtype, so it may move a value by
+    up to one unit in the last place (twice round-to-nearest's u_w |x| + eta_w); an fp32 store stays exact."""
     model = model or WORST
     u_w, eta_w = UNIT[weights_dtype]
+    if stochastic:
+        u_w, eta_w = 2 * u_w, 2 * eta_w
     s = ref.rows
     seg = s.seg_len.to(F64)[s.row_of]
     n = sum_units(seg, ref.term_units)

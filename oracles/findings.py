@@ -1,8 +1,10 @@
-"""Triaged disagreements of FBGEMM with the FP64 reference, each pinned by a test that fails once it goes away.
+"""Triaged disagreements of other TBEs (FBGEMM's, TorchRec's Triton TBE) with the FP64 reference, each pinned by
+a test that fails once it goes away.
 
-An entry here is a documented semantic difference or an FBGEMM bug, never a bug of this
+An entry here is a documented semantic difference or a bug of that TBE, never a bug of this
 project's kernels: they are always still checked against the FP64 reference for these
-inputs. ``fuzz/judge/known.py`` matches them on failing cases when FBGEMM is the system under test.
+inputs. ``fuzz/judge/known.py`` matches them on failing cases when that TBE is the system under test;
+TorchRec's are written up as upstream bug reports in ``docs/findings/torchrec-triton.md``.
 """
 
 from __future__ import annotations
@@ -34,7 +36,9 @@ FBGEMM_MINUS_ONE_CPU = (
 )
 FBGEMM_FIRST_OFFSET_KEPT = (
     "FBGEMM keeps offsets[0] > 0 (ids before it belong to no bag); ours repairs it to 0, so bag 0 and "
-    "the rows it updates differ. Semantic difference (oracles/reference_bounds.py)."
+    "the rows it updates differ. Semantic difference (oracles/reference_bounds.py). TorchRec's Triton TBE "
+    "runs FBGEMM's check (or, fused, repairs the same way), and its per-sample-weight gradient of the ids in "
+    "no bag is never written (torch.empty_like)."
 )
 FBGEMM_CUDA_WEIGHTED_MEAN_PSW_GRAD = (
     "FBGEMM's CUDA backward computes the per-sample-weight gradient from d_out without dividing by L "
@@ -47,6 +51,31 @@ FBGEMM_CUDA_MEAN_GRAD_ROUNDED = (
     "scaled gradient is rounded to that dtype before the row sums it, one rounding more than the bound "
     "allows: updated weights and row-wise Adagrad momentum miss it. Read in FBGEMM's source; met by "
     "`tbe-fuzz run --sut fbgemm-cuda` (seed 0) on the H200 with fp16 output."
+)
+
+
+TORCHREC_WEIGHTED_UNSTABLE_ARGSORT = (
+    "TorchRec's Triton TBE backward with per-sample weights orders the weights by torch.argsort(linear_indices), "
+    "an unstable sort, but reads each lookup's bag from infos_sorted, which FBGEMM's transpose orders stably: "
+    "within a run of one row the weights and the bags are paired in two different orders, so a row read by "
+    "several bags with different weights gets sum_i w_pi(i) * dout[b_i] instead of sum_i w_i * dout[b_i]. "
+    "Every version (docs/findings/torchrec-triton.md)."
+)
+TORCHREC_MISSING_PSW_GRAD = (
+    "TorchRec's Triton TBE before 3f2fe5f3 returns no gradient for the per-sample weights (no kernel computes "
+    "it; the autograd Function returns None in its place). Fixed upstream in 3f2fe5f3 (#4602)."
+)
+TORCHREC_EMPTY_BATCH_BACKWARD = (
+    "TorchRec's Triton TBE runs the forward of an empty batch (B = 0: offsets of one entry) and returns a "
+    "[0, sum D] output, but its backward raises 'B must be positive. Got B = 0' (it calls "
+    "fbgemm.get_infos_metadata with B = 0); FBGEMM's own TBE trains on such a batch. Every version "
+    "(docs/findings/torchrec-triton.md)."
+)
+TORCHREC_STOCHASTIC_ROUNDING_FP32 = (
+    "TorchRec's Triton TBE applies stochastic rounding (the module's default) whatever the weights' dtype: "
+    "its store rounds every updated fp32 weight to one of its two neighbouring fp16 values, so fp32 tables "
+    "lose all but 11 bits of each updated row (and overflow to inf past 65,504). Every version "
+    "(docs/findings/torchrec-triton.md)."
 )
 
 

@@ -19,7 +19,7 @@ with its effective config (config.json), so replay and the gate see exactly what
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from hypothesis import strategies as st
 
@@ -90,13 +90,18 @@ def profile_overrides(base: KernelConfig, overrides: dict[str, Any],
     return ov
 
 
+Profiles = Sequence[tuple[str, Any]]  # (label, overrides as a dict or as (field, value) pairs)
+
+
 def usable_profiles(base: KernelConfig, fixed: frozenset[str] = frozenset(),
-                    touching: Optional[frozenset[str]] = None) -> list[dict[str, Any]]:
+                    touching: Optional[frozenset[str]] = None, profiles: Optional[Profiles] = None
+                    ) -> list[dict[str, Any]]:
     """The profiles' overrides of ``base``, without duplicates or empty ones (with ``touching``: only
-    those that override one of those fields)."""
+    those that override one of those fields). ``profiles``: a SUT's own (``Capabilities.config_profiles``);
+    default ``PROFILES``, this project's kernels'."""
     out: list[dict[str, Any]] = []
-    for _, overrides in PROFILES:
-        ov = profile_overrides(base, overrides, fixed)
+    for _, overrides in PROFILES if profiles is None else profiles:
+        ov = profile_overrides(base, dict(overrides), fixed)
         if ov and ov not in out and (touching is None or touching & set(ov)):
             out.append(ov)
     return out
@@ -108,20 +113,22 @@ def campaign_configs(base: KernelConfig) -> list[KernelConfig]:
 
 
 def config_overrides(base: KernelConfig, fixed: frozenset[str] = frozenset(),
-                     touching: Optional[frozenset[str]] = None) -> st.SearchStrategy[dict[str, Any]]:
+                     touching: Optional[frozenset[str]] = None, profiles: Optional[Profiles] = None
+                     ) -> st.SearchStrategy[dict[str, Any]]:
     """No overrides (about half the draws; shrinking goes there) or one profile (``touching``: one that
-    overrides one of those fields); ``fixed`` fields stay."""
-    profiles = usable_profiles(base, frozenset(fixed), touching)
-    return st.one_of(st.just({}), st.sampled_from(profiles)) if profiles else st.just({})
+    overrides one of those fields; ``profiles``: a SUT's own); ``fixed`` fields stay."""
+    usable = usable_profiles(base, frozenset(fixed), touching, profiles)
+    return st.one_of(st.just({}), st.sampled_from(usable)) if usable else st.just({})
 
 
 def drawn_cases(base: KernelConfig, cases_for, fixed: frozenset[str] = frozenset(),
-                touching: Optional[frozenset[str]] = None) -> st.SearchStrategy[Drawn]:
+                touching: Optional[frozenset[str]] = None, profiles: Optional[Profiles] = None
+                ) -> st.SearchStrategy[Drawn]:
     """Overrides, then a case drawn for the effective config (``cases_for(config)``: its edges);
     ``touching``: draw only profiles that override one of those fields (the rest would not change the case).
     Each profile's case strategy is built once, at its first draw: building Hypothesis strategies anew for
     every example (and validating them) cost a packed draw a third of its time."""
-    overrides = config_overrides(base, fixed, touching)
+    overrides = config_overrides(base, fixed, touching, profiles)
     built: dict[tuple[tuple[str, Any], ...], st.SearchStrategy] = {}  # sorted overrides -> their case strategy
 
     def cases_under(key: tuple[tuple[str, Any], ...]) -> st.SearchStrategy:

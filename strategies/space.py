@@ -14,7 +14,7 @@ so optimizer state carried between steps is checked.
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import Any, Optional
 
 from hypothesis import strategies as st
 
@@ -173,14 +173,15 @@ def wide_row_specs(draw: st.DrawFn, dims: list[int]) -> CaseSpec:
 
 def campaign_cases(config: KernelConfig, max_lookups: int, search_config: bool = True,
                    fixed: frozenset[str] = frozenset(), max_column_blocks: Optional[int] = None,
-                   pack: int = 1, max_chunks: Optional[int] = None, max_work: Optional[int] = None
-                   ) -> st.SearchStrategy:
+                   pack: int = 1, max_chunks: Optional[int] = None, max_work: Optional[int] = None,
+                   profiles: Optional[Any] = None) -> st.SearchStrategy:
     """What a campaign draws: ``strategies.config_space.Drawn`` (a case and KernelConfig overrides drawn
     around ``config``, never of ``fixed`` fields), or with ``search_config=False`` plain cases.
     ``max_column_blocks`` caps the column blocks of a row wider than 1,024 under the effective config
     (the interpreter's cost grows with them; None: no cap); ``pack`` > 1 lets a general case hold up to
     that many sub-cases (``strategies.pack``); ``max_chunks`` caps a case's lookups at that many long-tier
-    chunks of the effective config and ``max_work`` its general cases' lookups times column blocks (None: no cap)."""
+    chunks of the effective config and ``max_work`` its general cases' lookups times column blocks (None: no cap);
+    ``profiles``: the override profiles drawn (a SUT's own; default ``strategies.config_space.PROFILES``)."""
     if search_config:
         from strategies.config_space import drawn_cases
         from strategies.field_groups import BOUNDS_FIELDS
@@ -188,8 +189,9 @@ def campaign_cases(config: KernelConfig, max_lookups: int, search_config: bool =
         # a bad-id case runs the bounds check and stops: of the profiles, only those that change the check
         # give it a different run, so it draws among them (the others' draws go to the cases they change)
         rest = drawn_cases(config, lambda c: plain_cases(c, max_lookups, max_column_blocks, pack, bad_ids=False,
-                                                         max_chunks=max_chunks, max_work=max_work), fixed)
-        bad = drawn_cases(config, lambda c: bad_id_cases(), fixed, touching=BOUNDS_FIELDS)
+                                                         max_chunks=max_chunks, max_work=max_work), fixed,
+                           profiles=profiles)
+        bad = drawn_cases(config, lambda c: bad_id_cases(), fixed, touching=BOUNDS_FIELDS, profiles=profiles)
         # bad-id cases keep their one share among plain_cases' distinct branches (a sampled index: st.one_of
         # merges equal branches, as ``packed`` is ``whole`` without packs)
         others = 2 + (pack > 1) + bool(wide_dims(config, max_column_blocks))

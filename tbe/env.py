@@ -143,6 +143,10 @@ WEAK_MEMORY_SEED = _var(
     "TBE_WEAK_MEMORY_SEED", Kind.INT, "0", "seed of the weak-memory mode's store delays")
 WEAK_MEMORY_DELAY = _var(
     "TBE_WEAK_MEMORY_DELAY", Kind.INT, "4", "largest delay, in operations, of a buffered store in the weak-memory mode")
+TORCHREC_SNAPSHOTS = _var(
+    "TBE_FUZZ_TORCHREC_SNAPSHOTS", Kind.PATH, None,
+    "a folder of TorchRec Triton TBE versions, one folder per commit, that the tests and benchmarks run "
+    "--sut torchrec-triton against (default: ../shared/third_party/torchrec-triton-tbe beside the repository)")
 HYPOTHESIS_PROFILE = _var(
     "HYPOTHESIS_PROFILE", Kind.TEXT, "dev",
     "the Hypothesis profile the test suite and the CLI load, by name (registered in fuzz.profiles)")

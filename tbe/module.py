@@ -60,6 +60,8 @@ class TritonTBE(nn.Module):
             config = KernelConfig()
         if not isinstance(config, KernelConfig):
             raise TypeError(f"config must be a KernelConfig, got {type(config).__name__}")
+        if config.stochastic_rounding:
+            raise ValueError("KernelConfig.stochastic_rounding=True: this TBE rounds every update to nearest")
         self.config = config
         self.device = torch.device(device) if device is not None else backend.default_device()
         if backend.INTERPRETED and self.device.type != "cpu":

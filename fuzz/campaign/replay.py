@@ -24,7 +24,7 @@ from fuzz.judge import explain
 from fuzz.execution import Supervisor, shared
 from fuzz.sut import DEFAULT as DEFAULT_SUT
 from fuzz.sut import get as get_sut
-from fuzz.sut import require
+from fuzz.sut import address, require, split_address
 from fuzz.sut import refusal
 from oracles.error_model import ErrorModel, from_env
 from tbe import KernelConfig
@@ -93,12 +93,15 @@ def recorded_sut(case_path: Path) -> str:
 
 def replay(target: Path, config_path: Optional[Path] = None, rematerialize: bool = False,
            model: Optional[ErrorModel] = None, supervisor: Optional[Supervisor] = None,
-           sut: Optional[str] = None) -> ReplayResult:
-    """Re-run a saved case against ``sut`` (default: the SUT the artifact records); ``model`` defaults
+           sut: Optional[str] = None, sut_source: Optional[str] = None) -> ReplayResult:
+    """Re-run a saved case against ``sut`` (default: the SUT the artifact records, at the source it records);
+    ``sut_source`` loads that SUT from another source tree (another version of it); ``model`` defaults
     to the bound the artifact was judged under."""
     case_path, cfg_path, saved_path = resolve(target, config_path)
     model = model or _saved_model(case_path) or from_env()
     sut = sut or recorded_sut(case_path)
+    if sut_source is not None:
+        sut = address(split_address(sut)[0], sut_source)
     require(sut, kernel_config=cfg_path is not None and config_path is not None)
     try:
         case = artifacts.load_case(case_path)

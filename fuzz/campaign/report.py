@@ -61,9 +61,13 @@ def _known_lines(r: CampaignResult) -> list[str]:
 
 
 def _caps(r: CampaignResult):
+    return _sut(r.sut).capabilities
+
+
+def _sut(sut: str):
     from fuzz.sut.protocol import get
 
-    return get(r.sut).capabilities
+    return get(sut)
 
 
 def _time_lines(r: CampaignResult) -> list[str]:
@@ -96,12 +100,15 @@ def campaign_text(r: CampaignResult) -> str:
     if r.ok and not r.judged:
         verdict = "NOT RUN (no example was checked" + (": interrupted)" if r.interrupted else " in the time)")
     lines = [
-        f"tbe-fuzz campaign: {verdict}  (SUT {r.sut}, budget {r.budget.name}, seed {r.seed}, stopped by {r.stopped_by})",
+        f"tbe-fuzz campaign: {verdict}  (SUT {_sut_text(r.sut)}, budget {r.budget.name}, seed {r.seed}, "
+        f"stopped by {r.stopped_by})",
         f"  examples {r.examples}" + (f" ({r.sub_cases} cases, packed)" if r.sub_cases != r.examples else "")
         + f", lookups {r.lookups}, {r.seconds:.1f}s"
         + (f", shrink steps {r.shrink_examples} + {r.reduce_steps} spec reductions" if not r.ok else ""),
         *_time_lines(r),
-        ("  tiers exercised: " if _caps(r).kernel_config else "  segment-length classes (this project's tiers): ")
+        ("  tiers exercised: " if _caps(r).project_kernels else
+         "  paths exercised (its own): " if _sut(r.sut).paths is not None else
+         "  segment-length classes (this project's tiers): ")
         + (", ".join(f"{t} x{n}" for t, n in sorted(r.tiers.items())) or "none"),
         f"  bound: {r.model.describe()}",
         _tour_line(r),
@@ -137,6 +144,14 @@ def campaign_text(r: CampaignResult) -> str:
     return "\n".join(lines)
 
 
+def _sut_text(sut: str) -> str:
+    """The SUT's name, with the version and source it was loaded from where it has one."""
+    target = _sut(sut)
+    if target.source is None and not target.version:
+        return target.name
+    return f"{target.name} {target.version}" + (f" from {target.source}" if target.source else "")
+
+
 def _fill_lines(r: CampaignResult) -> list[str]:
     if not r.fill_zero:
         return []
@@ -155,7 +170,7 @@ def _fbgemm_line(r: CampaignResult) -> str:
     from fuzz.judge.fbgemm_sample import CHECKED, RULE
 
     if not _caps(r).project_kernels:
-        return f"  FBGEMM CPU oracle: not run (it samples examples beside this project's kernels, not SUT {r.sut})"
+        return f"  FBGEMM CPU oracle: not run (it samples examples beside this project's kernels, not SUT {_sut(r.sut).name})"
     others = ", ".join(f"{n} {k}" for k, n in sorted(r.fbgemm.items()) if k != CHECKED)
     return (f"  FBGEMM CPU oracle: checked {r.fbgemm.get(CHECKED, 0)} of {r.examples} examples ({RULE})"
             + (f"; {others}" if others else ""))

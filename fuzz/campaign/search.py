@@ -150,6 +150,22 @@ def _database(root: Path, config: KernelConfig, sut: str = DEFAULT_SUT) -> Direc
     return DirectoryBasedExampleDatabase(str(Path(root) / ".hypothesis" / key))
 
 
+def opening_cases(config: KernelConfig, budget: Budget, sut: str = DEFAULT_SUT) -> list[Drawn]:
+    """The opening tour for ``sut``: this project's tour (``strategies.tour``) for its kernels; for another SUT the
+    tour's cases as they are (its overrides name this project's paths), the size edges and the SUT's own opening
+    cases (``SUT.tour``), each under one of its override profiles in turn where it has its own."""
+    target = get_sut(sut)
+    cases = tour(config, budget.max_lookups)
+    if target.capabilities.project_kernels:
+        return cases
+    plain = [d.case for d in cases] + size_edges(budget.max_lookups)
+    plain += list(target.tour(budget.max_lookups)) if target.tour is not None else []
+    profiles = [()] + [tuple(sorted(dict(ov).items())) for _, ov in target.capabilities.config_profiles or ()]
+    if not target.capabilities.kernel_config:
+        profiles = [()]
+    return [Drawn(c, profiles[i % len(profiles)]) for i, c in enumerate(plain)]
+
+
 def run_campaign(
     config: KernelConfig,
     budget: Budget,
@@ -201,13 +217,12 @@ def run_campaign(
     if strategy is None:  # the config-space search needs a SUT that takes a KernelConfig
         strategy = fit_strategy(campaign_cases(config, budget.max_lookups, search_config=caps.kernel_config,
                                                max_column_blocks=size.max_column_blocks, pack=budget.pack,
-                                               max_chunks=size.max_chunks, max_work=size.max_work), caps)
-        if tour_share is not None:  # a SUT without a KernelConfig runs the tour's cases as they are, and size edges
+                                               max_chunks=size.max_chunks, max_work=size.max_work,
+                                               profiles=caps.config_profiles), caps)
+        if tour_share is not None:
             res.tour_shares = (tour_share,)
-            cases = tour(config, budget.max_lookups)
-            if not caps.kernel_config:
-                cases = [Drawn(d.case) for d in cases] + [Drawn(c) for c in size_edges(budget.max_lookups)]
-            opening = [d for d in (fit_case(d, caps) for d in tour_share.pick(cases)) if d is not None][tour_done:]
+            opening = [d for d in (fit_case(d, caps) for d in tour_share.pick(opening_cases(config, budget, sut)))
+                       if d is not None][tour_done:]
     announce = announce or progress
     start = time.perf_counter()
     search_end = start + budget.seconds

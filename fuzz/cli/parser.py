@@ -90,9 +90,28 @@ def _sut_name(text: str) -> str:
 
 def _sut_option(p: argparse.ArgumentParser, default: Optional[str] = "triton") -> None:
     p.add_argument("--sut", type=_sut_name, default=default, metavar="NAME",
-                   help="system under test: triton (default), fbgemm-cpu, fbgemm-cuda, torch, a name registered "
-                        "under the tbe_fuzz.suts entry-point group, or module:factory"
+                   help="system under test: triton (default), fbgemm-cpu, fbgemm-cuda, torch, torchrec-triton, a name "
+                        "registered under the tbe_fuzz.suts entry-point group, or module:factory"
                         + ("" if default else " (default: the one the artifact records)"))
+    p.add_argument("--sut-source", type=Path, default=None, metavar="DIR",
+                   help="where the SUT's code is (torchrec-triton: a torchrec checkout or a folder holding "
+                        "torchrec/distributed/triton_tbe/; default: an installed torchrec)"
+                        + ("" if default else "; default: the source the artifact records"))
+
+
+def _with_source(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """``args.sut`` as the address of the SUT loaded from ``--sut-source`` (the name alone without it)."""
+    from fuzz.errors import SUTError
+    from fuzz.sut.protocol import address, get
+
+    source = getattr(args, "sut_source", None)
+    if source is None or getattr(args, "sut", None) is None:
+        return
+    try:
+        args.sut = address(args.sut, str(source))
+        get(args.sut)
+    except SUTError as e:
+        parser.error(f"argument --sut-source: {e}")
 
 
 def _budget_options(p: argparse.ArgumentParser, default: str = "quick") -> None:
@@ -255,11 +274,12 @@ def _backend_line(sut: str = "triton") -> str:
     from tbe.backend import INTERPRETED
 
     if sut != "triton":
-        return f"SUT {sut}: {get(sut).description or get(sut).capabilities.describe()}"
+        target = get(sut)
+        return f"SUT {target.name}: {target.description or target.capabilities.describe()}"
     return "CPU, Triton interpreter" if INTERPRETED else "CUDA, compiled Triton"
 
 
-def _require(parser: argparse.ArgumentParser, name: str, **needs: bool) -> None:
+def _require(parser: argparse.ArgumentParser, name: str, **needs: Any) -> None:
     """Refuse (exit 2, naming --sut) a SUT that is not available here or cannot do what the command needs."""
     from fuzz.errors import SUTError
     from fuzz.sut.protocol import require
@@ -273,7 +293,7 @@ def _require(parser: argparse.ArgumentParser, name: str, **needs: bool) -> None:
 def cmd_run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from fuzz.cli.run import cmd_run as run
 
-    _require(parser, args.sut, kernel_config=args.config is not None)
+    _require(parser, args.sut, kernel_config=args.config is not None, config=args.config[1] if args.config else None)
     budget = _budget(args)
     if args.max_examples is not None and args.time is None:  # bounded by the count alone: reproducible
         budget = budget.with_overrides(seconds=float("inf"))
@@ -290,7 +310,7 @@ def cmd_replay(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
         return 0
     try:
         res = replay(args.target, args.config[0] if args.config else None, args.rematerialize, _model(args),
-                     sut=args.sut)
+                     sut=args.sut, sut_source=None if args.sut_source is None else str(args.sut_source))
     except (ValueError, TypeError, OSError) as e:
         parser.error(f"argument target: cannot replay {str(args.target)!r}: {e}")
     _emit(args, report.replay_text(res), report.replay_json(res))
@@ -369,6 +389,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         profiles.load()  # the Hypothesis profile $HYPOTHESIS_PROFILE names (settings a campaign leaves unset)
     except ValueError as e:
         parser.error(str(e))
+    _with_source(args, parser)
     args.started, args.started_wall = started, started_wall
     args.parsed_wall = time.time()  # imports and arguments done: a mark of the first answer (fuzz.cli.run)
     try:

@@ -144,7 +144,7 @@ def cmd_warmup(args: argparse.Namespace) -> int:
 
 
 def _one_thread_on_cpu(sut: str) -> None:
-    """Without a GPU, a SUT other than the Triton kernels runs with one intra-op thread unless
+    """Without a GPU, a SUT other than Triton kernels runs with one intra-op thread unless
     OMP_NUM_THREADS says otherwise (as the workers do): on a busy two-core machine the FP64
     references' index_add_ took 95 ms with two threads and 1 ms with one, and an fbgemm-cpu
     quick campaign checked 1,043 examples instead of 62. (Interpreter campaigns of the Triton
@@ -155,7 +155,7 @@ def _one_thread_on_cpu(sut: str) -> None:
 
     from fuzz.sut import get
 
-    if not torch.cuda.is_available() and "OMP_NUM_THREADS" not in os.environ and not get(sut).capabilities.kernel_config:
+    if not torch.cuda.is_available() and "OMP_NUM_THREADS" not in os.environ and not get(sut).capabilities.triton_kernels:
         torch.set_num_threads(1)
 
 
@@ -197,7 +197,9 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any
         shared().prestart()
         if hasattr(args, "parsed_wall"):
             shared().first_answer.driver["parsed"] = args.parsed_wall
-    if not args.no_warmup and get_sut(sut).capabilities.kernel_config:  # Triton kernels only
+    for note in get_sut(sut).notes():
+        _progress(f"  stand-in: {note}")
+    if not args.no_warmup and get_sut(sut).capabilities.project_kernels:  # this project's Triton kernels only
         if n > 1 or args.warmup_first:
             warm = warm_campaigns([config], args.warmup_processes, progress=_progress)
             _progress(warm.text())

@@ -68,6 +68,23 @@ def environment() -> dict[str, Any]:
     }
 
 
+def sut_record(sut: str) -> dict[str, Any]:
+    """The SUT's name, and for one loaded from a source tree, the source and what was loaded from it."""
+    from fuzz.errors import SUTError
+    from fuzz.sut import get
+
+    try:
+        target = get(sut)
+    except SUTError:
+        return {}
+    out: dict[str, Any] = {"sut_name": target.name}
+    if target.source is not None:
+        out["sut_source"] = target.source
+    if target.version:
+        out["sut_version"] = target.version
+    return out
+
+
 def replay_command(path: Path, config: KernelConfig) -> str:
     forced = FORCE_CRASH.raw()  # a test's forced failure is part of how the case ran
     prefix = f"{ALLOW_FAULTS.name}=1 " if config.faults or forced else ""
@@ -92,6 +109,8 @@ def save_failure(
     (path / "report.txt").write_text(report_text.rstrip() + "\n")
     (path / "environment.json").write_text(json.dumps(env or environment(), indent=2, sort_keys=True) + "\n")
     meta = dict(meta or {})
+    if meta.get("sut"):  # what it ran against, beside the address a replay resolves again
+        meta.update(sut_record(str(meta["sut"])))
     meta.setdefault("argv", sys.argv)
     meta.setdefault("cwd", os.getcwd())
     (path / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n")

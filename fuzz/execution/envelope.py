@@ -65,12 +65,12 @@ ENVELOPES: dict[Execution, Envelope] = {
 
 @functools.lru_cache(maxsize=None)
 def execution(sut: Optional[str] = None) -> Execution:
-    """How ``sut``'s cases run on this machine: in Triton's interpreter (the project's kernels), on a GPU, or
-    natively on the CPU."""
+    """How ``sut``'s cases run on this machine: in Triton's interpreter (Triton kernels: the project's, TorchRec's),
+    on a GPU, or natively on the CPU."""
     from fuzz.judge.check import draw_device
     from fuzz.sut import DEFAULT, get
 
-    if INTERPRETED and get(sut or DEFAULT).capabilities.project_kernels:
+    if INTERPRETED and get(sut or DEFAULT).capabilities.triton_kernels:
         return Execution.INTERPRETER
     return Execution.DEVICE if draw_device(sut).type == "cuda" else Execution.CPU
 

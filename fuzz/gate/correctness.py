@@ -82,7 +82,8 @@ def shared_cases(config: KernelConfig, budget: Budget, seed: int, count: int, su
               suppress_health_check=list(HealthCheck))
     @given(fit_strategy(campaign_cases(config, budget.max_lookups, search_config=get_sut(sut).capabilities.kernel_config,
                                        fixed=fixed, max_column_blocks=MAX_COLUMN_BLOCKS, pack=budget.pack,
-                                       max_chunks=MAX_CHUNKS, max_work=MAX_WORK),
+                                       max_chunks=MAX_CHUNKS, max_work=MAX_WORK,
+                                       profiles=get_sut(sut).capabilities.config_profiles),
                                get_sut(sut).capabilities))
     def collect(case):
         drawn.append(case)

@@ -67,6 +67,7 @@ class CaseResult:
     compiles: Optional[CompileCounts] = None  # Triton compilations the case caused (set by fuzz.execution.worker)
     phases: dict[str, float] = dataclasses.field(default_factory=dict)  # seconds per fuzz.time_split phase
     cells: frozenset = frozenset()  # coverage cells (fuzz.judge.coverage) it counts in; none for another SUT
+    config: Optional[KernelConfig] = None  # the effective config it ran under (drawn overrides applied)
 
     @property
     def ok(self) -> bool:
@@ -272,12 +273,15 @@ def case_result(case: AnyCase, t: CaseTensors, config: KernelConfig, seconds: fl
                 device: Optional[torch.device] = None) -> CaseResult:
     """The CaseResult of ``case`` (materialized as ``t``) with ``error`` of ``kind`` (None: judged by reports)."""
     tiers, max_segment, hist = tiers_of(case, t, config, device)
-    caps = get_sut(sut).capabilities
+    target = get_sut(sut)
+    caps = target.capabilities
     cells = coverage.cells_of(coverage.facts_of(case, t, hist), config) if caps.project_kernels else frozenset()
-    if not caps.kernel_config:  # no KernelConfig, no Triton paths: its tiers only
+    if target.paths is not None:  # a SUT that names its own kernel paths
+        tiers = target.paths(case, t if error is None else None, config)
+    elif not caps.project_kernels:  # not this project's kernels: the segment-length classes only
         tiers = frozenset(x for x in tiers if x.startswith("bwd:"))
     return CaseResult(case, reports or [], int(t.indices.numel()), tiers, seconds, error, max_segment,
-                      hist, error_kind=None if error is None else kind, cells=cells)
+                      hist, error_kind=None if error is None else kind, cells=cells, config=config)
 
 
 def _fbgemm(case: AnyCase, t: CaseTensors, grads) -> tuple[str, list[Report]]:

@@ -59,8 +59,9 @@ def _scalar_report(what: str, expected: float, got: float, check: Check, step: i
 
 
 def _step_reports(k: int, ref, layout, w_before: torch.Tensor, instance, psw_grad, psw_dtype,
-                  model: ErrorModel, teeth: Optional[Teeth]) -> list[Report]:
-    """Backward Reports of step ``k``: weights per table with ratios, then the other violations."""
+                  model: ErrorModel, teeth: Optional[Teeth], stochastic: bool = False) -> list[Report]:
+    """Backward Reports of step ``k``: weights per table with ratios, then the other violations (``stochastic``:
+    the SUT rounds its stores stochastically)."""
     after = packed_weights(instance, w_before.device)  # on the reference's device
     momentum = packed_momentum(instance, w_before.device)
     if after.numel() != layout.total_elements:
@@ -68,7 +69,7 @@ def _step_reports(k: int, ref, layout, w_before: torch.Tensor, instance, psw_gra
     if ref.optimizer == Optimizer.EXACT_ROWWISE_ADAGRAD and momentum.numel() != layout.total_rows:
         raise SUTError(f"the SUT's row-wise momentum holds {momentum.numel()} values, the tables have "
                        f"{layout.total_rows} rows")
-    bounds = step_bounds(ref, after.dtype, model)
+    bounds = step_bounds(ref, after.dtype, model, stochastic)
     rows = ref.rows
     if teeth is not None and rows.w_new.numel():  # every table at once, entry by entry
         teeth.add(rows.seg_len[rows.row_of], bounds.w_bound, rows.w_new - rows.w_old, rows.exact, rows.w_new,
@@ -124,6 +125,7 @@ def check_batch(
         initial_weights = spec_weights(spec, indices.device)
     tables = [table_rows(layout, initial_weights, t).clone() for t in range(layout.num_tables)]
     params = params_for(spec, config if target.capabilities.kernel_config else None, tables)
+    stochastic = bool(config is not None and config.stochastic_rounding and target.capabilities.reads("stochastic_rounding"))
     with phases.timed("sut"):
         instance = target.build(params)
     device = torch.device(getattr(instance, "device", "cpu"))
@@ -180,7 +182,8 @@ def check_batch(
                                   graded=False, check=Check.MISSING_PSW_GRAD, step=k))
         psw_grad = None if psw_grad is None else psw_grad.detach().to(device)
         reports += _step_reports(k, ref, layout, w_before, instance, psw_grad,
-                                 None if per_sample_weights is None else per_sample_weights.dtype, model, teeth)
+                                 None if per_sample_weights is None else per_sample_weights.dtype, model, teeth,
+                                 stochastic)
     return reports
 
 

@@ -19,6 +19,7 @@ from strategies.cases import AnyCase, BadIdCase, base_spec
 from fuzz.judge.check import CaseResult
 from oracles import findings
 from oracles.compare import Check, Oracle, Report
+from tbe import KernelConfig
 
 ANY = (Check.FORWARD, Check.WEIGHTS, Check.MOMENTUM, Check.PSW_GRAD, Check.WARNINGS, Check.FATAL_RAISED,
        Check.FATAL_SILENT, Check.UNTOUCHED)
@@ -33,6 +34,11 @@ class KnownFinding:
     applies: Callable[[AnyCase], bool]  # predicate on the case
     checks: tuple[Check, ...] = ()      # the SUT's checks against FP64 it explains
     error: str = ""                     # a regex: it explains an exception whose traceback matches
+    under: Callable[[Optional[KernelConfig]], bool] = lambda config: True  # predicate on the effective config
+
+    def applies_to(self, result: CaseResult) -> bool:
+        """Whether it applies to ``result``'s case under the config that case ran with."""
+        return bool(self.applies(result.case)) and bool(self.under(result.config))
 
     def explains(self, report: Report) -> bool:
         return report.oracle == Oracle.FP64 and report.check is not None and report.check in self.checks
@@ -54,7 +60,7 @@ def _bad(id_kind: str = "", offset_kind: str = "") -> Callable[[AnyCase], bool]:
     return pred
 
 
-CPU, CUDA = "fbgemm-cpu", "fbgemm-cuda"
+CPU, CUDA, TORCHREC = "fbgemm-cpu", "fbgemm-cuda", "torchrec-triton"
 TRIAGE: tuple[KnownFinding, ...] = (
     KnownFinding("fbgemm-weighted-mean-fp16-forward", (CPU,), findings.FBGEMM_WEIGHTED_MEAN_FP16_FORWARD,
                  _spec(lambda s: s.pooling == "mean" and s.weighted and s.output_dtype == "fp16"),
@@ -66,13 +72,22 @@ TRIAGE: tuple[KnownFinding, ...] = (
                  (Check.WEIGHTS,)),
     KnownFinding("fbgemm-minus-one-raises", (CPU,), findings.FBGEMM_MINUS_ONE_CPU, _bad(id_kind="minus_one"),
                  error=r"out of bounds: -1"),
-    KnownFinding("fbgemm-first-offset-kept", (CPU,), findings.FBGEMM_FIRST_OFFSET_KEPT,
+    KnownFinding("fbgemm-first-offset-kept", (CPU, TORCHREC), findings.FBGEMM_FIRST_OFFSET_KEPT,
                  _bad(offset_kind="first_positive"), ANY),
     KnownFinding("fbgemm-cuda-weighted-mean-psw-grad", (CUDA,), findings.FBGEMM_CUDA_WEIGHTED_MEAN_PSW_GRAD,
                  _spec(lambda s: s.pooling == "mean" and s.weighted), (Check.PSW_GRAD,)),
     KnownFinding("fbgemm-cuda-mean-grad-rounded", (CUDA,), findings.FBGEMM_CUDA_MEAN_GRAD_ROUNDED,
                  _spec(lambda s: s.pooling == "mean" and s.output_dtype in ("fp16", "bf16")),
                  (Check.WEIGHTS, Check.MOMENTUM)),
+    KnownFinding("torchrec-weighted-unstable-argsort", (TORCHREC,), findings.TORCHREC_WEIGHTED_UNSTABLE_ARGSORT,
+                 _spec(lambda s: s.weighted), (Check.WEIGHTS, Check.MOMENTUM)),
+    KnownFinding("torchrec-missing-psw-grad", (TORCHREC,), findings.TORCHREC_MISSING_PSW_GRAD,
+                 _spec(lambda s: s.weighted), (Check.MISSING_PSW_GRAD,)),
+    KnownFinding("torchrec-empty-batch-backward-raises", (TORCHREC,), findings.TORCHREC_EMPTY_BATCH_BACKWARD,
+                 _spec(lambda s: s.batch_size == 0), error=r"B must be positive"),
+    KnownFinding("torchrec-stochastic-rounding-fp32", (TORCHREC,), findings.TORCHREC_STOCHASTIC_ROUNDING_FP32,
+                 _spec(lambda s: s.weights_dtype == "fp32"), (Check.WEIGHTS,),
+                 under=lambda config: config is not None and config.stochastic_rounding),
 )
 
 
@@ -81,7 +96,8 @@ def for_sut(sut: str, triage: Sequence[KnownFinding] = TRIAGE) -> tuple[KnownFin
     carries itself (``fuzz.sut.protocol.SUT.findings``, for SUTs registered from outside this project)."""
     from fuzz.sut import get
 
-    return tuple(f for f in triage if sut in f.suts) + tuple(get(sut).findings)
+    target = get(sut)  # an address NAME@DIR is triaged as NAME
+    return tuple(f for f in triage if target.name in f.suts) + tuple(target.findings)
 
 
 def explain(sut: str, result: CaseResult, triage: Sequence[KnownFinding] = TRIAGE,
@@ -90,7 +106,7 @@ def explain(sut: str, result: CaseResult, triage: Sequence[KnownFinding] = TRIAG
     when it passed or some failure is not on the list. ``only`` restricts the findings used to these ids."""
     if result.ok:
         return None
-    usable = [f for f in for_sut(sut, triage) if (only is None or f.id in only) and f.applies(result.case)]
+    usable = [f for f in for_sut(sut, triage) if (only is None or f.id in only) and f.applies_to(result)]
     used: list[KnownFinding] = []
 
     def take(pred) -> bool:

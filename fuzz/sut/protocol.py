@@ -18,7 +18,10 @@ None``. An instance is duck-typed:
 The driver always passes ``params.initial_weights`` (per table, the weights' dtype) and
 reads every result back, so an instance may keep its state anywhere. Names resolve to
 built-in adapters, to the ``tbe_fuzz.suts`` entry-point group, or to ``module:factory``;
-a factory is a callable returning a ``SUT`` (or the ``SUT`` itself).
+a factory is a callable returning a ``SUT`` (or the ``SUT`` itself). A SUT that loads its code from a
+source tree (TorchRec's Triton TBE) is addressed as ``NAME@DIR`` (``address``; ``--sut-source DIR`` on the
+command line): its factory is called with ``source=DIR``, and the address, a plain string, travels to
+worker processes and into artifacts like a name.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ BUILTIN = {
     "fbgemm-cpu": "fuzz.sut.fbgemm_cpu:factory",
     "fbgemm-cuda": "fuzz.sut.fbgemm_cuda:factory",
     "torch": "fuzz.sut.torch_tbe:factory",
+    "torchrec-triton": "fuzz.sut.torchrec_triton:factory",
 }
 ALL_DTYPES = ("fp32", "fp16", "bf16")
 ALL_BOUNDS = ("fatal", "warning", "ignore", "none")
@@ -69,6 +73,10 @@ class Capabilities:
     planted_faults: bool = False                # KernelConfig.faults plants its known bugs
     project_kernels: bool = False               # it runs this project's kernels (tbe): the gate's static, oracle
                                                 # and performance levels and the FBGEMM sample beside it apply
+    triton_kernels: bool = False                # it runs Triton kernels (so, without a GPU, in the interpreter)
+    config_fields: Optional[tuple[str, ...]] = None  # with kernel_config: the KernelConfig fields it reads (None: all)
+    config_profiles: Optional[tuple[tuple[str, tuple[tuple[str, Any], ...]], ...]] = None  # its override profiles
+                                                # (label, ((field, value), ...)); None: strategies.config_space's
 
     def __post_init__(self) -> None:
         for field, allowed in (("weights_dtypes", ALL_DTYPES), ("output_dtypes", ALL_DTYPES),
@@ -81,6 +89,12 @@ class Capabilities:
             object.__setattr__(self, field, values)
         if self.dim_multiple < 1 or (self.max_dim is not None and self.max_dim < self.dim_multiple):
             raise ValueError(f"Capabilities: dim_multiple={self.dim_multiple}, max_dim={self.max_dim} allow no D")
+        if self.config_fields is not None:
+            object.__setattr__(self, "config_fields", tuple(self.config_fields))
+
+    def reads(self, field: str) -> bool:
+        """Whether ``params.config``'s ``field`` changes what this SUT does."""
+        return self.kernel_config and (self.config_fields is None or field in self.config_fields)
 
     @property
     def everything(self) -> bool:
@@ -129,6 +143,18 @@ class SUT:
     available: Callable[[], Optional[str]] = lambda: None  # None = usable here, else why not
     description: str = ""
     findings: tuple = ()  # its own triaged disagreements (fuzz.judge.known.KnownFinding), beside fuzz.judge.known.TRIAGE
+    source: Optional[str] = None  # the source tree it was loaded from (address NAME@DIR), where it has one
+    version: str = ""     # what it loaded (a commit, a digest), for summaries and artifacts
+    paths: Optional[Callable[..., frozenset[str]]] = None  # (case, tensors, config) -> the kernel paths the case
+                                                 # takes in it, for the summary; None: this project's routing
+    tour: Optional[Callable[[int], Sequence[Any]]] = None  # (max lookups) -> its own opening cases (CaseSpecs
+                                                 # and BadIdCases aimed at its paths), run after the common ones
+    notes: Callable[[], tuple[str, ...]] = tuple  # what stood in for pieces it lacks here, said once per run
+
+    @property
+    def address(self) -> str:
+        """What names it everywhere (``get`` resolves it again): the name, with ``@DIR`` for a source tree."""
+        return address(self.name, self.source)
 
 
 # ----------------------------------------------------------------------------- instance helpers
@@ -180,11 +206,30 @@ def _load(target: str) -> Any:
     return obj
 
 
+def address(name: str, source: Optional[str] = None) -> str:
+    """The string that names a SUT loaded from ``source`` (an absolute path), or ``name`` alone."""
+    if source is None:
+        return name
+    from pathlib import Path
+
+    return f"{name}@{Path(source).expanduser().resolve()}"
+
+
+def split_address(text: str) -> tuple[str, Optional[str]]:
+    """(name, source or None) of an address made by ``address``."""
+    name, at, source = text.partition("@")
+    return name, (source if at else None)
+
+
 @functools.lru_cache(maxsize=None)
 def get(name: str) -> SUT:
-    """Resolve ``name`` (built-in, entry point, or module:factory); the SUT's name is set to ``name``."""
+    """Resolve ``name`` (built-in, entry point, or module:factory; ``NAME@DIR`` calls the factory with
+    ``source=DIR``); the SUT's name is set to the name, its source to DIR."""
     if not isinstance(name, str) or not name:
         raise SUTError(f"a SUT name must be a non-empty string, got {name!r}")
+    name, source = split_address(name)
+    if source is not None:
+        return _resolve(name, source)
     if name in BUILTIN:
         obj = _load(BUILTIN[name])
     elif name in (eps := _entry_points()):
@@ -202,14 +247,40 @@ def get(name: str) -> SUT:
     return dataclasses.replace(sut, name=name)
 
 
-def require(name: str, kernel_config: bool = False, planted_faults: bool = False) -> SUT:
-    """``get(name)``, refusing one that is unavailable here or lacks a capability the command needs."""
+def _resolve(name: str, source: str) -> SUT:
+    """The SUT ``name`` loaded from ``source``: its factory called with ``source=``."""
+    import inspect
+
+    base = get(name)  # refuses an unknown name as usual
+    factory = _load(BUILTIN[name]) if name in BUILTIN else None
+    if factory is None and name in (eps := _entry_points()):
+        factory = eps[name].load()
+    if factory is None and ":" in name:
+        factory = _load(name)
+    takes = callable(factory) and not isinstance(factory, SUT) and "source" in inspect.signature(factory).parameters
+    if not takes:
+        raise SUTError(f"SUT {base.name!r} loads no source tree: --sut-source applies to SUTs whose factory takes "
+                       f"source= (torchrec-triton)")
+    sut = factory(source=source)
+    if not isinstance(sut, SUT):
+        raise SUTError(f"SUT {name!r} resolved to {type(sut).__name__}, not a fuzz.sut.protocol.SUT")
+    return dataclasses.replace(sut, name=name, source=source)
+
+
+def require(name: str, kernel_config: bool = False, planted_faults: bool = False, config: Any = None) -> SUT:
+    """``get(name)``, refusing one that is unavailable here or lacks a capability the command needs; with
+    ``config`` (a KernelConfig), refusing one that sets a field away from its default that the SUT does not read."""
     sut = get(name)
     reason = sut.available()
     if reason is not None:
-        raise SUTError(f"SUT {name!r} is not available here: {reason}")
+        raise SUTError(f"SUT {sut.name!r} is not available here: {reason}")
     if kernel_config and not sut.capabilities.kernel_config:
-        raise SUTError(f"SUT {name!r} takes no KernelConfig, so there are no two configs of it to compare")
+        raise SUTError(f"SUT {sut.name!r} takes no KernelConfig, so there are no two configs of it to compare")
+    if config is not None and sut.capabilities.kernel_config:
+        unread = sorted(f for f in type(config)().diff(config) if not sut.capabilities.reads(f))
+        if unread:
+            raise SUTError(f"SUT {sut.name!r} does not read KernelConfig.{unread[0]} (it reads: "
+                           f"{', '.join(sut.capabilities.config_fields or ())})")
     if planted_faults and not sut.capabilities.planted_faults:
         raise SUTError(f"SUT {name!r} has no planted faults (KernelConfig.faults); the self-test needs them")
     return sut

@@ -5,6 +5,7 @@ Under the Triton interpreter it runs on the CPU, compiled on a CUDA device other
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Optional
 
 import torch
@@ -64,6 +65,8 @@ class TritonInstance:
 
 def factory() -> SUT:
     caps = Capabilities(devices=("cpu",) if INTERPRETED else ("cuda",), kernel_config=True, planted_faults=True,
-                        project_kernels=True)
+                        project_kernels=True, triton_kernels=True,
+                        config_fields=tuple(f.name for f in dataclasses.fields(KernelConfig)
+                                            if f.name != "stochastic_rounding"))
     return SUT("triton", caps, TritonInstance,
                description="this project's Triton TBE (" + ("Triton interpreter" if INTERPRETED else "compiled") + ")")
