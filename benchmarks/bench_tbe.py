@@ -1,8 +1,11 @@
-"""Forward and full-iteration time of the Triton TBE beside FBGEMM's CUDA TBE and PyTorch's ops.
+"""Forward and full-iteration time of the Triton TBE beside TorchRec's Triton TBE, FBGEMM's CUDA TBE and PyTorch.
 
 Run on a GPU: ``python -m benchmarks.bench_tbe --out benchmarks/results/bench_h200.jsonl``. Every
-shape is timed for the three implementations in one process, on the same batch; FBGEMM's column
-is empty where its CUDA build does not import. The byte floor is what an iteration must move
+shape is timed for each implementation in one process, on the same batch; FBGEMM's column
+is empty where its CUDA build does not import, TorchRec's where ``--torchrec-source`` (default: the newest
+snapshot, ``TBE_FUZZ_TORCHREC_SNAPSHOTS``) has none or it does not run here. TorchRec's module is driven
+through its SUT adapter (``fuzz.gate.timing.sut_instance``) with its defaults (no bounds check here, as for
+the others), its table drawn as ours is. The byte floor is what an iteration must move
 (rows read by the forward, gradient rows gathered, distinct rows and their optimizer state read
 and written, ids sorted once) over the device-to-device copy rate measured in the same run.
 """
@@ -19,7 +22,7 @@ import torch
 from benchmarks.baselines import fbgemm_cuda, fbgemm_cuda_error, torch_forward, torch_iteration
 from benchmarks.timing import copy_bandwidth_GBps, time_ms
 from fuzz.gate.shapes import PRESETS, WEIGHT_DTYPES, PerfShape, make_workload
-from fuzz.gate.timing import build_module
+from fuzz.gate.timing import build_module, instance_fns, sut_instance
 from tbe import KernelConfig
 
 SHAPES = PRESETS["bench"]  # the gate's ``--shapes bench``: one list, one batch recipe, one module for both
@@ -35,7 +38,8 @@ def floor_bytes(n: int, distinct: int, bags: int, dim: int, esize: int, adagrad:
     return {"forward_bytes": fwd, "iteration_bytes": fwd + bwd}
 
 
-def bench_shape(shape: PerfShape, device, config, copy_gbps, impls=("triton", "fbgemm", "torch")):
+def bench_shape(shape: PerfShape, device, config, copy_gbps, impls=("triton", "fbgemm", "torch"),
+                torchrec: str | None = None):
     wl = make_workload(shape, device)
     ids, offsets, psw, grad = wl.indices, wl.offsets, wl.per_sample_weights, wl.grad
     rows, dim, bags, wdtype = shape.rows, shape.dim, shape.bags, WEIGHT_DTYPES[shape.weights_dtype]
@@ -71,6 +75,16 @@ def bench_shape(shape: PerfShape, device, config, copy_gbps, impls=("triton", "f
         del fb
     elif "fbgemm" in impls:
         res["fbgemm"] = fbgemm_cuda_error()
+    if torchrec is not None and "torchrec" in impls:
+        tr = sut_instance(torchrec, shape, KernelConfig(), device)
+        tr.tbe.weight.detach().copy_(table.reshape(-1))
+        fns = instance_fns(tr, wl)
+        res["torchrec_forward_ms"] = time_ms(fns["forward"])
+        with torch.no_grad():
+            theirs = tr.forward(ids, offsets, psw).float()
+        res["forward_max_abs_diff_vs_torchrec"] = float((ours - theirs).abs().max())
+        res["torchrec_iteration_ms"] = time_ms(fns["iteration"], warmup=2, repeat=10)
+        del tr
     if wdtype == torch.float32 and "torch" in impls:
         with torch.no_grad():
             res["torch_forward_ms"] = time_ms(lambda: torch_forward(table, ids, offsets, psw))
@@ -80,7 +94,7 @@ def bench_shape(shape: PerfShape, device, config, copy_gbps, impls=("triton", "f
         res["torch_iteration_ms"] = time_ms(lambda: torch_iteration(w, mom, ids, offsets, grad, psw),
                                             warmup=2, repeat=10)
         del w, mom
-    for impl in ("triton", "fbgemm", "torch"):
+    for impl in ("triton", "torchrec", "fbgemm", "torch"):
         if f"{impl}_forward_ms" in res:
             res[f"{impl}_forward_GBps"] = res["forward_bytes"] / res[f"{impl}_forward_ms"] / 1e6
     del m
@@ -89,13 +103,26 @@ def bench_shape(shape: PerfShape, device, config, copy_gbps, impls=("triton", "f
     return res
 
 
+def _torchrec(source: str | None) -> tuple[str | None, str]:
+    """(SUT address of TorchRec's TBE to time, or None; what was loaded, or why not)."""
+    from fuzz.sut.protocol import address, get
+    from fuzz.sut.torchrec_triton.loader import snapshots
+
+    found = snapshots()
+    if source is None and not found:
+        return None, "no TorchRec source (--torchrec-source, TBE_FUZZ_TORCHREC_SNAPSHOTS)"
+    target = address("torchrec-triton", source or str(found[-1]))
+    why = get(target).available()
+    return (None, f"not run: {why}") if why else (target, get(target).description)
+
+
 def table_line(r: dict) -> str:
     def ms(k):
         return f"{r[k]:6.2f}" if k in r else "     -"
-    return (f"{r['shape']:<20} fwd ours {ms('triton_forward_ms')} fbgemm {ms('fbgemm_forward_ms')} "
-            f"torch {ms('torch_forward_ms')} floor {r['floor_forward_ms']:.2f} | iter ours "
-            f"{ms('triton_iteration_ms')} fbgemm {ms('fbgemm_iteration_ms')} torch {ms('torch_iteration_ms')} "
-            f"floor {r['floor_iteration_ms']:.2f} ms")
+    return (f"{r['shape']:<20} fwd ours {ms('triton_forward_ms')} torchrec {ms('torchrec_forward_ms')} "
+            f"fbgemm {ms('fbgemm_forward_ms')} torch {ms('torch_forward_ms')} floor {r['floor_forward_ms']:.2f} | "
+            f"iter ours {ms('triton_iteration_ms')} torchrec {ms('torchrec_iteration_ms')} "
+            f"fbgemm {ms('fbgemm_iteration_ms')} torch {ms('torch_iteration_ms')} floor {r['floor_iteration_ms']:.2f} ms")
 
 
 def main(argv=None) -> int:
@@ -103,7 +130,9 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=None, help="append one JSON line per shape here")
     p.add_argument("--config", default=None, help="KernelConfig JSON (default: defaults)")
     p.add_argument("--shapes", default=None, help="comma-separated shape names (default: all)")
-    p.add_argument("--impls", default="triton,fbgemm,torch",
+    p.add_argument("--torchrec-source", default=None, metavar="DIR",
+                   help="TorchRec's Triton TBE to time (default: the newest snapshot found)")
+    p.add_argument("--impls", default="triton,torchrec,fbgemm,torch",
                    help="which to time beside each other (triton alone: an A/B of two checkouts of tbe, the other run through benchmarks.other_tree)")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
@@ -114,16 +143,18 @@ def main(argv=None) -> int:
     device = torch.device("cuda")
     config = KernelConfig.load(args.config) if args.config else KernelConfig()
     wanted = set(args.shapes.split(",")) if args.shapes else None
+    torchrec, torchrec_note = _torchrec(args.torchrec_source) if "torchrec" in args.impls else (None, "not asked for")
     copy_gbps = copy_bandwidth_GBps(device)
     env = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
            "python": platform.python_version(), "copy_GBps": copy_gbps, "config": config.to_dict(),
-           "fbgemm": fbgemm_cuda_error() or "fbgemm_gpu CUDA"}
+           "fbgemm": fbgemm_cuda_error() or "fbgemm_gpu CUDA", "torchrec": torchrec_note}
     print(json.dumps(env), flush=True)
     lines = []
     for shape in SHAPES:
         if wanted and shape.name not in wanted:
             continue
-        r = bench_shape(shape, device=device, config=config, copy_gbps=copy_gbps, impls=args.impls.split(","))
+        r = bench_shape(shape, device=device, config=config, copy_gbps=copy_gbps, impls=args.impls.split(","),
+                        torchrec=torchrec)
         print(json.dumps(r), flush=True)
         lines.append(table_line(r))
         if args.out:

@@ -330,3 +330,16 @@ def test_a_cpu_campaign_passes_or_reports_known_findings(tmp_path):
         meta = json.loads((saved / "meta.json").read_text())
         assert meta["sut_version"] == NEWEST and meta["sut_name"] == "torchrec-triton"
         assert (saved / "tensors.pt").is_file() and (saved / "config.json").is_file()
+
+
+def test_the_gate_times_two_sources_side_by_side():
+    """Level (d)'s timing of a code change, run on the CPU with plain callables: both versions build, run both
+    phases and are measured (what the gate does on a GPU over upstream's commits)."""
+    from fuzz.gate.perf import run_perf
+    from fuzz.gate.shapes import PerfShape
+
+    shape = PerfShape("tiny", 50, 8, bags=4, pooling=3)
+    res = run_perf(KernelConfig(), KernelConfig(), [shape], gamma=1.0, rounds=2, target_ms=1.0, device="cpu",
+                   suts=(sut("1d2986c9"), sut("170d6e4f")))
+    assert [e.phase for e in res.entries] == ["forward", "iteration"]
+    assert all(e.ok and e.base and e.cand for e in res.entries), [e.error for e in res.entries]

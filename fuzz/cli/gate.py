@@ -12,6 +12,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Optional
 
 
 def _levels(text: str) -> str:
@@ -73,8 +74,14 @@ def _dir(text: str) -> Path:
 
 
 def add_gate_options(gate: argparse.ArgumentParser, config_file, positive_int) -> None:
-    gate.add_argument("--baseline", type=config_file, required=True, help="baseline KernelConfig JSON")
-    gate.add_argument("--candidate", type=_candidate_file, required=True, help="candidate KernelConfig JSON")
+    gate.add_argument("--baseline", type=config_file, default=None,
+                      help="baseline KernelConfig JSON (default: the defaults, when the two sides are two sources)")
+    gate.add_argument("--candidate", type=_candidate_file, default=None,
+                      help="candidate KernelConfig JSON (default: the baseline's, when the two sides are two sources)")
+    gate.add_argument("--baseline-source", type=Path, default=None, metavar="DIR",
+                      help="gate a code change: the baseline's source tree of a --sut that loads one (torchrec-triton)")
+    gate.add_argument("--candidate-source", type=Path, default=None, metavar="DIR",
+                      help="the candidate's source tree (with --baseline-source)")
     gate.add_argument("--seeds", type=positive_int, default=3, metavar="N",
                       help="level (b): seeds --seed, --seed+1, ... (default 3)")
     gate.add_argument("--levels", type=_levels, default="abcd", help="levels to run (default abcd)")
@@ -92,18 +99,38 @@ def add_gate_options(gate: argparse.ArgumentParser, config_file, positive_int) -
                       help="write report.json, report.md and both configs here")
 
 
+def sides(args: argparse.Namespace) -> tuple[str, Optional[str]]:
+    """(baseline SUT address, candidate SUT address where it differs) of the gate's options; ValueError naming
+    the option when they do not make two sides."""
+    from fuzz.sut.protocol import address, split_address
+
+    name = split_address(args.sut)[0]
+    if (args.baseline_source is None) != (args.candidate_source is None):
+        raise ValueError("--baseline-source and --candidate-source go together (a code change has two sides)")
+    if args.baseline_source is None:
+        if args.baseline is None or args.candidate is None:
+            raise ValueError("give --baseline and --candidate configs, or --baseline-source and --candidate-source")
+        return args.sut, None
+    return address(name, str(args.baseline_source)), address(name, str(args.candidate_source))
+
+
 def cmd_gate(args: argparse.Namespace, budget, progress, backend_line: str) -> int:
     from fuzz.gate import report as cascade_report
     from fuzz.gate import CascadeOptions, run_cascade
+    from tbe import KernelConfig
 
     name, shapes = args.shapes or _shapes("quick")
+    base_sut, cand_sut = sides(args)
+    baseline = args.baseline[1] if args.baseline else KernelConfig()
+    candidate = args.candidate[1] if args.candidate else baseline.to_dict()
     opts = CascadeOptions(budget=budget, seeds=tuple(args.seed + i for i in range(args.seeds)), levels=args.levels,
                           gamma=args.gamma, shapes=shapes, shapes_name=name, rounds=args.rounds,
                           oracle_cases=args.oracle_cases, artifacts_dir=args.artifacts, keep_going=args.keep_going,
-                          require_perf=args.require_perf, sut=getattr(args, "sut", "triton"))
+                          require_perf=args.require_perf, sut=base_sut, candidate_sut=cand_sut)
     progress(f"tbe-fuzz gate: levels {args.levels}, seeds {list(opts.seeds)}, budget {budget.name} "
-             f"({budget.seconds:g}s per seed and phase), gamma {args.gamma:g}, {backend_line}")
-    res = run_cascade(args.baseline[1], args.candidate[1], opts, progress)
+             f"({budget.seconds:g}s per seed and phase), gamma {args.gamma:g}, {backend_line}"
+             + ("" if cand_sut is None else f"; baseline {base_sut}, candidate {cand_sut}"))
+    res = run_cascade(baseline, candidate, opts, progress)
     if args.report is not None:
         for p in cascade_report.write(res, args.report):
             progress(f"wrote {p}")

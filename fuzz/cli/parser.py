@@ -320,7 +320,15 @@ def cmd_replay(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
 def cmd_gate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from fuzz.cli.gate import cmd_gate as run
 
-    _require(parser, args.sut, kernel_config=True)
+    from fuzz.cli.gate import sides
+
+    try:
+        base_sut, cand_sut = sides(args)
+    except ValueError as e:
+        parser.error(str(e))
+    for side in (base_sut, cand_sut or base_sut):
+        _require(parser, side, kernel_config=cand_sut is None)
+    args.sut = base_sut
     return run(args, _budget(args), _progress, _backend_line(args.sut))
 
 

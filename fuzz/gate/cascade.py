@@ -6,6 +6,9 @@
     dtype and mode matrix against FP64 and FBGEMM's CPU TBE (``fuzz.gate.oracle``); (d)
     performance on a GPU, interleaved against the baseline (``fuzz.gate.perf``).
 
+Another SUT (TorchRec's Triton TBE) is gated on (b) and (d) alone: (a) and (c) check this project's
+kernels and do not apply to it. Its two sides may be two sources (``candidate_sut``): a code change.
+
 Levels run in order and stop at the first failure (``keep_going`` runs the rest anyway). The
 verdict is ACCEPT (every level passed), KEEP (a level failed: the baseline stays) or
 UNVERIFIED (nothing failed but a level did not run). Exit codes: ACCEPT 0, KEEP 1;
@@ -54,7 +57,14 @@ class CascadeOptions:
     keep_going: bool = False
     require_perf: bool = False
     deadline: Optional[float] = None         # time.monotonic() after which (c) and (d) start no case or shape
-    sut: str = "triton"                      # level (b) runs this SUT; (a), (c), (d) check this project's kernels
+    sut: str = "triton"                      # the SUT (address) both sides run; (a) and (c) check this project's
+                                             # kernels and apply only to them
+    candidate_sut: Optional[str] = None      # the candidate side's SUT address where it differs (another source of
+                                             # the same SUT: the gate judges a code change, not a config change)
+
+    @property
+    def candidate_address(self) -> str:
+        return self.candidate_sut or self.sut
 
 
 @dataclasses.dataclass
@@ -65,6 +75,7 @@ class Level:
     notes: list[str] = dataclasses.field(default_factory=list)
     seconds: float = 0.0
     result: Any = None  # StaticResult, list[GateResult], OracleResult or PerfResult
+    applies: bool = True  # False: the level checks what the SUT does not have (this project's kernels)
 
     @property
     def name(self) -> str:
@@ -93,10 +104,15 @@ class CascadeResult:
         return next((lv for lv in self.levels.values() if lv.status == Status.FAIL), None)
 
     @property
+    def applicable(self) -> list[Level]:
+        """The levels that apply to the SUT (all four for this project's kernels; (b) and (d) for another)."""
+        return [lv for lv in self.levels.values() if lv.applies]
+
+    @property
     def verdict(self) -> str:
         if self.first_failure is not None:
             return Decision.KEEP
-        return Decision.ACCEPT if all(lv.status == Status.PASS for lv in self.levels.values()) else Decision.UNVERIFIED
+        return Decision.ACCEPT if all(lv.status == Status.PASS for lv in self.applicable) else Decision.UNVERIFIED
 
     @property
     def exit_code(self) -> int:
@@ -104,7 +120,7 @@ class CascadeResult:
             return 0
         if self.verdict == Decision.KEEP:
             return 1
-        correctness = all(self.levels[k].status == Status.PASS for k in "abc")
+        correctness = all(lv.status == Status.PASS for lv in self.applicable if lv.key in "abc")
         return 0 if correctness and not self.options.require_perf else 1
 
     @property
@@ -118,7 +134,7 @@ class CascadeResult:
             speed = "" if perf is None else f"; geometric-mean speedup {perf.geomean():.3f}"
             return [f"every level passed{speed} >= gamma {self.options.gamma:g}"]
         out = []
-        for lv in self.levels.values():
+        for lv in self.applicable:
             if lv.status == Status.NOT_RUN:
                 what = "performance unverified" if lv.key == "d" else "correctness unverified"
                 out.append(f"level ({lv.key}) not run ({'; '.join(lv.reasons) or 'not asked for'}): {what}")
@@ -160,7 +176,7 @@ def _level_b(baseline, candidate, opts: CascadeOptions, lv: Level, progress, bui
             progress(f"  (b) seed {seed}")
         g = run_gate(baseline, candidate, opts.budget, seed=seed, artifacts_dir=opts.artifacts_dir,
                      progress=progress, sut=opts.sut, work=works.get(seed),
-                     readiness=None if build is None else build.readiness)
+                     readiness=None if build is None else build.readiness, candidate_sut=opts.candidate_sut)
         results.append(g)
         lv.notes += [f"seed {seed}: {n}" for n in g.notes if f"seed {seed}: {n}" not in lv.notes]
         if not g.ok:
@@ -193,7 +209,8 @@ def run_cascade(
         config = candidate if isinstance(candidate, KernelConfig) else KernelConfig.from_dict(data)
     except (TypeError, ValueError):
         config = None
-    res = CascadeResult(baseline, config, data, opts, {k: Level(k) for k in LEVELS})
+    own = get_sut(opts.sut).capabilities.project_kernels
+    res = CascadeResult(baseline, config, data, opts, {k: Level(k, applies=own or k in "bd") for k in LEVELS})
     build, works = _start_build(baseline, config, opts, progress) if config is not None else (None, {})
 
     def end_build() -> None:  # before (d) times anything, and at the end: once
@@ -224,8 +241,8 @@ def _run_levels(res: CascadeResult, baseline: KernelConfig, config: Optional[Ker
         if config is None and key != "a":
             lv.reasons.append("the candidate does not validate")
             continue
-        if key != "b" and not get_sut(opts.sut).capabilities.project_kernels:
-            lv.reasons.append(f"SUT {opts.sut}: level ({key}) checks this project's own kernels")
+        if not lv.applies:
+            lv.reasons.append(f"does not apply: it checks this project's own kernels, not SUT {get_sut(opts.sut).name}")
             continue
         if progress is not None:
             progress(f"level ({key}) {lv.name}")
@@ -244,7 +261,8 @@ def _run_levels(res: CascadeResult, baseline: KernelConfig, config: Optional[Ker
         else:
             end_build()  # nothing compiles beside the timing
             p = run_perf(baseline, config, opts.shapes, opts.gamma, opts.rounds, opts.target_ms, opts.deadline,
-                         progress)
+                         progress, suts=None if get_sut(opts.sut).capabilities.project_kernels
+                         else (opts.sut, opts.candidate_address))
             lv.result, lv.status, lv.reasons, lv.notes = p, p.status, list(p.reasons), list(p.notes)
         lv.seconds = time.perf_counter() - start
         if lv.status == Status.FAIL and not opts.keep_going:

@@ -177,8 +177,10 @@ def run_gate(
     sut: str = "triton",
     work: Optional[GateWork] = None,
     readiness: Any = None,
+    candidate_sut: Optional[str] = None,
 ) -> GateResult:
-    """Run targeted then shared cases (``gate_work``, or ``work`` when given) under both configs of ``sut``, each
+    """Run targeted then shared cases (``gate_work``, or ``work`` when given) under both configs of ``sut`` (the
+    candidate's against ``candidate_sut`` where given: another source of the same SUT, a code change), each
     in a supervised worker, and judge the candidate (each phase gets ``budget.seconds``, so a gate takes up to
     twice the campaign budget). With ``readiness`` (``fuzz.compile.background.start_cases``), each case first
     waits for its kernels' background build, and the phase's clock leaves that wait out. A candidate failure
@@ -218,8 +220,8 @@ def run_gate(
         except Unmaterializable as e:  # a generator bug, not a kernel failure: say so and go on
             res.notes.append(f"{label} could not be materialized ({e}); skipped")
             continue
-        cand = sup.run(case, cand_cfg, pending=pending, sut=sut)
-        known = explain(sut, cand)
+        cand = sup.run(case, cand_cfg, pending=pending, sut=candidate_sut or sut)
+        known = explain(candidate_sut or sut, cand)
         if known is not None:  # triaged for this SUT: reported, not held against the candidate
             res.notes.append(f"{label}: known finding(s) {', '.join(f.id for f in known)}")
             cand.reports, cand.error = [r for r in cand.reports if r.ok], None
@@ -228,7 +230,7 @@ def run_gate(
         res.cases.append(GateCase(label, base, cand))
         if not cand.ok and artifacts_dir is not None:
             res.artifacts.append(save_result(artifacts_dir, cand, cand_cfg, {
-                "source": "gate", "label": label, "seed": seed, "budget": budget.name,
+                "source": "gate", "label": label, "seed": seed, "budget": budget.name, "sut": candidate_sut or sut,
                 "baseline_ok": base.ok, "baseline_config": base_cfg.to_dict(), "config_overrides": overrides,
             }, sup.environment))
         if progress is not None and len(res.cases) % 10 == 0:

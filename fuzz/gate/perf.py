@@ -16,7 +16,7 @@ import math
 import time
 from typing import Callable, Optional, Sequence
 
-from fuzz.gate.timing import BaselineCache, Entry, time_shape
+from fuzz.gate.timing import BaselineCache, Entry, time_shape, time_shape_suts
 from fuzz.gate.shapes import PerfShape
 from fuzz.status import Status
 
@@ -105,10 +105,12 @@ def run_perf(
     baseline, candidate, shapes: Sequence[PerfShape], gamma: float = DEFAULT_GAMMA, rounds: int = 5,
     target_ms: float = 20.0, deadline: Optional[float] = None, progress: Optional[Callable[[str], None]] = None,
     cache: Optional[BaselineCache] = None, phases=("forward", "iteration"), device=None,
+    suts: Optional[tuple[str, str]] = None,
 ) -> PerfResult:
     """Time every shape under both configs and judge. ``deadline`` (a ``time.monotonic()`` value)
     stops before a shape that would start after it; the unmeasured shapes make the level fail.
-    ``device`` None means the GPU (the level is "not run" without one); tests pass "cpu"."""
+    ``device`` None means the GPU (the level is "not run" without one); tests pass "cpu". ``suts``: (baseline,
+    candidate) SUT addresses to time instead of this project's modules (``fuzz.gate.timing.time_shape_suts``)."""
     import torch
 
     t0 = time.perf_counter()
@@ -127,7 +129,8 @@ def run_perf(
             res.entries += [Entry(n, p, error="not measured: out of time") for n in left for p in phases]
             res.notes.append(f"out of time before {len(left)} shape(s): {', '.join(left)}")
             break
-        entries = time_shape(shape, baseline, candidate, device, rounds, target_ms, cache, phases)
+        entries = (time_shape(shape, baseline, candidate, device, rounds, target_ms, cache, phases) if suts is None
+                   else time_shape_suts(shape, suts, (baseline, candidate), device, rounds, target_ms, phases))
         res.entries += entries
         if progress is not None:
             progress("  " + "; ".join(f"{e.shape} {e.phase} "

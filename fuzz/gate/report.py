@@ -77,11 +77,23 @@ def _level_lines(lv: Level) -> list[str]:
     return out
 
 
+def _sides(res: CascadeResult) -> tuple[str, str]:
+    """Each side's SUT as loaded: name, version and source."""
+    from fuzz.sut.protocol import get
+
+    def one(address: str) -> str:
+        t = get(address)
+        return f"{t.name} {t.version} ({t.source})" if t.source else t.name
+    return one(res.options.sut), one(res.options.candidate_address)
+
+
 def text(res: CascadeResult) -> str:
     bad = res.first_failure
     lines = [f"tbe-fuzz gate: {HEADLINE[res.verdict]}"
              + (f"  (first failing level: ({bad.key}))" if bad else "") + f"  ({res.seconds:.1f}s)"]
     diff = res.diff
+    if res.options.candidate_sut is not None:
+        lines.append(f"  code change: baseline {_sides(res)[0]}, candidate {_sides(res)[1]}")
     lines.append("  changed fields (baseline -> candidate):" if diff else "  the two configs are identical")
     lines += [f"    {k}: {a!r} -> {b!r}" for k, (a, b) in sorted(diff.items())]
     for lv in res.levels.values():
@@ -104,6 +116,7 @@ def text(res: CascadeResult) -> str:
 def to_json(res: CascadeResult) -> dict[str, Any]:
     out: dict[str, Any] = {
         "kind": "gate", "verdict": res.verdict, "exit_code": res.exit_code, "reasons": res.reasons,
+        "sut": res.options.sut, "candidate_sut": res.options.candidate_address,
         "first_failing_level": None if res.first_failure is None else res.first_failure.key,
         "seconds": round(res.seconds, 2), "baseline": res.baseline.to_dict(), "candidate": res.candidate_data,
         "diff": {k: list(v) for k, v in res.diff.items()},

@@ -232,3 +232,54 @@ def time_shape(shape: PerfShape, baseline, candidate, device, rounds: int, targe
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
     return out
+
+
+# ----------------------------------------------------------------------------- another SUT on a shape
+def sut_instance(sut: str, shape: PerfShape, config, device):
+    """An instance of ``sut`` (an address) for ``shape``, its table drawn on the device as ``build_module``'s is."""
+    from fuzz.sut.protocol import TBEParams, get
+    from tbe.modes import BoundsCheckMode, Optimizer, Pooling
+
+    params = TBEParams(((shape.rows, shape.dim),), Optimizer(shape.optimizer), 0.01, 1e-8,
+                       WEIGHT_DTYPES[shape.weights_dtype], torch.float32, Pooling.SUM, BoundsCheckMode.NONE,
+                       config=config if get(sut).capabilities.kernel_config else None)
+    instance = get(sut).build(params)
+    with torch.no_grad():
+        weights = instance.packed_weights() if hasattr(instance, "packed_weights") else None
+        if weights is not None:
+            weights.uniform_(-0.01, 0.01)
+    return instance
+
+
+def instance_fns(instance, wl: Workload) -> dict[str, Callable[[], object]]:
+    """The two timed phases of a SUT instance: forward alone, and forward with its backward (the update)."""
+    def forward():
+        with torch.no_grad():
+            return instance.forward(wl.indices, wl.offsets, wl.per_sample_weights)
+
+    def iteration():
+        instance.forward(wl.indices, wl.offsets, wl.per_sample_weights)
+        instance.backward(wl.grad)
+
+    return {"forward": forward, "iteration": iteration}
+
+
+def time_shape_suts(shape: PerfShape, suts: tuple[str, str], configs: tuple, device, rounds: int, target_ms: float,
+                    phases=("forward", "iteration")) -> list[Entry]:
+    """``time_shape`` for two SUT addresses (two sources of one SUT, or one SUT under two configs): each side
+    owns its table (a SUT's weights live where it keeps them), drawn alike, on the same batch."""
+    sync = device_sync(device)
+    wl = make_workload(shape, device)
+    built = []
+    for who, sut, config in zip(("baseline", "candidate"), suts, configs):
+        try:
+            built.append(sut_instance(sut, shape, config, device))
+        except Exception as e:  # noqa: BLE001  (a side that cannot build is a result)
+            return [Entry(shape.name, p, shape.lookups, error=f"the {who}'s instance failed to build: {_one_line(e)}")
+                    for p in phases]
+    fa, fb = (instance_fns(i, wl) for i in built)
+    out = [measure_pair(shape.name, p, shape.lookups, fa[p], fb[p], rounds, target_ms, sync) for p in phases]
+    del built, wl
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    return out
