@@ -89,6 +89,10 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     folders = snapshots()
     names = [f.name for f in folders]
+    device = device_label()
+    args.results.mkdir(parents=True, exist_ok=True)
+    stem = args.results / f"torchrec_gates_{device}"
+    stem.with_suffix(".jsonl").write_text("")
     records, rows = [], []
     for commit in args.commits:
         if commit not in names or names.index(commit) == 0:
@@ -99,14 +103,12 @@ def main(argv=None) -> int:
         records.append(r)
         rows.append(summary(r))
         print(json.dumps(rows[-1]), flush=True)
+        with stem.with_suffix(".jsonl").open("a") as f:  # as it goes: a run cut short keeps what it measured
+            f.write(json.dumps(r, default=str) + "\n")
+        text = table(rows, titles_from_readme(folders[0].parent), device, records[0]["command"])
+        stem.with_suffix(".md").write_text(text)
     if not records:
         return 2
-    device = device_label()
-    args.results.mkdir(parents=True, exist_ok=True)
-    stem = args.results / f"torchrec_gates_{device}"
-    stem.with_suffix(".jsonl").write_text("".join(json.dumps(r, default=str) + "\n" for r in records))
-    text = table(rows, titles_from_readme(folders[0].parent), device, records[0]["command"])
-    stem.with_suffix(".md").write_text(text)
     print(text)
     return 0
 

@@ -104,6 +104,9 @@ def main(argv=None) -> int:
         return 2
     newest = snapshots()[-1]
     device = device_label()
+    args.results.mkdir(parents=True, exist_ok=True)
+    stem = args.results / f"torchrec_versions_{device}"
+    stem.with_suffix(".jsonl").write_text("")
     records = []
     for folder in folders:
         r = run_version(folder, args, args.out)
@@ -112,10 +115,9 @@ def main(argv=None) -> int:
             r["psw_fix_replay"] = replay_on(missing[0]["artifact"], newest)
         records.append(r)
         print(json.dumps(r), flush=True)
-    args.results.mkdir(parents=True, exist_ok=True)
-    stem = args.results / f"torchrec_versions_{device}"
-    stem.with_suffix(".jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    stem.with_suffix(".md").write_text(table(records, device))
+        with stem.with_suffix(".jsonl").open("a") as f:  # as it goes: a run cut short keeps what it measured
+            f.write(json.dumps(r) + "\n")
+        stem.with_suffix(".md").write_text(table(records, device))
     print(table(records, device))
     return 0
 
