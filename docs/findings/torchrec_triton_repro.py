@@ -1,0 +1,165 @@
+"""Standalone reproductions of the findings in torchrec-triton.md against TorchRec's Triton TBE.
+
+Needs torch, triton, fbgemm_gpu and a TorchRec source tree (a checkout, or a folder holding
+torchrec/distributed/triton_tbe/); nothing of tbe-fuzz. On a GPU it runs the compiled kernels; without one,
+Triton's interpreter (TRITON_INTERPRET=1 is set) with a plain torch transpose standing in for
+fbgemm::transpose_embedding_input, which fbgemm-gpu-cpu lacks.
+
+    python torchrec_triton_repro.py TORCHREC_DIR FINDING     (FINDING: one of the names below, or all)
+
+Each prints what it expected, what it got, and REPRODUCED, not reproduced, or skipped (first_offset_kept needs
+FBGEMM's CUDA transpose); the exit status is 0 when none was "not reproduced".
+"""
+
+import os
+import sys
+import types
+
+if len(sys.argv) != 3:
+    sys.exit(__doc__)
+import torch
+
+DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+if DEVICE.type == "cpu":
+    os.environ["TRITON_INTERPRET"] = "1"
+import fbgemm_gpu  # noqa: E402,F401
+from fbgemm_gpu.split_embedding_configs import EmbOptimType  # noqa: E402
+from fbgemm_gpu.split_table_batched_embeddings_ops_common import BoundsCheckMode  # noqa: E402
+
+
+def import_torchrec_tbe(root):
+    """The module, with a stand-in for the AMD-only private module it imports (used only under ROCm)."""
+    amd = "ads_mkl.ops.triton.amd.triton_table_batched_embeddings"
+    for i in range(1, 6):
+        sys.modules.setdefault(".".join(amd.split(".")[:i]), types.ModuleType(".".join(amd.split(".")[:i])))
+    sys.modules[amd]._FIXED_GRID = 1
+    sys.modules[amd].__getattr__ = lambda name: (_ for _ in ()).throw(AttributeError(name)) if name.startswith(
+        "__") else (lambda *a, **k: None)
+    sys.path.insert(0, root)
+    from torchrec.distributed.triton_tbe import triton_table_batched_embeddings as m
+    gates = m.FeatureGateName  # fbgemm-gpu 1.6.0 lacks DISABLE_OFFSETS_ADJUSTMENT: read it as off
+
+    class Gates:
+        def __getattr__(self, name):
+            return getattr(gates, name, types.SimpleNamespace(is_enabled=lambda: False))
+    m.FeatureGateName = Gates()
+    return m
+
+
+def cpu_transpose(hcs, bits, indices, offsets, nobag=False, vbe_b_t_map=None, info_B_num_bits=26, info_B_mask=0,
+                  *rest):
+    """fbgemm::transpose_embedding_input on the CPU, pooled form: a stable sort by linear index, runs of it."""
+    T, total_B = hcs.numel() - 1, offsets.numel() - 1
+    bag = torch.repeat_interleave(torch.arange(total_B), (offsets[1:] - offsets[:-1]).long())
+    t, b = bag // (total_B // T), bag % (total_B // T)
+    linear = (hcs[t] + indices.long()).to(indices.dtype)
+    perm = torch.sort(linear, stable=True).indices
+    runs, counts = torch.unique_consecutive(linear[perm], return_counts=True)
+    n, k = indices.numel(), runs.numel()
+    run, lengths = torch.zeros_like(indices), torch.zeros(n, dtype=torch.int32)
+    run[:k], lengths[:k] = runs, counts.int()
+    return (linear, linear[perm], ((t << info_B_num_bits) | b).int()[perm], run, lengths,
+            torch.tensor([k], dtype=torch.int32), torch.cat([torch.zeros(1, dtype=torch.int32), lengths.cumsum(0).int()]))
+
+
+if DEVICE.type == "cpu":
+    LIB = torch.library.Library("fbgemm", "IMPL")
+    LIB.impl("transpose_embedding_input", cpu_transpose, "CPU")
+M = import_torchrec_tbe(sys.argv[1])
+
+
+def tbe(specs, **kw):
+    m = M.TritonTableBatchedEmbeddingBags(specs, device=DEVICE, **kw)
+    if DEVICE.type == "cpu":
+        m.record_forward_event = lambda: None
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for w in m.split_embedding_weights():
+            w.copy_(torch.randn(w.shape, generator=g).to(w.dtype))
+    return m
+
+
+def t(values, dtype=torch.int64):
+    return torch.tensor(values, dtype=dtype, device=DEVICE)
+
+
+def weighted_unstable_argsort():
+    """Row 0 is read by three bags with different weights: its gradient is sum_i w_i * dout[b_i]."""
+    m = tbe([(4, 2)], optimizer=EmbOptimType.EXACT_SGD, learning_rate=1.0, stochastic_rounding=False)
+    w0 = m.split_embedding_weights()[0].clone()
+    idx, off = t([0] * 40), t(list(range(0, 41, 10)))  # four bags of ten lookups, all of row 0
+    psw = torch.arange(1, 41, dtype=torch.float32, device=DEVICE)
+    dout = torch.arange(1, 9, dtype=torch.float32, device=DEVICE).view(4, 2)
+    m(idx, off, psw).backward(dout)
+    expected = w0[0] - (psw.view(4, 10).sum(1)[:, None] * dout).sum(0)
+    got = m.split_embedding_weights()[0][0]
+    return expected, got, not torch.allclose(got, expected, rtol=1e-5)
+
+
+def stochastic_rounding_fp32():
+    """fp32 weights with the module's default stochastic_rounding=True: the update must be exact in fp32."""
+    m = tbe([(4, 8)], optimizer=EmbOptimType.EXACT_SGD, learning_rate=0.1)  # stochastic_rounding defaults on
+    w0 = m.split_embedding_weights()[0].clone()
+    dout = torch.full((1, 8), 1e-3, device=DEVICE)
+    m(t([1]), t([0, 1])).backward(dout)
+    expected = w0[1] - 0.1 * dout[0]
+    got = m.split_embedding_weights()[0][1]
+    on_fp16_grid = bool((got.half().float() == got).all())
+    return expected, got, on_fp16_grid and not torch.equal(got, expected)
+
+
+def empty_batch_backward():
+    """B = 0: the forward returns [0, D]; the backward must not raise."""
+    m = tbe([(4, 8)], optimizer=EmbOptimType.EXACT_SGD, stochastic_rounding=False)
+    out = m(t([]), t([0]))
+    try:
+        out.backward(torch.zeros_like(out))
+        return "no exception", "no exception", False
+    except RuntimeError as e:
+        return "no exception", str(e).splitlines()[0], True
+
+
+def minus_one_id():
+    """Id -1 passes FBGEMM's check (a pruned row); the histogram kernel skips it, the generic kernels read it."""
+    m = tbe([(4, 8), (4, 8)], optimizer=EmbOptimType.EXACT_SGD, stochastic_rounding=False)
+    m.bounds_check_mode = BoundsCheckMode.V2_WARNING if "V2_WARNING" in BoundsCheckMode.__members__ else \
+        BoundsCheckMode.WARNING
+    before = m.split_embedding_weights()[0][-1].clone()
+    out = m(t([1, -1]), t([0, 1, 2]), None)  # table 1's only id is -1
+    expected = torch.zeros(8, device=DEVICE)   # a skipped (pruned) id adds nothing
+    got = out[0, 8:]
+    return expected, got, torch.equal(got.float(), before.float()) or not torch.equal(got.float(), expected)
+
+
+def first_offset_kept():
+    """offsets[0] = 2 > 0: FBGEMM's check (and the fused repair) keeps it, so ids 0-1 are in no bag, and the
+    backward sorts linear indices the transpose never wrote (an out-of-bounds update; on a GPU an illegal access)."""
+    if DEVICE.type != "cuda":  # the CPU transpose here assigns every id to a bag: FBGEMM's CUDA op is the subject
+        return "a GPU", "no GPU here", None
+    m = tbe([(6, 4)], optimizer=EmbOptimType.EXACT_SGD, stochastic_rounding=False)
+    m.bounds_check_mode = BoundsCheckMode.V2_WARNING if "V2_WARNING" in BoundsCheckMode.__members__ else \
+        BoundsCheckMode.WARNING
+    idx, off = t(list(range(6)) * 50), t([2, 100, 300])
+    try:
+        out = m(idx, off)
+        out.backward(torch.ones_like(out))
+        if DEVICE.type == "cuda":
+            torch.cuda.synchronize()
+        changed = int((m.split_embedding_weights()[0] != m.split_embedding_weights()[0]).sum())
+        return "a clean update of the rows the bags read", f"no error ({changed} NaN weights)", False
+    except RuntimeError as e:
+        return "a clean update of the rows the bags read", str(e).splitlines()[0], True
+
+
+FINDINGS = {f.__name__: f for f in (weighted_unstable_argsort, stochastic_rounding_fp32, empty_batch_backward,
+                                    minus_one_id, first_offset_kept)}
+
+if __name__ == "__main__":
+    names = list(FINDINGS) if sys.argv[2] == "all" else [sys.argv[2]]
+    ok = True
+    for name in names:
+        expected, got, reproduced = FINDINGS[name]()
+        verdict = "skipped" if reproduced is None else "REPRODUCED" if reproduced else "not reproduced"
+        print(f"{name} on {DEVICE.type}: expected {expected}\n  got {got}\n  {verdict}")
+        ok &= reproduced is not False
+    sys.exit(0 if ok else 1)
