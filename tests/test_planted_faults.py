@@ -97,6 +97,9 @@ def test_planted_fault_is_caught(fault, request):
     seconds = time.perf_counter() - t0
     phrases = (phrase,) if isinstance(phrase, str) else phrase
     assert any(p in str(caught.value) for p in phrases), str(caught.value)
+    replay = [line for line in str(caught.value).splitlines() if line.startswith("replay: ")]
+    # where the message names an artifact, the line copied from it replays the fault, as replay.txt does
+    assert all(line.startswith("replay: TBE_FUZZ_ALLOW_FAULTS=1 tbe-fuzz replay ") for line in replay), replay
     check(failing[-1], ())  # the same example passes without the fault
     row = {"fault": fault, "seconds": round(seconds, 1), "examples": tried}
     if getattr(request.config, "cache", None) is not None:

@@ -89,6 +89,6 @@ def assert_passes(case: AnyCase, config: KernelConfig, label: str = "", test: Op
         path = save_result(artifacts_dir(), result, config, {
             "source": "pytest", "test": test or os.environ.get("PYTEST_CURRENT_TEST"), "label": label,
         }, sup.environment)
-        where = f"{path}\nreplay: tbe-fuzz replay {path}"
+        where = f"{path}\nreplay: {(path / 'replay.txt').read_text().strip()}"  # the one replay command, prefix and all
     raise AssertionError(f"{label}: {result.kind}\n{failing_text(result)}\n"
                          f"case: {json.dumps(case_to_dict(case), sort_keys=True)}\nartifact: {where}")
