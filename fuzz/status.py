@@ -10,11 +10,13 @@ import enum
 
 
 class Status(enum.StrEnum):
-    """A check or gate level: passed, failed, or could not run (never counted as a pass)."""
+    """A check or gate level: passed, failed, could not run (never counted as a pass), or had nothing to check
+    (a step whose subject the config lacks: it counts neither way)."""
 
     PASS = "pass"
     FAIL = "fail"
     NOT_RUN = "not run"
+    NOT_APPLICABLE = "not applicable"
 
 
 class FailureKind(enum.StrEnum):

@@ -84,8 +84,9 @@ class Report:
         if self.worst is None:
             return head
         w = self.worst
+        where = f" at table {w.table}, sample {w.sample}, column {w.column}" if w.table >= 0 else ""  # a count has none
         return (
-            f"{head}; worst at table {w.table}, sample {w.sample}, column {w.column}: "
+            f"{head}; worst{where}: "
             f"expected {w.expected!r}, got {w.got!r}, |diff| {abs(w.got - w.expected):.3e}, "
             f"bound {w.bound:.3e} (ratio {w.ratio:.3g})"
         )

@@ -9,6 +9,7 @@ the fuzz driver (see ``tbe.faults``).
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 from pathlib import Path
 from typing import Any
@@ -160,7 +161,9 @@ class KernelConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise ValueError(f"KernelConfig has no field {unknown[0]!r} (known: {sorted(known)})")
+            close = difflib.get_close_matches(unknown[0], known, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(sorted(known))}"
+            raise ValueError(f"KernelConfig has no field {unknown[0]!r} ({hint})")
         return cls(**data)
 
     def to_json(self) -> str:

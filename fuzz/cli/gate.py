@@ -54,6 +54,13 @@ def _candidate_file(text: str):
     if not isinstance(data, dict):
         raise argparse.ArgumentTypeError(f"{text!r}: a KernelConfig JSON must be an object, got "
                                          f"{type(data).__name__}")
+    if data.get("faults"):  # planted faults need the opt-in here as in run and replay: refused, not KEEP
+        from tbe import faults
+
+        try:
+            faults.check_allowed(tuple(data["faults"]))
+        except (TypeError, ValueError) as e:
+            raise argparse.ArgumentTypeError(f"{text!r}: {e}") from None
     return path, data
 
 

@@ -73,6 +73,10 @@ def _artifacts_dir(text: str) -> Path:
     path = Path(text)
     if path.exists() and not path.is_dir():
         raise argparse.ArgumentTypeError(f"{text!r} exists and is not a directory")
+    try:  # made now: a directory that cannot be made is a usage error, not a traceback after the search
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise argparse.ArgumentTypeError(f"cannot create {text!r}: {e.strerror or e}") from None
     return path
 
 
@@ -245,8 +249,8 @@ def build_parser() -> argparse.ArgumentParser:
     mutate_cli.add_parser(sub, _positive_int, _seed, _positive_float)
 
     cf = sub.add_parser("config", help="print the default KernelConfig (what --config files change)")
-    cf.add_argument("--defaults", action="store_true", required=True,
-                    help="the default KernelConfig, every field")
+    cf.add_argument("--defaults", action="store_true",
+                    help="the default KernelConfig, every field (what it prints without options too)")
     cf.add_argument("--json", action="store_true",
                     help="as the JSON a --config file holds (KernelConfig.load reads it)")
     return parser

@@ -9,6 +9,8 @@ was run) and replay.txt (the exact command).
 
 from __future__ import annotations
 
+import dataclasses
+
 import datetime
 import hashlib
 import json
@@ -128,7 +130,18 @@ def save_result(root: Path, result: CaseResult, config: KernelConfig, meta: dict
 
 
 def load_case(path: Path) -> AnyCase:
-    return case_from_dict(json.loads(Path(path).read_text()))
+    """The case a case.json holds; ValueError saying what the file is instead (a KernelConfig, a report, ...)."""
+    data = json.loads(Path(path).read_text())
+    if isinstance(data, dict) and "kind" not in data and "tables" not in data:
+        from tbe import KernelConfig
+
+        what = ("a KernelConfig (give it with --config)" if data and set(data) <= {f.name for f in
+                dataclasses.fields(KernelConfig)} else f"an object with fields {sorted(data)[:6]}")
+        raise ValueError(f"{path} is not a case: it is {what}; a case.json names its tables")
+    try:
+        return case_from_dict(data)
+    except TypeError as e:  # a missing or extra field of a case record
+        raise ValueError(f"{path} is not a valid case: {e}") from e
 
 
 def load_tensors(directory: Path) -> CaseTensors:
