@@ -52,7 +52,8 @@ def test_base_against_base_passes_a_to_c_and_leaves_d_not_run(tmp_path, capsys):
     assert "no CUDA device" in report["levels"]["d"]["reasons"][0]
     assert "performance unverified" in out and "exit code 0" in out
     steps = {s["check"]: s["status"] for s in report["levels"]["a"]["detail"]["steps"]}
-    assert steps == {"config validates": "pass", "synchronisation check": "pass",
+    # the default config reaches no launch that synchronises: nothing checked is no pass
+    assert steps == {"config validates": "pass", "synchronisation check": "not applicable",
                      "compiles for sm_90 within limits": "pass"}
     specs = report["levels"]["a"]["detail"]["specializations"]
     kernels = {s["kernel"].rsplit(".", 1)[1] for s in specs}

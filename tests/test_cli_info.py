@@ -76,12 +76,6 @@ def test_config_defaults_text_shows_every_field(capsys):
     assert shown == json.loads(KernelConfig().to_json())
 
 
-def test_config_without_a_view_is_a_usage_error(capsys):
-    with pytest.raises(SystemExit) as e:
-        main(["config"])
-    assert e.value.code == 2 and "--defaults" in capsys.readouterr().err
-
-
 def _failure(spec: CaseSpec, what: str, check: Check) -> CaseResult:
     bad = Report(what, False, Mismatch(0, 1, 0, 1.0, 2.0, 1e-6), 1, 10, check=check, step=0)
     ok = Report("step 0 forward vs fp64", True, None, 0, 10, check=Check.FORWARD, step=0)
