@@ -41,23 +41,24 @@ def gate(parent: Path, commit: Path, args: argparse.Namespace) -> dict:
 def summary(r: dict) -> dict:
     levels = r.get("levels", {})
     perf = levels.get("d", {})
-    entries = perf.get("entries", []) if isinstance(perf, dict) else []
+    detail = (perf.get("detail") or {}) if isinstance(perf, dict) else {}
+    entries = detail.get("entries", [])
     return {"commit": r["commit"], "parent": r["parent"], "verdict": r.get("verdict"),
             "correctness": levels.get("b", {}).get("status"), "performance": perf.get("status"),
-            "geomean": perf.get("geomean_speedup"),
+            "geomean": detail.get("geomean_speedup"), "noise": detail.get("mean_noise"),
             "speedups": {f"{e['shape']} {e['phase']}": round(e["speedup"], 3) for e in entries if "speedup" in e},
             "reasons": r.get("reasons")}
 
 
 def table(rows: list[dict], titles: dict[str, str], device: str, command: str) -> str:
     lines = [f"# The gate over upstream's TorchRec Triton TBE commits on {device}", "",
-             "| commit | title | verdict | correctness (b) | performance (d) | geometric-mean speedup | slowest / fastest |",
-             "|---|---|---|---|---|---|---|"]
+             "| commit | title | verdict | correctness (b) | performance (d) | geometric-mean speedup (mean noise) | "
+             "slowest / fastest |", "|---|---|---|---|---|---|---|"]
     for s in rows:
         sp = s["speedups"]
         span = (f"{min(sp.values()):.3f} ({min(sp, key=sp.get)}) / {max(sp.values()):.3f} ({max(sp, key=sp.get)})"
                 if sp else "-")
-        g = "-" if s["geomean"] is None else f"{s['geomean']:.3f}"
+        g = "-" if s["geomean"] is None else f"{s['geomean']:.3f} ({100 * s['noise']:.0f}%)"
         lines.append(f"| {s['commit']} | {titles.get(s['commit'], '')} | {s['verdict']} | {s['correctness']} | "
                      f"{s['performance']} | {g} | {span} |")
     lines += ["", f"Per commit: `python -m fuzz {command}` (the two sources and artifacts aside).", ""]
@@ -74,6 +75,16 @@ def titles_from_readme(root: Path) -> dict[str, str]:
     return out
 
 
+def redraw(jsonl: Path) -> str:
+    """The table again from a run's JSON lines (``--redraw FILE``)."""
+    from fuzz.sut.torchrec_triton.loader import snapshots
+
+    records = [json.loads(line) for line in jsonl.read_text().splitlines() if line.strip()]
+    root = snapshots()[0].parent if snapshots() else jsonl.parent
+    device = jsonl.stem.rsplit("_", 1)[-1]
+    return table([summary(r) for r in records], titles_from_readme(root), device, records[0]["command"])
+
+
 def main(argv=None) -> int:
     from fuzz.sut.torchrec_triton.loader import snapshots
 
@@ -86,7 +97,13 @@ def main(argv=None) -> int:
     p.add_argument("--shapes", type=Path, default=ROOT / "benchmarks" / "shapes" / "torchrec.json")
     p.add_argument("--out", type=Path, default=Path("torchrec-gates"))
     p.add_argument("--results", type=Path, default=RESULTS)
+    p.add_argument("--redraw", type=Path, default=None, metavar="JSONL", help="only redraw the table of a run")
     args = p.parse_args(argv)
+    if args.redraw is not None:
+        text = redraw(args.redraw)
+        args.redraw.with_suffix(".md").write_text(text)
+        print(text)
+        return 0
     folders = snapshots()
     names = [f.name for f in folders]
     device = device_label()

@@ -133,7 +133,8 @@ def minus_one_id():
 
 def first_offset_kept():
     """offsets[0] = 2 > 0: FBGEMM's check (and the fused repair) keeps it, so ids 0-1 are in no bag, and the
-    backward sorts linear indices the transpose never wrote (an out-of-bounds update; on a GPU an illegal access)."""
+    backward sorts linear indices the transpose never wrote. Alone (unweighted) it did not fault on an H100;
+    the campaign's faulting case had two more broken offsets and weights."""
     if DEVICE.type != "cuda":  # the CPU transpose here assigns every id to a bag: FBGEMM's CUDA op is the subject
         return "a GPU", "no GPU here", None
     m = tbe([(6, 4)], optimizer=EmbOptimType.EXACT_SGD, stochastic_rounding=False)
