@@ -110,7 +110,7 @@ class FbgemmInstance:
             psw = per_sample_weights.to(self.device, torch.float32).clone().requires_grad_(torch.is_grad_enabled())
         self.tbe.bounds_check_warning.zero_()
         try:
-            with quiet_stderr(self.mode == BoundsCheckMode.WARNING and self.device == "cpu"):
+            with quiet_stderr(self.mode == BoundsCheckMode.WARNING and torch.device(self.device).type == "cpu"):
                 out = self.tbe(indices.to(self.device).clone(), offsets.to(self.device).clone(), psw)
         except RuntimeError as e:
             if self.mode == BoundsCheckMode.FATAL and _from_bounds_check(e):  # its TORCH_CHECK rejected the batch

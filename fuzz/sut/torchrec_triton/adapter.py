@@ -25,8 +25,7 @@ from typing import Any, Optional
 
 import torch
 
-from fuzz.errors import FatalBoundsCheck
-from fuzz.sut.fbgemm_cpu import _from_bounds_check, quiet_stderr
+from fuzz.sut.fbgemm_cpu import FbgemmInstance
 from fuzz.sut.protocol import TBEParams
 from fuzz.sut.torchrec_triton.loader import Loaded
 from tbe import KernelConfig
@@ -72,8 +71,10 @@ def bounds_mode(module: Any, mode: BoundsCheckMode) -> Any:
     return Fbgemm[f"V2_{name}"] if v2 and f"V2_{name}" in Fbgemm.__members__ else Fbgemm[name]
 
 
-class TorchRecInstance:
-    """One TorchRec Triton TBE holding the given tables; forward, backward, state read-back."""
+class TorchRecInstance(FbgemmInstance):
+    """One TorchRec Triton TBE holding the given tables. Its module has FBGEMM's training TBE's interface (the
+    warning counter, ``split_embedding_weights``, ``split_optimizer_states``), so forward, backward and the state
+    read-back are ``FbgemmInstance``'s; only the building differs."""
 
     def __init__(self, loaded: Loaded, device: torch.device, p: TBEParams) -> None:
         from fbgemm_gpu.split_embedding_configs import EmbOptimType
@@ -98,37 +99,6 @@ class TorchRecInstance:
         self._out: Optional[torch.Tensor] = None
         self._psw: Optional[torch.Tensor] = None
 
-    def forward(self, indices, offsets, per_sample_weights=None) -> torch.Tensor:
-        psw = None
-        if per_sample_weights is not None:
-            psw = per_sample_weights.to(self.device, torch.float32).clone().requires_grad_(torch.is_grad_enabled())
-        self.tbe.bounds_check_warning.zero_()
-        try:
-            with quiet_stderr(self.mode == BoundsCheckMode.WARNING and self.device.type == "cpu"):
-                out = self.tbe(indices.to(self.device).clone(), offsets.to(self.device).clone(), psw)
-        except RuntimeError as e:
-            if self.mode == BoundsCheckMode.FATAL and _from_bounds_check(e):
-                raise FatalBoundsCheck(str(e).splitlines()[0]) from e
-            raise
-        self._warnings += int(self.tbe.bounds_check_warning.reshape(-1)[0])
-        self._out, self._psw = out, psw
-        return out
-
-    def backward(self, grad_output: torch.Tensor) -> Optional[torch.Tensor]:
-        out, self._out = self._out, None
-        out.backward(grad_output.to(out.device, out.dtype))
-        return None if self._psw is None else self._psw.grad
-
     def packed_weights(self) -> torch.Tensor:  # flat, table order: fuzz.sut.protocol.packed_weights copies it
         return self.tbe.weight.detach()
 
-    def weights(self) -> list[torch.Tensor]:
-        return [w.detach().cpu().clone() for w in self.tbe.split_embedding_weights()]
-
-    def momentum(self) -> Optional[list[torch.Tensor]]:
-        if Optimizer(self.params.optimizer) != Optimizer.EXACT_ROWWISE_ADAGRAD:
-            return None
-        return [s[0].detach().cpu().clone().reshape(-1) for s in self.tbe.split_optimizer_states()]
-
-    def bounds_check_warnings(self) -> int:
-        return self._warnings
