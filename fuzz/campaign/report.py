@@ -100,7 +100,7 @@ def campaign_text(r: CampaignResult) -> str:
     if r.ok and not r.judged:
         verdict = "NOT RUN (no example was checked" + (": interrupted)" if r.interrupted else " in the time)")
     lines = [
-        f"tbe-fuzz campaign: {verdict}  (SUT {_sut_text(r.sut)}, budget {r.budget.name}, seed {r.seed}, "
+        f"tbe-fuzz campaign: {verdict}  (SUT {_sut(r.sut).label}, budget {r.budget.name}, seed {r.seed}, "
         f"stopped by {r.stopped_by})",
         f"  examples {r.examples}" + (f" ({r.sub_cases} cases, packed)" if r.sub_cases != r.examples else "")
         + f", lookups {r.lookups}, {r.seconds:.1f}s"
@@ -142,14 +142,6 @@ def campaign_text(r: CampaignResult) -> str:
         lines.append(f"  replay:   {(r.artifact / 'replay.txt').read_text().strip()}")
         lines += _sanitizer_hint(r.failure, (r.artifact / "replay.txt").read_text())
     return "\n".join(lines)
-
-
-def _sut_text(sut: str) -> str:
-    """The SUT's name, with the version and source it was loaded from where it has one."""
-    target = _sut(sut)
-    if target.source is None and not target.version:
-        return target.name
-    return f"{target.name} {target.version}" + (f" from {target.source}" if target.source else "")
 
 
 def _fill_lines(r: CampaignResult) -> list[str]:

@@ -160,9 +160,8 @@ def opening_cases(config: KernelConfig, budget: Budget, sut: str = DEFAULT_SUT) 
         return cases
     plain = [d.case for d in cases] + size_edges(budget.max_lookups)
     plain += list(target.tour(budget.max_lookups)) if target.tour is not None else []
-    profiles = [()] + [tuple(sorted(dict(ov).items())) for _, ov in target.capabilities.config_profiles or ()]
-    if not target.capabilities.kernel_config:
-        profiles = [()]
+    own = target.capabilities.config_profiles if target.capabilities.kernel_config else None
+    profiles = [()] + [tuple(sorted(dict(ov).items())) for _, ov in own or ()]
     return [Drawn(c, profiles[i % len(profiles)]) for i, c in enumerate(plain)]
 
 

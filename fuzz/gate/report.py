@@ -81,10 +81,7 @@ def _sides(res: CascadeResult) -> tuple[str, str]:
     """Each side's SUT as loaded: name, version and source."""
     from fuzz.sut.protocol import get
 
-    def one(address: str) -> str:
-        t = get(address)
-        return f"{t.name} {t.version} ({t.source})" if t.source else t.name
-    return one(res.options.sut), one(res.options.candidate_address)
+    return get(res.options.sut).label, get(res.options.candidate_address).label
 
 
 def text(res: CascadeResult) -> str:

@@ -156,6 +156,13 @@ class SUT:
         """What names it everywhere (``get`` resolves it again): the name, with ``@DIR`` for a source tree."""
         return address(self.name, self.source)
 
+    @property
+    def label(self) -> str:
+        """Its name, with what it loaded and from where for a SUT loaded from a source tree (for summaries)."""
+        if self.source is None and not self.version:
+            return self.name
+        return f"{self.name} {self.version}" + (f" from {self.source}" if self.source else "")
+
 
 # ----------------------------------------------------------------------------- instance helpers
 def packed_weights(instance: Any, device: Any = "cpu") -> torch.Tensor:
@@ -221,47 +228,37 @@ def split_address(text: str) -> tuple[str, Optional[str]]:
     return name, (source if at else None)
 
 
+def _target(name: str) -> Any:
+    """What ``name`` (no source) resolves to: a factory or a ``SUT`` (built-in, entry point, or module:factory)."""
+    if name in BUILTIN:
+        return _load(BUILTIN[name])
+    if name in (eps := _entry_points()):
+        try:
+            return eps[name].load()
+        except Exception as e:  # noqa: BLE001  (a broken plug-in is reported, not raised through)
+            raise SUTError(f"entry point {name!r} ({eps[name].value}) failed to load: {type(e).__name__}: {e}") from e
+    if ":" in name:
+        return _load(name)
+    raise SUTError(f"unknown SUT {name!r} (known: {', '.join(names())}; or module:factory)")
+
+
 @functools.lru_cache(maxsize=None)
 def get(name: str) -> SUT:
     """Resolve ``name`` (built-in, entry point, or module:factory; ``NAME@DIR`` calls the factory with
     ``source=DIR``); the SUT's name is set to the name, its source to DIR."""
+    import inspect
+
     if not isinstance(name, str) or not name:
         raise SUTError(f"a SUT name must be a non-empty string, got {name!r}")
     name, source = split_address(name)
-    if source is not None:
-        return _resolve(name, source)
-    if name in BUILTIN:
-        obj = _load(BUILTIN[name])
-    elif name in (eps := _entry_points()):
-        try:
-            obj = eps[name].load()
-        except Exception as e:  # noqa: BLE001  (a broken plug-in is reported, not raised through)
-            raise SUTError(f"entry point {name!r} ({eps[name].value}) failed to load: {type(e).__name__}: {e}") from e
-    elif ":" in name:
-        obj = _load(name)
+    obj = _target(name)
+    if source is None:
+        sut = obj if isinstance(obj, SUT) else obj() if callable(obj) else obj
+    elif callable(obj) and not isinstance(obj, SUT) and "source" in inspect.signature(obj).parameters:
+        sut = obj(source=source)
     else:
-        raise SUTError(f"unknown SUT {name!r} (known: {', '.join(names())}; or module:factory)")
-    sut = obj if isinstance(obj, SUT) else obj() if callable(obj) else obj
-    if not isinstance(sut, SUT):
-        raise SUTError(f"SUT {name!r} resolved to {type(sut).__name__}, not a fuzz.sut.protocol.SUT")
-    return dataclasses.replace(sut, name=name)
-
-
-def _resolve(name: str, source: str) -> SUT:
-    """The SUT ``name`` loaded from ``source``: its factory called with ``source=``."""
-    import inspect
-
-    base = get(name)  # refuses an unknown name as usual
-    factory = _load(BUILTIN[name]) if name in BUILTIN else None
-    if factory is None and name in (eps := _entry_points()):
-        factory = eps[name].load()
-    if factory is None and ":" in name:
-        factory = _load(name)
-    takes = callable(factory) and not isinstance(factory, SUT) and "source" in inspect.signature(factory).parameters
-    if not takes:
-        raise SUTError(f"SUT {base.name!r} loads no source tree: --sut-source applies to SUTs whose factory takes "
+        raise SUTError(f"SUT {name!r} loads no source tree: --sut-source applies to SUTs whose factory takes "
                        f"source= (torchrec-triton)")
-    sut = factory(source=source)
     if not isinstance(sut, SUT):
         raise SUTError(f"SUT {name!r} resolved to {type(sut).__name__}, not a fuzz.sut.protocol.SUT")
     return dataclasses.replace(sut, name=name, source=source)
