@@ -73,7 +73,7 @@ def test_redis_database_shares_a_failure_between_campaigns(redis_url, tmp_path):
     assert client.keys(b"tbe-fuzz:*"), "the failure was not saved in Redis"
     # another campaign (another seed, another artifact dir: another host) replays it first
     second = run_campaign(config, TINY, seed=99, artifacts_dir=tmp_path / "b", database=open_database(url, config),
-                          tour_share=None)
+                          tour_share=None, reuse=True)
     assert not second.ok and second.first_failure_examples <= 2, second.first_failure_examples
     assert client.keys(b"tbe-fuzz:*") and not client.keys(b"hypothesis-example:*")
 

@@ -10,4 +10,5 @@ __all__, __getattr__, __dir__ = face(__name__, {
     ".report": ("campaign_text", "campaign_json", "replay_text", "replay_json", "failure_lines"),
     ".progress": ("LiveProgress", "chain"),
     ".database": ("open_database", "check_url", "is_redis", "require_redis"),
+    ".repeat": ("Repeat",),
 })

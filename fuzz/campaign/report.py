@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any, Optional
 
 from fuzz.execution import replay_command
+from fuzz.campaign import repeat
 from fuzz.campaign.search import CampaignResult
 from strategies.cases import case_size, case_to_dict
 from fuzz.judge import CaseResult, coverage
@@ -75,13 +77,14 @@ def _time_lines(r: CampaignResult) -> list[str]:
     from fuzz.budgets import EXAMPLE_CAP_S
 
     lines = []
+    counts = repeat.of(r)
     if r.stopped_by == StopReason.TIME:
-        drawn = r.examples - r.tour_examples - r.fill_examples
         aimed = f", {r.fill_examples} aimed" if r.fill_examples else ""
-        lines.append(f"  time-bound: {r.examples} examples ({r.tour_examples} of the opening tour, {drawn} drawn"
-                     f"{aimed}) in {r.budget.seconds:.0f}s; the count varies with the machine's speed"
-                     + (", and the draws went on after the aimed cases (seed + 1)" if r.resumed else
-                        f", and --max-examples {max(1, drawn)} repeats the run exactly"))
+        after = f", {r.drawn_after} drawn after them (seed + 1)" if r.resumed else ""
+        lines.append(f"  time-bound: {r.examples} examples ({r.tour_examples} of the opening tour, {counts.drawn} "
+                     f"drawn{aimed}{after}) in {r.budget.seconds:.0f}s; the count varies with the machine's speed")
+    if r.budget.seconds != float("inf"):
+        lines.append(_repeat_line(r, counts))
     if r.skipped_for_time or r.stopped_for_time:
         lines.append(f"  for time: {r.skipped_for_time} drawn example(s) not started (expected cost over the time "
                      f"left), {r.stopped_for_time} stopped {EXAMPLE_CAP_S:g}s past the end; none judged")
@@ -89,6 +92,16 @@ def _time_lines(r: CampaignResult) -> list[str]:
         lines.append(f"  stopped for time, saved to judge: {path}")
         lines.append(f"    replay: {(path / 'replay.txt').read_text().strip()}")
     return lines
+
+
+def _repeat_line(r: CampaignResult, counts: repeat.Repeat) -> str:
+    """How to run this campaign's examples again, and what would make that run differ."""
+    if r.reused:
+        return ("  repeat: not from the seed alone, as the search began with the example database's saved examples "
+                "(--continue); without it the same command with " f"{counts.option} runs the seed's examples")
+    caveat = "; each known finding must shrink to the same case for the rounds after it to match" if r.known else ""
+    return (f"  repeat: the same command with {counts.option} runs these examples again (no time limit; the seed "
+            f"decides them){caveat}")
 
 
 def campaign_text(r: CampaignResult) -> str:
@@ -190,6 +203,7 @@ def campaign_json(r: CampaignResult) -> dict[str, Any]:
     return {
         "kind": "campaign", "ok": r.ok and r.judged, "not_run": r.ok and not r.judged, "budget": r.budget.name, "pack": r.budget.pack,
         "seed": r.seed, "stopped_by": r.stopped_by,
+        "repeat": dataclasses.asdict(repeat.of(r)), "read_database": r.reused,
         "interrupted": r.interrupted, "time_bound": r.stopped_by == StopReason.TIME,
         **r.to_state(),
         "bound": r.model.kind, "false_alarm": r.model.false_alarm if r.model.kind != "worst" else None,

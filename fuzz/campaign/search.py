@@ -35,6 +35,7 @@ from fuzz.execution import artifacts, interrupt
 from fuzz.budgets import EXAMPLE_CAP_S, Budget
 from fuzz.campaign.reduce import failing_check, reduce_failure, size_text
 from fuzz.campaign.pareto import without_pareto_front
+from fuzz.campaign.repeat import Repeat
 from strategies.cases import case_size, tensors
 from fuzz.judge.check import CaseResult
 from fuzz.status import StopReason
@@ -98,6 +99,9 @@ class CampaignResult(CampaignStats):
     environment: Optional[dict[str, Any]] = None     # where the cases ran (the supervised worker's)
     search_config: bool = True        # the search drew configs around ``config`` (coverage's reachable cells)
     resumed: bool = False             # the draws went on after the aimed cases, from seed + 1
+    drawn_after: int = 0              # drawn examples checked after the aimed cases (``resumed``)
+    reused: bool = False              # the search first ran examples saved in the example database
+    skipped_at: list[int] = dataclasses.field(default_factory=list)  # attempts not started or stopped, for time
     stopped: list[tuple[Any, KernelConfig, CaseTimedOut]] = dataclasses.field(default_factory=list)  # cut for time
     stopped_artifacts: list[Path] = dataclasses.field(default_factory=list)  # where ``stopped`` was saved
 
@@ -186,6 +190,8 @@ def run_campaign(
     tour_share: Optional[TourShare] = ALL,
     fill: bool = True,
     tour_done: int = 0,
+    reuse: bool = False,
+    repeat: Optional[Repeat] = None,
 ) -> CampaignResult:
     """Search for a case that fails under ``config``. ``artifacts_dir=None`` saves nothing; the example
     database lives under it unless ``use_database`` is off (then every run starts from the seed alone);
@@ -203,7 +209,10 @@ def run_campaign(
     campaign runs (``strategies.tour.TourShare``; None: none, the search alone); ``tour_done``: how many of
     them an earlier round already ran, in order (``fuzz.campaign.triage``), left out. ``fill``: when the
     campaign draws its own cases and its time bounds the draws, the last ``fuzz.campaign.fill.FILL_SHARE`` of
-    the search time runs aimed cases for the coverage cells the draws left at zero (this tour share's cells)."""
+    the search time runs aimed cases for the coverage cells the draws left at zero (this tour share's cells).
+    The example database is written, and read (its saved examples run first) only with ``reuse``, so a seed
+    decides the examples. ``repeat`` (``fuzz.campaign.repeat``) runs another campaign's examples again by their
+    counts per phase; its budget should have no time bound."""
     model = model or from_env()
     res = CampaignResult(config, budget, seed, model=model, sut=sut, search_config=strategy is None)
     sup = supervisor or shared()
@@ -236,22 +245,34 @@ def run_campaign(
         return (shrink_end() if best else search_end) + EXAMPLE_CAP_S
     configs: dict[int, tuple[KernelConfig, dict[str, Any]]] = {}  # id(failing result) -> its config, overrides
 
-    phases = [Phase.explicit, Phase.reuse, Phase.generate, Phase.target] + ([Phase.shrink] if shrink else [])
+    phases = ([Phase.explicit] + ([Phase.reuse] if reuse else []) + [Phase.generate, Phase.target]
+              + ([Phase.shrink] if shrink else []))
     db = _database(artifacts_dir, config, sut) if artifacts_dir is not None and use_database else None
     if database is not None and use_database:
         db = database
+    res.reused = reuse and db is not None
+
+    def drawn_here() -> int:  # drawn examples checked in this phase of the draws (before or after the aimed)
+        return res.drawn_after if res.resumed else res.examples - res.tour_examples - res.fill_examples
+
+    attempts = [0]  # cases tried before a failure (tour, draws, aimed): a repeat leaves out the same ones
 
     def run(case, cfg):  # one supervised case, its round trip and phases counted
         t0 = time.perf_counter()
         left = hard_end() - t0
+        attempt = attempts[0]
+        attempts[0] += 0 if best else 1
         expected = expected_seconds(case, sut=sut)
-        if expected > left:
+        if (expected > left) if repeat is None or best else attempt in repeat.skipped:
             res.skipped_for_time += 1
-            raise CaseTimedOut(f"expected to take {expected:.0f}s with {left:.0f}s left")
+            res.skipped_at += [] if best else [attempt]
+            raise CaseTimedOut(f"expected to take {expected:.0f}s with {left:.0f}s left" if repeat is None or best
+                               else f"left out for time by the campaign repeated (attempt {attempt})")
         try:
             result = sup.run(case, cfg, pending=pending, model=model, sut=sut, limit_s=left)
         except CaseTimedOut as e:
             res.stopped_for_time += 1
+            res.skipped_at += [] if best else [attempt]
             if not best:  # a shrink step cut for time is only a smaller copy of the failure already kept
                 res.stopped.append((case, cfg, e))
             raise
@@ -283,6 +304,9 @@ def run_campaign(
         if interrupt.requested():
             res.stopped_by = StopReason.INTERRUPTED
             raise _Interrupted()
+        if repeat is not None and not best and drawn_here() >= (repeat.after if res.resumed else repeat.drawn):
+            res.stopped_by = StopReason.EXAMPLES
+            raise _OutOfTime()
         now = time.perf_counter()
         if res.failure is None and not best and now > search_end - reserve:
             res.stopped_by = StopReason.TIME
@@ -330,6 +354,7 @@ def run_campaign(
             steps[0] += 1
         else:
             res.count(result, known, expected is not None, observe)
+            res.drawn_after += res.resumed
         if not result.ok and not known:
             if not best:
                 found(result)
@@ -389,13 +414,15 @@ def run_campaign(
             res.failure, res.stopped_by = best[0], StopReason.FAILURE
         elif not res.interrupted:
             res.stopped_by = stopped_by
-    if fill and not best and res.failure is None and res.stopped_by == StopReason.TIME:  # not after --max-examples
-        aimed = _aimed(res, config, tour_share or ALL, search_end, caps)
+    timed_out = res.stopped_by == StopReason.TIME  # not after --max-examples, unless repeated
+    if fill and not best and res.failure is None and (timed_out if repeat is None else repeat.aimed > 0):
+        aimed = _aimed(res, config, tour_share or ALL, search_end, caps)[:None if repeat is None else repeat.aimed]
         building = built_first if built_first is not None else readiness
         if _explicit(_as_ready(aimed, building, config, lambda: search_end), False, config, res, best, configs,
                      lambda: search_end, observe, run, expected, found):
             res.failure, res.stopped_by = best[0], StopReason.FAILURE
-        elif res.stopped_by == StopReason.TIME and search_end - time.perf_counter() > RESUME_S:
+        elif (res.stopped_by == StopReason.TIME and search_end - time.perf_counter() > RESUME_S
+              if repeat is None else repeat.after > 0 and not res.interrupted):
             reserve = 0.0  # the aimed cases are done early: the draws go on, from a seed of their own
             res.stopped_by, res.resumed = "", True
             search(hypothesis_run(seed + 1))

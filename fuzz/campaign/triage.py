@@ -21,6 +21,7 @@ from typing import Any, Optional, Sequence
 
 from fuzz.execution import artifacts, interrupt
 from fuzz.budgets import Budget
+from fuzz.campaign.repeat import Repeat
 from fuzz.campaign.search import CampaignResult, run_campaign, save_campaign_failure
 from strategies.cases import case_size
 from strategies.tour import ALL
@@ -66,17 +67,22 @@ def run_triaged(
     announce: Any = None,
     tour_share: Any = ALL,
     fill: bool = True,
+    reuse: bool = False,
+    repeat: Optional[Repeat] = None,
 ) -> CampaignResult:
     """A campaign against ``sut`` that reports its triaged findings as known (see the module docstring).
     With no finding triaged for ``sut`` it is exactly ``run_campaign`` (``database`` and ``observe`` as
     there; rounds of a triaged campaign use no database); ``strategy`` replaces the drawn cases as there,
-    and ``tour_share`` picks the opening tour's cases as there, in every round."""
+    and ``tour_share`` picks the opening tour's cases as there, in every round. ``reuse`` and ``repeat`` as there;
+    a repeat's drawn count spans the rounds (each round's seed decides its draws, so they repeat as long as
+    each known finding shrinks to the same case)."""
     model = model or from_env()
     common = dict(artifacts_dir=artifacts_dir, progress=progress, meta=meta, sut=sut, observe=observe, model=model,
                   supervisor=supervisor, readiness=readiness, strategy=strategy, announce=announce,
                   tour_share=tour_share, fill=fill)
     if not for_sut(sut, triage):
-        return run_campaign(config, budget, seed=seed, use_database=use_database, database=database, **common)
+        return run_campaign(config, budget, seed=seed, use_database=use_database, database=database, reuse=reuse,
+                            repeat=repeat, **common)
     start = time.perf_counter()
     total = CampaignResult(config, budget, seed, sut=sut, model=model)
     found: dict[str, KnownRecord] = {}
@@ -84,17 +90,19 @@ def run_triaged(
     while True:
         left = budget.seconds - (time.perf_counter() - start)
         examples_left = budget.max_examples - total.examples
+        drawn_left = None if repeat is None else repeat.drawn - (total.examples - total.tour_examples)
         if interrupt.requested():
             total.stopped_by = StopReason.INTERRUPTED
             break
-        if left <= 0 or examples_left <= 0:
+        if left <= 0 or examples_left <= 0 or drawn_left is not None and drawn_left <= 0:
             total.stopped_by = StopReason.TIME if left <= 0 else StopReason.EXAMPLES
             break
         only = tuple(found)
         part = run_campaign(
             config, dataclasses.replace(budget, seconds=left, max_examples=examples_left), seed=seed + round_,
             use_database=False, expected=lambda r: explain(sut, r, triage, only=only) is not None,
-            tour_done=tour_done, **{**common, "artifacts_dir": None},
+            tour_done=tour_done, repeat=None if drawn_left is None else Repeat(drawn_left),
+            **{**common, "artifacts_dir": None},
         )
         total.merge(part)
         if readiness is None:  # the tour ran in order: its cases so far, the failing one included, are done

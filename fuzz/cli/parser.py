@@ -125,12 +125,13 @@ def _budget_options(p: argparse.ArgumentParser, default: str = "quick") -> None:
     p.add_argument("--budget", choices=BUDGET_NAMES, default=default,
                    help=f"search budget (default {default}; quick stays under 2 minutes on the CPU interpreter)")
     p.add_argument("--seed", type=_seed, default=0,
-                   help="Hypothesis seed (default 0); a time-bound run checks as many examples as the machine's "
-                        "speed allows, so only --max-examples repeats a seed's run exactly")
+                   help="Hypothesis seed (default 0); it alone decides the examples (the example database is read "
+                        "only with --continue). A time-bound run checks as many as the machine's speed allows; its "
+                        "summary's --repeat line runs the same examples again")
     p.add_argument("--max-examples", type=_positive_int, default=None,
                    help="cap on drawn examples (run checks its opening tour's cases first); for run, given without "
                         "--time it lifts the time limit: the tour and exactly this many drawn examples for a seed "
-                        "(exactly reproducible, with the same example database)")
+                        "(Hypothesis draws differently for another cap: --repeat, not this, repeats a timed run)")
     p.add_argument("--time", type=_positive_float, default=None, metavar="S",
                    help="search time in seconds; a failure then shrinks for the budget's shrink time, and an example "
                         f"still running {EXAMPLE_CAP_S:g}s past either end is stopped, not judged")
@@ -299,7 +300,11 @@ def cmd_run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
     _require(parser, args.sut, kernel_config=args.config is not None, config=args.config[1] if args.config else None)
     budget = _budget(args)
-    if args.max_examples is not None and args.time is None:  # bounded by the count alone: reproducible
+    if getattr(args, "repeat", None) is not None and args.time is not None:
+        parser.error("argument --repeat: not allowed with --time (a repeat is bounded by its counts alone)")
+    if getattr(args, "repeat", None) is not None and (args.workers or 1) > 1:
+        parser.error("argument --repeat: not allowed with --workers > 1 (it repeats one campaign)")
+    if (args.max_examples is not None or getattr(args, "repeat", None) is not None) and args.time is None:  # by counts: reproducible
         budget = budget.with_overrides(seconds=float("inf"))
     return run(args, budget, _backend_line(args.sut), _model(args))
 

@@ -39,6 +39,15 @@ def _workers_arg(text: str) -> int:
     return value
 
 
+def _repeat_arg(text: str):
+    from fuzz.campaign.repeat import Repeat
+
+    try:
+        return Repeat.parse(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def _tour_share_arg(text: str):
     from strategies.tour import TourShare
 
@@ -69,8 +78,16 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("--workers", type=_workers_arg, default=None, metavar="N",
                      help="campaign processes (default: one per visible GPU; one without a GPU)")
     run.add_argument("--database", type=_database_arg, default=None, metavar="DIR|redis://HOST:PORT/DB",
-                     help="Hypothesis example database shared by the workers (default: <artifacts>/.hypothesis); a "
-                          "redis:// server also holds the compiled kernels, so hosts build each kernel once")
+                     help="Hypothesis example database shared by the workers (default: <artifacts>/.hypothesis), "
+                          "read as with --continue; a redis:// server also holds the compiled kernels, so hosts "
+                          "build each kernel once")
+    run.add_argument("--continue", dest="continue_", action="store_true",
+                     help="go on from the example database: the examples earlier runs saved there (failures, the "
+                          "search's best) run first. Without it (or --database) a run only writes the database, "
+                          "and its seed alone decides its examples")
+    run.add_argument("--repeat", type=_repeat_arg, default=None, metavar="DRAWN[,AIMED[,AFTER]]",
+                     help="run a campaign's examples again, by the counts its summary prints: the tour, DRAWN drawn "
+                          "examples, the first AIMED aimed cases, AFTER draws after them; no time limit")
     run.add_argument("--no-warmup", action="store_true", help="skip building the kernels (each case compiles its own)")
     run.add_argument("--warmup-first", action="store_true",
                      help="build every kernel before the search starts (default: build in the background while "
@@ -168,6 +185,11 @@ def tour_share(args: argparse.Namespace) -> Any:
     return getattr(args, "tour_share", None) or ALL
 
 
+def reads_database(args: argparse.Namespace) -> bool:
+    """Whether a run reads its example database: with --continue, or a database named with --database."""
+    return bool(getattr(args, "continue_", False) or getattr(args, "database", None))
+
+
 def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any = None) -> int:
     from fuzz.budgets import EXAMPLE_CAP_S
     from fuzz.campaign import coverage_map, pictures
@@ -182,7 +204,7 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any
     from tbe import KernelConfig
 
     config = args.config[1] if args.config else KernelConfig()
-    n = args.workers if args.workers is not None else default_workers()
+    n = args.workers if args.workers is not None else 1 if args.repeat is not None else default_workers()
     timed = budget.seconds != float("inf")
     _progress(f"tbe-fuzz run: budget {budget.name} ("
               + (f"{budget.seconds:g}s search + {budget.shrink_seconds:g}s to shrink a failure, an example stopped "
@@ -248,7 +270,7 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any
                               meta={"config_file": str(args.config[0]) if args.config else None}, sut=sut,
                               model=model, readiness=None if background is None else background.readiness,
                               announce=live.write if live.enabled else _progress, tour_share=tour_share(args),
-                              fill=not args.no_fill)
+                              fill=not args.no_fill, reuse=reads_database(args), repeat=args.repeat)
     except BaseException:
         if background is not None:
             background.stop()  # else its builder process keeps this one alive until every group is built

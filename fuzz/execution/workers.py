@@ -4,8 +4,8 @@ Each worker is a ``tbe-fuzz run`` subprocess with its own seed (base seed + work
 share of the opening tour (``--tour-share I/N``: the workers run each tour case once between them),
 pinned to one GPU through ``CUDA_VISIBLE_DEVICES`` (round-robin over the visible GPUs) or,
 without a GPU, one interpreter process each. All share the artifact directory and one
-example database (the directory one, or Redis with ``--database redis://...``), so a
-failure one worker saved is replayed by the others on their next run. The parent waits,
+example database (the directory one, or Redis with ``--database redis://...``), so with ``--continue`` (implied
+by ``--database``) a failure one worker saved is replayed by the others on their next run. The parent waits,
 reads each worker's JSON summary, and merges them (``fuzz.execution.stats``: examples and
 lookups add up, tiers add up, the worst ratio per check is the largest; ``fuzz.judge.coverage``:
 coverage counts add up), and any worker that failed a case or crashed (no summary, with its exit code and log) makes the whole run fail.
@@ -63,6 +63,8 @@ def worker_argv(args: Any, index: int, report_dir: Optional[Path]) -> list[str]:
         argv += ["--config", str(args.config[0])]
     if args.database:
         argv += ["--database", args.database]
+    if getattr(args, "continue_", False):
+        argv += ["--continue"]
     if getattr(args, "bound", None):
         argv += ["--bound", args.bound]
     if getattr(args, "sut", "triton") != "triton":
