@@ -5,7 +5,10 @@ torchrec-triton --sut-source DIR`` in a process of its own, with the same budget
 the campaign met ``torchrec-missing-psw-grad`` has that finding's shrunk artifact replayed against the
 newest version (``tbe-fuzz replay DIR --sut-source NEWEST``): the fix should make it pass there.
 
-    python -m benchmarks.torchrec_versions [--time S] [--seed N] [--out DIR] [--only COMMIT ...]
+    python -m benchmarks.torchrec_versions [--time S] [--seed N] [--out DIR] [--only COMMIT ...] [--parallel N]
+
+``--parallel N`` runs N versions at once: a GPU campaign against TorchRec's kernels spends most of its time
+compiling them on the CPU, so several share one GPU well (their times are then not each one's alone).
 
 Writes ``torchrec_versions_<device>.jsonl`` (one record per version) and ``.md`` (the table) under
 ``benchmarks/results/``, and each campaign's artifacts under ``--out``.
@@ -14,6 +17,7 @@ Writes ``torchrec_versions_<device>.jsonl`` (one record per version) and ``.md``
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import json
 import subprocess
 import sys
@@ -70,7 +74,7 @@ def replay_on(artifact: str, folder: Path) -> dict:
     return {"exit": proc.returncode, "ok": data.get("ok"), "known": data.get("known"), "on": folder.name}
 
 
-def table(records: list[dict], device: str) -> str:
+def table(records: list[dict], device: str, parallel: int = 1) -> str:
     lines = [f"# TorchRec Triton TBE versions on {device}", "",
              "| version | verdict | examples | first new failure | known findings met (examples before it) | "
              "missing psw grad's case on the newest |", "|---|---|---|---|---|---|"]
@@ -84,6 +88,8 @@ def table(records: list[dict], device: str) -> str:
         lines.append(f"| {r['version']} | {r['verdict']} | {r.get('examples', '-')} | {first} | {known} | {fix} |")
     lines += ["", f"Command per version: `python -m fuzz {records[0]['command']}` (artifacts path aside)." if records
               else "", ""]
+    if parallel > 1:
+        lines += [f"{parallel} versions ran at once (`--parallel {parallel}`), sharing the machine.", ""]
     return "\n".join(lines)
 
 
@@ -97,6 +103,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path, default=Path("torchrec-sweep"), help="artifacts root")
     p.add_argument("--only", nargs="*", default=None, help="these versions only")
     p.add_argument("--results", type=Path, default=RESULTS)
+    p.add_argument("--parallel", type=int, default=1, help="versions run at once (default 1)")
     args = p.parse_args(argv)
     folders = [f for f in snapshots() if args.only is None or f.name in args.only]
     if not folders:
@@ -107,18 +114,22 @@ def main(argv=None) -> int:
     args.results.mkdir(parents=True, exist_ok=True)
     stem = args.results / f"torchrec_versions_{device}"
     stem.with_suffix(".jsonl").write_text("")
-    records = []
-    for folder in folders:
+    def one(folder: Path) -> dict:
         r = run_version(folder, args, args.out)
         missing = [k for k in r.get("known", []) if k["id"] == "torchrec-missing-psw-grad" and k["artifact"]]
         if missing and folder != newest:
             r["psw_fix_replay"] = replay_on(missing[0]["artifact"], newest)
-        records.append(r)
         print(json.dumps(r), flush=True)
-        with stem.with_suffix(".jsonl").open("a") as f:  # as it goes: a run cut short keeps what it measured
-            f.write(json.dumps(r) + "\n")
-        stem.with_suffix(".md").write_text(table(records, device))
-    print(table(records, device))
+        return r
+
+    records: list[dict] = []
+    with concurrent.futures.ThreadPoolExecutor(max(1, args.parallel)) as pool:
+        for r in pool.map(one, folders):  # in version order, each written as it comes
+            records.append(r)
+            with stem.with_suffix(".jsonl").open("a") as f:  # a run cut short keeps what it measured
+                f.write(json.dumps({**r, "parallel": args.parallel}) + "\n")
+            stem.with_suffix(".md").write_text(table(records, device, args.parallel))
+    print(table(records, device, args.parallel))
     return 0
 
 
