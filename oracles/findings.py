@@ -71,10 +71,11 @@ TORCHREC_EMPTY_BATCH_BACKWARD = (
     "fbgemm.get_infos_metadata with B = 0); FBGEMM's own TBE trains on such a batch. Every version "
     "(docs/findings/torchrec-triton.md)."
 )
-TORCHREC_STOCHASTIC_ROUNDING_FP32 = (
-    "TorchRec's Triton TBE applies stochastic rounding (the module's default) whatever the weights' dtype: "
-    "its store rounds every updated fp32 weight to one of its two neighbouring fp16 values, so fp32 tables "
-    "lose all but 11 bits of each updated row (and overflow to inf past 65,504). Every version "
+TORCHREC_STOCHASTIC_ROUNDING_FP16 = (
+    "TorchRec's Triton TBE applies stochastic rounding (the module's default) whatever the weights' dtype, and "
+    "its store rounds through fp16: every updated fp32 weight becomes one of its two neighbouring fp16 values "
+    "(11 significant bits, inf past 65,504), and a bf16 weight below fp16's normal range (2^-14) lands on fp16's "
+    "subnormal grid (steps of 2^-24) instead of bf16's finer one (and past 65,504 becomes inf). Every version "
     "(docs/findings/torchrec-triton.md)."
 )
 

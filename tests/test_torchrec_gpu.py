@@ -90,7 +90,7 @@ def test_torchrec_cuda_rounds_fp32_weights_to_fp16_under_stochastic_rounding():
     res = run_case(dataclasses.replace(PLAIN, optimizer="exact_sgd"), KernelConfig(stochastic_rounding=True),
                    sut=sut())
     assert {r.check for r in res.reports if not r.ok} == {Check.WEIGHTS}, res.text()
-    assert [f.id for f in explain(sut(), res)] == ["torchrec-stochastic-rounding-fp32"]
+    assert [f.id for f in explain(sut(), res)] == ["torchrec-stochastic-rounding-through-fp16"]
 
 
 def test_torchrec_cuda_psw_gradient_is_missing_before_3f2fe5f3():

@@ -91,3 +91,18 @@ def test_a_triaged_campaign_goes_on_with_the_tour_where_the_round_before_stopped
     res = run_triaged(KernelConfig(), budget, artifacts_dir=None, sut=sut, use_database=False)
     assert res.ok and [k.finding.id for k in res.known] == ["mean-as-sum"], res.failure
     assert res.tour_examples == len(cases), (res.tour_examples, len(cases))
+
+
+@pytest.mark.parametrize("weights, expected, got, explained", [
+    ("fp32", 0.19394567, 0.1939697265625, True),      # an fp16 value: rounded through fp16
+    ("fp32", 0.19394567, 0.19394568, False),        # off the fp16 grid: some other error
+    ("bf16", 3.937e-7, 4.172325134277344e-07, True),  # below fp16's normal range, on its subnormal grid
+    ("bf16", 0.5, 0.50390625, False),               # normal range: every bf16 value is an fp16 one, not evidence
+    ("bf16", 1e5, float("inf"), True),              # past fp16's largest value
+])
+def test_stochastic_rounding_through_fp16_is_matched_on_the_worst_entry(weights, expected, got, explained):
+    from fuzz.judge.known import _stored_through_fp16
+    from oracles.compare import Mismatch
+
+    case = CaseSpec(tables=((8, 4),), batch_size=1, weights_dtype=weights)
+    assert _stored_through_fp16(case, Mismatch(0, 0, 0, expected, got, 1e-9)) is explained

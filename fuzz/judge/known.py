@@ -15,10 +15,12 @@ import dataclasses
 import re
 from typing import Callable, Optional, Sequence
 
+import torch
+
 from strategies.cases import AnyCase, BadIdCase, base_spec
 from fuzz.judge.check import CaseResult
 from oracles import findings
-from oracles.compare import Check, Oracle, Report
+from oracles.compare import Check, Mismatch, Oracle, Report
 from tbe import KernelConfig
 
 ANY = (Check.FORWARD, Check.WEIGHTS, Check.MOMENTUM, Check.PSW_GRAD, Check.WARNINGS, Check.FATAL_RAISED,
@@ -35,13 +37,15 @@ class KnownFinding:
     checks: tuple[Check, ...] = ()      # the SUT's checks against FP64 it explains
     error: str = ""                     # a regex: it explains an exception whose traceback matches
     under: Callable[[Optional[KernelConfig]], bool] = lambda config: True  # predicate on the effective config
+    worst: Callable[[AnyCase, Mismatch], bool] = lambda case, entry: True   # on a failing check's worst entry
 
     def applies_to(self, result: CaseResult) -> bool:
         """Whether it applies to ``result``'s case under the config that case ran with."""
         return bool(self.applies(result.case)) and bool(self.under(result.config))
 
-    def explains(self, report: Report) -> bool:
-        return report.oracle == Oracle.FP64 and report.check is not None and report.check in self.checks
+    def explains(self, report: Report, case: Optional[AnyCase] = None) -> bool:
+        return (report.oracle == Oracle.FP64 and report.check is not None and report.check in self.checks
+                and (report.worst is None or case is None or bool(self.worst(case, report.worst))))
 
     def explains_crash(self, traceback_text: str) -> bool:
         return bool(self.error) and re.search(self.error, traceback_text) is not None
@@ -58,6 +62,16 @@ def _bad(id_kind: str = "", offset_kind: str = "") -> Callable[[AnyCase], bool]:
         return (any(b.kind == id_kind for b in case.bad.bad_ids) if id_kind
                 else offset_kind in case.bad.bad_offsets)
     return pred
+
+
+def _stored_through_fp16(case: AnyCase, entry: Mismatch) -> bool:
+    """The worst weight is an fp16 value, and for bf16 weights one that bf16 would hold more finely (outside fp16's
+    normal range, where fp16 has subnormals or overflows): a store that rounded to fp16, not to the weights' dtype."""
+    got = torch.tensor(entry.got, dtype=torch.float64)
+    on_grid = bool(torch.isinf(got) or got.half().double() == got)
+    if base_spec(case).weights_dtype == "fp32":
+        return on_grid
+    return on_grid and not (2.0 ** -14 <= abs(entry.expected) <= 65504.0)
 
 
 CPU, CUDA, TORCHREC = "fbgemm-cpu", "fbgemm-cuda", "torchrec-triton"
@@ -85,9 +99,9 @@ TRIAGE: tuple[KnownFinding, ...] = (
                  _spec(lambda s: s.weighted), (Check.MISSING_PSW_GRAD,)),
     KnownFinding("torchrec-empty-batch-backward-raises", (TORCHREC,), findings.TORCHREC_EMPTY_BATCH_BACKWARD,
                  _spec(lambda s: s.batch_size == 0), error=r"B must be positive"),
-    KnownFinding("torchrec-stochastic-rounding-fp32", (TORCHREC,), findings.TORCHREC_STOCHASTIC_ROUNDING_FP32,
-                 _spec(lambda s: s.weights_dtype == "fp32"), (Check.WEIGHTS,),
-                 under=lambda config: config is not None and config.stochastic_rounding),
+    KnownFinding("torchrec-stochastic-rounding-through-fp16", (TORCHREC,), findings.TORCHREC_STOCHASTIC_ROUNDING_FP16,
+                 _spec(lambda s: s.weights_dtype in ("fp32", "bf16")), (Check.WEIGHTS,),
+                 under=lambda config: config is not None and config.stochastic_rounding, worst=_stored_through_fp16),
 )
 
 
@@ -118,6 +132,6 @@ def explain(sut: str, result: CaseResult, triage: Sequence[KnownFinding] = TRIAG
     if result.error is not None and not take(lambda f: f.explains_crash(result.error)):
         return None
     for r in result.reports:
-        if not r.ok and not take(lambda f, r=r: f.explains(r)):
+        if not r.ok and not take(lambda f, r=r: f.explains(r, result.case)):
             return None
     return tuple(f for f in usable if f in used)
