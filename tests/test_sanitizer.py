@@ -140,3 +140,21 @@ def test_disable_restores_the_interpreter(monkeypatch):
     monkeypatch.setenv(env.SANITIZE.name, "yes please")
     with pytest.raises(ValueError, match="TBE_FUZZ_SANITIZE"):
         sanitizer.requested()
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_the_watch_counts_accesses_outside_the_tensors_and_lets_them_run(fused):
+    """Row E_t of the last table lies past the weights' storage: counted; of the first, inside table 1: not
+    (only the address check watches). Either way the kernel runs on as it would unwatched."""
+    for last, outside in ((True, True), (False, False)):
+        m, ids, off = _off_by_one_module(last, fused)
+        with sanitizer.watched() as count:
+            out = m(ids, off)
+        assert (count() > 0) == outside, (last, count())
+        assert out.shape == (2, 8) and not sanitizer.enabled()
+
+
+def test_under_the_sanitizer_the_watch_adds_nothing(sanitized):
+    with sanitizer.watched() as count:
+        assert count() == 0 and sanitizer.enabled()
+    assert sanitizer.enabled(), "the sanitizer the test turned on stays on"

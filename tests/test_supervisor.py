@@ -21,7 +21,7 @@ import pytest
 
 from fuzz.execution import artifacts
 
-from tbe import env
+from tbe import env, faults
 from fuzz.campaign import run_campaign
 from fuzz.judge.check import classify
 from fuzz.cli import main
@@ -48,6 +48,34 @@ def test_normal_path_keeps_one_worker():
         results = [s.run(SPEC, KernelConfig()) for _ in range(3)]
         assert all(r.ok for r in results) and s.started == 1
         assert s.environment["python"] and "triton" in s.environment
+    finally:
+        s.close()
+
+
+def test_a_mismatch_keeps_its_worker_from_the_first_failure_on():
+    """Unsanitized: the first failure gets a fresh worker (its accesses were not watched); from then on the
+    interpreter's address watch vouches for each failing case, and a shrink's failing candidates share one."""
+    s = Supervisor(sanitize=False)
+    try:
+        with faults.allow():
+            config = KernelConfig(faults=("fwd_skip_last_id",))
+            first = s.run(SPEC, config)
+            assert first.kind == "mismatch" and first.outside is None and s._worker is None
+            rest = [s.run(SPEC, config) for _ in range(3)]
+        assert [r.kind for r in rest] == ["mismatch"] * 3
+        if INTERPRETED:
+            assert [r.outside for r in rest] == [0, 0, 0] and s._worker.cases == 3
+            assert s.started == 3, "one fresh worker after the first failure, and its spare: no more"
+    finally:
+        s.close()
+
+
+def test_a_memory_safe_sut_vouches_for_its_cases_and_an_unwatched_kernel_does_not():
+    """torch's adapter checks every id it uses (Capabilities.memory_safe): its failing case keeps the worker."""
+    s = Supervisor(sanitize=False)
+    try:
+        assert s.run(SPEC, KernelConfig(), sut="torch").outside == 0
+        assert s.run(SPEC, KernelConfig()).outside is None, "no failure yet: the Triton kernels ran unwatched"
     finally:
         s.close()
 

@@ -117,7 +117,8 @@ def campaign_text(r: CampaignResult) -> str:
         f"stopped by {r.stopped_by})",
         f"  examples {r.examples}" + (f" ({r.sub_cases} cases, packed)" if r.sub_cases != r.examples else "")
         + f", lookups {r.lookups}, {r.seconds:.1f}s"
-        + (f", shrink steps {r.shrink_examples} + {r.reduce_steps} spec reductions" if not r.ok else ""),
+        + (f", shrink steps {r.shrink_examples} + {r.reduce_steps} spec reductions"
+           + (f" in {r.shrink_seconds:.1f}s" if r.shrink_seconds is not None else "") if not r.ok else ""),
         *_time_lines(r),
         ("  tiers exercised: " if _caps(r).project_kernels else
          "  paths exercised (its own): " if _sut(r.sut).paths is not None else
@@ -219,6 +220,7 @@ def campaign_json(r: CampaignResult) -> dict[str, Any]:
             "config_overrides": r.failure_overrides,
             "examples_to_first_failure": r.first_failure_examples,
             "seconds_to_first_failure": r.first_failure_seconds, "first_failure_headline": r.first_failure_headline,
+            "shrink_seconds": r.shrink_seconds,
         },
         "artifact": None if r.artifact is None else str(r.artifact),
         "stopped_artifacts": [str(p) for p in r.stopped_artifacts],

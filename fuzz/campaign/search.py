@@ -90,6 +90,7 @@ class CampaignResult(CampaignStats):
     first_failure_examples: Optional[int] = None
     first_failure_seconds: Optional[float] = None
     first_failure_headline: Optional[str] = None  # how it failed before shrinking (a crash may shrink to a mismatch)
+    shrink_seconds: Optional[float] = None  # from the first failure to the end of shrinking
     artifact: Optional[Path] = None
     stopped_by: StopReason | str = ""  # "" while running
     model: ErrorModel = WORST         # the accumulation bound the checks used
@@ -436,6 +437,8 @@ def run_campaign(
     if res.failure is not None and shrink and not res.interrupted:
         _reduce(res, run, shrink_end, announce, steps[0])
     res.seconds = time.perf_counter() - start
+    if res.failure is not None and res.first_failure_seconds is not None:
+        res.shrink_seconds = res.seconds - res.first_failure_seconds
     if res.failure is not None and artifacts_dir is not None:
         res.artifact = save_campaign_failure(artifacts_dir, res, meta)
     if artifacts_dir is not None:

@@ -116,6 +116,7 @@ def run_triaged(
             total.failure = part.failure
             total.first_failure_examples = total.examples - part.examples + (part.first_failure_examples or 0)
             total.first_failure_seconds = time.perf_counter() - start - part.seconds + (part.first_failure_seconds or 0)
+            total.shrink_seconds = part.shrink_seconds
             total.stopped_by = StopReason.INTERRUPTED if part.interrupted else StopReason.FAILURE
             total.failure_config, total.failure_overrides = part.failure_config, part.failure_overrides
             total.environment = part.environment

@@ -6,10 +6,12 @@ hang (``fuzz.judge.check.ERROR_KINDS``), never as a lost run. Before a case runs
 config.json are written under a pending directory, so a driver that dies too leaves the case behind
 (``leftover_pending`` lists them; ``tbe-fuzz replay`` runs such a directory).
 
-Workers persist across cases; a worker is replaced after any failing case (a CUDA error leaves the
-context unusable, and an out-of-range write may have damaged memory without crashing yet) except a
-sanitized interpreter worker's mismatch, finding or exception (nothing out of range was touched), and
-after the first replacement a spare is kept warm so shrinking does not wait for start-ups. A
+Workers persist across cases; a worker is replaced after a failing case (a CUDA error leaves the
+context unusable, and an out-of-range write may have damaged memory without crashing yet) unless it was a
+mismatch, finding or exception whose kernel accesses all stayed inside their launch's tensors: under the
+sanitizer, or, from the first failure on (shrinking), under the interpreter's address watch
+(``fuzz.memcheck.sanitizer.watched``), so a failing shrink candidate costs no start-up. After the first
+failure a spare is kept warm, so a candidate that does need a fresh worker does not wait for one. A
 crash in a worker that had run earlier cases is re-run in a fresh one, and the fresh verdict is
 the one kept (what a replay sees). Tensors never cross the pipe (the worker materializes from the
 spec, or reads an artifact's tensors.pt), so the normal path costs a pickled spec each way.
@@ -96,6 +98,7 @@ class Supervisor:
         self._worker: Optional[WorkerProcess] = None
         self._spare: Optional[WorkerProcess] = None
         self._keep_spare = False
+        self._watch = False  # after a failure, interpreted cases count accesses outside their tensors
         self._seq = itertools.count()
         self.started = 0  # workers started, for reports and tests
         self.environment: Optional[dict[str, Any]] = None
@@ -198,7 +201,7 @@ class Supervisor:
         sut = req["options"].get("sut")
         timeout = timeout_for(case, req["steps"], self.timeout_scale, bool(w.hello.get("compile_events")), sut)
         req = dict(req, stall_s=stall_for(case, req["steps"], self.timeout_scale, sut) if w.hello.get("program_watch")
-                   else None)
+                   else None, watch=self._watch and INTERPRETED and not w.hello.get("sanitizer"))
         left = None if end is None else max(0.0, end - time.monotonic())
         sent, builds, build_seconds = time.time(), w.builds, w.build_seconds
         try:
@@ -233,9 +236,10 @@ class Supervisor:
                 self.first_answer.worker(w.started_at, w.hello.get("clock", {}), w.early)
                 self.first_answer.answer(asked, sent, time.time(), w.builds - builds, w.build_seconds - build_seconds,
                                          getattr(msg[1], "compiles", None), msg[1].phases)
-            if not msg[1].ok and not (w.hello.get("sanitizer") and msg[1].kind in _HARMLESS):
-                self._keep_spare = True
-                self._retire(kill=msg[1].error_kind == FailureKind.CUDA_ERROR)
+            if not msg[1].ok:
+                self._keep_spare = self._watch = True
+                if not _sound_after(msg[1], bool(w.hello.get("sanitizer"))):
+                    self._retire(kill=msg[1].error_kind == FailureKind.CUDA_ERROR)
             return msg[1], earlier
         if msg == "hang":
             if hasattr(signal, "SIGUSR1"):
@@ -254,7 +258,7 @@ class Supervisor:
         else:
             kind, text = FailureKind.CRASH, w.describe_exit() + " while running the case"
             self._retire(kill=True)
-        self._keep_spare = True
+        self._keep_spare = self._watch = True
         t = _tensors(case, config, req["steps"], saved)
         result = check.case_result(case, t, config, time.perf_counter() - t0, kind,
                                    f"{text}\n--- worker output (pid {w.proc.pid}) ---\n{w.tail(since)}")
@@ -268,6 +272,13 @@ class Supervisor:
         _write(where / "pending.json", json.dumps({"pid": os.getpid(), "started": time.time(), "saved": req["saved"],
                                                    "argv": sys.argv}, indent=2) + "\n")
         return where
+
+
+def _sound_after(result: CaseResult, sanitized: bool) -> bool:
+    """Whether the worker that answered this failing ``result`` may run the next case: a mismatch, finding or
+    exception, where the sanitizer stopped every access outside the launch's tensors or the watch counted none
+    (nothing else in the process was touched). Anything else, or an unwatched case, gets a fresh worker."""
+    return result.kind in _HARMLESS and (sanitized or result.outside == 0)
 
 
 def _formula(case: AnyCase, steps: bool) -> str:

@@ -50,6 +50,7 @@ def handle(req: dict[str, Any], watch: Any = None) -> tuple[tuple[str, Any], boo
     from fuzz.status import FailureKind
     from strategies.cases import case_from_dict, case_size, tensors
     from fuzz.compile.watch import watch as watch_compiles
+    from fuzz.memcheck import sanitizer
     from tbe import KernelConfig, faults
     from tbe.backend import default_device
 
@@ -79,8 +80,9 @@ def handle(req: dict[str, Any], watch: Any = None) -> tuple[tuple[str, Any], boo
         if watch is not None and req.get("stall_s") is not None:
             watch.arm(req["stall_s"])
         try:
-            with watch_compiles() as compiles:
+            with watch_compiles() as compiles, sanitizer.watched() if req.get("watch") else nullcontext() as outside:
                 result = check.run_case(case, config, t, req["steps"], **req.get("options", {}))
+            result.outside = outside() if outside is not None else 0 if _memory_safe(req) else None
         except stall.ProgramStalled as e:  # the interpreter's state is left mid-program: this worker ends
             return ("stalled", e.stalled), True
         finally:
@@ -92,6 +94,14 @@ def handle(req: dict[str, Any], watch: Any = None) -> tuple[tuple[str, Any], boo
     if err is not None and result.error_kind != FailureKind.CUDA_ERROR:
         result.error, result.error_kind = check.classify(err)[1], FailureKind.CUDA_ERROR
     return ("result", _plain(result)), result.error_kind == FailureKind.CUDA_ERROR
+
+
+def _memory_safe(req: dict[str, Any]) -> bool:
+    """Whether the case's SUT declares that its own code checks every access (``Capabilities.memory_safe``)."""
+    from fuzz.sut.protocol import DEFAULT, get
+
+    caps = get(req.get("options", {}).get("sut") or DEFAULT).capabilities
+    return caps.memory_safe and not caps.triton_kernels
 
 
 def _plain(result: Any) -> Any:

@@ -68,6 +68,7 @@ class CaseResult:
     phases: dict[str, float] = dataclasses.field(default_factory=dict)  # seconds per fuzz.time_split phase
     cells: frozenset = frozenset()  # coverage cells (fuzz.judge.coverage) it counts in; none for another SUT
     config: Optional[KernelConfig] = None  # the effective config it ran under (drawn overrides applied)
+    outside: Optional[int] = None  # interpreted kernel accesses outside their launch's tensors (None: not watched)
 
     @property
     def ok(self) -> bool:

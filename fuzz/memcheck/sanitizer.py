@@ -8,6 +8,9 @@ the test suite's fixture too; ``=memory`` keeps only the first check) it wraps, 
 and stores go through them), ``create_atomic_rmw`` and ``create_atomic_cas``. No kernel here uses
 tensor descriptors or block pointers, so their loads are not wrapped.
 
+``watched()`` runs check 1 alone and counts instead of stopping: the supervisor's test that a failing case
+wrote nothing outside its tensors, so its worker may run the next one.
+
 Two checks, masked-off lanes exempt:
 
 1. Address: each active lane's ``[address, address + element size)`` lies inside the storage of a
@@ -40,7 +43,7 @@ import dataclasses
 import inspect
 import os
 from contextlib import contextmanager
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 import torch
@@ -118,7 +121,8 @@ class _Launch:
                                                                                            abs(addr - a.end)))
 
 
-_state: dict[str, Any] = {"launch": None, "orig": None, "tables": True, "deferred": False}
+_state: dict[str, Any] = {"launch": None, "orig": None, "tables": True, "deferred": False, "watch": False,
+                          "outside": 0}
 
 
 @contextmanager
@@ -145,6 +149,9 @@ def _check(ptrs, mask, op: str) -> None:
     esize = max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
     i = np.searchsorted(launch.starts, active, side="right") - 1
     ok = (i >= 0) & (active + esize <= launch.ends[np.maximum(i, 0)])
+    if _state["watch"]:  # counted, not stopped: the access goes ahead as it would unwatched
+        _state["outside"] += int((~ok).sum())
+        return
     if not ok.all():
         a = launch.nearest(int(active[~ok][0]))
         bad = (active[~ok] - a.ptr) // esize
@@ -301,6 +308,26 @@ def enable_from_env() -> bool:
     if mode is not None:
         enable(tables=mode == "all")
     return enabled()
+
+
+@contextmanager
+def watched() -> Iterator[Callable[[], Optional[int]]]:
+    """Count the active lanes whose access leaves the storages of its launch's tensors (check 1), without
+    stopping them, so the case runs as it would unwatched; yields a function giving the count so far.
+
+    Only the address check, since it is what says a failing case wrote nowhere else in the process, so the
+    process can run the next case (``fuzz.execution.supervisor``). Under the sanitizer proper, which stops at
+    the first such access, nothing is added and the count is 0."""
+    if enabled():
+        yield lambda: 0
+        return
+    _state["watch"], _state["outside"] = True, 0
+    enable(tables=False)
+    try:
+        yield lambda: _state["outside"]
+    finally:
+        disable()
+        _state["watch"] = False
 
 
 @contextmanager

@@ -29,7 +29,7 @@ from tbe.modes import BoundsCheckMode, Optimizer, Pooling
 
 CAPABILITIES = Capabilities(
     weights_dtypes=fbgemm_cpu.SUPPORTED_NAMES, output_dtypes=fbgemm_cpu.SUPPORTED_NAMES, dim_multiple=4,
-    devices=("cpu",),
+    devices=("cpu",), memory_safe=True,  # its bounds check runs in every mode fed bad ids (fatal, warning, ignore)
 )
 
 

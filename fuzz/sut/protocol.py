@@ -74,6 +74,9 @@ class Capabilities:
     project_kernels: bool = False               # it runs this project's kernels (tbe): the gate's static, oracle
                                                 # and performance levels and the FBGEMM sample beside it apply
     triton_kernels: bool = False                # it runs Triton kernels (so, without a GPU, in the interpreter)
+    memory_safe: bool = False                   # its own code checks every access it makes to the ids it is fed
+                                                # (torch ops; a library validating ids in every mode it is fed), so a
+                                                # wrong answer wrote nothing outside its tensors: its worker goes on
     config_fields: Optional[tuple[str, ...]] = None  # with kernel_config: the KernelConfig fields it reads (None: all)
     config_profiles: Optional[tuple[tuple[str, tuple[tuple[str, Any], ...]], ...]] = None  # its override profiles
                                                 # (label, ((field, value), ...)); None: strategies.config_space's

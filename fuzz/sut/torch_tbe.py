@@ -110,5 +110,5 @@ class TorchInstance:
 
 
 def factory() -> SUT:
-    return SUT("torch", Capabilities(devices=("cpu", "cuda")), TorchInstance,
+    return SUT("torch", Capabilities(devices=("cpu", "cuda"), memory_safe=True), TorchInstance,
                description="F.embedding_bag with exact SGD / row-wise Adagrad in torch ops")
