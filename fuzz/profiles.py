@@ -2,8 +2,9 @@
 
 ``ci`` is derandomized and sized so the whole suite stays under about 20 minutes on two
 CPU cores running the Triton interpreter (about 20k looked-up ids per second); ``dev``
-is the default for local runs; ``nightly`` searches far longer; ``smoke`` draws one example
-per property test (``HYPOTHESIS_PROFILE=smoke pytest -m fuzz``: does every fuzz test still run?).
+is the default for local runs; ``nightly`` searches far longer; ``smoke`` runs two examples per
+property test, the simplest and one drawn (``HYPOTHESIS_PROFILE=smoke pytest -m fuzz``: does every fuzz
+test still run, on a case with something in it?).
 Importing this module changes no Hypothesis setting: ``load()`` (called by tests/conftest.py and the
 CLI) registers the profiles and loads the one ``$HYPOTHESIS_PROFILE`` names.
 """
@@ -21,12 +22,13 @@ from tbe.env import HYPOTHESIS_PROFILE
 
 _SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large]
 
-# profile name -> (its settings, the scale of example counts: each test states its CI count; smoke keeps one)
+SMOKE_EXAMPLES = 2  # Hypothesis runs the simplest example first (an empty batch): smoke adds one drawn example
+# profile name -> (its settings, the scale of example counts: each test states its CI count; smoke: SMOKE_EXAMPLES)
 PROFILES: dict[str, tuple[dict, float]] = {
     "ci": (dict(derandomize=True, deadline=None, print_blob=True, suppress_health_check=_SLOW_OK, database=None),
            1.0),
     "dev": (dict(deadline=None, print_blob=True, suppress_health_check=_SLOW_OK), 2.0),
-    "smoke": (dict(max_examples=1, derandomize=True, deadline=None, print_blob=True, suppress_health_check=_SLOW_OK,
+    "smoke": (dict(max_examples=SMOKE_EXAMPLES, derandomize=True, deadline=None, print_blob=True, suppress_health_check=_SLOW_OK,
                    database=None), 0.0),
     "nightly": (dict(max_examples=2000, deadline=None, print_blob=True, suppress_health_check=_SLOW_OK), 20.0),
 }
@@ -50,8 +52,9 @@ def load() -> str:
 
 
 def examples(ci_count: int) -> int:
-    """The max_examples for a test whose measured CI budget is ``ci_count`` examples."""
-    return max(1, int(ci_count * PROFILES[name()][1]))
+    """The max_examples for a test whose measured CI budget is ``ci_count`` examples (smoke: SMOKE_EXAMPLES)."""
+    scale = PROFILES[name()][1]
+    return SMOKE_EXAMPLES if scale == 0 else max(1, int(ci_count * scale))
 
 
 class Execution(enum.StrEnum):

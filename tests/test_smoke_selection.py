@@ -1,4 +1,5 @@
-"""The quick selection: HYPOTHESIS_PROFILE=smoke draws one example per property test, and the
+"""The quick selection: HYPOTHESIS_PROFILE=smoke runs two examples per property test (the simplest and a drawn
+one, which has lookups in it), and the
 ``property`` marker (added by conftest to every Hypothesis test) selects exactly those."""
 
 from __future__ import annotations
@@ -18,11 +19,34 @@ def _python(code: str, profile: str) -> str:
     return out.stdout.split()
 
 
-def test_smoke_profile_draws_one_example_where_ci_draws_the_stated_count():
+def test_smoke_profile_draws_two_examples_where_ci_draws_the_stated_count():
     code = ("import fuzz.profiles as p; p.load(); from hypothesis import settings; "
             "print(p.examples(300), settings.default.max_examples, settings.default.derandomize)")
-    assert _python(code, "smoke") == ["1", "1", "True"]
+    assert _python(code, "smoke") == ["2", "2", "True"]
     assert _python(code, "ci")[0] == "300"
+
+
+SMOKE_DRAWS = """
+import fuzz.profiles as p; p.load()
+from hypothesis import given, settings
+from strategies.adversarial import fuzz_cases
+from strategies.cases import case_size
+from strategies.case import materialize
+from tests.test_strategies import DEFAULT_CASES
+seen = []
+@settings(max_examples=p.examples(300))
+@given(fuzz_cases(**DEFAULT_CASES))
+def t(fc):
+    seen.append(int(materialize(fc.spec).indices.numel()))
+t()
+print(len(seen), max(seen))
+"""
+
+
+def test_smoke_checks_a_case_with_lookups_in_it():
+    """Hypothesis's first example is the simplest (an empty batch here): smoke must not stop at it."""
+    runs, most = map(int, _python(SMOKE_DRAWS, "smoke"))
+    assert runs == 2 and most > 0, f"smoke ran {runs} example(s), the largest with {most} lookups"
 
 
 def test_property_marker_selects_the_hypothesis_tests_and_nothing_else():
