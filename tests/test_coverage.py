@@ -228,6 +228,17 @@ def test_campaign_json_and_heatmap(tmp_path):
     path, why = coverage_map.write(data, tmp_path)
     assert why is None and path.exists() and path.stat().st_size > 1000
     assert "coverage:" in report.campaign_text(res)
+    # readable at a glance: the many edge classes are rows whose labels read across, the few paths columns
+    from PIL import Image
+
+    width, height = Image.open(path).size
+    assert len(data["edges"]) > 3 * len(data["paths"]) and height > width, (width, height)
+    # a search that stopped at its failure draws its cells at zero pale, and its title says why
+    path, _ = coverage_map.write(data, tmp_path / "failed", stopped="the search stopped at its failure")
+    pixels = Image.open(path).convert("RGB").getdata()
+    red = tuple(int(coverage_map.ZERO[i:i + 2], 16) for i in (1, 3, 5))
+    pale = tuple(int(coverage_map.PALE[i:i + 2], 16) for i in (1, 3, 5))
+    assert red not in set(pixels) and pale in set(pixels)
 
 
 def test_merge_of_runs_under_different_configs():

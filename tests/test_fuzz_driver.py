@@ -67,6 +67,15 @@ def fault_artifact(tmp_path_factory):
 
 
 @pytest.mark.fuzz
+def test_a_failing_runs_summary_lists_no_cells_at_zero(fault_artifact):
+    """A search that stopped at its failure left most cells at zero by design: listing them is noise."""
+    text = campaign_text(fault_artifact)
+    (line,) = [l for l in text.splitlines() if l.startswith("  coverage:")]
+    assert "at zero (the search stopped at its failure" in line, line
+    assert "    zero: " not in text and "    ... and " not in text
+
+
+@pytest.mark.fuzz
 def test_planted_fault_produces_a_complete_artifact(fault_artifact):
     res = fault_artifact
     assert not res.ok and res.stopped_by == "failure"
@@ -318,3 +327,10 @@ def test_python_dash_m_fuzz_is_the_cli():
     bad = subprocess.run([sys.executable, "-m", "fuzz", "run", "--budget", "forever"], cwd=REPO,
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "--budget" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_summary_states_facts_of_the_sut_that_ran_only(tmp_path, capsys):
+    """torch's adapter runs no Triton kernel: nothing about compiling or the interpreter is its fact."""
+    assert main(["run", "--sut", "torch", "--max-examples", "1", "--artifacts", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "SUT torch" in out and "kernel compilations" not in out and "interpreter" not in out, out

@@ -38,3 +38,19 @@ def test_margins_survive_a_workers_json_summary():
     a.add([_report("step 0 forward vs fp64", 5e-7, 1e-6, Check.FORWARD, 0)])
     assert Margins.from_json(a.to_json()).counts == a.counts
     assert Margins.from_json({}).counts == {}
+
+
+def test_a_passing_ratio_never_prints_as_one():
+    """0.99993 rounded to three digits reads "1", at the bound, and 1.00004 reads as not over it."""
+    from fuzz.judge import ratio_text
+
+    assert [ratio_text(v) for v in (0.99993, 0.9995, 0.996, 1.0, 1.00004, 2.5e6, 1.234e-5)] == \
+        ["0.999", "0.999", "0.996", "1", "1.00004", "2.5e+06", "1.23e-05"]
+
+
+def test_the_summary_says_why_a_correct_kernel_sits_near_one():
+    from fuzz.campaign.report import _ratios
+    from fuzz.judge import RATIO_NOTE
+
+    assert _ratios({"forward vs fp64": 0.99993}) == ["    forward vs fp64                  0.999"]
+    assert "correct kernel" in RATIO_NOTE and "concepts.md#ratio-error--bound" in RATIO_NOTE

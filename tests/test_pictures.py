@@ -94,3 +94,23 @@ def test_series_with_equal_points_are_drawn_apart_but_near_their_segment_length(
     assert len(set(xs)) == 5 and xs == sorted(xs)
     assert all(300 / 1.2 < x < 300 * 1.2 for x in xs)  # well within a quarter octave of the true length
     assert nudged_x(300, 0, 1) == 300
+
+
+def test_failures_of_known_findings_are_drawn_apart_from_failures():
+    pts = [Point(3, "forward vs fp64", 0.5, True, True), Point(3, "weights after update", 40.0, True, False, True),
+           Point(9, "weights after update", 7.0, True, False), Point(9, "bounds-check warnings", 0.0, False, False, True)]
+    pl = plan(pts)
+    assert [(p.sl, p.ratio) for p in pl.failing] == [(9, 7.0)]
+    assert [(p.sl, p.ratio) for p in pl.triaged] == [(3, 40.0)]
+
+
+def test_the_collector_marks_what_the_triage_list_explains(tmp_path):
+    bad = _result([Report("weights after update", False, Mismatch(0, 0, 0, 1.0, 2.0, 1e-7), 1, 4,
+                                check=Check.WEIGHTS, step=0)])
+    for explained in (True, False):
+        c = Collector(known=lambda r: explained)
+        c(None, bad)
+        assert [p.known for p in c.points if not p.ok] == [explained]
+    pytest.importorskip("matplotlib", reason="the pictures need matplotlib (an optional dependency)")
+    drawn, why = write(c, None, tmp_path)  # no KernelConfig: a SUT whose routing is not this project's
+    assert why is None and all(p.stat().st_size > 1000 for p in drawn)

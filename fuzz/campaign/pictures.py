@@ -6,7 +6,8 @@
 - ``ratio_vs_segment.png``: each example's largest error / bound per kind of check against
   its longest segment length. Three panels share the x axis: error / bound on a log axis
   clipped at ``CLIP`` (the bound line at 1; points above the clip drawn on the edge and
-  counted; failing points ringed), a band for checks whose error was exactly zero (no
+  counted; failing points ringed red, failures a known finding explains ringed orange and counted apart),
+  a band for checks whose error was exactly zero (no
   ratio to draw on a log axis), and the yes/no checks (FATAL raised, warning counts, FBGEMM's
   update, ran to completion) as passed / failed, since they have no bound.
 
@@ -21,10 +22,12 @@ import collections
 import dataclasses
 import enum
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 FILES = ("segment_lengths.png", "ratio_vs_segment.png")
-CLIP = 1e3  # error / bound above this is drawn at the top edge: a failure's 1e30 would squash the passing checks
+CLIP = 1e3  # error / bound above this is drawn at the clip line: a failure's 1e30 would squash the passing checks
+HEADROOM = 4.0  # the axis runs this far above the clip, so ringed points there stay clear of the title
+FAILED, TRIAGED = "#cc3311", "#ee7733"
 
 # one marker per kind of graded check, hollow, so checks of one example (same x) stay visible over each other
 _MARKERS = ("o", "s", "D", "^", "v", "P", "X", "*", "h", "<", ">")
@@ -45,6 +48,7 @@ class Point:
     ratio: float     # largest error / bound; 0 for a yes/no check
     graded: bool     # False: a yes/no check
     ok: bool
+    known: bool = False  # failing, and explained by a known finding (triaged): not a failure of the run
 
 
 def panel_of(p: Point, clip: float = CLIP) -> Panel:
@@ -71,8 +75,14 @@ class Plan:
 
     @property
     def failing(self) -> list[Point]:
-        """Failing graded points (ratio above 1, drawn ringed); failing yes/no points sit in their own panel."""
-        return [p for panel in (Panel.RATIO, Panel.CLIPPED) for p in self.points(panel) if not p.ok]
+        """Failing graded points no known finding explains (ringed red); failing yes/no points sit in their own
+        panel."""
+        return [p for panel in (Panel.RATIO, Panel.CLIPPED) for p in self.points(panel) if not p.ok and not p.known]
+
+    @property
+    def triaged(self) -> list[Point]:
+        """Failing graded points a known finding explains (ringed orange, counted apart from failures)."""
+        return [p for panel in (Panel.RATIO, Panel.CLIPPED) for p in self.points(panel) if not p.ok and p.known]
 
     def graded_checks(self) -> list[str]:
         """Kinds of graded check in drawing order (one marker and colour each, in both graded panels)."""
@@ -97,22 +107,27 @@ def plan(points: list[Point], clip: float = CLIP) -> Plan:
 
 
 class Collector:
-    """Keeps, per checked example, its segment-length histogram and its outcome per kind of check."""
+    """Keeps, per checked example, its segment-length histogram and its outcome per kind of check; ``known``
+    (a result -> bool, the SUT's triage list) marks the failures a known finding explains."""
 
-    def __init__(self) -> None:
+    def __init__(self, known: Optional[Callable[[Any], bool]] = None) -> None:
         self.runs: collections.Counter = collections.Counter()   # segment length -> runs
         self.points: list[Point] = []
+        self.known = known
 
     def __call__(self, res: Any, result: Any) -> None:
         for length, runs in result.segment_hist:
             self.runs[int(length)] += int(runs)
         sl = max(1, int(result.max_segment))
+        known = not result.ok and self.known is not None and bool(self.known(result))
         for name, o in result.outcomes_by_check().items():
-            self.points.append(Point(sl, name, float(o.ratio), o.graded, o.ok))
+            self.points.append(Point(sl, name, float(o.ratio), o.graded, o.ok, known and not o.ok))
 
 
 def write(collector: Collector, config: Any, out_dir: Path) -> tuple[list[Path], Optional[str]]:
-    """Draw both pictures into ``out_dir``; (written paths, why not drawn or None)."""
+    """Draw both pictures into ``out_dir``; (written paths, why not drawn or None). ``config``: the KernelConfig
+    whose routing threshold and chunk size are drawn in, None for a SUT that does not run this project's
+    kernels (its own routing is not these)."""
     try:
         import matplotlib
 
@@ -136,11 +151,12 @@ def _segment_lengths(plt: Any, collector: Collector, config: Any, path: Path) ->
                 color="#4477aa", label="runs per segment length")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    th, ch = config.long_run_threshold, config.chunk_size
-    ax.axvline(th, color="#cc3311", label=f"long_run_threshold = {th}")
-    for k in (1, 2, 3):
-        ax.axvline(k * ch + 0.5, color="#ee7733", linestyle=":",
-                   label=f"chunk_size multiples ({ch})" if k == 1 else None)
+    if config is not None:
+        th, ch = config.long_run_threshold, config.chunk_size
+        ax.axvline(th, color="#cc3311", label=f"long_run_threshold = {th}")
+        for k in (1, 2, 3):
+            ax.axvline(k * ch + 0.5, color="#ee7733", linestyle=":",
+                       label=f"chunk_size multiples ({ch})" if k == 1 else None)
     ax.set_xlabel("segment length (lookups of one distinct row)")
     ax.set_ylabel("runs")
     ax.set_title(f"segment lengths checked: {sum(collector.runs.values())} runs")
@@ -179,29 +195,36 @@ def _ratio_vs_segment(plt: Any, pl: Plan, config: Any, path: Path) -> Path:
             ax.scatter(nudged(over, i), [pl.clip] * len(over), clip_on=False, **style)
         if ax_zero is not None and zero:
             ax_zero.scatter(nudged(zero, i), [zero_rows.index(name)] * len(zero), **style)
-    failing = pl.failing
-    if failing:
-        handles.append(ax.scatter([nudged_x(p.sl, graded.index(p.check), len(graded)) for p in failing],
-                                  [min(p.ratio, pl.clip) for p in failing], s=160,
-                                  facecolors="none", edgecolors="#cc3311", linewidths=2.0, clip_on=False,
-                                  label=f"failing check ({len(failing)})"))
+    failing, triaged = pl.failing, pl.triaged
+    for pts, color, label in ((failing, FAILED, "failing check"),
+                              (triaged, TRIAGED, "known finding, triaged: not a failure")):
+        if pts:
+            handles.append(ax.scatter([nudged_x(p.sl, graded.index(p.check), len(graded)) for p in pts],
+                                      [min(p.ratio, pl.clip) for p in pts], s=160, facecolors="none",
+                                      edgecolors=color, linewidths=2.0, label=f"{label} ({len(pts)})"))
+    if pl.clipped:
+        ax.axhline(pl.clip, color="#999999", linestyle=":", linewidth=0.8)
     handles.append(ax.axhline(1.0, color="#cc3311", label="bound: error = bound (ratio 1); above it a check fails"))
-    th = config.long_run_threshold
-    for a in axes:
-        line = a.axvline(th, color="#888888", linestyle="--", linewidth=0.8, label=f"long_run_threshold = {th}")
-    handles.append(line)
+    if config is not None:
+        th = config.long_run_threshold
+        for a in axes:
+            line = a.axvline(th, color="#888888", linestyle="--", linewidth=0.8, label=f"long_run_threshold = {th}")
+        handles.append(line)
     ax.set_xscale("log")
     ax.set_yscale("log")
     lows = [p.ratio for p in pl.points(Panel.RATIO)]
-    ax.set_ylim(min(min(lows, default=1e-3), 1e-3) / 2, pl.clip)
+    ax.set_ylim(min(min(lows, default=1e-3), 1e-3) / 2, pl.clip * HEADROOM)
     ax.set_ylabel("error / bound (largest per check)")
     n = sum(len(pl.points(panel)) for panel in Panel)
-    n_bad = len(failing) + sum(not p.ok for p in pl.points(Panel.YES_NO))
-    ax.set_title(f"error / bound against segment length: {n} checks" + (f", {n_bad} failing" if n_bad else ""))
+    yes_no_bad = [p for p in pl.points(Panel.YES_NO) if not p.ok]
+    n_bad = len(failing) + sum(not p.known for p in yes_no_bad)
+    n_known = len(triaged) + sum(p.known for p in yes_no_bad)
+    ax.set_title(f"error / bound against segment length: {n} checks" + (f", {n_bad} failing" if n_bad else "")
+                 + (f", {n_known} of known findings (triaged, not failures)" if n_known else ""), pad=10)
     if pl.clipped:
         top = max(p.ratio for p in pl.points(Panel.CLIPPED))
-        ax.text(0.01, 0.97, f"{pl.clipped} point(s) above {pl.clip:g} drawn on the top edge (largest {top:.3g})",
-                transform=ax.transAxes, va="top", fontsize=8, color="#cc3311")
+        ax.text(0.01, 0.97, f"{pl.clipped} point(s) above {pl.clip:g} drawn on the dotted line (largest {top:.3g})",
+                transform=ax.transAxes, va="top", fontsize=8, color="#555555")
     if ax_zero is not None:
         ax_zero.set_ylim(-0.7, len(zero_rows) - 0.3)
         ax_zero.set_yticks([])
@@ -211,13 +234,17 @@ def _ratio_vs_segment(plt: Any, pl: Plan, config: Any, path: Path) -> Path:
                      transform=ax_zero.transAxes, va="top", fontsize=7, color="#555555")
     if ax_yn is not None:
         ok = [(p.sl, yes_no.index(p.check)) for p in pl.points(Panel.YES_NO) if p.ok]
-        bad = [(p.sl, yes_no.index(p.check)) for p in pl.points(Panel.YES_NO) if not p.ok]
+        bad = [(p.sl, yes_no.index(p.check)) for p in yes_no_bad if not p.known]
+        known = [(p.sl, yes_no.index(p.check)) for p in yes_no_bad if p.known]
         if ok:  # a legend entry only for what the picture shows
             handles.append(ax_yn.scatter([x for x, _ in ok], [y for _, y in ok], marker="o", facecolors="none",
                                          edgecolors="#228833", s=22, label=f"yes/no check passed ({len(ok)})"))
         if bad:
-            handles.append(ax_yn.scatter([x for x, _ in bad], [y for _, y in bad], marker="X", color="#cc3311", s=60,
+            handles.append(ax_yn.scatter([x for x, _ in bad], [y for _, y in bad], marker="X", color=FAILED, s=60,
                                          label=f"yes/no check failed ({len(bad)})"))
+        if known:
+            handles.append(ax_yn.scatter([x for x, _ in known], [y for _, y in known], marker="X", color=TRIAGED,
+                                         s=60, label=f"yes/no check of a known finding ({len(known)})"))
         ax_yn.set_ylim(-0.6, len(yes_no) - 0.4)
         ax_yn.set_yticks(range(len(yes_no)), yes_no, fontsize=7)
         ax_yn.set_ylabel("yes/no\n(no bound)", fontsize=8)

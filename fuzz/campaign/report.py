@@ -10,13 +10,13 @@ from fuzz.execution import replay_command
 from fuzz.campaign import repeat
 from fuzz.campaign.search import CampaignResult
 from strategies.cases import case_size, case_to_dict
-from fuzz.judge import CaseResult, coverage
+from fuzz.judge import RATIO_NOTE, CaseResult, coverage, ratio_text
 from fuzz.campaign.replay import ReplayResult
 from fuzz.status import FailureKind, StopReason
 
 
 def _ratios(ratios: dict[str, float]) -> list[str]:
-    return [f"    {name:<32} {value:.3g}" for name, value in sorted(ratios.items())]
+    return [f"    {name:<32} {ratio_text(value)}" for name, value in sorted(ratios.items())]
 
 
 def _kind(f: CaseResult) -> str:
@@ -127,14 +127,16 @@ def campaign_text(r: CampaignResult) -> str:
         f"  bound: {r.model.describe()}",
         _tour_line(r),
         *_fill_lines(r),
-        "  max error/bound ratio per check (1.0 = at the bound):",
+        f"  max error/bound ratio per check ({RATIO_NOTE}):",
         *_ratios(r.max_ratio),
         *r.margins.lines(),
-        f"  kernel compilations during the search: {r.compiles.text()}",
+        *([f"  kernel compilations during the search: {r.compiles.text()}"] if _sut(r.sut).capabilities.triton_kernels
+          else []),
         *r.time.lines(r.seconds),
         _fbgemm_line(r),
         *r.teeth.lines(),
-        *coverage.text(coverage_json(r)),
+        *(coverage.text(coverage_json(r)) if r.failure is None else coverage.text(
+            coverage_json(r), limit=0, why_unlisted="the search stopped at its failure; --json lists them")),
     ]
     for p in r.leftover:
         lines.append(f"  note: an earlier driver died while running the case in {p} (tbe-fuzz replay {p})")

@@ -196,6 +196,7 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any
     from fuzz.campaign import report
     from fuzz.execution import interrupt
     from fuzz.execution.supervisor import shared
+    from fuzz.judge import explain
     from fuzz.campaign import LiveProgress, chain
     from fuzz.sut import get as get_sut
     from fuzz.campaign import run_triaged
@@ -245,7 +246,8 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any
         merged = run_workers(args, n, progress=_progress)
         if warm is not None:
             merged["warmup"] = warm.to_dict()
-        heat, _ = coverage_map.write(merged["coverage"], args.report_dir or Path(args.artifacts) / "report")
+        heat, _ = coverage_map.write(merged["coverage"], args.report_dir or Path(args.artifacts) / "report",
+                                     stopped=None if merged["ok"] else "a worker stopped at its failure")
         merged["coverage_map"] = None if heat is None else str(heat)
         print(json.dumps(merged, indent=2, sort_keys=True, default=str) if args.json else merged_text(merged))
         return 0 if merged["ok"] else 1
@@ -261,7 +263,7 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any
         budget = budget.with_overrides(seconds=max(0.0, budget.seconds - spent))
         _progress(f"  start-up took {spent:.1f}s of the budget; {budget.seconds:.1f}s left to search")
     live = LiveProgress(budget.seconds if timed else 0.0, enabled=True if args.progress else None)
-    collector = pictures.Collector()
+    collector = pictures.Collector(known=lambda result: explain(sut, result) is not None)
     try:
         with interrupt.handled():
             interrupt.on_second(shared().kill_now)
@@ -286,8 +288,10 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any
                   f"{warm.text()}\n  warm-up: {built}; {r.steered} draws steered to built modes, {r.deferred} "
                   f"deferred until their kernels were built, {r.built_first} aimed cases built ahead of it")
     report_dir = args.report_dir or Path(args.artifacts) / "report"
-    drawn, why_not = pictures.write(collector, config, report_dir)
-    heat, _ = coverage_map.write(report.coverage_json(res), report_dir)
+    drawn, why_not = pictures.write(collector, config if get_sut(sut).capabilities.project_kernels else None,
+                                    report_dir)
+    heat, _ = coverage_map.write(report.coverage_json(res), report_dir,
+                                 stopped="the search stopped at its failure" if res.failure is not None else None)
     drawn += [heat] if heat is not None else []
     data = report.campaign_json(res)
     data["pictures"] = [str(p) for p in drawn] if drawn else f"not drawn: {why_not}"

@@ -27,7 +27,7 @@ from typing import Any, Optional, Sequence
 
 from fuzz import time_split
 from fuzz.compile.watch import CompileCounts
-from fuzz.judge import coverage
+from fuzz.judge import RATIO_NOTE, coverage, ratio_text
 from fuzz.execution.gpu_pin import case_threads
 from fuzz.execution.stats import CampaignStats
 
@@ -167,8 +167,8 @@ def merged_text(m: dict[str, Any]) -> str:
         "  opening tour: " + ("not run (the search alone)" if m.get("tour") is None else
                               f"{m['tour']['cases']} case(s) checked, split as shares "
                               + ", ".join(f"{t['index']}/{t['of']}" for t in m["tour"]["shares"])),
-        "  max error/bound ratio per check (1.0 = at the bound):",
-        *[f"    {k:<32} {v:.3g}" for k, v in sorted(m["max_ratio"].items())],
+        f"  max error/bound ratio per check ({RATIO_NOTE}):",
+        *[f"    {k:<32} {ratio_text(v)}" for k, v in sorted(m["max_ratio"].items())],
     ]
     if m.get("known"):
         lines.append(f"  known findings met (triaged, not failures; each worker's log lists its shrunk cases): "

@@ -10,4 +10,5 @@ __all__, __getattr__, __dir__ = face(__name__, {
     ".differential": ("check_case", "failures"),
     ".known": ("KnownFinding", "explain", "for_sut"),
     ".teeth": ("Teeth",),
+    ".margins": ("ratio_text", "RATIO_NOTE"),
 })

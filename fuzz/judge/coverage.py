@@ -408,15 +408,17 @@ def merge_json(parts: Sequence[Optional[dict[str, Any]]]) -> Optional[dict[str, 
                     len(expected_hit) + len(zero), [list(c) for c in sorted(odd, key=rank)])
 
 
-def text(cov: Optional[dict[str, Any]], limit: int = 6) -> list[str]:
-    """Summary lines of a coverage JSON."""
+def text(cov: Optional[dict[str, Any]], limit: int = 6, why_unlisted: str = "") -> list[str]:
+    """Summary lines of a coverage JSON: the first ``limit`` cells at zero; with ``limit`` 0, ``why_unlisted``
+    says why none is listed."""
     if cov is None:
         return ["  coverage: not counted (the matrix names this project's kernel paths; another SUT has none)"]
     lines = [f"  coverage: {cov['covered']} of {cov['reachable']} reachable cells (kernel path x edge class) hit "
-             f"by {cov['examples']} examples; {len(cov['zero'])} at zero"]
+             f"by {cov['examples']} examples; {len(cov['zero'])} at zero"
+             + (f" ({why_unlisted})" if why_unlisted and not limit and cov["zero"] else "")]
     for p, e in cov["zero"][:limit]:
         lines.append(f"    zero: {p} x {e}")
-    if len(cov["zero"]) > limit:
+    if limit and len(cov["zero"]) > limit:
         lines.append(f"    ... and {len(cov['zero']) - limit} more")
     if cov["unexpected"]:
         lines.append(f"  coverage: {len(cov['unexpected'])} cell(s) hit that the reachability rule calls "

@@ -18,6 +18,19 @@ FIRST_DECADE = -6  # ratios below 10^-6 share one bin
 LABELS = ("0", "<1e-6", *(f"1e{k}" for k in range(FIRST_DECADE, -1)), "0.1-1")
 
 
+def ratio_text(ratio: float) -> str:
+    """An error / bound ratio in three digits, except that only 1 itself prints as 1: a passing ratio just
+    under it as 0.999, a failing one just over it with the digits that show it is over."""
+    text = f"{ratio:.3g}"
+    if ratio < 1 and float(text) >= 1:
+        return "0.999"
+    return f"{ratio:.6g}" if ratio > 1 and float(text) <= 1 else text
+
+
+RATIO_NOTE = ("above 1 fails; a correct kernel may come close to 1: an entry rounded once to a narrower dtype "
+              "may use that rounding's whole allowance (docs/concepts.md#ratio-error--bound)")
+
+
 def decade_bin(ratio: float) -> int:
     """The bin of ``LABELS`` a passing ratio (0 <= ratio <= 1) falls in."""
     if ratio <= 0:
