@@ -11,4 +11,5 @@ __all__, __getattr__, __dir__ = face(__name__, {
     ".progress": ("LiveProgress", "chain"),
     ".database": ("open_database", "check_url", "is_redis", "require_redis"),
     ".repeat": ("Repeat",),
+    ".reduce": ("reduce_failure", "size_text"),
 })

@@ -20,7 +20,8 @@ from hypothesis import seed as hypothesis_seed
 
 from fuzz.budgets import Budget
 from fuzz.profiles import MAX_CHUNKS, MAX_COLUMN_BLOCKS, MAX_WORK
-from fuzz.execution import save_result
+from fuzz.campaign import reduce_failure, size_text
+from fuzz.execution import interrupt, replay_command, save_result
 from fuzz.judge import CaseResult
 from strategies.config_space import Drawn, split_draw
 from strategies.edges import edge_cases, reseed
@@ -28,7 +29,7 @@ from fuzz.judge import explain
 from strategies.space import campaign_cases
 from fuzz.execution import supervisor as supervision
 from fuzz.errors import Unmaterializable
-from fuzz.execution.supervisor import Supervisor
+from fuzz.execution.supervisor import CaseTimedOut, Supervisor
 from fuzz.sut.protocol import get as get_sut
 from fuzz.sut.fit import fit_case, fit_strategy
 from tbe import KernelConfig
@@ -57,6 +58,7 @@ class GateResult:
     base_ratio: dict[str, float] = dataclasses.field(default_factory=dict)
     cand_ratio: dict[str, float] = dataclasses.field(default_factory=dict)
     artifacts: list[Path] = dataclasses.field(default_factory=list)
+    replays: list[str] = dataclasses.field(default_factory=list)  # each artifact's replay command
     seconds: float = 0.0
     build_wait_s: float = 0.0  # spent waiting for kernels built in the background (not on the phases' clocks)
     seed: int = 0
@@ -163,6 +165,22 @@ def build_pairs(work: GateWork, baseline: KernelConfig, candidate: KernelConfig)
 BUILD_WAIT_S = 120.0  # longest wait for one case's background build; then its worker builds what is missing itself
 
 
+def _shrink(result: CaseResult, config: KernelConfig, sup: Supervisor, pending: Optional[Path], sut: str,
+            seconds: float) -> tuple[CaseResult, int]:
+    """The candidate's failing case reduced as a campaign reduces its own (``fuzz.campaign.reduce``) for up to
+    ``seconds``, and the reductions kept: a gate's artifact is as small as a campaign's."""
+    end = time.perf_counter() + seconds
+
+    def check(case):
+        try:
+            return sup.run(case, config, pending=pending, sut=sut, limit_s=max(1.0, end - time.perf_counter()))
+        except (Unmaterializable, CaseTimedOut):
+            return None
+
+    red = reduce_failure(result, check, lambda: interrupt.requested() or time.perf_counter() > end)
+    return red.result, red.kept
+
+
 def run_gate(
     baseline: KernelConfig,
     candidate: KernelConfig,
@@ -229,10 +247,16 @@ def run_gate(
         res.targeted_run += k < res.targeted
         res.cases.append(GateCase(label, base, cand))
         if not cand.ok and artifacts_dir is not None:
-            res.artifacts.append(save_result(artifacts_dir, cand, cand_cfg, {
+            shrunk, steps = _shrink(cand, cand_cfg, sup, pending, candidate_sut or sut, budget.shrink_seconds)
+            if steps:
+                res.notes.append(f"{label}: the candidate's failure shrank from {size_text(cand)} to "
+                                 f"{size_text(shrunk)} in {steps} reductions")
+            path = save_result(artifacts_dir, shrunk, cand_cfg, {
                 "source": "gate", "label": label, "seed": seed, "budget": budget.name, "sut": candidate_sut or sut,
                 "baseline_ok": base.ok, "baseline_config": base_cfg.to_dict(), "config_overrides": overrides,
-            }, sup.environment))
+            }, sup.environment)
+            res.artifacts.append(path)
+            res.replays.append(replay_command(path, cand_cfg))
         if progress is not None and len(res.cases) % 10 == 0:
             progress(f"  {len(res.cases)} cases, {time.perf_counter() - start:.0f}s")
         if not cand.ok and stop_on_failure:

@@ -12,6 +12,7 @@ from fuzz.status import Decision, OracleVerdict, Status
 from strategies.cases import case_to_dict
 from fuzz.gate.perf import PerfResult
 from fuzz.campaign import failure_lines
+from fuzz.judge import ratio_text
 
 HEADLINE = {Decision.ACCEPT: "ACCEPT the candidate", Decision.KEEP: "KEEP the baseline", Decision.UNVERIFIED: "UNVERIFIED"}
 
@@ -58,15 +59,16 @@ def _level_lines(lv: Level) -> list[str]:
             out.append(f"seed {g.seed}: {'pass' if g.ok else 'FAIL'} - {g.targeted_run} of {g.targeted} targeted, "
                        f"{len(g.cases) - g.targeted_run} shared cases, {g.lookups} lookups, {g.seconds:.1f}s"
                        + (f" ({g.build_wait_s:.1f}s waiting for kernels)" if g.build_wait_s >= 0.05 else "") + "; "
-                       f"max error/bound " + ", ".join(f"{k} {v:.3g}" for k, v in sorted(g.cand_ratio.items())))
+                       f"max error/bound " + ", ".join(f"{k} {ratio_text(v)}" for k, v in sorted(g.cand_ratio.items())))
             for c in g.cases:
                 if not c.cand.ok:
                     out.append(f"candidate fails {c.label}" + (" (the baseline fails it too)" if not c.base.ok else ""))
                     out += [ln.strip() for ln in failure_lines(c.cand)]
-            out += [f"artifact: {a}" for a in g.artifacts]
+            for a, replay in zip(g.artifacts, g.replays):
+                out += [f"artifact: {a}", f"replay: {replay}"]
     elif lv.key == "c" and r is not None:
         for c in r.cases:
-            out.append(f"{c.label}: {'ok' if c.ok else 'FAIL'} (max error/bound {c.kernel.max_ratio:.3g}); "
+            out.append(f"{c.label}: {'ok' if c.ok else 'FAIL'} (max error/bound {ratio_text(c.kernel.max_ratio)}); "
                        f"FBGEMM {c.fbgemm}")
             if c.fbgemm == OracleVerdict.DISAGREES:
                 out += [f"FBGEMM: {d}" for d in c.fbgemm_detail[:3]]
@@ -134,7 +136,8 @@ def to_json(res: CascadeResult) -> dict[str, Any]:
                            "base_ratio": g.base_ratio, "cand_ratio": g.cand_ratio, "reasons": g.reasons,
                            "failing_cases": [{"label": c.label, "case": case_to_dict(c.cand.case),
                                               "baseline_ok": c.base.ok} for c in g.cases if not c.cand.ok],
-                           "artifacts": [str(a) for a in g.artifacts]}
+                           "artifacts": [str(a) for a in g.artifacts],
+                           "replays": g.replays}
                           for g in r]
         elif r is not None and hasattr(r, "to_dict"):
             d["detail"] = r.to_dict()
