@@ -79,10 +79,11 @@ def handle(req: dict[str, Any], watch: Any = None) -> tuple[tuple[str, Any], boo
     if result is None:
         if watch is not None and req.get("stall_s") is not None:
             watch.arm(req["stall_s"])
+        safe = _memory_safe(req)  # asked first: after a CUDA error nothing may touch the device
         try:
             with watch_compiles() as compiles, sanitizer.watched() if req.get("watch") else nullcontext() as outside:
                 result = check.run_case(case, config, t, req["steps"], **req.get("options", {}))
-            result.outside = outside() if outside is not None else 0 if _memory_safe(req) else None
+            result.outside = outside() if outside is not None else 0 if safe else None
         except stall.ProgramStalled as e:  # the interpreter's state is left mid-program: this worker ends
             return ("stalled", e.stalled), True
         finally:

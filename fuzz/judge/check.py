@@ -272,7 +272,10 @@ def run_case(
 def case_result(case: AnyCase, t: CaseTensors, config: KernelConfig, seconds: float, kind: Optional[FailureKind],
                 error: Optional[str], reports: Optional[list[Report]] = None, sut: str = DEFAULT_SUT,
                 device: Optional[torch.device] = None) -> CaseResult:
-    """The CaseResult of ``case`` (materialized as ``t``) with ``error`` of ``kind`` (None: judged by reports)."""
+    """The CaseResult of ``case`` (materialized as ``t``) with ``error`` of ``kind`` (None: judged by reports).
+    After a CUDA error the device's tensors cannot be read: the same batch is rebuilt on the CPU to count."""
+    if kind == FailureKind.CUDA_ERROR and t.indices.device.type != "cpu":
+        t, device = tensors(case, steps=False, weights=False), None
     tiers, max_segment, hist = tiers_of(case, t, config, device)
     target = get_sut(sut)
     caps = target.capabilities
