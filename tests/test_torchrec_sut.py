@@ -361,3 +361,16 @@ def test_the_gate_times_two_sources_side_by_side():
                    suts=(sut("1d2986c9"), sut("170d6e4f")))
     assert [e.phase for e in res.entries] == ["forward", "iteration"]
     assert all(e.ok and e.base and e.cand for e in res.entries), [e.error for e in res.entries]
+
+
+@pytest.mark.parametrize("version", [NEWEST, "5ace9d68"])
+def test_the_findings_pages_standalone_repro_reproduces_each_finding_on_the_cpu(version):
+    """docs/findings/torchrec_triton_repro.py needs only torch, triton, fbgemm_gpu and the snapshot: on the CPU
+    every finding but the GPU-only broken-offsets crash reproduces, and that one says it was skipped."""
+    if version not in BY_NAME:
+        pytest.skip(f"no snapshot {version}")
+    out = subprocess.run([sys.executable, str(ROOT / "docs" / "findings" / "torchrec_triton_repro.py"),
+                          str(BY_NAME[version]), "all"], capture_output=True, text=True, timeout=600)
+    verdicts = [line.strip() for line in out.stdout.splitlines() if line.strip() in
+                ("REPRODUCED", "not reproduced", "skipped")]
+    assert out.returncode == 0 and verdicts == ["REPRODUCED"] * 4 + ["skipped"], out.stdout + out.stderr
