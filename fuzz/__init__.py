@@ -7,7 +7,7 @@ every import, inside functions too). Each subpackage's ``__init__`` is its publi
 | layer | units | holds |
 |---|---|---|
 | 0 | `fuzz`, `fuzz.errors`, `fuzz.lazy` | this face; the exceptions; faces that import on first use |
-| 1 | `fuzz.status`, `fuzz.profiles`, `fuzz.time_split` | statuses and kinds; Hypothesis profiles and size caps; the time split |
+| 1 | `fuzz.status`, `fuzz.profiles`, `fuzz.time_split`, `fuzz.glossary` | statuses and kinds; Hypothesis profiles and size caps; the time split; where the docs explain a printed term |
 | 2 | `fuzz.budgets` | campaign budgets |
 | 3 | `fuzz.sut` | systems under test: protocol, adapters, the module a case builds |
 | 4 | `fuzz.compile` | warm-up, specializations, launches, sm_90 compiles |

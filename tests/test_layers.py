@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 TOP_LAYERS = (("tbe",), ("oracles", "strategies"), ("fuzz",), ("benchmarks",), ("tests",))
 FUZZ_LAYERS = (
     ("fuzz", "fuzz.errors", "fuzz.lazy"),  # ``fuzz`` itself: the package's face, which imports nothing of it
-    ("fuzz.status", "fuzz.profiles", "fuzz.time_split"),
+    ("fuzz.status", "fuzz.profiles", "fuzz.time_split", "fuzz.glossary"),
     ("fuzz.budgets",),
     ("fuzz.sut",),
     ("fuzz.compile",),

@@ -12,6 +12,7 @@ from fuzz.campaign.search import CampaignResult
 from strategies.cases import case_size, case_to_dict
 from fuzz.judge import RATIO_NOTE, CaseResult, coverage, ratio_text
 from fuzz.campaign.replay import ReplayResult
+from fuzz.glossary import Term, see
 from fuzz.status import FailureKind, StopReason
 
 
@@ -120,7 +121,7 @@ def campaign_text(r: CampaignResult) -> str:
         + (f", shrink steps {r.shrink_examples} + {r.reduce_steps} spec reductions"
            + (f" in {r.shrink_seconds:.1f}s" if r.shrink_seconds is not None else "") if not r.ok else ""),
         *_time_lines(r),
-        ("  tiers exercised: " if _caps(r).project_kernels else
+        (f"  tiers exercised ({see(Term.TIERS)}): " if _caps(r).project_kernels else
          "  paths exercised (its own): " if _sut(r.sut).paths is not None else
          "  segment-length classes (this project's tiers): ")
         + (", ".join(f"{t} x{n}" for t, n in sorted(r.tiers.items())) or "none"),
@@ -164,14 +165,14 @@ def _fill_lines(r: CampaignResult) -> list[str]:
     if not r.fill_zero:
         return []
     return [f"  aimed cases: {r.fill_examples} of {r.fill_planned} checked, built for the {r.fill_zero} reachable "
-            f"cell(s) the draws left at zero (fuzz.campaign.fill)"]
+            f"cell(s) the draws left at zero ({see(Term.AIMED, Term.FILL)})"]
 
 
 def _tour_line(r: CampaignResult) -> str:
     if r.tour is None:
-        return "  opening tour: not run (the search alone)"
+        return f"  opening tour: not run (the search alone; {see(Term.TOUR)})"
     share = "" if r.tour.of == 1 else f" (share {r.tour} of the tour: every {r.tour.of}th case)"
-    return f"  opening tour: {r.tour_examples} case(s) checked{share}"
+    return f"  opening tour: {r.tour_examples} case(s) checked{share} ({see(Term.TOUR)})"
 
 
 def _fbgemm_line(r: CampaignResult) -> str:

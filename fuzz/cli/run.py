@@ -196,6 +196,7 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any
     from fuzz.campaign import report
     from fuzz.execution import interrupt
     from fuzz.execution.supervisor import shared
+    from fuzz.glossary import Term, see
     from fuzz.judge import explain
     from fuzz.campaign import LiveProgress, chain
     from fuzz.sut import get as get_sut
@@ -285,7 +286,8 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any
         built = ("the build finished after " + f"{r.examples_before_built} examples" if r.examples_before_built
                  is not None else "the build had not finished")
         _progress(warm.text() if background.thread is None else  # nothing built beside the search
-                  f"{warm.text()}\n  warm-up: {built}; {r.steered} draws steered to built modes, {r.deferred} "
+                  f"{warm.text()}\n  warm-up: {built}; {r.steered} draws steered to built modes ({see(Term.STEERED)}), "
+                  f"{r.deferred} "
                   f"deferred until their kernels were built, {r.built_first} aimed cases built ahead of it")
     report_dir = args.report_dir or Path(args.artifacts) / "report"
     drawn, why_not = pictures.write(collector, config if get_sut(sut).capabilities.project_kernels else None,

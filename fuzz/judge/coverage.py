@@ -34,6 +34,7 @@ from tbe import KernelConfig
 from tbe.buckets import block_for_dim
 from tbe.forward_dispatch import choose_path
 from tbe.modes import BoundsCheckMode, Optimizer, Pooling, parse_float_dtype
+from fuzz.glossary import Term, see
 
 
 class KernelPath(enum.Enum):
@@ -413,7 +414,8 @@ def text(cov: Optional[dict[str, Any]], limit: int = 6, why_unlisted: str = "") 
     says why none is listed."""
     if cov is None:
         return ["  coverage: not counted (the matrix names this project's kernel paths; another SUT has none)"]
-    lines = [f"  coverage: {cov['covered']} of {cov['reachable']} reachable cells (kernel path x edge class) hit "
+    lines = [f"  coverage: {cov['covered']} of {cov['reachable']} reachable cells (kernel path x edge class; "
+             f"{see(Term.COVERAGE)}) hit "
              f"by {cov['examples']} examples; {len(cov['zero'])} at zero"
              + (f" ({why_unlisted})" if why_unlisted and not limit and cov["zero"] else "")]
     for p, e in cov["zero"][:limit]:

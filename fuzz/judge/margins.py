@@ -12,6 +12,7 @@ import dataclasses
 import math
 from typing import Any, Iterable
 
+from fuzz.glossary import Term, see
 from oracles.compare import Report
 
 FIRST_DECADE = -6  # ratios below 10^-6 share one bin
@@ -27,8 +28,7 @@ def ratio_text(ratio: float) -> str:
     return f"{ratio:.6g}" if ratio > 1 and float(text) <= 1 else text
 
 
-RATIO_NOTE = ("above 1 fails; a correct kernel may come close to 1: an entry rounded once to a narrower dtype "
-              "may use that rounding's whole allowance (docs/concepts.md#ratio-error--bound)")
+RATIO_NOTE = f"above 1 fails; near 1 is normal for a correct kernel: {see(Term.RATIO)}"
 
 
 def decade_bin(ratio: float) -> int:
@@ -66,7 +66,8 @@ class Margins:
             return []
         head = "    " + f"{'check':<26}" + "".join(f"{label:>8}" for label in LABELS)
         rows = ["    " + f"{key:<26}" + "".join(f"{n:>8}" for n in row) for key, row in sorted(self.counts.items())]
-        return ["  passing checks by error/bound decade (0 = no error; 1e-3 = [1e-3, 1e-2)):", head, *rows]
+        return [f"  passing checks by error/bound decade (0 = no error; 1e-3 = [1e-3, 1e-2); {see(Term.MARGIN)}):",
+                head, *rows]
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Margins":

@@ -24,6 +24,8 @@ from typing import Any, Optional
 
 import torch
 
+from fuzz.glossary import Term, see
+
 # segment-length bands (inclusive); None = no upper end
 BANDS: tuple[tuple[int, Optional[int]], ...] = (
     (1, 3), (4, 31), (32, 255), (256, 4095), (4096, 2 ** 20 - 1), (2 ** 20, None),
@@ -167,7 +169,7 @@ class Teeth:
         if not any(b.entries for b in self.bands.values()):
             return ["  bound / |update| per segment-length band: no backward entries checked"]
         out = ["  bound / |update| per segment-length band (weights after update; < 1e-3 = sharp, >= 1 = "
-               "a lost update could pass):",
+               f"a lost update could pass; {see(Term.TEETH, Term.SEGMENT_LENGTH)}):",
                f"    {'SL':<16}{'entries':>10}{'exact':>10}{'zero upd':>10}{'median':>11}{'max':>11}"]
         for name, band in self.bands.items():
             if not band.entries:
@@ -179,6 +181,6 @@ class Teeth:
         why = [line for name, band in self.bands.items() if (line := band.why_not_failing(name))]
         if why:
             out.append("    ratio >= 1 is no failure (each entry's error was within its bound); it marks entries whose "
-                       "update the check could not tell from none:")
+                       f"update the check could not tell from none ({see(Term.ONE_ROUNDING, Term.DYADIC)}):")
             out += [f"      {line}" for line in why]
         return out
