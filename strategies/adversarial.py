@@ -24,6 +24,7 @@ from strategies.dyadic import VALUE_KINDS
 from strategies.segments import segment_lengths
 from strategies.shapes import batch_shapes
 from tbe import KernelConfig
+from tbe.modes import FLOAT_NAMES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,8 +99,8 @@ def fuzz_cases(
         tables=shape.tables,
         batch_size=B,
         pooling=draw(st.sampled_from(["sum", "mean"])),
-        weights_dtype=draw(st.sampled_from(["fp32", "fp16", "bf16"])),
-        output_dtype=draw(st.sampled_from(["fp32", "fp16", "bf16"])),
+        weights_dtype=draw(st.sampled_from(FLOAT_NAMES)),
+        output_dtype=draw(st.sampled_from(FLOAT_NAMES)),
         index_dtype=draw(st.sampled_from(["int64", "int32"])),
         weighted=draw(st.booleans()) if weighted is None else weighted,
         optimizer=draw(st.sampled_from(["exact_sgd", "exact_rowwise_adagrad"])),

@@ -22,12 +22,13 @@ import torch
 from hypothesis import strategies as st
 
 from tbe.layout import TableLayout, TableSpec
+from tbe.modes import INDEX_BY_NAME
 
 ID_KINDS = ("negative", "minus_one", "rows", "rows_plus_one", "dtype_max", "dtype_min")
 OFFSET_KINDS = ("first_positive", "first_negative", "decreasing", "past_end", "last_short", "last_long")
 DIVERGENT_ID_KINDS = ("minus_one",)
 DIVERGENT_OFFSET_KINDS = ("first_positive",)
-INDEX_DTYPES = {"int32": torch.int32, "int64": torch.int64}
+INDEX_DTYPES = INDEX_BY_NAME
 BAG_POSITIONS = ("first", "middle", "last")  # where in a table's bags a bad id goes
 
 

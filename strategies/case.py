@@ -17,7 +17,7 @@ import torch
 from strategies.dyadic import VALUE_KINDS, dyadic_grads, dyadic_psw
 from tbe import draws
 from tbe.layout import TableLayout, TableSpec
-from tbe.modes import parse_float_dtype
+from tbe.modes import parse_float_dtype, parse_index_dtype
 
 LENGTH_PROFILES = ("fixed", "uniform", "log_uniform", "zipf", "empty")
 
@@ -204,7 +204,7 @@ def materialize(spec: CaseSpec, device: Optional[torch.device | str] = None) -> 
         if hot_ids is not None or n <= draws.SMALL:  # i.i.d. ids need no shuffle; small draws stay as they were
             ids = ids[draws.permutation(n, g, dev)]
         per_table_ids.append(ids)
-    idx_dtype = {"int32": torch.int32, "int64": torch.int64}[spec.index_dtype]
+    idx_dtype = parse_index_dtype("index_dtype", spec.index_dtype)
     indices = torch.cat(per_table_ids).to(idx_dtype)
     offsets = torch.zeros(T * B + 1, dtype=torch.int64, device=dev)
     offsets[1:] = torch.cumsum(lengths.reshape(-1), 0)

@@ -18,6 +18,7 @@ import torch
 from hypothesis import strategies as st
 
 from tbe.layout import INT32_MAX, TableLayout, TableSpec
+from tbe.modes import parse_index_dtype
 
 # total rows minus 2^31: below the switch (fits int32), at it, past it, far past it
 TOTAL_OFFSETS = (-2, -1, 0, 1, 2, 2**31)
@@ -71,7 +72,7 @@ def materialize_int32(spec: Int32EdgeSpec) -> Int32Batch:
             ids += [_id(kind, rows, g)] * repeat
             n += repeat
         lengths.append(n)
-    dtype = {"int32": torch.int32, "int64": torch.int64}[spec.index_dtype]
+    dtype = parse_index_dtype("index_dtype", spec.index_dtype)
     indices = torch.tensor(ids, dtype=torch.int64)
     offsets = torch.zeros(len(lengths) + 1, dtype=torch.int64)
     offsets[1:] = torch.cumsum(torch.tensor(lengths, dtype=torch.int64), 0)

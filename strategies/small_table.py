@@ -17,7 +17,7 @@ import torch
 from hypothesis import strategies as st
 
 from tbe.layout import TableLayout, TableSpec
-from tbe.modes import parse_float_dtype
+from tbe.modes import parse_float_dtype, parse_index_dtype
 
 ROWS_EDGE = (64, 65)
 DIM_EDGE = (63, 64, 128, 129)
@@ -91,7 +91,7 @@ def materialize_small(spec: SmallTableSpec) -> SmallTableBatch:
             ids.append(pool[torch.randint(0, 2, (n_t,), generator=g)])
         else:
             ids.append(torch.randint(0, s.rows, (n_t,), generator=g))
-    idx_dtype = {"int32": torch.int32, "int64": torch.int64}[spec.index_dtype]
+    idx_dtype = parse_index_dtype("index_dtype", spec.index_dtype)
     indices = torch.cat(ids).to(idx_dtype)
     offsets = torch.zeros(lengths.numel() + 1, dtype=torch.int64)
     offsets[1:] = torch.cumsum(lengths.reshape(-1), 0)

@@ -27,6 +27,7 @@ from strategies.specs import MAX_DIM, case_specs
 from strategies.tiers import COUNTER_EDGE
 from tbe import KernelConfig
 from tbe.buckets import block_for_dim
+from tbe.modes import FLOAT_NAMES
 
 
 def segment_edges(config: KernelConfig, limit: int) -> list[int]:
@@ -162,8 +163,8 @@ def wide_row_specs(draw: st.DrawFn, dims: list[int]) -> CaseSpec:
         tables=tuple(tables), batch_size=draw(st.integers(1, 2)),
         length_profile=draw(st.sampled_from(["fixed", "uniform"])), max_length=draw(st.integers(1, 3)),
         pooling=draw(st.sampled_from(["sum", "mean"])), weighted=draw(st.booleans()),
-        weights_dtype=draw(st.sampled_from(["fp32", "fp16", "bf16"])),
-        output_dtype=draw(st.sampled_from(["fp32", "fp16", "bf16"])),
+        weights_dtype=draw(st.sampled_from(FLOAT_NAMES)),
+        output_dtype=draw(st.sampled_from(FLOAT_NAMES)),
         index_dtype=draw(st.sampled_from(["int64", "int32"])),
         optimizer=draw(st.sampled_from(["exact_sgd", "exact_rowwise_adagrad"])),
         seed=draw(st.integers(0, 2**31 - 1)),

@@ -12,9 +12,9 @@ from typing import Optional, Sequence
 from hypothesis import strategies as st
 
 from strategies.case import LENGTH_PROFILES, CaseSpec, HotRow
+from tbe.modes import FLOAT_NAMES
 
-ALL_WEIGHT_DTYPES = ("fp32", "fp16", "bf16")
-ALL_OUTPUT_DTYPES = ("fp32", "fp16", "bf16")
+ALL_WEIGHT_DTYPES = ALL_OUTPUT_DTYPES = FLOAT_NAMES
 MAX_DIM = 160  # the widest row a general case draws
 
 

@@ -59,3 +59,15 @@ def parse_float_dtype(field: str, value: object) -> torch.dtype:
 def dtype_name(dtype: torch.dtype) -> str:
     return {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16",
             torch.int32: "int32", torch.int64: "int64"}[dtype]
+
+
+FLOAT_NAMES = tuple(dtype_name(d) for d in FLOAT_DTYPES)  # ("fp32", "fp16", "bf16"): as cases and SUTs name them
+INDEX_BY_NAME = {dtype_name(d): d for d in INDEX_DTYPES}  # {"int32": torch.int32, "int64": torch.int64}
+
+
+def parse_index_dtype(field: str, value: object) -> torch.dtype:
+    if isinstance(value, torch.dtype) and value in INDEX_DTYPES:
+        return value
+    if isinstance(value, str) and value.lower() in INDEX_BY_NAME:
+        return INDEX_BY_NAME[value.lower()]
+    raise ValueError(f"{field} must be one of {', '.join(INDEX_BY_NAME)}, got {value!r}")

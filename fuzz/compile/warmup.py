@@ -24,10 +24,10 @@ from typing import Any, Callable, Optional, Sequence
 from strategies.case import CaseSpec, HotRow
 from tbe.buckets import next_pow2
 from tbe.layout import vector_width
-from tbe.modes import parse_float_dtype
+from tbe.modes import FLOAT_NAMES, parse_float_dtype
 from tbe.config import KernelConfig
 
-DTYPES = ("fp32", "fp16", "bf16")
+DTYPES = FLOAT_NAMES
 INDEX = ("int32", "int64")
 POOLINGS = ("sum", "mean")
 OPTIMIZERS = ("exact_sgd", "exact_rowwise_adagrad")

@@ -36,7 +36,7 @@ from oracles.compare import Oracle, Report
 from oracles.findings import fbgemm_backward_difference, fbgemm_forward_difference, fbgemm_update_difference
 from strategies.case import CaseSpec, HotRow
 from tbe import KernelConfig
-from tbe.modes import Optimizer, Pooling, parse_float_dtype
+from tbe.modes import FLOAT_NAMES, Optimizer, Pooling, parse_float_dtype
 
 
 @dataclasses.dataclass
@@ -84,7 +84,7 @@ def matrix(config: KernelConfig, max_lookups: int = MAX_LOOKUPS) -> list[tuple[s
             if c <= budget // 2]
     fb_tables = ((50, 4), (97, 64), (23, 2 * max(config.dim_buckets) + 4))
     any_tables = ((50, 3), (97, 33), (23, max(config.dim_buckets) + 3))
-    dtypes = ("fp32", "fp16", "bf16")
+    dtypes = FLOAT_NAMES
     out: list[tuple[str, CaseSpec]] = []
     combos = list(itertools.product(("exact_sgd", "exact_rowwise_adagrad"), ("sum", "mean"), (False, True)))
     for i, (opt, pooling, weighted) in enumerate(combos + combos[:3]):

@@ -21,7 +21,9 @@ from typing import Any, Optional
 
 import torch
 
-WEIGHT_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+from tbe.modes import FLOAT_NAMES, parse_float_dtype
+
+WEIGHT_DTYPES = {name: parse_float_dtype("weights_dtype", name) for name in FLOAT_NAMES}
 OPTIMIZERS = ("exact_sgd", "exact_rowwise_adagrad")
 
 

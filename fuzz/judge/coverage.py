@@ -33,7 +33,7 @@ from strategies.tiers import LONG_EDGES, PAST_COUNTER, past_counter_fits, past_c
 from tbe import KernelConfig
 from tbe.buckets import block_for_dim
 from tbe.forward_dispatch import choose_path
-from tbe.modes import BoundsCheckMode, Optimizer, Pooling, parse_float_dtype
+from tbe.modes import FLOAT_NAMES, BoundsCheckMode, Optimizer, Pooling, parse_float_dtype
 from fuzz.glossary import Term, see
 
 
@@ -78,7 +78,7 @@ Cell = tuple[KernelPath, Edge]
 
 SLOT_POSITIONS = ("first", "last")            # of the ids of a bag
 DIM_CLASSES = ("1", "< 4", "not a multiple of BLOCK_D", "wider than the largest bucket", "> 1024")
-WEIGHT_DTYPES = OUTPUT_DTYPES = ("fp32", "fp16", "bf16")
+WEIGHT_DTYPES = OUTPUT_DTYPES = FLOAT_NAMES
 INDEX_DTYPES = ("int32", "int64")
 STEP_CLASSES = ("0 (forward only)", "1", "> 1")
 _DTYPES = {d: parse_float_dtype("dtype", d) for d in WEIGHT_DTYPES}

@@ -36,7 +36,7 @@ import torch
 
 from fuzz.errors import FatalBoundsCheck, SUTError  # noqa: F401  (FatalBoundsCheck: raised by SUTs, named here by the protocol)
 from strategies.bad_inputs import ID_KINDS, OFFSET_KINDS
-from tbe.modes import BoundsCheckMode, Optimizer, Pooling
+from tbe.modes import FLOAT_NAMES, BoundsCheckMode, Optimizer, Pooling
 
 GROUP = "tbe_fuzz.suts"
 DEFAULT = "triton"
@@ -47,7 +47,7 @@ BUILTIN = {
     "torch": "fuzz.sut.torch_tbe:factory",
     "torchrec-triton": "fuzz.sut.torchrec_triton:factory",
 }
-ALL_DTYPES = ("fp32", "fp16", "bf16")
+ALL_DTYPES = FLOAT_NAMES
 ALL_BOUNDS = ("fatal", "warning", "ignore", "none")
 
 
