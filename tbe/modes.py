@@ -48,12 +48,18 @@ def parse_enum(cls: type[enum.Enum], field: str, value: object) -> enum.Enum:
     raise ValueError(f"{field} must be one of {choices}, got {value!r}")
 
 
-def parse_float_dtype(field: str, value: object) -> torch.dtype:
-    if isinstance(value, torch.dtype) and value in FLOAT_DTYPES:
+def _parse_dtype(field: str, value: object, by_name: dict[str, torch.dtype]) -> torch.dtype:
+    """A dtype, or a name ``by_name`` knows (case-insensitive); ValueError names the field and the choices."""
+    if isinstance(value, torch.dtype) and value in by_name.values():
         return value
-    if isinstance(value, str) and value.lower() in _DTYPE_NAMES:
-        return _DTYPE_NAMES[value.lower()]
-    raise ValueError(f"{field} must be one of fp32, fp16, bf16, got {value!r}")
+    if isinstance(value, str) and value.lower() in by_name:
+        return by_name[value.lower()]
+    choices = ", ".join(dict.fromkeys(dtype_name(d) for d in by_name.values()))
+    raise ValueError(f"{field} must be one of {choices}, got {value!r}")
+
+
+def parse_float_dtype(field: str, value: object) -> torch.dtype:
+    return _parse_dtype(field, value, _DTYPE_NAMES)
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -66,8 +72,4 @@ INDEX_BY_NAME = {dtype_name(d): d for d in INDEX_DTYPES}  # {"int32": torch.int3
 
 
 def parse_index_dtype(field: str, value: object) -> torch.dtype:
-    if isinstance(value, torch.dtype) and value in INDEX_DTYPES:
-        return value
-    if isinstance(value, str) and value.lower() in INDEX_BY_NAME:
-        return INDEX_BY_NAME[value.lower()]
-    raise ValueError(f"{field} must be one of {', '.join(INDEX_BY_NAME)}, got {value!r}")
+    return _parse_dtype(field, value, INDEX_BY_NAME)
