@@ -27,6 +27,7 @@ from fuzz.judge.check import classify
 from fuzz.cli import main
 from fuzz.execution import Supervisor, leftover_pending, timeout_for
 from fuzz.execution.envelope import envelope, stall_for
+from fuzz.execution.messages import Answer, Compile, Waited
 from tbe.backend import INTERPRETED
 from strategies.case import CaseSpec
 from tbe import KernelConfig
@@ -301,20 +302,16 @@ def _talking_worker(messages):
 def test_kernel_builds_do_not_count_toward_a_case_timeout():
     """A worker that reports a build (compile events) gets the build's time added to its deadline: a 1.5 s build
     inside a 1 s timeout is not a hang; the same silence without the events is one."""
-    w = _talking_worker([(0.1, ("compile", "start")), (1.5, ("compile", "end")), (0.3, ("result", "ok"))])
-    assert w._wait(1.0) == ("result", "ok")
-    silent = _talking_worker([(2.0, ("result", "late"))])
-    with pytest.raises(TimeoutError):
-        silent._wait(1.0)
+    w = _talking_worker([(0.1, Compile(True)), (1.5, Compile(False)), (0.3, Answer("ok"))])
+    assert w.wait(1.0) == Answer("ok")
+    silent = _talking_worker([(2.0, Answer("late"))])
+    assert silent.wait(1.0) is Waited.TIMED_OUT
 
 
 def test_the_callers_limit_bounds_build_credit_and_is_not_a_hang():
-    from fuzz.execution.worker_process import LimitReached
-
-    w = _talking_worker([(0.1, ("compile", "start")), (5.0, ("compile", "end"))])
+    w = _talking_worker([(0.1, Compile(True)), (5.0, Compile(False))])
     t0 = time.monotonic()
-    with pytest.raises(LimitReached):
-        w._wait(0.5, limit=t0 + 1.0)
+    assert w.wait(0.5, limit=t0 + 1.0) is Waited.LIMIT
     assert time.monotonic() - t0 < 2.5
 
 

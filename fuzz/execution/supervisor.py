@@ -46,7 +46,8 @@ from fuzz.judge import check
 from fuzz.execution import forced_crash, interrupt
 from fuzz.execution.envelope import stall_for, timeout_for
 from fuzz.execution.first_answer import FirstAnswer
-from fuzz.execution.worker_process import WorkerProcess, LimitReached, log_dir, take_early, worker_env
+from fuzz.execution.messages import Answer, HarnessFailed, NotMaterialized, Stalled, Waited
+from fuzz.execution.worker_process import WorkerProcess, log_dir, take_early, worker_env
 from fuzz.compile import kernel_cache
 from strategies.cases import AnyCase, case_size, case_to_dict, tensors
 from fuzz.judge.check import CaseResult
@@ -208,40 +209,37 @@ class Supervisor:
             w.requests.send(req)
         except OSError:  # it died between the check and the request; its exit is reported below
             pass
-        try:
-            msg = w._wait(timeout, cancellable=True, limit=end)
-        except LimitReached:
-            msg = "limit"
-        except TimeoutError:
-            msg = "hang"
-        if msg in ("interrupted", "limit"):
+        msg = w.wait(timeout, cancellable=True, limit=end)
+        if msg in (Waited.INTERRUPTED, Waited.LIMIT):
             self._retire(kill=True)  # stopped, not judged: the worker may be mid-kernel
             self._keep_spare = True
-            if msg == "interrupted":
+            if msg is Waited.INTERRUPTED:
                 raise CaseInterrupted("a Ctrl-C stopped the case")
             ran = time.perf_counter() - t0
             raise CaseTimedOut(f"stopped after {ran:.1f}s: the time left ({left:.1f}s) ran out before the case "
                                f"finished (its own timeout: {timeout:.0f}s)", seconds=ran, timeout=timeout)
         stalled = None
-        if isinstance(msg, tuple) and msg and msg[0] == "stalled":
-            msg, stalled = "hang", msg[1]
-        if msg is not None and msg != "hang" and msg[0] != "result":
-            if msg[0] == "unmaterializable":
-                raise Unmaterializable(msg[1])
+        if isinstance(msg, Stalled):
+            msg, stalled = Waited.TIMED_OUT, msg.what
+        if isinstance(msg, NotMaterialized):
+            raise Unmaterializable(msg.why)
+        if not isinstance(msg, (Answer, Waited)):
             self._retire()
-            raise WorkerError(f"the worker failed outside the kernels:\n{msg[1]}")
-        if msg is not None and msg != "hang":
+            detail = msg.traceback if isinstance(msg, HarnessFailed) else f"an unexpected message: {msg!r}"
+            raise WorkerError(f"the worker failed outside the kernels:\n{detail}")
+        if isinstance(msg, Answer):
+            result = msg.result
             w.cases += 1
             if self.first_answer.answered is None:
                 self.first_answer.worker(w.started_at, w.hello.get("clock", {}), w.early)
                 self.first_answer.answer(asked, sent, time.time(), w.builds - builds, w.build_seconds - build_seconds,
-                                         getattr(msg[1], "compiles", None), msg[1].phases)
-            if not msg[1].ok:
+                                         getattr(result, "compiles", None), result.phases)
+            if not result.ok:
                 self._keep_spare = self._watch = True
-                if not _sound_after(msg[1], bool(w.hello.get("sanitizer"))):
-                    self._retire(kill=msg[1].error_kind == FailureKind.CUDA_ERROR)
-            return msg[1], earlier
-        if msg == "hang":
+                if not _sound_after(result, bool(w.hello.get("sanitizer"))):
+                    self._retire(kill=result.error_kind == FailureKind.CUDA_ERROR)
+            return result, earlier
+        if msg is Waited.TIMED_OUT:
             if hasattr(signal, "SIGUSR1"):
                 os.kill(w.proc.pid, signal.SIGUSR1)  # faulthandler dumps the stacks to the log
                 time.sleep(1.0)

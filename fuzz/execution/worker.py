@@ -1,10 +1,11 @@
 """The kernel side of supervised execution: a process that runs cases for ``fuzz.execution.supervisor``.
 
 Started as ``python -m fuzz.execution.worker REQUEST_FD REPLY_FD``; after its imports reads the environment its
-supervisor sends (``("setup", env)``, ``fuzz.execution.worker_process``), greets with its environment, then answers
-each request (a case as JSON, a config, where its saved tensors are) with ("result", CaseResult) or
-("unmaterializable", message); under the interpreter, a kernel program that runs past the request's
-``stall_s`` is reported at once as ("stalled", what) by a watch thread (``fuzz.execution.stall``). Tensors
+supervisor sends (``Setup``, ``fuzz.execution.worker_process``), greets with its environment (``Hello``), then
+answers each request (a case as JSON, a config, where its saved tensors are) with ``Answer`` (its CaseResult) or
+``NotMaterialized``; under the interpreter, a kernel program that runs past the request's ``stall_s`` is
+reported at once as ``Stalled`` by a watch thread (``fuzz.execution.stall``); the records are
+``fuzz.execution.messages``. Tensors
 never cross the pipe: the worker materializes the case from its spec (deterministic) or loads an
 artifact's tensors.pt itself. ``faulthandler`` writes the Python stack of a fatal signal to stderr (the
 supervisor's log), so a crash report shows the kernel line that was running. After a CUDA error the
@@ -26,6 +27,8 @@ from contextlib import nullcontext
 from multiprocessing.connection import Connection
 from typing import Any, Callable
 
+from fuzz.execution.messages import Answer, Compile, HarnessFailed, Hello, NotMaterialized, Setup, Stalled
+
 
 def _sync_error() -> Any:
     """The exception a device synchronization raises (an asynchronous CUDA error), or None."""
@@ -40,10 +43,10 @@ def _sync_error() -> Any:
     return None
 
 
-def handle(req: dict[str, Any], watch: Any = None) -> tuple[tuple[str, Any], bool]:
+def handle(req: dict[str, Any], watch: Any = None) -> tuple[Any, bool]:
     """(reply, whether this process must exit after sending it). ``watch`` (``fuzz.execution.stall``): each of the
     case's interpreter programs is timed against the request's ``stall_s``; one that runs past it ends the case,
-    and the reply is ("stalled", what): the supervisor then ends the case as a hang."""
+    and the reply is ``Stalled``: the supervisor then ends the case as a hang."""
     from fuzz.execution import artifacts, stall
     from fuzz.judge import check
     from fuzz.execution import forced_crash
@@ -65,7 +68,7 @@ def handle(req: dict[str, Any], watch: Any = None) -> tuple[tuple[str, Any], boo
         t = artifacts.load_tensors(req["saved"]) if req["saved"] else tensors(
             case, steps=req["steps"], weights=False, device=check.draw_device(req.get("options", {}).get("sut")))
     except ValueError as e:
-        return ("unmaterializable", str(e)), False
+        return NotMaterialized(str(e)), False
     materialized = time.perf_counter() - t0
     forced = forced_crash.parse(req.get("forced"))
     result = None
@@ -85,7 +88,7 @@ def handle(req: dict[str, Any], watch: Any = None) -> tuple[tuple[str, Any], boo
                 result = check.run_case(case, config, t, req["steps"], **req.get("options", {}))
             result.outside = outside() if outside is not None else 0 if safe else None
         except stall.ProgramStalled as e:  # the interpreter's state is left mid-program: this worker ends
-            return ("stalled", e.stalled), True
+            return Stalled(e.stalled), True
         finally:
             if watch is not None:
                 watch.disarm()
@@ -94,7 +97,7 @@ def handle(req: dict[str, Any], watch: Any = None) -> tuple[tuple[str, Any], boo
     err = _sync_error()
     if err is not None and result.error_kind != FailureKind.CUDA_ERROR:
         result.error, result.error_kind = check.classify(err)[1], FailureKind.CUDA_ERROR
-    return ("result", _plain(result)), result.error_kind == FailureKind.CUDA_ERROR
+    return Answer(_plain(result)), result.error_kind == FailureKind.CUDA_ERROR
 
 
 def _memory_safe(req: dict[str, Any]) -> bool:
@@ -132,11 +135,11 @@ def _report_compiles(send: Callable[[Any], None]) -> bool:
     before, after = runtime.jit_cache_hook, runtime.jit_post_compile_hook
 
     def started(*args: Any, **kwargs: Any) -> bool:
-        send(("compile", "start"))
+        send(Compile(True))
         return bool(before(*args, **kwargs)) if before is not None else False  # True would skip the build
 
     def ended(*args: Any, **kwargs: Any) -> None:
-        send(("compile", "end"))
+        send(Compile(False))
         if after is not None:
             after(*args, **kwargs)
 
@@ -191,10 +194,10 @@ def main(argv: list[str]) -> int:
         setup = requests.recv()
     except EOFError:  # the driver went away before it needed this worker
         return 0
-    if not (isinstance(setup, tuple) and setup[0] == "setup"):
+    if not isinstance(setup, Setup):
         return 0
     clock["setup"] = time.time()
-    apply_setup(setup[1])
+    apply_setup(setup.env)
     sanitize = sanitizer.enable_from_env()
     profile_dir = WORKER_PROFILE.path()
     profiler = None
@@ -214,8 +217,8 @@ def main(argv: list[str]) -> int:
     _load_triton_driver()
     environment = artifacts.environment()
     clock["hello"] = time.time()
-    send(("hello", {"pid": os.getpid(), "environment": environment, "sanitizer": sanitize,
-                    "compile_events": events, "program_watch": program_watch is not None, "clock": clock}))
+    send(Hello({"pid": os.getpid(), "environment": environment, "sanitizer": sanitize,
+                "compile_events": events, "program_watch": program_watch is not None, "clock": clock}))
     while True:
         try:
             req = requests.recv()
@@ -228,7 +231,7 @@ def main(argv: list[str]) -> int:
         try:
             reply, must_exit = handle(req, program_watch)
         except Exception:  # noqa: BLE001 - a harness bug: report it, never pass it off as the kernel's
-            reply, must_exit = ("error", traceback.format_exc()), False
+            reply, must_exit = HarnessFailed(traceback.format_exc()), False
         if profiler is not None:
             profiler.disable()
             profiler.dump_stats(os.path.join(profile_dir, f"worker-{os.getpid()}.prof"))

@@ -2,7 +2,7 @@
 
 Imports nothing heavy: ``start_early`` runs first thing in ``tbe-fuzz run``, so that the worker's own imports (torch,
 Triton, the kernels) and on a GPU its CUDA context overlap the driver's. A worker reads its environment from the
-``("setup", env)`` message its supervisor sends first (``apply_setup``): one started early runs with the settings
+``Setup`` message its supervisor sends first (``apply_setup``): one started early runs with the settings
 the driver made afterwards (the kernel cache, the sanitizer, thread counts), as one started later would.
 """
 
@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from fuzz.execution import interrupt
+from fuzz.execution.messages import Compile, Hello, Setup, Waited
 from fuzz.errors import WorkerError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,10 +34,6 @@ BUILD_CREDIT_S = 900.0
 
 LOGS_NAME = re.compile(r"tbe-fuzz-(?:early|workers)-(\d+)-")  # a worker log directory, and the driver's pid
 STALE_LOGS_S = 3600.0  # a log directory older than this, whose driver is gone, is swept up
-
-
-class LimitReached(TimeoutError):
-    """The caller's deadline came before the case's own timeout."""
 
 
 def log_dir(kind: str) -> Path:
@@ -109,31 +106,30 @@ class WorkerProcess:
         """Send the environment its run uses, which the worker reads after its imports and before its hello (a
         worker started early, before the driver chose its settings, is set up like one started with them)."""
         try:
-            self.requests.send(("setup", env))
+            self.requests.send(Setup(env))
         except OSError:  # it died already; ``ready`` reports how
             pass
 
     def ready(self) -> dict[str, Any]:
         if self.hello is None:
-            try:
-                msg = self._wait(START_TIMEOUT_S)
-            except TimeoutError:
+            msg = self.wait(START_TIMEOUT_S)
+            if msg is Waited.TIMED_OUT:
                 self.stop(kill=True)
-                msg = None
-            if msg is None or msg[0] != "hello":
+            if not isinstance(msg, Hello):
                 raise WorkerError(f"the worker did not start ({self.describe_exit()}):\n{self.tail(0)}")
-            self.hello = msg[1]
+            self.hello = msg.info
         return self.hello
 
-    def _wait(self, timeout: float, cancellable: bool = False, limit: Optional[float] = None) -> Any:
-        """The next message; None when the process ended; TimeoutError after ``timeout`` seconds, not counting
-        the worker's kernel builds (its ``("compile", ...)`` events), and never past ``limit`` (a
-        time.monotonic() deadline); ``cancellable``: "interrupted" as soon as a Ctrl-C was requested."""
+    def wait(self, timeout: float, cancellable: bool = False, limit: Optional[float] = None) -> Any:
+        """The next message (``fuzz.execution.messages``), or how the wait ended without one (``Waited``):
+        EXITED when the process ended; TIMED_OUT after ``timeout`` seconds, not counting the worker's kernel
+        builds (its ``Compile`` events); LIMIT at ``limit`` (a time.monotonic() deadline); with
+        ``cancellable``, INTERRUPTED as soon as a Ctrl-C was requested."""
         deadline = time.monotonic() + timeout
         building: Optional[float] = None  # when the build in progress started
         while True:
             if cancellable and interrupt.requested():
-                return "interrupted"
+                return Waited.INTERRUPTED
             now = time.monotonic()
             end = deadline if building is None else max(deadline, building + BUILD_CREDIT_S)
             end = end if limit is None else min(end, limit)
@@ -141,20 +137,20 @@ class WorkerProcess:
                 try:
                     msg = self.replies.recv()
                 except (EOFError, OSError):
-                    return None
-                if isinstance(msg, tuple) and msg and msg[0] == "compile":
+                    return Waited.EXITED
+                if isinstance(msg, Compile):
                     now = time.monotonic()
                     if building is not None:  # an end, or a start after a build that raised (no end came)
                         deadline += min(now - building, BUILD_CREDIT_S)
                         self.build_seconds += now - building
-                    building = now if msg[1] == "start" else None
-                    self.builds += msg[1] == "start"
+                    building = now if msg.started else None
+                    self.builds += msg.started
                     continue
                 return msg
             if self.proc.poll() is not None and not self.replies.poll(0):
-                return None
+                return Waited.EXITED
             if time.monotonic() >= end:
-                raise LimitReached if limit is not None and end >= limit else TimeoutError
+                return Waited.LIMIT if limit is not None and end >= limit else Waited.TIMED_OUT
 
     def describe_exit(self) -> str:
         try:
