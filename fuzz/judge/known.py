@@ -22,6 +22,7 @@ from fuzz.judge.check import CaseResult
 from oracles import findings
 from oracles.compare import Check, Mismatch, Oracle, Report
 from tbe import KernelConfig
+from tbe.modes import Optimizer, Pooling, parse_float_dtype
 
 ANY = (Check.FORWARD, Check.WEIGHTS, Check.MOMENTUM, Check.PSW_GRAD, Check.WARNINGS, Check.FATAL_RAISED,
        Check.FATAL_SILENT, Check.UNTOUCHED)
@@ -64,6 +65,23 @@ def _bad(id_kind: str = "", offset_kind: str = "") -> Callable[[AnyCase], bool]:
     return pred
 
 
+def _fbgemm_forward(case: AnyCase) -> bool:
+    s = base_spec(case)
+    out = parse_float_dtype("output_dtype", s.output_dtype)
+    return findings.fbgemm_forward_difference(Pooling(s.pooling), s.weighted, out) is not None
+
+
+def _fbgemm_backward(case: AnyCase) -> bool:
+    s = base_spec(case)
+    return findings.fbgemm_backward_difference(Pooling(s.pooling), s.weighted) is not None
+
+
+def _fbgemm_update(case: AnyCase) -> bool:
+    s = base_spec(case)
+    weights = parse_float_dtype("weights_dtype", s.weights_dtype)
+    return findings.fbgemm_update_difference(Optimizer(s.optimizer), weights) is not None
+
+
 def _stored_through_fp16(case: AnyCase, entry: Mismatch) -> bool:
     """The worst weight is an fp16 value, and for bf16 weights one that bf16 would hold more finely (outside fp16's
     normal range, where fp16 has subnormals or overflows): a store that rounded to fp16, not to the weights' dtype."""
@@ -77,13 +95,11 @@ def _stored_through_fp16(case: AnyCase, entry: Mismatch) -> bool:
 CPU, CUDA, TORCHREC = "fbgemm-cpu", "fbgemm-cuda", "torchrec-triton"
 TRIAGE: tuple[KnownFinding, ...] = (
     KnownFinding("fbgemm-weighted-mean-fp16-forward", (CPU,), findings.FBGEMM_WEIGHTED_MEAN_FP16_FORWARD,
-                 _spec(lambda s: s.pooling == "mean" and s.weighted and s.output_dtype == "fp16"),
-                 (Check.FORWARD,)),
+                 _fbgemm_forward, (Check.FORWARD,)),
     KnownFinding("fbgemm-weighted-mean-backward", (CPU,), findings.FBGEMM_WEIGHTED_MEAN_BACKWARD,
-                 _spec(lambda s: s.pooling == "mean" and s.weighted), UPDATE),
+                 _fbgemm_backward, UPDATE),
     KnownFinding("fbgemm-fp16-sgd-step-rounding", (CPU,), findings.FBGEMM_FP16_SGD_UPDATE,
-                 _spec(lambda s: s.weights_dtype == "fp16" and s.optimizer == "exact_sgd"),
-                 (Check.WEIGHTS,)),
+                 _fbgemm_update, (Check.WEIGHTS,)),
     KnownFinding("fbgemm-minus-one-raises", (CPU,), findings.FBGEMM_MINUS_ONE_CPU, _bad(id_kind="minus_one"),
                  error=r"out of bounds: -1"),
     KnownFinding("fbgemm-first-offset-kept", (CPU, TORCHREC), findings.FBGEMM_FIRST_OFFSET_KEPT,
