@@ -21,7 +21,7 @@ import torch
 
 from benchmarks.baselines import fbgemm_cuda, fbgemm_cuda_error, torch_forward, torch_iteration
 from benchmarks.timing import copy_bandwidth_GBps, time_ms
-from fuzz.gate.shapes import PRESETS, WEIGHT_DTYPES, PerfShape, make_workload
+from fuzz.gate.shapes import PRESETS, WEIGHT_DTYPES, PerfShape, load_shapes, make_workload
 from fuzz.gate.timing import build_module, instance_fns, sut_instance
 from tbe import KernelConfig
 
@@ -129,7 +129,10 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--out", default=None, help="append one JSON line per shape here")
     p.add_argument("--config", default=None, help="KernelConfig JSON (default: defaults)")
-    p.add_argument("--shapes", default=None, help="comma-separated shape names (default: all)")
+    p.add_argument("--shape-set", default="bench", metavar="PRESET|FILE",
+                   help="the shapes: a preset of fuzz.gate.shapes or a JSON file of them, as the gate's --shapes "
+                        "(default: bench; benchmarks/shapes/torchrec.json holds production-like ones)")
+    p.add_argument("--shapes", default=None, help="comma-separated shape names of the set (default: all)")
     p.add_argument("--torchrec-source", default=None, metavar="DIR",
                    help="TorchRec's Triton TBE to time (default: the newest snapshot found)")
     p.add_argument("--impls", default="triton,torchrec,fbgemm,torch",
@@ -150,7 +153,7 @@ def main(argv=None) -> int:
            "fbgemm": fbgemm_cuda_error() or "fbgemm_gpu CUDA", "torchrec": torchrec_note}
     print(json.dumps(env), flush=True)
     lines = []
-    for shape in SHAPES:
+    for shape in load_shapes(args.shape_set):
         if wanted and shape.name not in wanted:
             continue
         r = bench_shape(shape, device=device, config=config, copy_gbps=copy_gbps, impls=args.impls.split(","),

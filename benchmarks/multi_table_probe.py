@@ -1,0 +1,120 @@
+"""Forward and iteration time of this project's TBE and TorchRec's at shapes of several equal tables.
+
+``benchmarks.bench_tbe`` times one table per shape (``fuzz.gate.shapes.PerfShape`` has no table count), so a
+production batch of 8 tables x 1M rows is folded there into one table of 8M rows. This probe times the
+unfolded form beside the folded one, on the same ids, to see whether the table count moves either TBE:
+
+    python -m benchmarks.multi_table_probe [--tables 8] [--rows 1000000] [--dim 128] [--batch 16384]
+        [--pooling 40] [--weights fp32] [--out FILE.jsonl]
+
+Row-wise Adagrad, no bounds check unless ``--bounds-check`` names one, ids uniform within each table, every bag ``--pooling`` long; TorchRec's
+module through its SUT adapter (newest snapshot unless ``--torchrec-source``). GPU only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import torch
+
+from benchmarks.timing import time_ms
+from fuzz.gate.shapes import WEIGHT_DTYPES
+
+
+def workload(tables: int, rows: int, batch: int, pooling: int, dim: int, device, seed: int = 0):
+    """(ids local to each table, offsets, ids offset into one folded table, grad) for T x B bags of L ids."""
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    local = torch.randint(0, rows, (tables, batch * pooling), generator=g)
+    folded = (local + torch.arange(tables)[:, None] * rows).reshape(-1)
+    offsets = torch.arange(0, tables * batch * pooling + 1, pooling, dtype=torch.int64)
+    grad = torch.randn(batch, tables * dim, generator=g)
+    return local.reshape(-1).to(device), offsets.to(device), folded.to(device), grad.to(device)
+
+
+def ours(specs, weights_dtype, device, bounds: str = "none", config=None):
+    from tbe import KernelConfig, TritonTBE
+
+    m = TritonTBE(specs, optimizer="exact_rowwise_adagrad", weights_dtype=weights_dtype, bounds_check=bounds,
+                  config=config or KernelConfig(), device=device, learning_rate=0.01, eps=1e-8)
+    with torch.no_grad():
+        m.weights.uniform_(-0.01, 0.01)
+        m.momentum.zero_()
+    return m
+
+
+def torchrec(source: str, specs, weights_dtype, device, bounds: str = "none"):
+    from fuzz.sut.protocol import TBEParams, address, get
+    from tbe.modes import BoundsCheckMode, Optimizer, Pooling
+
+    params = TBEParams(tuple(specs), Optimizer.EXACT_ROWWISE_ADAGRAD, 0.01, 1e-8, weights_dtype, torch.float32,
+                       Pooling.SUM, BoundsCheckMode(bounds))
+    instance = get(address("torchrec-triton", source)).build(params)
+    with torch.no_grad():
+        instance.packed_weights().uniform_(-0.01, 0.01)
+    return instance
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--tables", type=int, default=8)
+    p.add_argument("--rows", type=int, default=1_000_000)
+    p.add_argument("--dim", type=int, default=128)
+    p.add_argument("--batch", type=int, default=16_384)
+    p.add_argument("--pooling", type=int, default=40)
+    p.add_argument("--weights", default="fp32", choices=sorted(WEIGHT_DTYPES))
+    p.add_argument("--bounds-check", default="none", choices=("none", "warning", "fatal"),
+                   help="both modules' bounds-check mode (default none, as bench_tbe)")
+    p.add_argument("--config", default=None, help="KernelConfig JSON for this project's TBE (default: defaults)")
+    p.add_argument("--torchrec-source", default=None, metavar="DIR")
+    p.add_argument("--out", default=None)
+    args = p.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("multi_table_probe needs a CUDA device", file=sys.stderr)
+        return 2
+    from fuzz.sut.torchrec_triton import loader
+
+    source = args.torchrec_source or str(loader.snapshots()[-1])
+    from tbe import KernelConfig
+
+    config = KernelConfig.load(args.config) if args.config else KernelConfig()
+    device, wdt = torch.device("cuda"), WEIGHT_DTYPES[args.weights]
+    T, E, D = args.tables, args.rows, args.dim
+    ids, offsets, folded, grad = workload(T, E, args.batch, args.pooling, D, device)
+    folded_grad = grad.reshape(args.batch, T, D).permute(1, 0, 2).reshape(T * args.batch, D).contiguous()
+    records = []
+    for layout, specs, batch_ids, g in (("tables", [(E, D)] * T, ids, grad),
+                                        ("folded", [(T * E, D)], folded, folded_grad)):
+        for impl in ("ours", "torchrec"):
+            m = (ours(specs, wdt, device, args.bounds_check, config) if impl == "ours"
+                 else torchrec(source, specs, wdt, device, args.bounds_check))
+            if impl == "ours":
+                fwd = lambda: m(batch_ids, offsets, None)  # noqa: E731
+                it = lambda: m(batch_ids, offsets, None).backward(g)  # noqa: E731
+            else:
+                fwd = lambda: m.forward(batch_ids, offsets, None)  # noqa: E731
+
+                def it():
+                    m.forward(batch_ids, offsets, None)
+                    m.backward(g)
+            with torch.no_grad():
+                f_ms = time_ms(fwd)
+            i_ms = time_ms(it, warmup=2, repeat=10)
+            r = {"layout": layout, "impl": impl, "tables": len(specs), "rows": specs[0][0], "dim": D,
+                 "batch": args.batch, "pooling": args.pooling, "weights": args.weights,
+                 "bounds_check": args.bounds_check, "config": config.diff(KernelConfig()) if impl == "ours" else None,
+                 "forward_ms": f_ms,
+                 "iteration_ms": i_ms, "device": torch.cuda.get_device_name(), "torchrec_source": source}
+            print(json.dumps(r), flush=True)
+            records.append(r)
+            del m
+            torch.cuda.empty_cache()
+    if args.out:
+        with open(args.out, "a") as f:
+            f.writelines(json.dumps(r) + "\n" for r in records)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
