@@ -58,3 +58,12 @@ def test_config_sweep_gives_equal_digests_for_configs_that_differ_only_in_launch
 def test_profile_shape_summarises_our_kernels(untimed):
     r = profile_backward.profile_shape(TINY[1], KernelConfig(), iters=1, device=default_device())
     assert r["shape"] == TINY[1].name and r["triton"]["stages_ms"] == {"forward": 1.0}
+
+
+def test_the_multi_table_probe_folds_the_same_ids_into_one_table():
+    from benchmarks.multi_table_probe import workload
+
+    ids, offsets, folded, grad = workload(tables=3, rows=5, batch=2, pooling=4, dim=8, device="cpu")
+    assert ids.numel() == folded.numel() == 3 * 2 * 4 and offsets.tolist() == list(range(0, 25, 4))
+    table = torch.arange(3).repeat_interleave(2 * 4)
+    assert torch.equal(folded, ids + table * 5) and int(ids.max()) < 5 and grad.shape == (2, 3 * 8)
