@@ -1,9 +1,8 @@
-"""Forward dispatch: picks the kernel path for a batch, runs it, and records which one ran.
+"""Forward dispatch: picks the kernel path for a batch and runs it.
 
 Paths: "small_table" (tbe/forward_small_table.py, when ``eligible``) and "generic"
-(tbe/forward.py). ``last_forward_path`` names the path of the latest call, so a test can
-prove which kernel produced an output. ``checked_forward`` adds the bounds check around
-the forward, standalone or fused per ``KernelConfig.fused_bounds_check``.
+(tbe/forward.py); ``choose_path`` names the one a batch takes without running it. ``checked_forward``
+adds the bounds check around the forward, standalone or fused per ``KernelConfig.fused_bounds_check``.
 """
 
 from __future__ import annotations
@@ -17,9 +16,6 @@ from tbe.config import KernelConfig
 from tbe.forward import forward_generic
 from tbe.forward_small_table import eligible, forward_small_table
 from tbe.modes import BoundsCheckMode, Pooling
-
-last_forward_path: Optional[str] = None
-
 
 def choose_path(
     dims: list[int], rows: list[int], num_indices: int, batch_size: int, weights_dtype: torch.dtype,
@@ -45,7 +41,6 @@ def pooled_forward(
     check: Optional[ForwardCheck] = None,
 ) -> torch.Tensor:
     """The pooled [B, sum D] output of one batch (offsets already repaired; ids too unless fused)."""
-    global last_forward_path
     path = choose_path(
         dims, rows, indices.numel(), batch_size, weights.dtype, output_dtype,
         per_sample_weights is not None, config,
@@ -57,7 +52,6 @@ def pooled_forward(
             weights, layout_tensors, dims, indices, offsets, per_sample_weights,
             batch_size, pooling, output_dtype, config, check=check,
         )
-    last_forward_path = path
     return out
 
 

@@ -1,5 +1,7 @@
 """Small-table histogram + tl.dot path: eligibility edges, path taken, and output vs generic and FP64."""
 
+import contextlib
+
 import pytest
 import torch
 from hypothesis import event, given, settings
@@ -20,19 +22,39 @@ CFG = KernelConfig()
 DEV = default_device()
 
 
+@contextlib.contextmanager
+def paths_taken():
+    """The forward kernels the calls inside ran, in order: dispatch's two paths wrapped to record their names."""
+    seen: list[str] = []
+    real = dispatch.forward_small_table, dispatch.forward_generic
+
+    def spy(name, fn):
+        def wrapped(*args, **kwargs):
+            seen.append(name)
+            return fn(*args, **kwargs)
+        return wrapped
+
+    dispatch.forward_small_table, dispatch.forward_generic = spy("small_table", real[0]), spy("generic", real[1])
+    try:
+        yield seen
+    finally:
+        dispatch.forward_small_table, dispatch.forward_generic = real
+
+
 def run(batch, config=CFG, mode=BoundsCheckMode.WARNING, warn=None):
     """The forward of ``batch`` (CPU tensors) on DEV: (out, indices, offsets) back on the CPU, and the path."""
     spec = batch.spec
     layout = spec.layout
     lt = layout.device_tensors(DEV)
     psw = batch.per_sample_weights
-    out, ri, ro = dispatch.checked_forward(
-        batch.weights.to(DEV), lt, layout.dims, layout.rows, batch.indices.to(DEV), batch.offsets.to(DEV),
-        None if psw is None else psw.to(DEV),
-        spec.batch_size, Pooling(spec.pooling), parse_float_dtype("output_dtype", spec.output_dtype), config,
-        mode, warn,
-    )
-    return out.cpu(), ri.cpu(), ro.cpu(), dispatch.last_forward_path
+    with paths_taken() as seen:
+        out, ri, ro = dispatch.checked_forward(
+            batch.weights.to(DEV), lt, layout.dims, layout.rows, batch.indices.to(DEV), batch.offsets.to(DEV),
+            None if psw is None else psw.to(DEV),
+            spec.batch_size, Pooling(spec.pooling), parse_float_dtype("output_dtype", spec.output_dtype), config,
+            mode, warn,
+        )
+    return out.cpu(), ri.cpu(), ro.cpu(), seen[-1] if seen else None
 
 
 # ----------------------------------------------------------------------------- eligibility
@@ -164,14 +186,14 @@ def test_module_takes_the_path_and_records_it():
     g = torch.Generator().manual_seed(0)
     idx = torch.randint(0, 64, (2 * 64,), generator=g)
     off = torch.tensor([0, 64, 128])
-    with torch.no_grad():
+    with torch.no_grad(), paths_taken() as seen:
         out = m(idx.to(DEV), off.to(DEV))
-    assert dispatch.last_forward_path == "small_table"
+    assert seen == ["small_table"]
     report = check_forward(m.layout, m.weights.cpu(), idx, off, None, 2, Pooling.SUM, out.cpu())
     assert report.ok, str(report)
-    with torch.no_grad():
+    with torch.no_grad(), paths_taken() as seen:
         m(idx.to(DEV), off.to(DEV), torch.ones(128, device=DEV))  # weighted: generic
-    assert dispatch.last_forward_path == "generic"
+    assert seen == ["generic"]
 
 
 def test_fault_mean_wrong_length_caught_on_small_table_path():
