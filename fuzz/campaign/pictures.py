@@ -160,7 +160,8 @@ def _segment_lengths(plt: Any, collector: Collector, config: Any, path: Path) ->
     ax.set_xlabel("segment length (lookups of one distinct row)")
     ax.set_ylabel("runs")
     ax.set_title(f"segment lengths checked: {sum(collector.runs.values())} runs")
-    legend = ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, borderaxespad=0)
+    labelled, _ = ax.get_legend_handles_labels()  # none: no run checked, and no routing of this project's to draw
+    legend = ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, borderaxespad=0) if labelled else None
     return _save(plt, fig, path, legend)
 
 
@@ -256,6 +257,6 @@ def _ratio_vs_segment(plt: Any, pl: Plan, config: Any, path: Path) -> Path:
 def _save(plt: Any, fig: Any, path: Path, legend: Any, tight: bool = True) -> Path:
     if tight:
         fig.tight_layout()
-    fig.savefig(path, dpi=110, bbox_inches="tight", bbox_extra_artists=[legend])
+    fig.savefig(path, dpi=110, bbox_inches="tight", bbox_extra_artists=[legend] if legend is not None else [])
     plt.close(fig)
     return path

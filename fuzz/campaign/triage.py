@@ -22,6 +22,7 @@ from typing import Any, Optional, Sequence
 from fuzz.execution import artifacts, interrupt
 from fuzz.budgets import Budget
 from fuzz.campaign.repeat import Repeat
+from fuzz.campaign.repeat import of as repeat_of
 from fuzz.campaign.search import CampaignResult, run_campaign, save_campaign_failure
 from strategies.cases import case_size
 from strategies.tour import ALL
@@ -90,7 +91,7 @@ def run_triaged(
     while True:
         left = budget.seconds - (time.perf_counter() - start)
         examples_left = budget.max_examples - total.examples
-        drawn_left = None if repeat is None else repeat.drawn - (total.examples - total.tour_examples)
+        drawn_left = None if repeat is None else repeat.drawn - repeat_of(total).drawn
         if interrupt.requested():
             total.stopped_by = StopReason.INTERRUPTED
             break
@@ -105,6 +106,7 @@ def run_triaged(
             **{**common, "artifacts_dir": None},
         )
         total.merge(part)
+        total.drawn_after += part.drawn_after
         if readiness is None:  # the tour ran in order: its cases so far, the failing one included, are done
             tour_done += part.tour_examples
         round_ += 1
