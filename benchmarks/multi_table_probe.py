@@ -21,6 +21,10 @@ import torch
 
 from benchmarks.timing import time_ms
 from fuzz.gate.shapes import WEIGHT_DTYPES
+from fuzz.gate.timing import build_tables, sut_tables
+
+
+OPTIMIZER = "exact_rowwise_adagrad"
 
 
 def workload(tables: int, rows: int, batch: int, pooling: int, dim: int, device, seed: int = 0):
@@ -31,29 +35,6 @@ def workload(tables: int, rows: int, batch: int, pooling: int, dim: int, device,
     offsets = torch.arange(0, tables * batch * pooling + 1, pooling, dtype=torch.int64)
     grad = torch.randn(batch, tables * dim, generator=g)
     return local.reshape(-1).to(device), offsets.to(device), folded.to(device), grad.to(device)
-
-
-def ours(specs, weights_dtype, device, bounds: str = "none", config=None):
-    from tbe import KernelConfig, TritonTBE
-
-    m = TritonTBE(specs, optimizer="exact_rowwise_adagrad", weights_dtype=weights_dtype, bounds_check=bounds,
-                  config=config or KernelConfig(), device=device, learning_rate=0.01, eps=1e-8)
-    with torch.no_grad():
-        m.weights.uniform_(-0.01, 0.01)
-        m.momentum.zero_()
-    return m
-
-
-def torchrec(source: str, specs, weights_dtype, device, bounds: str = "none"):
-    from fuzz.sut.protocol import TBEParams, address, get
-    from tbe.modes import BoundsCheckMode, Optimizer, Pooling
-
-    params = TBEParams(tuple(specs), Optimizer.EXACT_ROWWISE_ADAGRAD, 0.01, 1e-8, weights_dtype, torch.float32,
-                       Pooling.SUM, BoundsCheckMode(bounds))
-    instance = get(address("torchrec-triton", source)).build(params)
-    with torch.no_grad():
-        instance.packed_weights().uniform_(-0.01, 0.01)
-    return instance
 
 
 def main(argv=None) -> int:
@@ -76,6 +57,7 @@ def main(argv=None) -> int:
     from fuzz.sut.torchrec_triton import loader
 
     source = args.torchrec_source or str(loader.snapshots()[-1])
+    from fuzz.sut.protocol import address
     from tbe import KernelConfig
 
     config = KernelConfig.load(args.config) if args.config else KernelConfig()
@@ -87,8 +69,8 @@ def main(argv=None) -> int:
     for layout, specs, batch_ids, g in (("tables", [(E, D)] * T, ids, grad),
                                         ("folded", [(T * E, D)], folded, folded_grad)):
         for impl in ("ours", "torchrec"):
-            m = (ours(specs, wdt, device, args.bounds_check, config) if impl == "ours"
-                 else torchrec(source, specs, wdt, device, args.bounds_check))
+            m = (build_tables(specs, OPTIMIZER, wdt, config, device, args.bounds_check) if impl == "ours" else
+                 sut_tables(address("torchrec-triton", source), specs, OPTIMIZER, wdt, None, args.bounds_check))
             if impl == "ours":
                 fwd = lambda: m(batch_ids, offsets, None)  # noqa: E731
                 it = lambda: m(batch_ids, offsets, None).backward(g)  # noqa: E731

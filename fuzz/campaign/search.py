@@ -36,7 +36,7 @@ from fuzz.budgets import EXAMPLE_CAP_S, Budget
 from fuzz.campaign.reduce import failing_check, reduce_failure, size_text
 from fuzz.campaign.pareto import without_pareto_front
 from fuzz.campaign.repeat import Repeat
-from fuzz.campaign.repeat import of as repeat_counts
+from fuzz.campaign.repeat import of as repeat_of
 from strategies.cases import case_size, tensors
 from fuzz.judge.check import CaseResult
 from fuzz.status import StopReason
@@ -255,7 +255,7 @@ def run_campaign(
     res.reused = reuse and db is not None
 
     def drawn_here() -> int:  # drawn examples checked in this phase of the draws (before or after the aimed)
-        counts = repeat_counts(res)
+        counts = repeat_of(res)
         return counts.after if res.resumed else counts.drawn
 
     attempts = [0]  # cases tried before a failure (tour, draws, aimed): a repeat leaves out the same ones

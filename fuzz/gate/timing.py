@@ -158,6 +158,12 @@ def _one_line(e: BaseException) -> str:
 # ----------------------------------------------------------------------------- the TBE on a shape
 def build_module(shape: PerfShape, config, device):
     """A TritonTBE for ``shape`` whose weights are drawn on the device (a CPU draw of 20M rows is slow)."""
+    return build_tables([(shape.rows, shape.dim)], shape.optimizer, WEIGHT_DTYPES[shape.weights_dtype], config,
+                        device)
+
+
+def build_tables(tables, optimizer: str, weights_dtype: torch.dtype, config, device, bounds_check: str = "none"):
+    """A TritonTBE over ``tables`` ((rows, D) each), its weights drawn on the device as ``build_module``'s are."""
     from tbe import TritonTBE
 
     class _DeviceInit(TritonTBE):
@@ -166,9 +172,8 @@ def build_module(shape: PerfShape, config, device):
                 self.weights.uniform_(-0.01, 0.01)
                 self.momentum.zero_()
 
-    return _DeviceInit([(shape.rows, shape.dim)], optimizer=shape.optimizer,
-                       weights_dtype=WEIGHT_DTYPES[shape.weights_dtype], bounds_check="none", config=config,
-                       device=device, learning_rate=0.01, eps=1e-8)
+    return _DeviceInit(list(tables), optimizer=optimizer, weights_dtype=weights_dtype, bounds_check=bounds_check,
+                       config=config, device=device, learning_rate=0.01, eps=1e-8)
 
 
 def phase_fns(module, wl: Workload) -> dict[str, Callable[[], object]]:
@@ -237,12 +242,17 @@ def time_shape(shape: PerfShape, baseline, candidate, device, rounds: int, targe
 # ----------------------------------------------------------------------------- another SUT on a shape
 def sut_instance(sut: str, shape: PerfShape, config, device):
     """An instance of ``sut`` (an address) for ``shape``, its table drawn on the device as ``build_module``'s is."""
+    return sut_tables(sut, [(shape.rows, shape.dim)], shape.optimizer, WEIGHT_DTYPES[shape.weights_dtype], config)
+
+
+def sut_tables(sut: str, tables, optimizer: str, weights_dtype: torch.dtype, config, bounds_check: str = "none"):
+    """An instance of ``sut`` over ``tables`` ((rows, D) each), its weights drawn on its device as
+    ``build_tables``' are."""
     from fuzz.sut.protocol import TBEParams, get
     from tbe.modes import BoundsCheckMode, Optimizer, Pooling
 
-    params = TBEParams(((shape.rows, shape.dim),), Optimizer(shape.optimizer), 0.01, 1e-8,
-                       WEIGHT_DTYPES[shape.weights_dtype], torch.float32, Pooling.SUM, BoundsCheckMode.NONE,
-                       config=config if get(sut).capabilities.kernel_config else None)
+    params = TBEParams(tuple(tables), Optimizer(optimizer), 0.01, 1e-8, weights_dtype, torch.float32, Pooling.SUM,
+                       BoundsCheckMode(bounds_check), config=config if get(sut).capabilities.kernel_config else None)
     instance = get(sut).build(params)
     with torch.no_grad():
         weights = instance.packed_weights() if hasattr(instance, "packed_weights") else None
