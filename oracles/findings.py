@@ -71,6 +71,15 @@ TORCHREC_EMPTY_BATCH_BACKWARD = (
     "fbgemm.get_infos_metadata with B = 0); FBGEMM's own TBE trains on such a batch. Every version "
     "(docs/findings/torchrec-triton.md)."
 )
+TORCHREC_BROKEN_OFFSETS_OUT_OF_BOUNDS = (
+    "TorchRec's Triton TBE keeps a positive offsets[0] under WARNING (FBGEMM's check and its own fused repair "
+    "both do): the ids before it are in no bag, so no bounds check looks at them, yet its backward still "
+    "transposes and applies them. On an H100, where FBGEMM's transpose leaves their slots unwritten, the "
+    "backward faults (illegal memory access) even with every id in range; in Triton's interpreter, where this "
+    "project's transpose puts them in bag 0, an out-of-range id among them sends the short-run "
+    "backward's loads past the end of weight (or dout) (the sanitizer stops them; unsanitized the heap is "
+    "corrupted and the process dies). Every version (docs/findings/torchrec-triton.md)."
+)
 TORCHREC_STOCHASTIC_ROUNDING_FP16 = (
     "TorchRec's Triton TBE applies stochastic rounding (the module's default) whatever the weights' dtype, and "
     "its store rounds through fp16: every updated fp32 weight becomes one of its two neighbouring fp16 values "

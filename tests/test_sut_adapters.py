@@ -24,6 +24,7 @@ from fuzz.judge.known import TRIAGE, KnownFinding, explain, for_sut
 from fuzz.profiles import examples
 from strategies.space import campaign_cases
 from fuzz.errors import SUTError, TorchBoundsError
+from fuzz.status import FailureKind
 from fuzz.sut.protocol import get, packed_weights, params_for
 from fuzz.sut.fit import fit_case, fit_strategy, refusal
 from fuzz.sut.torch_bounds import check_bounds
@@ -204,6 +205,21 @@ def test_known_findings_match_on_sut_case_and_check():
     assert explain("fbgemm-cpu", _result(minus, error="RuntimeError: something else")) is None
     assert all(f.suts for f in TRIAGE) and len({f.id for f in TRIAGE}) == len(TRIAGE)
     assert for_sut("fbgemm-cpu")[3].error and not for_sut("fbgemm-cpu")[3].checks
+
+
+def test_a_finding_of_failure_kinds_explains_them_whatever_their_text():
+    """One bad access shows as an access the sanitizer stopped, a dead worker or a CUDA error: a finding with
+    ``kinds`` explains each on its kind alone, and nothing else (an exception, a failing check)."""
+    case = CaseSpec(tables=((3, 4),), batch_size=1)
+    finding = KnownFinding("memory", ("fbgemm-cpu",), "test entry: any memory fault", lambda c: True,
+                           kinds=(FailureKind.SANITIZER, FailureKind.CRASH))
+    for kind in (FailureKind.SANITIZER, FailureKind.CRASH):
+        result = dataclasses.replace(_result(case, error="whatever the text says"), error_kind=kind)
+        assert [f.id for f in explain("fbgemm-cpu", result, (finding,))] == ["memory"]
+    for kind in (FailureKind.EXCEPTION, FailureKind.CUDA_ERROR):
+        result = dataclasses.replace(_result(case, error="whatever the text says"), error_kind=kind)
+        assert explain("fbgemm-cpu", result, (finding,)) is None
+    assert explain("fbgemm-cpu", _result(case, Check.FORWARD), (finding,)) is None
 
 
 @needs_fbgemm

@@ -30,7 +30,10 @@ from fuzz.sut.torchrec_triton import cpu_ops, interpreter_fixes, loader
 from oracles import fbgemm_cpu
 from oracles.bounds_backward import step_bounds
 from oracles.compare import Check
+from fuzz.status import FailureKind
+from strategies.bad_inputs import BadBatchSpec, BadId
 from strategies.case import CaseSpec, HotRow
+from strategies.cases import BadIdCase
 from tbe import KernelConfig
 from tbe.backend import INTERPRETED
 
@@ -295,6 +298,26 @@ def test_stochastic_rounding_puts_small_bf16_weights_on_fp16s_subnormal_grid():
     assert [f.id for f in explain(sut(), on)] == ["torchrec-stochastic-rounding-through-fp16"]
     off = run_case(spec, dataclasses.replace(config, stochastic_rounding=False), sut=sut())
     assert off.ok, off.text()
+
+
+def _no_bag_ids(bad_id: str, offsets: tuple[str, ...] = ("first_positive",)) -> BadIdCase:
+    """Two tables of 2 rows, 3 bags, weighted, WARNING; ``bad_id`` as the last id of the first bag."""
+    bad = BadBatchSpec(tables=((2, 9), (2, 5)), batch_size=3, max_length=0, index_dtype="int32", weighted=True,
+                       bad_ids=(BadId(bad_id, "first", "first", "last"),), bad_offsets=offsets)
+    return BadIdCase(CaseSpec(tables=bad.tables, batch_size=3, max_length=0, weighted=True, index_dtype="int32",
+                              length_profile="uniform"), bad)
+
+
+def test_ids_in_no_bag_go_unchecked_into_the_backward_and_read_outside_its_tensors(sanitized):
+    """A positive first offset leaves the ids before it in no bag: no bounds check sees the out-of-range one, and the
+    weighted backward then loads past the end of a tensor. The sanitizer stops it, and the finding explains it on that
+    kind; with the offsets intact the same bad id is repaired, and only the warning-count difference is left."""
+    broken = run_case(_no_bag_ids("rows_plus_one"), KernelConfig(), sut=sut())
+    assert broken.kind == FailureKind.SANITIZER, broken.text()
+    assert broken.error.startswith("triton_tbe_backward_short_run_weighted") and "past the end" in broken.error
+    assert [f.id for f in explain(sut(), broken)] == ["torchrec-broken-offsets-out-of-bounds"]
+    intact = run_case(_no_bag_ids("rows_plus_one", offsets=()), KernelConfig(), sut=sut())
+    assert intact.error is None and not (explain(sut(), intact) or ()), intact.text()
 
 
 def test_an_empty_batch_trains_in_the_forward_and_raises_in_the_backward():

@@ -3,7 +3,8 @@
 Each ``KnownFinding`` names the SUTs it applies to, a predicate on the case and the checks
 it explains (``oracles.compare.Check`` members, matched on a failing Report's fields: that
 check, judged against the FP64 reference), or, with ``error``, the exception whose traceback
-matches it. ``TRIAGE`` is this project's list; a SUT registered from outside may carry its own (``SUT(..., findings=...)``, where ``suts`` may stay empty). A failing case is *known* when every failing check is
+matches it, or, with ``kinds``, any failure of those kinds (``fuzz.status.FailureKind``: an access the
+sanitizer stopped, a dead worker, a CUDA error), whatever its text. ``TRIAGE`` is this project's list; a SUT registered from outside may carry its own (``SUT(..., findings=...)``, where ``suts`` may stay empty). A failing case is *known* when every failing check is
 explained by some finding that applies to the SUT and the case; anything else (a failing
 check no finding explains, a crash no finding expects) is a new failure. The texts live
 in ``oracles/findings.py``, with the tests that pin them.
@@ -19,6 +20,7 @@ import torch
 
 from strategies.cases import AnyCase, BadIdCase, base_spec
 from fuzz.judge.check import CaseResult
+from fuzz.status import FailureKind
 from oracles import findings
 from oracles.compare import Check, Mismatch, Oracle, Report
 from tbe import KernelConfig
@@ -37,6 +39,7 @@ class KnownFinding:
     applies: Callable[[AnyCase], bool]  # predicate on the case
     checks: tuple[Check, ...] = ()      # the SUT's checks against FP64 it explains
     error: str = ""                     # a regex: it explains an exception whose traceback matches
+    kinds: tuple[FailureKind, ...] = ()  # it explains any failure of these kinds (a memory fault's forms)
     under: Callable[[Optional[KernelConfig]], bool] = lambda config: True  # predicate on the effective config
     worst: Callable[[AnyCase, Mismatch], bool] = lambda case, entry: True   # on a failing check's worst entry
 
@@ -48,8 +51,10 @@ class KnownFinding:
         return (report.oracle == Oracle.FP64 and report.check is not None and report.check in self.checks
                 and (report.worst is None or case is None or bool(self.worst(case, report.worst))))
 
-    def explains_crash(self, traceback_text: str) -> bool:
-        return bool(self.error) and re.search(self.error, traceback_text) is not None
+    def explains_crash(self, result: CaseResult) -> bool:
+        """Whether it explains ``result``'s error (an exception, a stopped access, a crash, a CUDA error)."""
+        return result.kind in self.kinds or (bool(self.error) and result.error is not None
+                                             and re.search(self.error, result.error) is not None)
 
 
 def _spec(pred: Callable) -> Callable[[AnyCase], bool]:
@@ -93,6 +98,7 @@ def _stored_through_fp16(case: AnyCase, entry: Mismatch) -> bool:
 
 
 CPU, CUDA, TORCHREC = "fbgemm-cpu", "fbgemm-cuda", "torchrec-triton"
+MEMORY_FAULT = (FailureKind.SANITIZER, FailureKind.CRASH, FailureKind.CUDA_ERROR)  # one bad access, three forms
 TRIAGE: tuple[KnownFinding, ...] = (
     KnownFinding("fbgemm-weighted-mean-fp16-forward", (CPU,), findings.FBGEMM_WEIGHTED_MEAN_FP16_FORWARD,
                  _fbgemm_forward, (Check.FORWARD,)),
@@ -115,6 +121,8 @@ TRIAGE: tuple[KnownFinding, ...] = (
                  _spec(lambda s: s.weighted), (Check.MISSING_PSW_GRAD,)),
     KnownFinding("torchrec-empty-batch-backward-raises", (TORCHREC,), findings.TORCHREC_EMPTY_BATCH_BACKWARD,
                  _spec(lambda s: s.batch_size == 0), error=r"B must be positive"),
+    KnownFinding("torchrec-broken-offsets-out-of-bounds", (TORCHREC,), findings.TORCHREC_BROKEN_OFFSETS_OUT_OF_BOUNDS,
+                 _bad(offset_kind="first_positive"), kinds=MEMORY_FAULT),
     KnownFinding("torchrec-stochastic-rounding-through-fp16", (TORCHREC,), findings.TORCHREC_STOCHASTIC_ROUNDING_FP16,
                  _spec(lambda s: s.weights_dtype in ("fp32", "bf16")), (Check.WEIGHTS,),
                  under=lambda config: config is not None and config.stochastic_rounding, worst=_stored_through_fp16),
@@ -145,7 +153,7 @@ def explain(sut: str, result: CaseResult, triage: Sequence[KnownFinding] = TRIAG
             used.append(hit)
         return hit is not None
 
-    if result.error is not None and not take(lambda f: f.explains_crash(result.error)):
+    if result.error is not None and not take(lambda f: f.explains_crash(result)):
         return None
     for r in result.reports:
         if not r.ok and not take(lambda f, r=r: f.explains(r, result.case)):
