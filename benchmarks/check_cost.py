@@ -14,7 +14,7 @@ with ``fuzz.judge.check.run_case``: the first pass loads every kernel into the p
 cache after a warm-up), the second is the steady state. ``--large L`` checks ``--cases`` cases of about L
 lookups each instead (one table; D, rows, bag length, dtypes, pooling, weighting, optimizer, skew and
 values varied by the seed): the per-lookup cost that a campaign's mix of small draws hides. ``--draws-only``
-times, twice, only the draws of every case (batch, gradients and initial weights: ``strategies.cases.tensors``)
+times, twice, only the draws of every case (batch, gradients and initial weights: ``cases.tensors``)
 where a check makes them (``fuzz.judge.check.draw_device``: on a GPU the large ones run there), before any kernel.
 ``--oracles-only`` (with ``--large``) times, twice, only the FP64 references and bounds of each case's first step
 (``oracles_all``), where a check runs them, draws excluded. ``--fbgemm-only`` times FBGEMM's sample check (``fuzz.judge.fbgemm_sample.run``: FBGEMM's CPU steps and
@@ -38,8 +38,8 @@ import torch  # noqa: E402
 from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
 
 from fuzz.judge import run_case  # noqa: E402
-from strategies.case import CaseSpec  # noqa: E402
-from strategies.cases import sub_cases, tensors  # noqa: E402
+from cases import CaseSpec  # noqa: E402
+from cases import sub_cases, tensors  # noqa: E402
 from strategies.config_space import split_draw  # noqa: E402
 from strategies.pack import packs  # noqa: E402
 from strategies.space import campaign_cases, general_cases  # noqa: E402
@@ -105,7 +105,7 @@ def oracles_all(items: list, sut: str) -> tuple[float, int]:
     from oracles.bounds_backward import step_bounds
     from oracles.checks import forward_expectation
     from oracles.reference_backward import reference_backward
-    from strategies.cases import base_spec
+    from cases import base_spec
     from tbe.modes import Optimizer, Pooling, parse_float_dtype
 
     device = draw_device(sut)

@@ -39,7 +39,7 @@ def variants(case: dict) -> list[tuple[str, dict]]:
 def main(argv=None) -> int:
     from fuzz.execution.supervisor import shared
     from fuzz.sut.protocol import address
-    from strategies.cases import case_from_dict
+    from cases import case_from_dict
     from tbe import KernelConfig
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])

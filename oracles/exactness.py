@@ -4,7 +4,7 @@ Terms that are each exactly representable in fp32 and all integer multiples of o
 of two 2^e, with sum |terms| < 2^24 * 2^e, have every partial sum (any order, any
 grouping into tiles, chunks, workspace rows or atomics) an integer multiple of 2^e below
 2^24 * 2^e in magnitude, hence exactly representable: the fp32 accumulation returns the
-exact sum and its error term is zero. ``strategies.dyadic`` draws such data; nothing
+exact sum and its error term is zero. ``cases.dyadic`` draws such data; nothing
 here trusts a flag: each accumulated entry is tested from the terms as the kernel
 computes them. Hand-made because no library offers a per-group "sum is exact" test.
 """

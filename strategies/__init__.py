@@ -5,6 +5,6 @@ hot rows, a seed); ``materialize`` turns it into tensors with a seeded torch.Gen
 Examples stay small, replay exactly from the spec alone, and shrink well.
 """
 
-from strategies.case import Case, CaseSpec, HotRow, materialize
+from cases import Case, CaseSpec, HotRow, materialize
 
 __all__ = ["Case", "CaseSpec", "HotRow", "materialize"]

@@ -6,7 +6,7 @@ Bug classes: everything the parts target, in combination: tier routing and chunk
 exact SLs and in million-lookup runs, odd and wide D, empty and single bags, many tables,
 hot rows at E - 1 and 0, every dtype mix, weighted and not, several training steps, large
 learning rates (so an error in the accumulated gradient is not hidden by the weights' own
-rounding), random-magnitude or exact-value data (``strategies.dyadic``: one lost lookup of
+rounding), random-magnitude or exact-value data (``cases.dyadic``: one lost lookup of
 a run of millions is a mismatch).
 """
 
@@ -18,9 +18,9 @@ from typing import Any, Optional
 
 from hypothesis import strategies as st
 
-from strategies.case import CaseSpec, HotRow, multi_step_rate
+from cases import CaseSpec, HotRow, multi_step_rate
 from strategies.configs import NAMED, config_names, named_config
-from strategies.dyadic import VALUE_KINDS
+from cases import VALUE_KINDS
 from strategies.segments import segment_lengths
 from strategies.shapes import batch_shapes
 from tbe import KernelConfig

@@ -23,7 +23,7 @@ from typing import Any, Optional, Sequence
 
 from hypothesis import strategies as st
 
-from strategies.cases import AnyCase
+from cases import AnyCase
 from tbe import KernelConfig
 
 NEVER = frozenset({"faults", "fence"})

@@ -16,8 +16,9 @@ import dataclasses
 import torch
 from hypothesis import strategies as st
 
-from strategies.bad_inputs import BadBatchSpec, bad_batch_specs
-from strategies.case import Case, CaseSpec, HotRow, materialize
+from cases import BadBatchSpec
+from strategies.bad_inputs import bad_batch_specs
+from cases import Case, CaseSpec, HotRow, materialize
 from strategies.segments import segment_edges
 from strategies.specs import dims
 from tbe import KernelConfig

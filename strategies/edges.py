@@ -12,9 +12,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Iterable
 
-from strategies.cases import AnyCase, BadIdCase
-from strategies.bad_inputs import ID_KINDS, OFFSET_KINDS, BadBatchSpec, BadId
-from strategies.case import CaseSpec, HotRow
+from cases import AnyCase, BadIdCase
+from cases import ID_KINDS, OFFSET_KINDS, BadBatchSpec, BadId
+from cases import CaseSpec, HotRow
 from strategies.field_groups import ALL_GROUPS, BOUNDS_FIELDS, DIM_FIELDS, SEGMENT_FIELDS, SMALL_TABLE_FIELDS
 from tbe import KernelConfig
 

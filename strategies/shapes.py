@@ -12,7 +12,7 @@ import dataclasses
 
 from hypothesis import strategies as st
 
-from strategies.case import LENGTH_PROFILES
+from cases import LENGTH_PROFILES
 from strategies.specs import dims
 
 

@@ -3,7 +3,7 @@
 Hot-row counts are drawn around the config's ``long_run_threshold`` and ``chunk_size`` (the
 segment lengths where the backward changes tier or splits a run) and at power-of-two
 chunk counts, so a campaign under a moved threshold probes the moved edge. General cases
-draw random-magnitude or exact-value data (``strategies.dyadic``) at every SL. One draw
+draw random-magnitude or exact-value data (``cases.dyadic``) at every SL. One draw
 in five is a single fp16 table at the small-table path's edges, one a bad-id batch for
 the bounds check (repair under WARNING/IGNORE, MEAN over the repaired length), one a table
 wider than 1,024 columns. Learning rates are drawn too, so the optimizer update can dominate
@@ -18,10 +18,10 @@ from typing import Any, Optional
 
 from hypothesis import strategies as st
 
-from strategies.cases import BadIdCase
+from cases import BadIdCase
 from strategies.bad_inputs import bad_batch_specs, spread_bad_ids
-from strategies.case import CaseSpec, with_rate_and_steps
-from strategies.dyadic import VALUE_KINDS
+from cases import CaseSpec, with_rate_and_steps
+from cases import VALUE_KINDS
 from strategies.pack import packs
 from strategies.specs import MAX_DIM, case_specs
 from strategies.tiers import COUNTER_EDGE

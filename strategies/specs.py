@@ -11,7 +11,7 @@ from typing import Optional, Sequence
 
 from hypothesis import strategies as st
 
-from strategies.case import LENGTH_PROFILES, CaseSpec, HotRow
+from cases import LENGTH_PROFILES, CaseSpec, HotRow
 from tbe.modes import FLOAT_NAMES
 
 ALL_WEIGHT_DTYPES = ALL_OUTPUT_DTYPES = FLOAT_NAMES
@@ -50,7 +50,7 @@ def case_specs(
 ) -> st.SearchStrategy[CaseSpec]:
     """A CaseSpec whose batch holds at most ``max_lookups`` ids: ordinary lookups take at most
     half, hot rows what the ordinary ones leave. ``values`` are the value kinds drawn from
-    (``strategies.dyadic.VALUE_KINDS``). The strategies of the fixed choices are built here, once,
+    (``cases.VALUE_KINDS``). The strategies of the fixed choices are built here, once,
     not at every draw (building and validating them was a third of a draw's time)."""
     tables_st = table_shapes(max_tables, max_rows, max_dim, dim_multiple)
     batch_st = st.integers(0, max_batch) | st.sampled_from([1, max_batch])

@@ -12,7 +12,7 @@ import dataclasses
 
 import torch
 
-from strategies.case import Case
+from cases import Case
 from tbe import KernelConfig
 from tbe.routing import long_runs, route
 

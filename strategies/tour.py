@@ -20,10 +20,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Sequence, TypeVar
 
-from strategies.cases import BadIdCase
+from cases import BadIdCase
 from strategies.config_space import Drawn
-from strategies.bad_inputs import ID_KINDS, BadBatchSpec, BadId
-from strategies.case import CaseSpec, HotRow
+from cases import ID_KINDS, BadBatchSpec, BadId
+from cases import CaseSpec, HotRow
 from strategies.tiers import COUNTER_EDGE, past_counter_fits, past_counter_length
 from tbe import KernelConfig
 

@@ -4,7 +4,7 @@ cells taken from the materialized case as a real run's are, so only the driver's
 from __future__ import annotations
 
 from fuzz.judge.check import case_result
-from strategies.cases import tensors
+from cases import tensors
 
 
 class PassingSupervisor:

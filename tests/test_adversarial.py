@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from fuzz.profiles import MAX_COLUMN_BLOCKS, MAX_LOOKUPS, MAX_RUNS, examples
 from fuzz.judge.differential import check_case, failures, summary
 from strategies.adversarial import FuzzCase, fuzz_cases
-from strategies.case import CaseSpec, HotRow, materialize
+from cases import CaseSpec, HotRow, materialize
 from strategies.configs import NAMED
 from strategies.duplicates import duplicate_specs
 from strategies.int32_edges import Int32EdgeSpec, int32_edge_specs

@@ -17,8 +17,8 @@ from fuzz.compile.background import Readiness, _BuilderPool, group_keys
 from fuzz.compile.warmup import WarmCase, group_cases, tour_groups, warm_groups
 from fuzz.judge import CaseResult
 from fuzz.status import FailureKind
-from strategies.case import CaseSpec
-from strategies.cases import base_spec
+from cases import CaseSpec
+from cases import base_spec
 from strategies.config_space import campaign_configs, split_draw
 from strategies.space import campaign_cases
 from tbe import KernelConfig

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from strategies.case import CaseSpec, HotRow, materialize
+from cases import CaseSpec, HotRow, materialize
 from fuzz.sut import build_module, device_batch
 from tbe import KernelConfig
 

@@ -15,7 +15,8 @@ from oracles.checks import check_forward
 from oracles import fbgemm_cpu
 from oracles.fbgemm_bounds import fbgemm_bounds_check
 from oracles.reference_bounds import reference_bounds_check
-from strategies.bad_inputs import BadBatchSpec, BadId, bad_batch_specs, materialize_bad
+from cases import BadBatchSpec, BadId, materialize_bad
+from strategies.bad_inputs import bad_batch_specs
 from tbe import BoundsCheckError, KernelConfig, TritonTBE
 from tbe.backend import default_device
 from tbe.bounds_check import bounds_check

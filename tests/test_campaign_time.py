@@ -21,7 +21,7 @@ from fuzz.execution import envelope
 from fuzz.execution.artifacts import load_case
 from fuzz.execution.supervisor import CaseTimedOut, Supervisor
 from fuzz.status import FailureKind
-from strategies.case import CaseSpec
+from cases import CaseSpec
 from tbe import KernelConfig
 from tbe.env import FORCE_CRASH
 

@@ -21,7 +21,7 @@ from fuzz.status import OracleVerdict
 from fuzz.gate.timing import BaselineCache, time_shape
 from fuzz.gate.shapes import PerfShape
 from oracles import fbgemm_cpu
-from strategies.cases import case_from_dict, case_size
+from cases import case_from_dict, case_size
 from tbe import KernelConfig
 from tbe.env import FORCE_CRASH
 

@@ -14,7 +14,7 @@ from fuzz.execution import save_result
 from fuzz.cli import main
 from fuzz.judge.check import CaseResult
 from oracles.compare import Check, Mismatch, Report
-from strategies.case import CaseSpec, HotRow
+from cases import CaseSpec, HotRow
 from tbe import KernelConfig, faults
 
 

@@ -16,7 +16,7 @@ from fuzz.cli import main
 from strategies.config_space import Drawn, config_overrides, split_draw
 from fuzz.gate.correctness import shared_cases
 from strategies.space import campaign_cases
-from strategies.case import CaseSpec, HotRow
+from cases import CaseSpec, HotRow
 from tbe import KernelConfig
 
 TINY = Budget("tiny", seconds=20.0, shrink_seconds=20.0, max_examples=4, max_lookups=300)
@@ -54,7 +54,7 @@ def test_overrides_are_valid_varied_and_often_absent():
 def test_bad_id_cases_draw_only_profiles_that_change_the_bounds_check():
     """A bad-id case stops after the bounds check, so a profile aimed at the backward would change nothing it
     runs: its draws go among the base config and the profiles that move the check, the fused one included."""
-    from strategies.cases import BadIdCase
+    from cases import BadIdCase
     from strategies.field_groups import BOUNDS_FIELDS
 
     seen = collections.Counter()
@@ -150,7 +150,7 @@ def test_gate_shares_overrides_that_leave_the_changed_fields_alone():
                                                                  dim_buckets=(8, 32), small_table_path=False)])
 def test_the_opening_tour_reaches_every_path(config):
     """Without running kernels: the tour's cases take every forward path, backward tier and bounds check."""
-    from strategies.cases import tensors
+    from cases import tensors
     from fuzz.judge.check import tiers_of
     from strategies.tour import tour
 
@@ -170,7 +170,7 @@ def test_a_gpu_budget_tour_runs_one_run_past_4096_chunks_in_exact_values():
     exact values (so one lost chunk of a million lookups is a mismatch); under the interpreter's budget, none."""
     import torch
 
-    from strategies.cases import tensors
+    from cases import tensors
     from strategies.tour import tour
 
     for config in (KernelConfig(), KernelConfig(chunk_size=64)):
@@ -193,7 +193,7 @@ def test_small_table_cases_mostly_take_the_path_and_reach_its_edges():
     than one step, and some fill the budget so a row's run passes the long-run threshold."""
     import torch
 
-    from strategies.cases import tensors
+    from cases import tensors
     from strategies.space import small_table_specs
     from tbe.forward_dispatch import choose_path
 
@@ -216,8 +216,8 @@ def test_interpreter_caps_bound_every_general_draw():
     """Under the interpreter's caps (``fuzz.profiles``) a drawn case needs at most ``max_chunks`` long-tier chunks
     of its config, its general cases at most ``max_work`` lookups times column blocks times steps, and its rows at
     most ``max_column_blocks`` blocks of the widest bucket: a case past them cost a whole quick budget."""
-    from strategies.cases import base_spec, tensors
-    from strategies.pack import PackCase
+    from cases import base_spec, tensors
+    from cases import PackCase
     from strategies.space import work
 
     max_chunks, max_work, blocks = 40, 1500, 4

@@ -19,9 +19,9 @@ from fuzz.judge.coverage import (
     EDGES, PATHS, Coverage, Edge, EdgeGroup, Facts, KernelPath, cells_of, edges_of, facts_of, merge_json,
     paths_of, reachable,
 )
-from strategies.bad_inputs import BadBatchSpec, BadId
-from strategies.case import CaseSpec
-from strategies.cases import BadIdCase, base_spec, tensors
+from cases import BadBatchSpec, BadId
+from cases import CaseSpec
+from cases import BadIdCase, base_spec, tensors
 from strategies.config_space import split_draw
 from strategies.space import campaign_cases
 from tbe import KernelConfig

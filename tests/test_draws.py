@@ -115,7 +115,7 @@ def test_large_seeded_weights_stay_within_each_tables_bound_and_depend_on_the_se
 def test_a_large_tables_hot_rows_still_land_in_random_bags():
     """Past one chunk of lookups a table's plain ids are not shuffled (they are i.i.d. already), but a table with
     hot rows still is: its hot occurrences, appended after the plain ids, spread over the whole batch."""
-    from strategies.case import CaseSpec, HotRow, materialize
+    from cases import CaseSpec, HotRow, materialize
 
     B, L, hot = 2 ** 14, 65, 512  # B * L > SMALL lookups
     case = materialize(CaseSpec(tables=((1000, 4),), batch_size=B, max_length=L, length_profile="fixed",
@@ -130,8 +130,8 @@ def test_a_large_tables_hot_rows_still_land_in_random_bags():
 def test_a_large_case_materialized_on_the_gpu_is_bit_for_bit_the_cpus():
     """Every kind of large draw (Zipf and uniform ids, hot rows and their shuffle, per-sample weights, random and
     exact-value gradients, initial weights) gives the same bits on the GPU as on the CPU."""
-    from strategies.case import CaseSpec, HotRow
-    from strategies.cases import tensors
+    from cases import CaseSpec, HotRow
+    from cases import tensors
 
     specs = [
         CaseSpec(tables=((50_000, 64), (3000, 8)), batch_size=40_000, max_length=60, weighted=True, id_skew=1.1,

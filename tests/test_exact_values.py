@@ -1,4 +1,4 @@
-"""Exact-value data (strategies.dyadic) and the bounds' per-entry exactness test (oracles.exactness).
+"""Exact-value data (cases.dyadic) and the bounds' per-entry exactness test (oracles.exactness).
 
 Pure oracle tests, no kernels: the dyadic strategies make every accumulation exact by
 construction (checked with the oracle's own detector), the detector refuses sums that
@@ -20,8 +20,8 @@ from oracles.elementwise import terms_exact
 from oracles.exactness import ExactSums, fits, low_exponent
 from oracles.reference import forward_reference
 from oracles.reference_backward import reference_backward
-from strategies.case import CaseSpec, HotRow, materialize
-from strategies.dyadic import D_GRID, EXACT_UNITS, W_GRID, dyadic_weights, longest_accumulation, magnitudes
+from cases import CaseSpec, HotRow, materialize
+from cases import D_GRID, EXACT_UNITS, W_GRID, dyadic_weights, longest_accumulation, magnitudes
 from strategies.specs import case_specs
 from tbe.layout import TableLayout, TableSpec
 from tbe.modes import Optimizer, Pooling, parse_float_dtype

@@ -15,7 +15,7 @@ from fuzz.execution import Supervisor
 from fuzz.execution import worker_process
 from fuzz.execution.first_answer import FirstAnswer
 from fuzz.execution.worker_process import apply_setup, start_early
-from strategies.case import CaseSpec
+from cases import CaseSpec
 from tbe import env
 from tbe.backend import INTERPRETED
 from tests.test_fuzz_driver import REPO

@@ -9,7 +9,7 @@ from fuzz.profiles import MAX_LOOKUPS, examples
 from oracles import fbgemm_cpu
 from oracles.checks import check_forward
 from oracles.findings import fbgemm_forward_difference
-from strategies.case import CaseSpec, materialize
+from cases import CaseSpec, materialize
 from fuzz.sut import build_module, device_batch
 from strategies.specs import case_specs
 from tbe import KernelConfig

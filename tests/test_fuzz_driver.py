@@ -18,7 +18,7 @@ import torch
 from fuzz.execution import artifacts
 from fuzz.budgets import Budget
 from fuzz.campaign import run_campaign
-from strategies.cases import BadIdCase, case_from_dict, case_to_dict
+from cases import BadIdCase, case_from_dict, case_to_dict
 from fuzz.judge.check import CaseResult, run_case
 from fuzz.cli import main
 from strategies.edges import edge_cases
@@ -26,8 +26,8 @@ from fuzz.campaign import campaign_json, campaign_text
 from fuzz.gate.correctness import GateCase, GateResult, _judge
 from fuzz.selftest.run import run_selftest
 from oracles.compare import Check, Mismatch, Oracle, Report
-from strategies.bad_inputs import BadBatchSpec, BadId
-from strategies.case import CaseSpec, HotRow
+from cases import BadBatchSpec, BadId
+from cases import CaseSpec, HotRow
 from tbe import KernelConfig
 
 REPO = Path(__file__).resolve().parent.parent
@@ -96,7 +96,7 @@ def test_planted_fault_produces_a_complete_artifact(fault_artifact):
 
 @pytest.mark.fuzz
 def test_fault_shrinks_to_a_small_case(fault_artifact):
-    from strategies.cases import case_size
+    from cases import case_size
 
     tables, bags, _ = case_size(fault_artifact.failure.case)
     assert tables <= 2 and bags <= 8, fault_artifact.failure.case

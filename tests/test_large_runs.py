@@ -62,7 +62,7 @@ def test_a_gpu_sized_campaign_reaches_past_4096_chunks():
 
     from strategies.config_space import split_draw
     from strategies.space import campaign_cases
-    from strategies.case import CaseSpec
+    from cases import CaseSpec
 
     limit = FAULT_CHUNK_LIMIT * KernelConfig().chunk_size
     found, drawn = [], [0]

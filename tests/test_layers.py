@@ -1,7 +1,7 @@
 """The layers, tested: no import (module-level or inside a function) runs up a layer or sideways between peers.
 
-Top level: ``tbe`` < ``oracles``, ``strategies`` (which see only ``tbe``'s data types, never a kernel) <
-``fuzz`` < ``benchmarks`` < ``tests``. Inside ``fuzz`` the order is ``FUZZ_LAYERS`` (the table in
+Top level: ``tbe`` < ``cases`` < ``oracles``, ``strategies`` (``cases``, ``oracles`` and ``strategies`` see only
+``tbe``'s data types, never a kernel) < ``fuzz`` < ``benchmarks`` < ``tests``. Inside ``fuzz`` the order is ``FUZZ_LAYERS`` (the table in
 ``fuzz/__init__``'s docstring). A module may import anything of its own unit and of lower layers; a unit
 of the same layer is a peer and out of bounds too. A new unit must be placed in the table before it is used.
 """
@@ -20,7 +20,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 # lowest first; units on one line are peers
-TOP_LAYERS = (("tbe",), ("oracles", "strategies"), ("fuzz",), ("benchmarks",), ("tests",))
+TOP_LAYERS = (("tbe",), ("cases",), ("oracles", "strategies"), ("fuzz",), ("benchmarks",), ("tests",))
 FUZZ_LAYERS = (
     ("fuzz", "fuzz.errors", "fuzz.lazy"),  # ``fuzz`` itself: the package's face, which imports nothing of it
     ("fuzz.status", "fuzz.profiles", "fuzz.time_split", "fuzz.glossary"),
@@ -37,7 +37,7 @@ FUZZ_LAYERS = (
     ("fuzz.__main__",),
 )
 LAYERS = {"top": TOP_LAYERS, "fuzz": FUZZ_LAYERS}
-# the tbe modules oracles and strategies may use: data types, pure rules and the seeded draws, no kernel
+# the tbe modules cases, oracles and strategies may use: data types, pure rules and the seeded draws, no kernel
 DATA_MODULES = frozenset({"tbe.config", "tbe.layout", "tbe.modes", "tbe.faults", "tbe.backend", "tbe.env",
                       "tbe.routing", "tbe.buckets", "tbe.draws"})
 PACKAGES = tuple(unit for layer in TOP_LAYERS for unit in layer)
@@ -119,7 +119,7 @@ def violations(edges: list[Edge]) -> list[str]:
             s, d = _layer_of(src_top, TOP_LAYERS), _layer_of(dst_top, TOP_LAYERS)
             if d >= s:
                 out.append(f"{e}: {dst_top} is {'a peer of' if d == s else 'above'} {src_top}")
-            elif src_top in ("oracles", "strategies") and dst_top == "tbe":
+            elif src_top in ("cases", "oracles", "strategies") and dst_top == "tbe":
                 resolved = tbe_face.get(e.name, "tbe") if e.target == "tbe" else e.target
                 if resolved not in DATA_MODULES:
                     out.append(f"{e}: {resolved} is not one of tbe's data types ({', '.join(sorted(DATA_MODULES))})")
@@ -160,7 +160,9 @@ def test_the_fuzz_docstring_lists_the_layers_in_order():
     ("fuzz.gate.cascade", "fuzz.selftest.run", "a peer of"),
     ("fuzz.sut.fit", "fuzz.cli", "above"),
     ("tbe.forward", "oracles.reference", "above"),
-    ("oracles.reference", "strategies.case", "a peer of"),
+    ("oracles.reference", "strategies.space", "a peer of"),
+    ("cases.spec", "strategies.space", "above"),
+    ("cases.batch", "oracles.reference", "above"),
     ("fuzz.profiles", "fuzz.budgets", "above"),
     ("fuzz.judge.check", "fuzz.newthing", "place fuzz.newthing"),
 ])
@@ -169,10 +171,12 @@ def test_an_upward_edge_is_caught(source, target, why):
     assert len(found) == 1 and why in found[0]
 
 
-def test_oracles_and_strategies_see_only_tbe_data_types():
-    assert violations([Edge("strategies.cases", "tbe", 1, "KernelConfig"), Edge("oracles.reference", "tbe.layout", 1)]) == []
-    found = violations([Edge("strategies.tour", "tbe", 1, "TritonTBE"), Edge("oracles.checks", "tbe.forward", 1)])
-    assert len(found) == 2 and all("not one of tbe's data types" in f for f in found)
+def test_cases_oracles_and_strategies_see_only_tbe_data_types():
+    assert violations([Edge("strategies.space", "tbe", 1, "KernelConfig"), Edge("oracles.reference", "tbe.layout", 1),
+                       Edge("cases.batch", "tbe.layout", 1)]) == []
+    found = violations([Edge("strategies.tour", "tbe", 1, "TritonTBE"), Edge("oracles.checks", "tbe.forward", 1),
+                        Edge("cases.spec", "tbe.forward", 1)])
+    assert len(found) == 3 and all("not one of tbe's data types" in f for f in found)
 
 
 def test_imports_inside_functions_and_relative_imports_are_seen():

@@ -14,7 +14,7 @@ from fuzz.budgets import get
 from fuzz.cli import main
 from fuzz.execution import limits
 from fuzz.profiles import LIMITS, PROJECT, Execution
-from strategies.cases import case_from_dict, tensors
+from cases import case_from_dict, tensors
 from strategies.tour import size_edges
 
 POSITIONS = 2**15  # the planted SUT reads a batch's ids at positions modulo 2^15, like a 15-bit position counter

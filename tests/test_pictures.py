@@ -8,7 +8,7 @@ import pytest
 from fuzz.campaign.pictures import CLIP, Collector, Panel, Point, nudged_x, panel_of, plan, write
 from fuzz.judge.check import RAN, CaseResult
 from oracles.compare import Check, Mismatch, Oracle, Report
-from strategies.case import CaseSpec
+from cases import CaseSpec
 from tbe import KernelConfig
 
 

@@ -10,9 +10,9 @@ from fuzz.campaign.reduce import candidates, reduce_failure, signature
 from fuzz.execution.supervisor import Supervisor
 from fuzz.judge.check import CaseResult
 from fuzz.status import FailureKind
-from strategies.bad_inputs import BadBatchSpec, BadId
-from strategies.case import CaseSpec, HotRow
-from strategies.cases import BadIdCase, case_size
+from cases import BadBatchSpec, BadId
+from cases import CaseSpec, HotRow
+from cases import BadIdCase, case_size
 from tbe import KernelConfig
 from tests.test_fuzz_driver import FAULT
 

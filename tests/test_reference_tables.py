@@ -19,8 +19,8 @@ from oracles.checks import forward_expectation
 from oracles.compare import compare, compare_segments
 from oracles.elements import element_passes
 from oracles.reference_backward import reference_backward
-from strategies.cases import initial_weights
-from strategies.case import materialize
+from cases import initial_weights
+from cases import materialize
 from strategies.specs import case_specs
 from tbe.layout import TableLayout
 from tbe.modes import Optimizer, Pooling

@@ -10,7 +10,7 @@ import pytest
 from fuzz.budgets import Budget
 from fuzz.campaign import fill, repeat
 from fuzz.campaign.search import run_campaign
-from strategies.cases import case_to_dict
+from cases import case_to_dict
 from tbe import KernelConfig
 from tests.passing_supervisor import PassingSupervisor
 

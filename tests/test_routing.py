@@ -8,8 +8,8 @@ import torch
 
 from fuzz.compile.launches import recording
 from fuzz.judge.check import tiers_of
-from strategies.case import CaseSpec, HotRow
-from strategies.cases import tensors
+from cases import CaseSpec, HotRow
+from cases import tensors
 from strategies.tiers import tier_report
 from tbe import KernelConfig, TritonTBE
 from tbe.routing import route

@@ -11,7 +11,7 @@ import triton.language as tl
 
 from fuzz.memcheck import sanitizer
 from fuzz.judge.differential import check_case, failures, summary
-from strategies.case import CaseSpec, HotRow
+from cases import CaseSpec, HotRow
 from strategies.configs import NAMED
 from tbe import KernelConfig, TritonTBE, env
 from tbe.backend import INTERPRETED

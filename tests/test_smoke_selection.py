@@ -30,8 +30,8 @@ SMOKE_DRAWS = """
 import fuzz.profiles as p; p.load()
 from hypothesis import given, settings
 from strategies.adversarial import fuzz_cases
-from strategies.cases import case_size
-from strategies.case import materialize
+from cases import case_size
+from cases import materialize
 from tests.test_strategies import DEFAULT_CASES
 seen = []
 @settings(max_examples=p.examples(300))

@@ -11,7 +11,7 @@ from fuzz.execution import workers
 from fuzz.execution.stats import CampaignStats
 from fuzz.judge.check import CaseResult
 from oracles.compare import Check, Mismatch, Report
-from strategies.case import CaseSpec
+from cases import CaseSpec
 from strategies.tour import TourShare
 
 SPEC = CaseSpec(tables=((4, 2),), batch_size=1)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from fuzz.profiles import MAX_BAGS, MAX_COLUMN_BLOCKS, MAX_LOOKUPS, MAX_RUNS, MAX_TABLES, examples
 from strategies.adversarial import fuzz_cases
-from strategies.case import materialize
+from cases import materialize
 from strategies.configs import NAMED
 from strategies.duplicates import bad_duplicate_specs, duplicate_specs, pairing_sensitive
 from strategies.int32_edges import int32_edge_specs, materialize_int32
@@ -172,7 +172,8 @@ def test_int32_specs_sit_on_both_sides_of_the_switch():
 @given(st.data())
 def test_spread_bad_ids_hold_each_kind_once_at_distinct_places(data):
     """Every bad-id kind once, over distinct (bag, element) places; fbgemm-comparable drops the divergent kinds."""
-    from strategies.bad_inputs import DIVERGENT_ID_KINDS, ID_KINDS, spread_bad_ids
+    from cases import DIVERGENT_ID_KINDS, ID_KINDS
+    from strategies.bad_inputs import spread_bad_ids
 
     comparable = data.draw(st.booleans())
     ids = data.draw(spread_bad_ids(comparable))

@@ -29,7 +29,7 @@ from fuzz.execution import Supervisor, leftover_pending, timeout_for
 from fuzz.execution.envelope import envelope, stall_for
 from fuzz.execution.messages import Answer, Compile, Waited
 from tbe.backend import INTERPRETED
-from strategies.case import CaseSpec
+from cases import CaseSpec
 from tbe import KernelConfig
 from tests.test_fuzz_driver import REPO, TINY
 
@@ -228,7 +228,7 @@ def test_campaign_survives_a_crash_saves_shrinks_and_replays_it(tmp_path, monkey
 PYTEST_FILE = '''
 from hypothesis import given, settings, strategies as st
 from strategies.adversarial import FuzzCase
-from strategies.case import CaseSpec
+from cases import CaseSpec
 from tests.fuzz_properties import check_fuzz_case
 
 @settings(max_examples=6, database=None, derandomize=True, deadline=None)

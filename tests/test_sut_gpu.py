@@ -14,7 +14,7 @@ import pytest
 from fuzz.judge.check import run_case
 from fuzz.judge.known import explain
 from fuzz.sut.protocol import get
-from strategies.case import CaseSpec
+from cases import CaseSpec
 
 pytestmark = pytest.mark.gpu
 SPEC = CaseSpec(tables=((1000, 64), (50, 4), (7, 132)), batch_size=64, max_length=20, id_skew=1.1, seed=5)

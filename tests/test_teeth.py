@@ -12,7 +12,7 @@ from fuzz.campaign import CampaignResult
 from fuzz.judge import run_case
 from fuzz.campaign import campaign_json, campaign_text
 from fuzz.judge.teeth import BANDS, Teeth, band_label
-from strategies.case import CaseSpec, HotRow
+from cases import CaseSpec, HotRow
 from tbe import KernelConfig
 
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from fuzz.judge import fbgemm_sample
 
 from fuzz.execution import gpu_pin
-from strategies.cases import tensors
+from cases import tensors
 from fuzz.compile.watch import INTERPRETER_NOTE, CompileCounts, watch
 from fuzz.profiles import MAX_LOOKUPS
 from strategies.space import campaign_cases
@@ -27,8 +27,9 @@ from strategies.tour import tour
 from fuzz.compile.warmup import exercise, tour_groups, warm_groups
 from oracles import fbgemm_cpu
 from oracles.reference_bounds import _walk, reference_bounds_check
-from strategies.bad_inputs import bad_batch_specs, materialize_bad
-from strategies.case import CaseSpec
+from cases import materialize_bad
+from strategies.bad_inputs import bad_batch_specs
+from cases import CaseSpec
 from strategies.configs import NAMED
 from fuzz.sut import build_module
 from tbe import KernelConfig
@@ -229,7 +230,7 @@ def test_pictures_are_written(tmp_path):
 def test_gpu_reference_runs_on_the_device_and_matches_the_cpu():
     """float64 on CUDA agrees with float64 on the CPU far below every bound (2^-45 slack)."""
     from oracles.reference_backward import reference_backward
-    from strategies.case import materialize
+    from cases import materialize
 
     spec = CaseSpec(tables=((50, 12), (9, 33)), batch_size=8, max_length=9, weighted=True, pooling="mean",
                     optimizer="exact_rowwise_adagrad", seed=3)

@@ -19,7 +19,7 @@ from fuzz.profiles import examples
 from fuzz.sut.protocol import address, get
 from fuzz.sut.torchrec_triton import cpu_ops, loader
 from oracles.compare import Check
-from strategies.case import CaseSpec
+from cases import CaseSpec
 from tbe import KernelConfig
 
 pytestmark = pytest.mark.gpu

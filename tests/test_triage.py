@@ -13,7 +13,7 @@ from fuzz.budgets import Budget
 from fuzz.campaign.triage import run_triaged
 from fuzz.execution.supervisor import shared
 from fuzz.judge.known import KnownFinding
-from strategies.case import CaseSpec, HotRow
+from cases import CaseSpec, HotRow
 from strategies.config_space import Drawn
 from tbe import KernelConfig
 
@@ -65,7 +65,7 @@ def mean_as_sum_sut():
     (a SUT without a KernelConfig, so its campaign runs the opening tour's cases as they are)."""
     from fuzz.sut.torch_tbe import TorchInstance, factory
     from oracles.compare import Check
-    from strategies.cases import base_spec
+    from cases import base_spec
 
     class MeanAsSum(TorchInstance):
         def __init__(self, p):

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from fuzz.execution import artifacts
-from strategies.cases import case_size
+from cases import case_size
 
 PENDING = ".pending"
 

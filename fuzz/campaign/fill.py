@@ -26,9 +26,9 @@ from typing import Any, Iterable, Iterator, Optional
 from fuzz.judge import coverage
 from fuzz.judge.check import case_result
 from fuzz.judge.coverage import Cell, EdgeGroup, KernelPath
-from strategies.bad_inputs import BadBatchSpec, BadId
-from strategies.case import CaseSpec, HotRow, with_rate_and_steps
-from strategies.cases import BadIdCase, tensors
+from cases import BadBatchSpec, BadId
+from cases import CaseSpec, HotRow, with_rate_and_steps
+from cases import BadIdCase, tensors
 from strategies.config_space import Drawn, usable_profiles
 from strategies.tiers import past_counter_fits, past_counter_length
 from tbe import KernelConfig

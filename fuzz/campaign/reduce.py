@@ -16,9 +16,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Iterator, Optional
 
-from strategies.case import CaseSpec, HotRow
-from strategies.cases import AnyCase, BadIdCase, case_size
-from strategies.pack import PackCase
+from cases import CaseSpec, HotRow
+from cases import AnyCase, BadIdCase, case_size
+from cases import PackCase
 from fuzz.judge.check import CaseResult
 
 

@@ -18,7 +18,7 @@ from typing import Optional
 import torch
 
 from fuzz.execution import artifacts
-from strategies.cases import CaseTensors, tensors
+from cases import CaseTensors, tensors
 from fuzz.judge import CaseResult
 from fuzz.judge import explain
 from fuzz.execution import Supervisor, shared

@@ -9,7 +9,7 @@ from typing import Any, Optional
 from fuzz.execution import replay_command
 from fuzz.campaign import repeat
 from fuzz.campaign.search import CampaignResult
-from strategies.cases import case_size, case_to_dict
+from cases import case_size, case_to_dict
 from fuzz.judge import RATIO_NOTE, CaseResult, coverage, ratio_text
 from fuzz.campaign.replay import ReplayResult
 from fuzz.glossary import Term, see

@@ -37,7 +37,7 @@ from fuzz.campaign.reduce import failing_check, reduce_failure, size_text
 from fuzz.campaign.pareto import without_pareto_front
 from fuzz.campaign.repeat import Repeat
 from fuzz.campaign.repeat import of as repeat_of
-from strategies.cases import case_size, tensors
+from cases import case_size, tensors
 from fuzz.judge.check import CaseResult
 from fuzz.status import StopReason
 from strategies.config_space import Drawn, split_draw

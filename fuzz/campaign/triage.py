@@ -24,7 +24,7 @@ from fuzz.budgets import Budget
 from fuzz.campaign.repeat import Repeat
 from fuzz.campaign.repeat import of as repeat_of
 from fuzz.campaign.search import CampaignResult, run_campaign, save_campaign_failure
-from strategies.cases import case_size
+from cases import case_size
 from strategies.tour import ALL
 from fuzz.judge.check import CaseResult
 from fuzz.status import StopReason

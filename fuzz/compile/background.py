@@ -58,7 +58,7 @@ import threading
 import time
 from typing import Any, Callable, Optional, Sequence
 
-from strategies.cases import base_spec, with_modes
+from cases import base_spec, with_modes
 from tbe.config import KernelConfig
 
 from fuzz.compile.warmup import (

@@ -105,7 +105,7 @@ _VARIANTS = (
 def reach_cases(config: KernelConfig) -> list:
     """A few cases of ``config`` that reach each of its kernels (not every specialization): every dimension
     bucket and a wider row, a hot row long enough for its long tiers, a small table where it has the path."""
-    from strategies.case import CaseSpec, HotRow
+    from cases import CaseSpec, HotRow
 
     tables = tuple((4, b) for b in config.dim_buckets) + ((4, config.dim_buckets[-1] + 1),)
     hot = (HotRow(0, 0, max(config.long_run_threshold, config.fused_long_min_lookups)),)

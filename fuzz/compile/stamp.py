@@ -28,7 +28,7 @@ from typing import Any, Optional, Sequence
 from tbe.config import KernelConfig
 
 _REPO = Path(__file__).resolve().parents[2]
-_SOURCES = ("tbe", "fuzz/compile/warmup.py", "strategies/config_space.py", "strategies/tour.py", "strategies/case.py")
+_SOURCES = ("tbe", "fuzz/compile/warmup.py", "strategies/config_space.py", "strategies/tour.py", "cases/spec.py")
 
 
 def cache_dir() -> Path:

@@ -21,7 +21,7 @@ import os
 import time
 from typing import Any, Callable, Optional, Sequence
 
-from strategies.case import CaseSpec, HotRow
+from cases import CaseSpec, HotRow
 from tbe.buckets import next_pow2
 from tbe.layout import vector_width
 from tbe.modes import FLOAT_NAMES, parse_float_dtype
@@ -126,7 +126,7 @@ def exercise(case: Any, config: KernelConfig, backward: bool = True) -> None:
     does (forward, then the step). A FATAL bounds check stops at its error, as it would there."""
     import torch
 
-    from strategies.cases import base_spec, tensors
+    from cases import base_spec, tensors
     from fuzz.sut import build_module
     from tbe.bounds_check import BoundsCheckError
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import torch
 
-from strategies.cases import AnyCase, CaseTensors, case_from_dict, case_to_dict, tensors
+from cases import AnyCase, CaseTensors, case_from_dict, case_to_dict, tensors
 from tbe import KernelConfig
 from tbe.backend import INTERPRETED
 from tbe.env import ALLOW_FAULTS, FORCE_CRASH

@@ -2,7 +2,7 @@
 
 ``timeout_for`` = floor + SLACK x ``expected_seconds``, where the expected cost is (per case + per lookup x
 lookups + per bag x bags + per table x tables) x (steps + 1), with lookups, bags and tables from
-``strategies.cases.case_size``. The terms are measured upper envelopes, one set per kind of execution
+``cases.case_size``. The terms are measured upper envelopes, one set per kind of execution
 (``execution``), because the same case costs a thousand times more in Triton's interpreter than natively:
 
 * ``interpreter``: the project's kernels under Triton's interpreter, over 80 drawn campaign cases (configs default
@@ -32,7 +32,7 @@ import functools
 from typing import Optional
 
 from fuzz.profiles import LIMITS, Execution, Limits
-from strategies.cases import AnyCase, case_size
+from cases import AnyCase, case_size
 from tbe.backend import INTERPRETED
 
 SLACK = 10.0

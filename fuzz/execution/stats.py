@@ -24,7 +24,7 @@ from fuzz.judge.margins import Margins
 from fuzz.judge.teeth import Teeth
 from fuzz.status import Status
 from fuzz.time_split import TimeSplit
-from strategies.cases import sub_cases
+from cases import sub_cases
 from strategies.tour import TourShare
 
 

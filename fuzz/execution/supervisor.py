@@ -49,7 +49,7 @@ from fuzz.execution.first_answer import FirstAnswer
 from fuzz.execution.messages import Answer, HarnessFailed, NotMaterialized, Stalled, Waited
 from fuzz.execution.worker_process import WorkerProcess, log_dir, take_early, worker_env
 from fuzz.compile import kernel_cache
-from strategies.cases import AnyCase, case_size, case_to_dict, tensors
+from cases import AnyCase, case_size, case_to_dict, tensors
 from fuzz.judge.check import CaseResult
 from fuzz.errors import Unmaterializable, WorkerError
 from fuzz.execution.gpu_pin import case_threads

@@ -22,7 +22,7 @@ from hypothesis import currently_in_test_context, target
 from hypothesis.control import current_build_context
 
 from fuzz.execution.artifacts import save_result
-from strategies.cases import AnyCase, case_to_dict
+from cases import AnyCase, case_to_dict
 from fuzz.judge import CaseResult, Coverage, reachable
 from fuzz.execution.supervisor import shared
 from tbe import KernelConfig

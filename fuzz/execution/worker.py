@@ -51,7 +51,7 @@ def handle(req: dict[str, Any], watch: Any = None) -> tuple[Any, bool]:
     from fuzz.judge import check
     from fuzz.execution import forced_crash
     from fuzz.status import FailureKind
-    from strategies.cases import case_from_dict, case_size, tensors
+    from cases import case_from_dict, case_size, tensors
     from fuzz.compile.watch import watch as watch_compiles
     from fuzz.memcheck import sanitizer
     from tbe import KernelConfig, faults

@@ -9,7 +9,7 @@ from typing import Any
 
 from fuzz.gate.cascade import LEVELS, CascadeResult, Level
 from fuzz.status import Decision, OracleVerdict, Status
-from strategies.cases import case_to_dict
+from cases import case_to_dict
 from fuzz.gate.perf import PerfResult
 from fuzz.campaign import failure_lines
 from fuzz.judge import ratio_text

@@ -17,8 +17,8 @@ from typing import Optional
 
 import torch
 
-from strategies.cases import AnyCase, BadIdCase, CaseTensors, base_spec, tensors
-from strategies.pack import PackCase
+from cases import AnyCase, BadIdCase, CaseTensors, base_spec, tensors
+from cases import PackCase
 from fuzz.judge import coverage
 from fuzz.judge.differential import check_batch
 from fuzz.compile.watch import CompileCounts

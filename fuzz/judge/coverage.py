@@ -27,8 +27,8 @@ from typing import Any, Iterable, Optional, Sequence
 import torch
 
 from fuzz.judge.teeth import BANDS, band_label
-from strategies.bad_inputs import BAG_POSITIONS, ID_KINDS, OFFSET_KINDS, bag_index
-from strategies.cases import AnyCase, BadIdCase, CaseTensors, base_spec
+from cases import BAG_POSITIONS, ID_KINDS, OFFSET_KINDS, bag_index
+from cases import AnyCase, BadIdCase, CaseTensors, base_spec
 from strategies.tiers import LONG_EDGES, PAST_COUNTER, past_counter_fits, past_counter_length, tier_report
 from tbe import KernelConfig
 from tbe.buckets import block_for_dim
@@ -132,8 +132,8 @@ class Facts:
     bounds_check: str = "warning"
     empty_bag: bool = False
     segment_lengths: tuple[int, ...] = ()   # distinct SLs of the backward's runs; () when no backward ran
-    exact: bool = False                     # exact-value data (``strategies.dyadic``)
-    bad: bool = False                       # a bad-input batch (strategies.cases.BadIdCase)
+    exact: bool = False                     # exact-value data (``cases.dyadic``)
+    bad: bool = False                       # a bad-input batch (cases.BadIdCase)
     bad_ids: tuple[tuple[str, str, str], ...] = ()  # (kind, bag position, id position) as placed
     bad_offsets: tuple[str, ...] = ()
 

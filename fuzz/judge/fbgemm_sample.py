@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from strategies.cases import BadIdCase, CaseTensors, base_spec, initial_weights
+from cases import BadIdCase, CaseTensors, base_spec, initial_weights
 from oracles import fbgemm_cpu
 from oracles.bounds_backward import check_step
 from oracles.checks import check_forward

@@ -18,7 +18,7 @@ from typing import Callable, Optional, Sequence
 
 import torch
 
-from strategies.cases import AnyCase, BadIdCase, base_spec
+from cases import AnyCase, BadIdCase, base_spec
 from fuzz.judge.check import CaseResult
 from fuzz.status import FailureKind
 from oracles import findings

@@ -15,7 +15,7 @@ from typing import Any, Callable, Optional
 
 from fuzz.budgets import Budget
 from fuzz.campaign import CampaignResult, run_campaign
-from strategies.cases import case_size
+from cases import case_size
 from fuzz.profiles import MAX_LOOKUPS
 from fuzz.status import DetectionStatus
 from strategies.tour import ALL, TourShare

@@ -15,7 +15,7 @@ from fuzz.execution.envelope import stall_for, timeout_for
 from fuzz.execution.supervisor import Supervisor
 from fuzz.selftest.detectors import CAUGHT, MISSED, Context, Detection, Detector, register
 from fuzz.status import FailureKind
-from strategies.case import CaseSpec, HotRow
+from cases import CaseSpec, HotRow
 from tbe import KernelConfig, faults
 from tbe.backend import INTERPRETED
 

@@ -5,7 +5,7 @@ than 4,096 chunks, i.e. longer than 4,096 x chunk_size lookups (1,048,577 lookup
 default chunk size 256). On a GPU the detector runs such a run under the default config;
 under the interpreter it scales the config down to chunk_size 1, where 4,097 lookups
 make 4,097 chunks and the faults' own thresholds are crossed at a cost the interpreter
-can pay. The data are exact-value (``strategies.dyadic``): the row gradient is exact in
+can pay. The data are exact-value (``cases.dyadic``): the row gradient is exact in
 fp32, so the bound is a rounding or two and one lost lookup is a mismatch. Both long
 tiers run (two-kernel and fused); a tier catches a fault when its case fails with the
 fault planted and passes without it.
@@ -18,7 +18,7 @@ from typing import Optional
 
 from fuzz.selftest.detectors import CAUGHT, MISSED, Context, Detection, Detector, register
 from fuzz.judge import check_case, failures
-from strategies.case import CaseSpec, HotRow
+from cases import CaseSpec, HotRow
 from tbe import KernelConfig
 from tbe.backend import INTERPRETED
 from tbe.backward_long import FAULT_CHUNK_LIMIT

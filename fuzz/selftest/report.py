@@ -6,7 +6,7 @@ from typing import Any, Sequence
 
 from fuzz.selftest.detectors import CAUGHT, MISSED, Detection
 from fuzz.selftest.run import FaultResult, all_ok, counts
-from strategies.cases import case_to_dict
+from cases import case_to_dict
 
 
 def selftest_text(results: Sequence[FaultResult]) -> str:

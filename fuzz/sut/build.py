@@ -1,6 +1,6 @@
 """Build a TritonTBE for a CaseSpec, so tests, campaigns and replays construct it identically.
 
-A ``values="dyadic"`` spec starts from dyadic weights (``strategies.dyadic``) instead of the
+A ``values="dyadic"`` spec starts from dyadic weights (``cases.dyadic``) instead of the
 module's own ``reset_weights(seed)``, so its every accumulation is exact in fp32.
 """
 
@@ -10,8 +10,8 @@ from typing import Optional
 
 import torch
 
-from strategies.case import Case, CaseSpec
-from strategies.dyadic import dyadic_weights
+from cases import Case, CaseSpec
+from cases import dyadic_weights
 from tbe import KernelConfig, TritonTBE
 from tbe.backend import default_device
 

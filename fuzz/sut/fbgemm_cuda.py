@@ -27,7 +27,7 @@ from fuzz.sut.protocol import SUT, TBEParams
 from fuzz.sut.fbgemm_cpu import CAPABILITIES as CPU_CAPABILITIES
 from fuzz.sut.fbgemm_cpu import FbgemmInstance
 from oracles.fbgemm_import import import_fbgemm
-from strategies.bad_inputs import ID_KINDS
+from cases import ID_KINDS
 from tbe.modes import BoundsCheckMode, Optimizer, Pooling
 
 CAPABILITIES = dataclasses.replace(

@@ -15,11 +15,11 @@ from typing import Optional
 
 from hypothesis import strategies as st
 
-from strategies.cases import AnyCase, BadIdCase, base_spec
+from cases import AnyCase, BadIdCase, base_spec
 from strategies.config_space import Drawn
 from fuzz.sut.protocol import Capabilities
-from strategies.case import CaseSpec
-from strategies.pack import PackCase
+from cases import CaseSpec
+from cases import PackCase
 
 BAD_ID_MODES = ("warning", "ignore", "fatal")  # preference order for bad-id cases
 

@@ -35,7 +35,7 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 
 from fuzz.errors import FatalBoundsCheck, SUTError  # noqa: F401  (FatalBoundsCheck: raised by SUTs, named here by the protocol)
-from strategies.bad_inputs import ID_KINDS, OFFSET_KINDS
+from cases import ID_KINDS, OFFSET_KINDS
 from tbe.modes import FLOAT_NAMES, BoundsCheckMode, Optimizer, Pooling
 
 GROUP = "tbe_fuzz.suts"
@@ -287,7 +287,7 @@ def require(name: str, kernel_config: bool = False, planted_faults: bool = False
 
 
 def params_for(spec: Any, config: Any, initial_weights: Optional[Sequence[torch.Tensor]]) -> TBEParams:
-    """TBEParams for a ``strategies.case.CaseSpec``."""
+    """TBEParams for a ``cases.CaseSpec``."""
     from tbe.modes import parse_enum, parse_float_dtype
 
     return TBEParams(

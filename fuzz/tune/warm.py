@@ -14,7 +14,7 @@ import time
 from typing import Any, Optional, Sequence
 
 from fuzz.gate import PerfShape
-from strategies.case import CaseSpec, HotRow
+from cases import CaseSpec, HotRow
 from tbe import KernelConfig
 
 

@@ -24,7 +24,7 @@ from fuzz.errors import SUTError
 from fuzz.sut.protocol import SUT, Capabilities, TBEParams
 from fuzz.sut.torchrec_triton import adapter
 from fuzz.sut.torchrec_triton.loader import Loaded, gate_stand_ins, load
-from strategies.bad_inputs import ID_KINDS
+from cases import ID_KINDS
 from tbe.backend import INTERPRETED
 from tbe.modes import BoundsCheckMode, Optimizer, Pooling
 
@@ -94,7 +94,7 @@ def unavailable_reason(source: Optional[str]) -> Optional[str]:
 def paths(loaded: Loaded, case: Any, t: Any, config: Any) -> frozenset[str]:
     """The kernels the case runs in this version (what the summary counts as paths exercised); a bad-id case's
     forward and bounds check only (its runs depend on how the ids were repaired)."""
-    from strategies.cases import BadIdCase, base_spec
+    from cases import BadIdCase, base_spec
 
     spec = base_spec(case)
 
@@ -204,9 +204,9 @@ def tour(max_lookups: int) -> list:
     of several of its programs, weighted duplicates across tiers, the small-table histogram forward and its
     saved-histogram Adagrad (a bag past 256 ids beside it), bad ids with and without the fused check, an
     empty batch and two steps."""
-    from strategies.bad_inputs import BadBatchSpec, BadId
-    from strategies.case import CaseSpec, HotRow
-    from strategies.cases import BadIdCase
+    from cases import BadBatchSpec, BadId
+    from cases import CaseSpec, HotRow
+    from cases import BadIdCase
 
     th = LONG_RUN_THRESHOLD
     cases: list = [

@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 import torch
 
-from strategies.dyadic import VALUE_KINDS, dyadic_grads, dyadic_psw
+from cases.dyadic import VALUE_KINDS, dyadic_grads, dyadic_psw
 from tbe import draws
 from tbe.layout import TableLayout, TableSpec
 from tbe.modes import parse_float_dtype, parse_index_dtype
@@ -50,7 +50,7 @@ class CaseSpec:
     id_skew: float = 0.0  # 0 = uniform ids; > 0 = Zipf exponent over rows (more duplicates)
     steps: int = 1
     seed: int = 0
-    values: str = "random"  # "dyadic": exact-value data (strategies.dyadic), "random": random magnitudes
+    values: str = "random"  # "dyadic": exact-value data (cases.dyadic), "random": random magnitudes
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tables", tuple(tuple(int(x) for x in t) for t in self.tables))
