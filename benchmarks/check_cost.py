@@ -38,9 +38,7 @@ import torch  # noqa: E402
 from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
 
 from fuzz.judge import run_case  # noqa: E402
-from cases import CaseSpec  # noqa: E402
-from cases import sub_cases, tensors  # noqa: E402
-from strategies.config_space import split_draw  # noqa: E402
+from cases import CaseSpec, split_draw, sub_cases, tensors  # noqa: E402
 from strategies.pack import packs  # noqa: E402
 from strategies.space import campaign_cases, general_cases  # noqa: E402
 from tbe import KernelConfig  # noqa: E402

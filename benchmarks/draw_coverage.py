@@ -23,8 +23,7 @@ from fuzz.budgets import BUDGETS
 from fuzz.campaign import fill
 from fuzz.judge import coverage
 from fuzz.judge.check import case_result
-from cases import tensors
-from strategies.config_space import split_draw
+from cases import split_draw, tensors
 from strategies.space import campaign_cases
 from tbe import KernelConfig
 

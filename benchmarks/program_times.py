@@ -25,8 +25,7 @@ from fuzz.execution import stall  # noqa: E402
 from fuzz.execution.envelope import expected_seconds, stall_for, timeout_for  # noqa: E402
 from fuzz.judge import run_case  # noqa: E402
 from fuzz.profiles import MAX_CHUNKS, MAX_COLUMN_BLOCKS, MAX_WORK  # noqa: E402
-from cases import case_size, tensors  # noqa: E402
-from strategies.config_space import split_draw  # noqa: E402
+from cases import case_size, split_draw, tensors  # noqa: E402
 from strategies.space import campaign_cases  # noqa: E402
 from tbe import KernelConfig  # noqa: E402
 

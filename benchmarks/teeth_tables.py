@@ -29,8 +29,7 @@ ALLOW_FAULTS.setdefault("1")
 from oracles.bounds_backward import table_bounds  # noqa: E402
 from oracles.error_model import ErrorModel  # noqa: E402
 from oracles.reference_backward import reference_backward  # noqa: E402
-from cases import CaseSpec, HotRow, materialize  # noqa: E402
-from cases import dyadic_weights  # noqa: E402
+from cases import CaseSpec, HotRow, dyadic_weights, materialize  # noqa: E402
 from tbe.modes import Optimizer, Pooling  # noqa: E402
 
 ORACLE_SLS = (256, 10_000, 100_000, 1_000_000, 2_000_000)

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any, Union
+from typing import Any, ClassVar, Union
 
 from cases.bad import BadBatchSpec
 from cases.pack import PackCase
+from cases.protocol import CaseKind
 from cases.spec import CaseSpec
 
 
@@ -21,6 +22,7 @@ from cases.spec import CaseSpec
 class BadIdCase:
     """``spec``'s module (bounds_check mode, pooling, dtypes) run on ``bad``'s invalid batch."""
 
+    kind: ClassVar[CaseKind] = CaseKind.BAD_IDS
     spec: CaseSpec
     bad: BadBatchSpec
 
@@ -30,8 +32,23 @@ class BadIdCase:
         if self.spec.weighted != self.bad.weighted or self.spec.index_dtype != self.bad.index_dtype:
             raise ValueError("BadIdCase: spec and bad batch must agree on weighted and index_dtype")
 
+    @property
+    def subs(self) -> tuple[CaseSpec, ...]:
+        return (self.spec,)
+
+    def size(self) -> tuple[int, int, int]:
+        spec = self.spec
+        return spec.num_tables, spec.num_tables * spec.batch_size, spec.num_tables * spec.batch_size * self.bad.max_length
+
+    def with_modes(self, **fields: Any) -> "BadIdCase":
+        bad = {k: v for k, v in fields.items() if k in ("weighted", "index_dtype")}
+        return BadIdCase(dataclasses.replace(self.spec, **fields), dataclasses.replace(self.bad, **bad))
+
+    def reseeded(self, shift: int) -> "BadIdCase":
+        return BadIdCase(self.spec.reseeded(shift), dataclasses.replace(self.bad, seed=self.bad.seed + shift))
+
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": "bad_ids", "spec": self.spec.to_dict(), "bad": json.loads(self.bad.to_json())}
+        return {"kind": CaseKind.BAD_IDS.value, "spec": self.spec.to_dict(), "bad": json.loads(self.bad.to_json())}
 
 
 AnyCase = Union[CaseSpec, BadIdCase, PackCase]
@@ -45,40 +62,28 @@ def case_from_dict(data: dict[str, Any]) -> AnyCase:
     """Inverse of ``case_to_dict``; a plain CaseSpec dict (no ``kind``) is accepted as is."""
     if not isinstance(data, dict):
         raise ValueError(f"case JSON must be an object, got {type(data).__name__}")
-    if data.get("kind") == "bad_ids":
+    if data.get("kind") == CaseKind.BAD_IDS.value:
         return BadIdCase(CaseSpec.from_dict(data["spec"]), BadBatchSpec.from_json(json.dumps(data["bad"])))
-    if data.get("kind") == "pack":
+    if data.get("kind") == CaseKind.PACK.value:
         return PackCase.from_dict(data)
     return CaseSpec.from_dict({k: v for k, v in data.items() if k != "kind"})
 
 
 def base_spec(case: AnyCase) -> CaseSpec:
     """The module and batch shape ``case`` runs with (a pack's: all its sub-cases' tables)."""
-    return case.spec if isinstance(case, (BadIdCase, PackCase)) else case
+    return case.spec
 
 
 def with_modes(case: AnyCase, **fields: Any) -> AnyCase:
     """``case`` with module fields (dtypes, weighting, ...) replaced in every part that holds them."""
-    if isinstance(case, BadIdCase):
-        bad = {k: v for k, v in fields.items() if k in ("weighted", "index_dtype")}
-        return BadIdCase(dataclasses.replace(case.spec, **fields), dataclasses.replace(case.bad, **bad))
-    if isinstance(case, PackCase):
-        return PackCase(tuple(dataclasses.replace(s, **fields) for s in case.subs))
-    return dataclasses.replace(case, **fields)
+    return case.with_modes(**fields)
 
 
 def sub_cases(case: AnyCase) -> int:
     """How many independent cases ``case`` checks (a pack's sub-cases, else one)."""
-    return len(case.subs) if isinstance(case, PackCase) else 1
+    return len(case.subs)
 
 
 def case_size(case: AnyCase) -> tuple[int, int, int]:
     """(tables, bags, expected lookups): how big a (shrunk) failing case is."""
-    spec = base_spec(case)
-    if isinstance(case, BadIdCase):
-        lookups = spec.num_tables * spec.batch_size * case.bad.max_length
-    elif isinstance(case, PackCase):
-        lookups = case.expected_lookups()
-    else:
-        lookups = spec.expected_lookups()
-    return spec.num_tables, spec.num_tables * spec.batch_size, lookups
+    return case.size()

@@ -21,8 +21,9 @@ import dataclasses
 import functools
 import itertools
 import json
-from typing import Any, Optional
+from typing import Any, ClassVar, Optional
 
+from cases.protocol import CaseKind
 from cases.spec import CaseSpec, HotRow, with_rate_and_steps
 
 # what one module fixes for all its tables: sub-cases of a pack agree on each
@@ -39,6 +40,8 @@ def packable(spec: CaseSpec) -> bool:
 class PackCase:
     """Sub-cases run as one step; ``spec`` is the module and batch shape they make together."""
 
+    kind: ClassVar[CaseKind] = CaseKind.PACK
+    bad: ClassVar[None] = None  # its sub-cases' batches are valid (cases.protocol.CaseRecord)
     subs: tuple[CaseSpec, ...]
 
     def __post_init__(self) -> None:
@@ -88,8 +91,18 @@ class PackCase:
     def expected_lookups(self) -> int:
         return sum(s.expected_lookups() for s in self.subs)
 
+    def size(self) -> tuple[int, int, int]:
+        spec = self.spec
+        return spec.num_tables, spec.num_tables * spec.batch_size, self.expected_lookups()
+
+    def with_modes(self, **fields: Any) -> "PackCase":
+        return PackCase(tuple(dataclasses.replace(s, **fields) for s in self.subs))
+
+    def reseeded(self, shift: int) -> "PackCase":
+        return PackCase(tuple(s.reseeded(shift) for s in self.subs))
+
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": "pack", "subs": [s.to_dict() for s in self.subs]}
+        return {"kind": CaseKind.PACK.value, "subs": [s.to_dict() for s in self.subs]}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)

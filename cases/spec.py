@@ -10,11 +10,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from typing import Any, Optional
+from typing import Any, ClassVar, Optional
 
 import torch
 
 from cases.dyadic import VALUE_KINDS, dyadic_grads, dyadic_psw
+from cases.protocol import CaseKind
 from tbe import draws
 from tbe.layout import TableLayout, TableSpec
 from tbe.modes import parse_float_dtype, parse_index_dtype
@@ -33,6 +34,10 @@ class HotRow:
 
 @dataclasses.dataclass(frozen=True)
 class CaseSpec:
+    """A valid batch and the module it runs on: tables, batch size, modes, dtypes, bag lengths, hot rows, seed."""
+
+    kind: ClassVar[CaseKind] = CaseKind.SPEC
+    bad: ClassVar[None] = None  # a valid batch (cases.protocol.CaseRecord)
     tables: tuple[tuple[int, int], ...]
     batch_size: int
     pooling: str = "sum"
@@ -72,6 +77,23 @@ class CaseSpec:
     @property
     def num_tables(self) -> int:
         return len(self.tables)
+
+    @property
+    def spec(self) -> "CaseSpec":
+        return self
+
+    @property
+    def subs(self) -> tuple["CaseSpec", ...]:
+        return (self,)
+
+    def size(self) -> tuple[int, int, int]:
+        return self.num_tables, self.num_tables * self.batch_size, self.expected_lookups()
+
+    def with_modes(self, **fields: Any) -> "CaseSpec":
+        return dataclasses.replace(self, **fields)
+
+    def reseeded(self, shift: int) -> "CaseSpec":
+        return dataclasses.replace(self, seed=self.seed + shift)
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

@@ -18,9 +18,8 @@ from typing import Any, Optional
 
 from hypothesis import strategies as st
 
-from cases import CaseSpec, HotRow, multi_step_rate
+from cases import VALUE_KINDS, CaseSpec, HotRow, multi_step_rate
 from strategies.configs import NAMED, config_names, named_config
-from cases import VALUE_KINDS
 from strategies.segments import segment_lengths
 from strategies.shapes import batch_shapes
 from tbe import KernelConfig

@@ -18,12 +18,11 @@ with its effective config (config.json), so replay and the gate see exactly what
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Optional, Sequence
 
 from hypothesis import strategies as st
 
-from cases import AnyCase
+from cases import Drawn
 from tbe import KernelConfig
 
 NEVER = frozenset({"faults", "fence"})
@@ -59,24 +58,6 @@ PROFILES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("small-table path off, long tier", {"small_table_path": False, "long_run_threshold": 12, "chunk_size": 5,
                                          "bwd_short_runs_per_program": 2}),
 )
-
-
-@dataclasses.dataclass(frozen=True)
-class Drawn:
-    """A case and the overrides its config was drawn with (sorted (field, value) pairs)."""
-
-    case: AnyCase
-    overrides: tuple[tuple[str, Any], ...] = ()
-
-    def config(self, base: KernelConfig) -> KernelConfig:
-        return base.replace(**dict(self.overrides)) if self.overrides else base
-
-
-def split_draw(drawn: Any, base: KernelConfig) -> tuple[AnyCase, KernelConfig, dict[str, Any]]:
-    """(case, effective config, overrides) of what a campaign strategy drew (a plain case: no overrides)."""
-    if isinstance(drawn, Drawn):
-        return drawn.case, drawn.config(base), dict(drawn.overrides)
-    return drawn, base, {}
 
 
 def profile_overrides(base: KernelConfig, overrides: dict[str, Any],

@@ -16,9 +16,8 @@ import dataclasses
 import torch
 from hypothesis import strategies as st
 
-from cases import BadBatchSpec
+from cases import BadBatchSpec, Case, CaseSpec, HotRow, materialize
 from strategies.bad_inputs import bad_batch_specs
-from cases import Case, CaseSpec, HotRow, materialize
 from strategies.segments import segment_edges
 from strategies.specs import dims
 from tbe import KernelConfig

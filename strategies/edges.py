@@ -9,12 +9,9 @@ built for the old and the new value of every changed field, so both sides are pr
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Iterable
 
-from cases import AnyCase, BadIdCase
-from cases import ID_KINDS, OFFSET_KINDS, BadBatchSpec, BadId
-from cases import CaseSpec, HotRow
+from cases import ID_KINDS, OFFSET_KINDS, AnyCase, BadBatchSpec, BadId, BadIdCase, CaseSpec, HotRow
 from strategies.field_groups import ALL_GROUPS, BOUNDS_FIELDS, DIM_FIELDS, SEGMENT_FIELDS, SMALL_TABLE_FIELDS
 from tbe import KernelConfig
 
@@ -135,10 +132,4 @@ def reseed(labelled: list[tuple[str, AnyCase]], seed: int) -> list[tuple[str, An
         return labelled
     shift = 7919 * seed
 
-    def one(case: AnyCase) -> AnyCase:
-        if isinstance(case, BadIdCase):
-            return BadIdCase(dataclasses.replace(case.spec, seed=case.spec.seed + shift),
-                             dataclasses.replace(case.bad, seed=case.bad.seed + shift))
-        return dataclasses.replace(case, seed=case.seed + shift)
-
-    return [(label, one(case)) for label, case in labelled]
+    return [(label, case.reseeded(shift)) for label, case in labelled]

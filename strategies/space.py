@@ -18,10 +18,8 @@ from typing import Any, Optional
 
 from hypothesis import strategies as st
 
-from cases import BadIdCase
+from cases import VALUE_KINDS, BadIdCase, CaseSpec, with_rate_and_steps
 from strategies.bad_inputs import bad_batch_specs, spread_bad_ids
-from cases import CaseSpec, with_rate_and_steps
-from cases import VALUE_KINDS
 from strategies.pack import packs
 from strategies.specs import MAX_DIM, case_specs
 from strategies.tiers import COUNTER_EDGE

@@ -20,10 +20,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Sequence, TypeVar
 
-from cases import BadIdCase
-from strategies.config_space import Drawn
-from cases import ID_KINDS, BadBatchSpec, BadId
-from cases import CaseSpec, HotRow
+from cases import ID_KINDS, BadBatchSpec, BadId, BadIdCase, CaseSpec, Drawn, HotRow
 from strategies.tiers import COUNTER_EDGE, past_counter_fits, past_counter_length
 from tbe import KernelConfig
 

@@ -17,11 +17,10 @@ import math
 from hypothesis import currently_in_test_context, target
 from hypothesis import strategies as st
 
-from cases import AnyCase, BadIdCase
+from cases import AnyCase, BadIdCase, CaseSpec
 from fuzz.selftest.int32_check import int32_problems
 from fuzz.execution import assert_passes
 from strategies.adversarial import FuzzCase
-from cases import CaseSpec
 from strategies.configs import named_config
 from strategies.duplicates import bad_duplicate_specs
 from strategies.int32_edges import Int32EdgeSpec

@@ -17,9 +17,8 @@ from fuzz.compile.background import Readiness, _BuilderPool, group_keys
 from fuzz.compile.warmup import WarmCase, group_cases, tour_groups, warm_groups
 from fuzz.judge import CaseResult
 from fuzz.status import FailureKind
-from cases import CaseSpec
-from cases import base_spec
-from strategies.config_space import campaign_configs, split_draw
+from cases import CaseSpec, base_spec, split_draw
+from strategies.config_space import campaign_configs
 from strategies.space import campaign_cases
 from tbe import KernelConfig
 

@@ -138,7 +138,7 @@ def test_the_shrink_time_counts_from_the_first_failure(monkeypatch):
     from hypothesis import strategies as st
 
     from fuzz.execution.supervisor import shared
-    from strategies.config_space import Drawn
+    from cases import Drawn
 
     clock = _Clock()
     monkeypatch.setattr(search, "time", clock)

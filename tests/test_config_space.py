@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 from fuzz.budgets import Budget
 from fuzz.campaign import run_campaign
 from fuzz.cli import main
-from strategies.config_space import Drawn, config_overrides, split_draw
+from cases import CaseSpec, Drawn, HotRow, split_draw
+from strategies.config_space import config_overrides
 from fuzz.gate.correctness import shared_cases
 from strategies.space import campaign_cases
-from cases import CaseSpec, HotRow
 from tbe import KernelConfig
 
 TINY = Budget("tiny", seconds=20.0, shrink_seconds=20.0, max_examples=4, max_lookups=300)

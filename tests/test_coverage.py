@@ -19,10 +19,7 @@ from fuzz.judge.coverage import (
     EDGES, PATHS, Coverage, Edge, EdgeGroup, Facts, KernelPath, cells_of, edges_of, facts_of, merge_json,
     paths_of, reachable,
 )
-from cases import BadBatchSpec, BadId
-from cases import CaseSpec
-from cases import BadIdCase, base_spec, tensors
-from strategies.config_space import split_draw
+from cases import BadBatchSpec, BadId, BadIdCase, CaseSpec, base_spec, split_draw, tensors
 from strategies.space import campaign_cases
 from tbe import KernelConfig
 

@@ -20,8 +20,8 @@ from oracles.elementwise import terms_exact
 from oracles.exactness import ExactSums, fits, low_exponent
 from oracles.reference import forward_reference
 from oracles.reference_backward import reference_backward
-from cases import CaseSpec, HotRow, materialize
-from cases import D_GRID, EXACT_UNITS, W_GRID, dyadic_weights, longest_accumulation, magnitudes
+from cases import (D_GRID, EXACT_UNITS, W_GRID, CaseSpec, HotRow, dyadic_weights, longest_accumulation, magnitudes,
+                   materialize)
 from strategies.specs import case_specs
 from tbe.layout import TableLayout, TableSpec
 from tbe.modes import Optimizer, Pooling, parse_float_dtype

@@ -16,8 +16,7 @@ from fuzz.campaign.search import run_campaign
 from fuzz.judge import coverage
 from fuzz.judge.check import case_result
 from fuzz.judge.coverage import Edge, EdgeGroup, KernelPath
-from cases import tensors
-from strategies.config_space import split_draw
+from cases import split_draw, tensors
 from strategies.tour import TourShare
 from tbe import KernelConfig
 from tests.passing_supervisor import PassingSupervisor

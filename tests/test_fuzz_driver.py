@@ -18,7 +18,7 @@ import torch
 from fuzz.execution import artifacts
 from fuzz.budgets import Budget
 from fuzz.campaign import run_campaign
-from cases import BadIdCase, case_from_dict, case_to_dict
+from cases import BadBatchSpec, BadId, BadIdCase, CaseSpec, HotRow, case_from_dict, case_to_dict
 from fuzz.judge.check import CaseResult, run_case
 from fuzz.cli import main
 from strategies.edges import edge_cases
@@ -26,8 +26,6 @@ from fuzz.campaign import campaign_json, campaign_text
 from fuzz.gate.correctness import GateCase, GateResult, _judge
 from fuzz.selftest.run import run_selftest
 from oracles.compare import Check, Mismatch, Oracle, Report
-from cases import BadBatchSpec, BadId
-from cases import CaseSpec, HotRow
 from tbe import KernelConfig
 
 REPO = Path(__file__).resolve().parent.parent

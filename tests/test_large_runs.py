@@ -60,7 +60,7 @@ def test_a_gpu_sized_campaign_reaches_past_4096_chunks():
     exact-value data; drawing specs only, no kernels."""
     from hypothesis import HealthCheck, Phase, given, settings
 
-    from strategies.config_space import split_draw
+    from cases import split_draw
     from strategies.space import campaign_cases
     from cases import CaseSpec
 

@@ -201,3 +201,9 @@ def test_every_subpackage_has_a_face(face):
         value = getattr(module, name)  # AttributeError: the face lists a name its module lacks
         if inspect.isclass(value) or inspect.isfunction(value):
             assert _fuzz_unit(value.__module__) == face, f"{face}.{name} comes from {value.__module__}"
+
+
+def test_the_sut_boundary_knows_cases_not_how_they_are_drawn():
+    """``fuzz.sut`` (where a SUT plugs in) takes cases from ``cases``; nothing there imports ``strategies``."""
+    drawn = [e for e in repo_edges() if e.source.startswith("fuzz.sut") and e.target.split(".")[0] == "strategies"]
+    assert drawn == []

@@ -21,9 +21,8 @@ from fuzz.sut.protocol import get as get_sut
 from fuzz.sut.protocol import packed_weights, params_for
 from oracles.compare import Check, Mismatch, Report
 from oracles.reference import table_rows
-from cases import CaseSpec, HotRow
-from cases import base_spec, case_from_dict, initial_weights, sub_cases, tensors
-from cases import MODE_FIELDS, PackCase, assemble
+from cases import (MODE_FIELDS, CaseSpec, HotRow, PackCase, assemble, base_spec, case_from_dict, initial_weights,
+                   sub_cases, tensors)
 from strategies.pack import packs
 from strategies.space import campaign_cases
 from strategies.specs import case_specs

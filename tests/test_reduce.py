@@ -10,9 +10,7 @@ from fuzz.campaign.reduce import candidates, reduce_failure, signature
 from fuzz.execution.supervisor import Supervisor
 from fuzz.judge.check import CaseResult
 from fuzz.status import FailureKind
-from cases import BadBatchSpec, BadId
-from cases import CaseSpec, HotRow
-from cases import BadIdCase, case_size
+from cases import BadBatchSpec, BadId, BadIdCase, CaseSpec, HotRow, case_size
 from tbe import KernelConfig
 from tests.test_fuzz_driver import FAULT
 

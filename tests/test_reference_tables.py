@@ -19,8 +19,7 @@ from oracles.checks import forward_expectation
 from oracles.compare import compare, compare_segments
 from oracles.elements import element_passes
 from oracles.reference_backward import reference_backward
-from cases import initial_weights
-from cases import materialize
+from cases import initial_weights, materialize
 from strategies.specs import case_specs
 from tbe.layout import TableLayout
 from tbe.modes import Optimizer, Pooling

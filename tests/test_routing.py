@@ -8,8 +8,7 @@ import torch
 
 from fuzz.compile.launches import recording
 from fuzz.judge.check import tiers_of
-from cases import CaseSpec, HotRow
-from cases import tensors
+from cases import CaseSpec, HotRow, tensors
 from strategies.tiers import tier_report
 from tbe import KernelConfig, TritonTBE
 from tbe.routing import route

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
 
 from fuzz.budgets import Budget
-from cases import BadIdCase, base_spec, initial_weights
+from cases import BadBatchSpec, BadId, BadIdCase, CaseSpec, base_spec, initial_weights, materialize_bad
 from fuzz.judge import CaseResult, run_case
 from fuzz.cli import main
 from fuzz.judge.differential import check_case, failures
@@ -32,9 +32,7 @@ from fuzz.campaign.triage import run_triaged
 from oracles import fbgemm_cpu
 from oracles.compare import Check, Mismatch, Oracle, Report
 from oracles.reference_bounds import reference_bounds_check
-from cases import BadBatchSpec, BadId, materialize_bad
 from strategies.bad_inputs import bad_batch_specs
-from cases import CaseSpec
 from fuzz.sut import build_module
 from tbe import KernelConfig
 from tbe.modes import BoundsCheckMode

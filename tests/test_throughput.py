@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from fuzz.judge import fbgemm_sample
 
 from fuzz.execution import gpu_pin
-from cases import tensors
+from cases import CaseSpec, materialize_bad, tensors
 from fuzz.compile.watch import INTERPRETER_NOTE, CompileCounts, watch
 from fuzz.profiles import MAX_LOOKUPS
 from strategies.space import campaign_cases
@@ -27,9 +27,7 @@ from strategies.tour import tour
 from fuzz.compile.warmup import exercise, tour_groups, warm_groups
 from oracles import fbgemm_cpu
 from oracles.reference_bounds import _walk, reference_bounds_check
-from cases import materialize_bad
 from strategies.bad_inputs import bad_batch_specs
-from cases import CaseSpec
 from strategies.configs import NAMED
 from fuzz.sut import build_module
 from tbe import KernelConfig
@@ -60,7 +58,7 @@ def _launch_keys(case, cfg) -> set:
 
 def _campaign_keys(config: KernelConfig, examples: int) -> set:
     """The launches of a campaign's opening tour (at the CPU's budget) and of ``examples`` drawn cases."""
-    from strategies.config_space import split_draw
+    from cases import split_draw
 
     found: set = set()
     for drawn in tour(config, MAX_LOOKUPS):

@@ -31,9 +31,7 @@ from oracles import fbgemm_cpu
 from oracles.bounds_backward import step_bounds
 from oracles.compare import Check
 from fuzz.status import FailureKind
-from cases import BadBatchSpec, BadId
-from cases import CaseSpec, HotRow
-from cases import BadIdCase
+from cases import BadBatchSpec, BadId, BadIdCase, CaseSpec, HotRow
 from tbe import KernelConfig
 from tbe.backend import INTERPRETED
 

@@ -15,7 +15,7 @@ from fuzz.campaign.search import run_campaign
 from fuzz.cli.parser import build_parser
 from fuzz.cli.run import tour_share
 from fuzz.execution import workers
-from strategies.config_space import split_draw
+from cases import split_draw
 from strategies.tour import ALL, TourShare, tour
 from tbe import KernelConfig
 from tests.passing_supervisor import PassingSupervisor

@@ -13,8 +13,7 @@ from fuzz.budgets import Budget
 from fuzz.campaign.triage import run_triaged
 from fuzz.execution.supervisor import shared
 from fuzz.judge.known import KnownFinding
-from cases import CaseSpec, HotRow
-from strategies.config_space import Drawn
+from cases import CaseSpec, Drawn, HotRow
 from tbe import KernelConfig
 
 TINY = Budget("tiny", seconds=30.0, shrink_seconds=20.0, max_examples=3, max_lookups=300)

@@ -26,10 +26,8 @@ from typing import Any, Iterable, Iterator, Optional
 from fuzz.judge import coverage
 from fuzz.judge.check import case_result
 from fuzz.judge.coverage import Cell, EdgeGroup, KernelPath
-from cases import BadBatchSpec, BadId
-from cases import CaseSpec, HotRow, with_rate_and_steps
-from cases import BadIdCase, tensors
-from strategies.config_space import Drawn, usable_profiles
+from cases import BadBatchSpec, BadId, BadIdCase, CaseSpec, Drawn, HotRow, tensors, with_rate_and_steps
+from strategies.config_space import usable_profiles
 from strategies.tiers import past_counter_fits, past_counter_length
 from tbe import KernelConfig
 
@@ -229,7 +227,7 @@ def _candidates(cell: Cell, base: KernelConfig, max_lookups: int, fixed: frozens
         c = base.replace(**ov) if ov else base
         for p, e, seed in itertools.product(_path_recipes(path, c), _edge_recipes(edge, c, max_lookups), SEEDS):
             case = _compose(p, e, seed)
-            spec = case.spec if isinstance(case, BadIdCase) else case
+            spec = case.spec
             if case is None or spec.expected_lookups() > max_lookups:
                 continue
             yield Drawn(case, tuple(sorted(ov.items())))

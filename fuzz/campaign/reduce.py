@@ -16,9 +16,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Iterator, Optional
 
-from cases import CaseSpec, HotRow
-from cases import AnyCase, BadIdCase, case_size
-from cases import PackCase
+from cases import AnyCase, BadIdCase, CaseKind, CaseSpec, HotRow, PackCase, case_size
 from fuzz.judge.check import CaseResult
 
 
@@ -36,7 +34,7 @@ def signature(result: CaseResult) -> tuple[str, Optional[str]]:
 
 def size_text(result: CaseResult) -> str:
     tables, bags, _ = case_size(result.case)
-    subs = f" in {len(result.case.subs)} sub-cases" if isinstance(result.case, PackCase) else ""
+    subs = f" in {len(result.case.subs)} sub-cases" if result.case.kind is CaseKind.PACK else ""
     return f"{tables} table(s), {bags} bag(s), {result.lookups} lookups{subs}"
 
 
@@ -104,9 +102,9 @@ def _pack_candidates(case: PackCase, named: Optional[int]) -> Iterator[AnyCase]:
 def candidates(case: AnyCase, named: Optional[int] = None) -> Iterator[AnyCase]:
     """Smaller variants of ``case``, the biggest cuts first (each may be invalid: the check says); ``named``
     is the sub-case of a pack that the failure names, tried alone first."""
-    if isinstance(case, PackCase):
+    if case.kind is CaseKind.PACK:
         return _pack_candidates(case, named)
-    return _bad_candidates(case) if isinstance(case, BadIdCase) else _spec_candidates(case)
+    return _bad_candidates(case) if case.bad is not None else _spec_candidates(case)
 
 
 @dataclasses.dataclass

@@ -37,10 +37,9 @@ from fuzz.campaign.reduce import failing_check, reduce_failure, size_text
 from fuzz.campaign.pareto import without_pareto_front
 from fuzz.campaign.repeat import Repeat
 from fuzz.campaign.repeat import of as repeat_of
-from cases import case_size, tensors
+from cases import Drawn, case_size, split_draw, tensors
 from fuzz.judge.check import CaseResult
 from fuzz.status import StopReason
-from strategies.config_space import Drawn, split_draw
 from strategies.space import campaign_cases
 from fuzz.execution.stats import CampaignStats
 from fuzz.execution.envelope import expected_seconds, limits

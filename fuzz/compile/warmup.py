@@ -150,7 +150,7 @@ def tour_groups(config: KernelConfig, size: int = 1) -> list[list[WarmCase]]:
     """The opening tour's own cases under ``config`` (both of its size budgets), one per group by default: the
     tour's overrides lie outside the profiles, its cases reach only a handful of kernels, and a campaign's
     tour runs each case as soon as its own group is built."""
-    from strategies.config_space import split_draw
+    from cases import split_draw
     from strategies.tour import tour
 
     seen: dict[str, WarmCase] = {}

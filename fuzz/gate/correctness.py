@@ -23,7 +23,7 @@ from fuzz.profiles import MAX_CHUNKS, MAX_COLUMN_BLOCKS, MAX_WORK
 from fuzz.campaign import reduce_failure, size_text
 from fuzz.execution import interrupt, replay_command, save_result
 from fuzz.judge import CaseResult
-from strategies.config_space import Drawn, split_draw
+from cases import Drawn, split_draw
 from strategies.edges import edge_cases, reseed
 from fuzz.judge import explain
 from strategies.space import campaign_cases

@@ -26,7 +26,7 @@ import time
 from typing import Callable, Optional
 
 from fuzz.judge import fbgemm_sample
-from cases import CaseTensors, tensors
+from cases import CaseSpec, CaseTensors, HotRow, tensors
 from fuzz.execution import supervisor as supervision
 from fuzz.judge.check import CaseResult
 from fuzz.profiles import MAX_LOOKUPS
@@ -34,7 +34,6 @@ from fuzz.status import OracleVerdict, Status
 from oracles import fbgemm_cpu
 from oracles.compare import Oracle, Report
 from oracles.findings import fbgemm_backward_difference, fbgemm_forward_difference, fbgemm_update_difference
-from cases import CaseSpec, HotRow
 from tbe import KernelConfig
 from tbe.modes import FLOAT_NAMES, Optimizer, Pooling, parse_float_dtype
 

@@ -17,8 +17,7 @@ from typing import Optional
 
 import torch
 
-from cases import AnyCase, BadIdCase, CaseTensors, base_spec, tensors
-from cases import PackCase
+from cases import AnyCase, CaseKind, CaseTensors, base_spec, tensors
 from fuzz.judge import coverage
 from fuzz.judge.differential import check_batch
 from fuzz.compile.watch import CompileCounts
@@ -113,7 +112,7 @@ class CaseResult:
     def sub_case(self) -> Optional[int]:
         """A failing pack's sub-case that holds the first failing check's table (its worst entry's, or the
         table the check is of); None for a case that is not a pack, or a failure that names no table."""
-        if not isinstance(self.case, PackCase):
+        if self.case.kind is not CaseKind.PACK:
             return None
         for r in self.reports:
             if r.ok:
@@ -198,7 +197,7 @@ def tiers_of(case: AnyCase, t: CaseTensors, config: KernelConfig,
     layout = spec.layout
     B = spec.batch_size
     found = set()
-    if isinstance(case, BadIdCase):
+    if case.bad is not None:
         found.add("bounds:" + ("fused" if config.fused_bounds_check else "standalone"))
         return frozenset(found), 0, ()
     found.add("fwd:" + choose_path(

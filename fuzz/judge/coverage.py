@@ -27,8 +27,7 @@ from typing import Any, Iterable, Optional, Sequence
 import torch
 
 from fuzz.judge.teeth import BANDS, band_label
-from cases import BAG_POSITIONS, ID_KINDS, OFFSET_KINDS, bag_index
-from cases import AnyCase, BadIdCase, CaseTensors, base_spec
+from cases import BAG_POSITIONS, ID_KINDS, OFFSET_KINDS, AnyCase, BadIdCase, CaseTensors, bag_index, base_spec
 from strategies.tiers import LONG_EDGES, PAST_COUNTER, past_counter_fits, past_counter_length, tier_report
 from tbe import KernelConfig
 from tbe.buckets import block_for_dim
@@ -146,7 +145,7 @@ def facts_of(case: AnyCase, t: CaseTensors, segment_hist: Sequence[tuple[int, in
     empty = bool((off[1:] - off[:-1] == 0).any()) if off.numel() > 1 else False
     bad_ids: tuple = ()
     bad_offsets: tuple = ()
-    if isinstance(case, BadIdCase):
+    if case.bad is not None:
         bad_offsets = tuple(case.bad.bad_offsets)
         bad_ids = tuple(_placements(case))
     return Facts(
@@ -155,7 +154,7 @@ def facts_of(case: AnyCase, t: CaseTensors, segment_hist: Sequence[tuple[int, in
         index_dtype=spec.index_dtype, pooling=spec.pooling, weighted=spec.weighted, optimizer=spec.optimizer,
         steps=len(t.grad_outputs), bounds_check=spec.bounds_check, empty_bag=empty,
         segment_lengths=tuple(sorted({int(length) for length, _ in segment_hist})), exact=spec.values == "dyadic",
-        bad=isinstance(case, BadIdCase), bad_ids=bad_ids, bad_offsets=bad_offsets,
+        bad=case.bad is not None, bad_ids=bad_ids, bad_offsets=bad_offsets,
     )
 
 

@@ -44,10 +44,9 @@ from oracles.error_model import ErrorModel, from_env
 from oracles.reference import table_rows
 from oracles.reference_backward import reference_backward
 from oracles.reference_bounds import reference_bounds_check
-from cases import CaseSpec, materialize
+from cases import CaseSpec, initial_weights as spec_weights, materialize
 from tbe import KernelConfig
 from tbe.modes import BoundsCheckMode, Optimizer
-from cases import initial_weights as spec_weights
 from fuzz.judge.teeth import Teeth
 from fuzz.time_split import Phases
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from cases import BadIdCase, CaseTensors, base_spec, initial_weights
+from cases import CaseTensors, base_spec, initial_weights
 from oracles import fbgemm_cpu
 from oracles.bounds_backward import check_step
 from oracles.checks import check_forward
@@ -43,7 +43,7 @@ def columns(case: Any, lookups: int) -> int:
 
 def not_applicable(case: Any, lookups: int) -> str | None:
     """Why FBGEMM's CPU TBE cannot check ``case`` (a status string), or None."""
-    if isinstance(case, BadIdCase):
+    if case.bad is not None:
         return "n/a: bad-id batch"
     spec = base_spec(case)
     w, o = parse_float_dtype("w", spec.weights_dtype), parse_float_dtype("o", spec.output_dtype)

@@ -18,7 +18,7 @@ from typing import Callable, Optional, Sequence
 
 import torch
 
-from cases import AnyCase, BadIdCase, base_spec
+from cases import AnyCase, base_spec
 from fuzz.judge.check import CaseResult
 from fuzz.status import FailureKind
 from oracles import findings
@@ -63,7 +63,7 @@ def _spec(pred: Callable) -> Callable[[AnyCase], bool]:
 
 def _bad(id_kind: str = "", offset_kind: str = "") -> Callable[[AnyCase], bool]:
     def pred(case: AnyCase) -> bool:
-        if not isinstance(case, BadIdCase):
+        if case.bad is None:
             return False
         return (any(b.kind == id_kind for b in case.bad.bad_ids) if id_kind
                 else offset_kind in case.bad.bad_offsets)

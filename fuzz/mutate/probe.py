@@ -26,9 +26,7 @@ from typing import Any  # noqa: E402
 
 import torch  # noqa: E402
 
-from cases import AnyCase, BadIdCase, base_spec, tensors  # noqa: E402
-from cases import ID_KINDS, BadBatchSpec, BadId  # noqa: E402
-from cases import CaseSpec, HotRow  # noqa: E402
+from cases import ID_KINDS, AnyCase, BadBatchSpec, BadId, BadIdCase, CaseSpec, HotRow, base_spec, tensors  # noqa: E402
 from fuzz.sut import build_module  # noqa: E402
 from tbe import KernelConfig  # noqa: E402
 

@@ -10,8 +10,7 @@ from typing import Optional
 
 import torch
 
-from cases import Case, CaseSpec
-from cases import dyadic_weights
+from cases import Case, CaseSpec, dyadic_weights
 from tbe import KernelConfig, TritonTBE
 from tbe.backend import default_device
 

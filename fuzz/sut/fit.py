@@ -15,11 +15,8 @@ from typing import Optional
 
 from hypothesis import strategies as st
 
-from cases import AnyCase, BadIdCase, base_spec
-from strategies.config_space import Drawn
+from cases import AnyCase, BadIdCase, CaseKind, CaseSpec, Drawn, PackCase, base_spec
 from fuzz.sut.protocol import Capabilities
-from cases import CaseSpec
-from cases import PackCase
 
 BAD_ID_MODES = ("warning", "ignore", "fatal")  # preference order for bad-id cases
 
@@ -76,7 +73,7 @@ def fit_case(case: AnyCase, caps: Capabilities) -> Optional[AnyCase]:
     if isinstance(case, Drawn):
         fitted = fit_case(case.case, caps)
         return None if fitted is None else dataclasses.replace(case, case=fitted)
-    if isinstance(case, BadIdCase):
+    if case.bad is not None:
         spec = fit_spec(case.spec, caps, bad_ids=True)
         if spec is None:
             return None
@@ -85,7 +82,7 @@ def fit_case(case: AnyCase, caps: Capabilities) -> Optional[AnyCase]:
                                   bad_ids=tuple(b for b in case.bad.bad_ids if b.kind in caps.bad_ids),
                                   bad_offsets=tuple(k for k in case.bad.bad_offsets if k in caps.bad_offsets))
         return BadIdCase(spec, bad)
-    if isinstance(case, PackCase):  # each sub-case fitted; the same modes fit the same way
+    if case.kind is CaseKind.PACK:  # each sub-case fitted; the same modes fit the same way
         subs = [f for f in (fit_spec(s, caps) for s in case.subs) if f is not None]
         if len(subs) <= 1:
             return subs[0] if subs else None
@@ -118,7 +115,7 @@ def refusal(case: AnyCase, caps: Capabilities) -> Optional[str]:
         return "weighted=True (no per-sample weights)"
     if spec.batch_size == 0 and not caps.empty_batch:
         return "batch_size=0 (no empty batches)"
-    if isinstance(case, BadIdCase):
+    if case.bad is not None:
         if spec.bounds_check not in BAD_ID_MODES:
             return f"bad ids under bounds_check={spec.bounds_check!r}"
         kinds = [b.kind for b in case.bad.bad_ids if b.kind not in caps.bad_ids]

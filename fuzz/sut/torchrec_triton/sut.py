@@ -121,7 +121,7 @@ def paths(loaded: Loaded, case: Any, t: Any, config: Any) -> frozenset[str]:
         if len(small) < len(spec.tables) or not histogram:
             wide = B >= 65536 and spec.weights_dtype != "fp32"
             found.add("fwd:generic_4_bags" if histogram else "fwd:generic_unroll8" if wide else "fwd:generic")
-    if t is None or not t.grad_outputs or t.indices.numel() == 0 or isinstance(case, BadIdCase):
+    if t is None or not t.grad_outputs or t.indices.numel() == 0 or case.bad is not None:
         return frozenset(found)
     from oracles.elements import layout_tensors, lookups
 
