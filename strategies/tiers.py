@@ -1,9 +1,9 @@
 """Which backward tiers a batch exercises, computed from its segment lengths and a KernelConfig.
 
 The rule is ``tbe.routing.route`` (no kernel runs), so a test can show the default strategies
-reach every tier and a campaign can count tiers.
-Tiers: ``short`` (SL < long_run_threshold), ``grad_accum`` (long runs, partial sums in a
-workspace then an apply kernel), ``fused`` (long runs, the last chunk applies the update).
+reach every tier and a campaign can count tiers. Tiers are ``tbe.routing.Path``'s backward members:
+``BWD_SHORT`` (SL < long_run_threshold), ``BWD_LONG`` (long runs, partial sums in a workspace then an
+apply kernel), ``BWD_FUSED`` (long runs, the last chunk applies the update).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import torch
 
 from cases import Case
 from tbe import KernelConfig
-from tbe.routing import long_runs, route
+from tbe.routing import Path, backward_paths, long_runs, route
 
-TIERS = ("short", "grad_accum", "fused")
+TIERS = (Path.BWD_SHORT, Path.BWD_LONG, Path.BWD_FUSED)
 COUNTER_EDGE = 4096  # chunks a 12-bit counter holds: a run past it (2^20 lookups at chunk size 256) is its own edge
 PAST_COUNTER = "past_4096_chunks"
 # edges within the long tiers worth counting separately
@@ -43,7 +43,7 @@ class TierReport:
     long_runs: int
     chunks: int
     max_segment: int
-    tiers: frozenset[str]
+    tiers: frozenset[Path]
     edges: frozenset[str]
 
 
@@ -53,12 +53,10 @@ def tier_report(segment_lengths: torch.Tensor, num_lookups: int, config: KernelC
     th, ch = config.long_run_threshold, config.chunk_size
     long = long_runs(sl, config)
     lsl = sl[long]
-    tiers, edges = set(), set()
+    edges = set()
     routing = route(sl, num_lookups, config)
-    if routing.short:
-        tiers.add("short")
+    tiers = backward_paths(routing)
     if routing.long:
-        tiers.add("fused" if routing.fused else "grad_accum")
         if bool((lsl == th).any()):
             edges.add("exact_threshold")
         if bool((lsl <= ch).any()):

@@ -1,6 +1,6 @@
 """Forward dispatch: picks the kernel path for a batch and runs it.
 
-Paths: "small_table" (tbe/forward_small_table.py, when ``eligible``) and "generic"
+Paths: ``Path.FWD_SMALL_TABLE`` (tbe/forward_small_table.py, when ``eligible``) and ``Path.FWD_GENERIC``
 (tbe/forward.py); ``choose_path`` names the one a batch takes without running it. ``checked_forward``
 adds the bounds check around the forward, standalone or fused per ``KernelConfig.fused_bounds_check``.
 """
@@ -16,14 +16,15 @@ from tbe.config import KernelConfig
 from tbe.forward import forward_generic
 from tbe.forward_small_table import eligible, forward_small_table
 from tbe.modes import BoundsCheckMode, Pooling
+from tbe.routing import Path
 
 def choose_path(
     dims: list[int], rows: list[int], num_indices: int, batch_size: int, weights_dtype: torch.dtype,
     output_dtype: torch.dtype, weighted: bool, config: KernelConfig,
-) -> str:
-    """The path name a forward with these host-known parameters takes (never reads tensor data)."""
+) -> Path:
+    """The path a forward with these host-known parameters takes (never reads tensor data)."""
     args = (dims, rows, num_indices, batch_size, weights_dtype, output_dtype, weighted, config)
-    return "small_table" if eligible(*args) else "generic"
+    return Path.FWD_SMALL_TABLE if eligible(*args) else Path.FWD_GENERIC
 
 
 def pooled_forward(
@@ -45,7 +46,7 @@ def pooled_forward(
         dims, rows, indices.numel(), batch_size, weights.dtype, output_dtype,
         per_sample_weights is not None, config,
     )
-    if path == "small_table":
+    if path is Path.FWD_SMALL_TABLE:
         out = forward_small_table(weights, dims, rows, indices, offsets, batch_size, pooling, config, check)
     else:
         out = forward_generic(

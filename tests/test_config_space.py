@@ -196,6 +196,7 @@ def test_small_table_cases_mostly_take_the_path_and_reach_its_edges():
     from cases import tensors
     from strategies.space import small_table_specs
     from tbe.forward_dispatch import choose_path
+    from tbe.routing import Path
 
     config = KernelConfig()
     seen = collections.Counter()
@@ -208,7 +209,7 @@ def test_small_table_cases_mostly_take_the_path_and_reach_its_edges():
         seen["empty bag"] += bool((t.offsets.diff() == 0).any())
         seen["steps > 1"] += spec.steps > 1
         seen["long run"] += int(torch.bincount(t.indices.long()).max()) > config.long_run_threshold
-    assert seen["small_table"] >= 200 // 3 and seen["generic"] >= 200 // 5, seen
+    assert seen[Path.FWD_SMALL_TABLE] >= 200 // 3 and seen[Path.FWD_GENERIC] >= 200 // 5, seen
     assert seen["empty bag"] >= 5 and seen["steps > 1"] >= 40 and seen["long run"] >= 20, seen
 
 

@@ -16,14 +16,15 @@ from fuzz.budgets import get as get_budget
 from fuzz.judge import check
 from fuzz.profiles import examples
 from fuzz.judge.coverage import (
-    EDGES, PATHS, Coverage, Edge, EdgeGroup, Facts, KernelPath, cells_of, edges_of, facts_of, merge_json,
+    EDGES, PATHS, Coverage, Edge, EdgeGroup, Facts, cells_of, edges_of, facts_of, merge_json,
     paths_of, reachable,
 )
+from tbe.routing import Path
 from cases import BadBatchSpec, BadId, BadIdCase, CaseSpec, base_spec, split_draw, tensors
 from strategies.space import campaign_cases
 from tbe import KernelConfig
 
-P = KernelPath
+P = Path
 DEFAULT = KernelConfig()
 
 
@@ -172,7 +173,7 @@ def test_zero_cells_and_unexpected_hits_are_listed():
     assert data["zero"] == [["backward, short tier", "steps: 1"]]
     assert data["reachable"] == 3 and data["covered"] == 2
     assert data["unexpected"] == [["per-sample-weight gradient", "pooling: sum, unweighted"]]
-    assert data["paths"] == [p.value for p in PATHS] and data["edges"] == [e.label for e in EDGES]
+    assert data["paths"] == [p.label for p in PATHS] and data["edges"] == [e.label for e in EDGES]
 
 
 def test_merge_adds_counts_and_keeps_cells_zero_everywhere():

@@ -15,7 +15,8 @@ from fuzz.campaign.report import coverage_json
 from fuzz.campaign.search import run_campaign
 from fuzz.judge import coverage
 from fuzz.judge.check import case_result
-from fuzz.judge.coverage import Edge, EdgeGroup, KernelPath
+from fuzz.judge.coverage import Edge, EdgeGroup
+from tbe.routing import Path
 from cases import split_draw, tensors
 from strategies.tour import TourShare
 from tbe import KernelConfig
@@ -45,7 +46,7 @@ def test_every_reachable_cell_gets_an_aimed_case_that_hits_it(config, max_lookup
 
 def test_a_run_past_the_chunk_counter_is_aimed_at_in_exact_values():
     # random magnitudes hide one lost chunk of 2^20 lookups under the sum's error bound; exact values do not
-    cell = (KernelPath.BWD_LONG, Edge(EdgeGroup.LONG_RUN, "past_4096_chunks, exact values"))
+    cell = (Path.BWD_LONG, Edge(EdgeGroup.LONG_RUN, "past_4096_chunks, exact values"))
     drawn = fill.aimed_case(cell, KernelConfig(), 1_200_000)
     assert drawn is not None and drawn.case.values == "dyadic"
     assert max(h.count for h in drawn.case.hot_rows) > 4096 * drawn.config(KernelConfig()).chunk_size
@@ -58,7 +59,7 @@ def test_the_run_past_the_chunk_counter_is_reachable_only_with_room_beside_it():
     from strategies.tiers import COUNTER_ROOM, past_counter_length
 
     config = KernelConfig()  # under the defaults alone: the search's configs with small chunks reach it sooner
-    cell = (KernelPath.BWD_LONG, coverage.PAST_COUNTER_EDGE)
+    cell = (Path.BWD_LONG, coverage.PAST_COUNTER_EDGE)
     tight, roomy = past_counter_length(config) + COUNTER_ROOM - 1, past_counter_length(config) + COUNTER_ROOM
     assert cell not in coverage.reachable(config, False, max_lookups=tight)
     assert fill.aimed_case(cell, config, tight, fixed=frozenset({"chunk_size"})) is None
@@ -68,13 +69,13 @@ def test_the_run_past_the_chunk_counter_is_reachable_only_with_room_beside_it():
 
 def test_an_unreachable_cell_gets_no_case():
     # the small-table path takes unweighted batches only
-    cell = (KernelPath.FWD_SMALL_TABLE, Edge(EdgeGroup.POOLING, "sum, weighted"))
+    cell = (Path.FWD_SMALL_TABLE, Edge(EdgeGroup.POOLING, "sum, weighted"))
     assert cell not in coverage.reachable(KernelConfig(), True, max_lookups=4000)
     assert fill.aimed_case(cell, KernelConfig(), 4000) is None
 
 
 def test_fixed_fields_are_never_overridden():
-    cell = (KernelPath.BWD_FUSED, Edge(EdgeGroup.DIM, "< 4"))
+    cell = (Path.BWD_FUSED, Edge(EdgeGroup.DIM, "< 4"))
     assert fill.aimed_case(cell, KernelConfig(), 4000) is not None  # through a profile with the fused tier
     assert fill.aimed_case(cell, KernelConfig(), 4000, fixed=frozenset({"fused_long_tier"})) is None
 

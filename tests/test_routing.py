@@ -11,7 +11,7 @@ from fuzz.judge.check import tiers_of
 from cases import CaseSpec, HotRow, tensors
 from strategies.tiers import tier_report
 from tbe import KernelConfig, TritonTBE
-from tbe.routing import route
+from tbe.routing import Path, route
 
 # one hot row read 12 times (plus a few other lookups): a long run of 3 chunks under this config
 SPEC = CaseSpec(tables=((30, 4),), batch_size=2, max_length=2, hot_rows=(HotRow(0, 3, 12),), seed=1)
@@ -55,5 +55,5 @@ def test_route_splits_at_the_threshold_and_counts_chunks_of_long_runs_only():
 
 def test_strategies_tier_report_uses_the_same_gate():
     gated = KernelConfig(**LONG, fused_long_min_lookups=13)
-    assert tier_report(torch.tensor([12]), 12, gated).tiers == {"grad_accum"}
-    assert tier_report(torch.tensor([12]), 13, gated).tiers == {"fused"}
+    assert tier_report(torch.tensor([12]), 12, gated).tiers == {Path.BWD_LONG}
+    assert tier_report(torch.tensor([12]), 13, gated).tiers == {Path.BWD_FUSED}

@@ -20,6 +20,7 @@ from strategies.shapes import batch_shapes
 from strategies.tiers import LONG_EDGES, PAST_COUNTER, TIERS, case_tier_report, past_counter_length, tier_report
 from tbe import KernelConfig
 from tbe.layout import INT32_MAX
+from tbe.routing import Path
 
 pytestmark = pytest.mark.fuzz
 
@@ -64,12 +65,12 @@ def test_tier_report_rule():
     cfg = KernelConfig(long_run_threshold=8, chunk_size=4)
     r = tier_report(torch.tensor([1, 7, 8, 9, 12]), 37, cfg)
     assert (r.short_runs, r.long_runs, r.chunks, r.max_segment) == (2, 3, 2 + 3 + 3, 12)
-    assert r.tiers == {"short", "grad_accum"}
+    assert r.tiers == {Path.BWD_SHORT, Path.BWD_LONG}
     assert r.edges == {"exact_threshold", "multi_chunk", "partial_last_chunk"}
     fused = tier_report(torch.tensor([4]), 4, KernelConfig(long_run_threshold=4, chunk_size=4, fused_long_tier=True))
-    assert fused.tiers == {"fused"} and fused.edges == {"exact_threshold", "single_chunk"}
+    assert fused.tiers == {Path.BWD_FUSED} and fused.edges == {"exact_threshold", "single_chunk"}
     gated = KernelConfig(long_run_threshold=4, chunk_size=4, fused_long_tier=True, fused_long_min_lookups=5)
-    assert tier_report(torch.tensor([4]), 4, gated).tiers == {"grad_accum"}
+    assert tier_report(torch.tensor([4]), 4, gated).tiers == {Path.BWD_LONG}
     # 4,096 chunks of 4 fill the counter; one lookup more is the edge
     assert PAST_COUNTER not in tier_report(torch.tensor([4096 * 4]), 4096 * 4, cfg).edges
     assert PAST_COUNTER in tier_report(torch.tensor([3, 4096 * 4 + 1]), 4096 * 4 + 4, cfg).edges
@@ -90,7 +91,7 @@ def test_default_profile_hits_every_tier():
         lookups.append(case.num_lookups)
 
     collect()
-    assert tiers == set(TIERS), f"tiers reached: {sorted(tiers)}"
+    assert tiers == set(TIERS), f"tiers reached: {sorted(t.value for t in tiers)}"
     # a run past 4,096 chunks fits the interpreter's lookup cap under no named config
     affordable = min(past_counter_length(c) for c in NAMED.values()) <= MAX_LOOKUPS
     expected = set(LONG_EDGES) - (set() if affordable else {PAST_COUNTER})

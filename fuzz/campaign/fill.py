@@ -25,11 +25,12 @@ from typing import Any, Iterable, Iterator, Optional
 
 from fuzz.judge import coverage
 from fuzz.judge.check import case_result
-from fuzz.judge.coverage import Cell, EdgeGroup, KernelPath
+from fuzz.judge.coverage import Cell, EdgeGroup
 from cases import BadBatchSpec, BadId, BadIdCase, CaseSpec, Drawn, HotRow, tensors, with_rate_and_steps
 from strategies.config_space import usable_profiles
 from strategies.tiers import past_counter_fits, past_counter_length
 from tbe import KernelConfig
+from tbe.routing import Path
 
 FILL_SHARE = 0.2     # of a campaign's search time, kept for aimed cases when it has zero cells
 SEEDS = (11, 12)     # materialization seeds tried per recipe (an empty bag, say, can depend on it)
@@ -109,34 +110,34 @@ def _r(dim: Optional[int] = None, hot: Optional[int] = None, bad_id: Optional[Ba
 _GENERIC_TABLES = ((24, 8), (10, 5))
 
 
-def _path_configs(path: KernelPath, base: KernelConfig, fixed: frozenset[str]) -> list[dict[str, Any]]:
+def _path_configs(path: Path, base: KernelConfig, fixed: frozenset[str]) -> list[dict[str, Any]]:
     """Overrides of the campaign's configs on which ``path`` can run, the config under test first."""
     wants = {
-        KernelPath.FWD_SMALL_TABLE: lambda c: c.small_table_path,
-        KernelPath.BOUNDS_FUSED: lambda c: c.fused_bounds_check,
-        KernelPath.BOUNDS_STANDALONE: lambda c: not c.fused_bounds_check,
-        KernelPath.BWD_LONG: lambda c: not c.fused_long_tier,
-        KernelPath.BWD_FUSED: lambda c: c.fused_long_tier,
+        Path.FWD_SMALL_TABLE: lambda c: c.small_table_path,
+        Path.BOUNDS_FUSED: lambda c: c.fused_bounds_check,
+        Path.BOUNDS_STANDALONE: lambda c: not c.fused_bounds_check,
+        Path.BWD_LONG: lambda c: not c.fused_long_tier,
+        Path.BWD_FUSED: lambda c: c.fused_long_tier,
     }.get(path, lambda c: True)
     out = [ov for ov in [{}] + usable_profiles(base, fixed) if wants(base.replace(**ov) if ov else base)]
-    if path in (KernelPath.BWD_LONG, KernelPath.BWD_FUSED):  # a short threshold first: long runs stay cheap
+    if path in (Path.BWD_LONG, Path.BWD_FUSED):  # a short threshold first: long runs stay cheap
         out.sort(key=lambda ov: (base.replace(**ov) if ov else base).long_run_threshold)
     return out
 
 
-def _path_recipes(path: KernelPath, c: KernelConfig) -> list[_Recipe]:
-    if path == KernelPath.FWD_SMALL_TABLE:
+def _path_recipes(path: Path, c: KernelConfig) -> list[_Recipe]:
+    if path == Path.FWD_SMALL_TABLE:
         rows = max(2, min(c.small_table_max_rows, 16))
         dim = max(1, c.small_table_min_dim)
         bags = c.small_table_bags_per_program + 1
         return [_r(tables=((rows, dim),), batch_size=bags, length_profile="fixed",
                    max_length=max(2, c.small_table_min_pooling), weights_dtype="fp16", output_dtype="fp32")]
-    if path in (KernelPath.BWD_LONG, KernelPath.BWD_FUSED):
-        lookups = max(0, c.fused_long_min_lookups) if path == KernelPath.BWD_FUSED else 0
+    if path in (Path.BWD_LONG, Path.BWD_FUSED):
+        lookups = max(0, c.fused_long_min_lookups) if path == Path.BWD_FUSED else 0
         batch = max(4, -(-lookups // (2 * 4)))  # two tables of bags of up to four ids
         return [_r(tables=((max(24, c.long_run_threshold), 8), (10, 5)), batch_size=batch, max_length=4,
                    hot=c.long_run_threshold)]
-    if path == KernelPath.PSW_GRAD:
+    if path == Path.PSW_GRAD:
         return [_r(tables=_GENERIC_TABLES, batch_size=4, max_length=4, weighted=True)]
     return [_r(tables=_GENERIC_TABLES, batch_size=4, max_length=4), _r(tables=((24, 8),), batch_size=4, max_length=4)]
 

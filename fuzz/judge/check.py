@@ -34,7 +34,7 @@ from tbe import KernelConfig
 from tbe.backend import default_device
 from tbe.forward_dispatch import choose_path
 from tbe.modes import parse_float_dtype
-from tbe.routing import route
+from tbe.routing import MULTI_CHUNK, backward_paths, bounds_path, route
 
 
 RAN = "ran to completion"  # the yes/no check a crash, hang or exception fails (outcomes_by_check)
@@ -198,12 +198,12 @@ def tiers_of(case: AnyCase, t: CaseTensors, config: KernelConfig,
     B = spec.batch_size
     found = set()
     if case.bad is not None:
-        found.add("bounds:" + ("fused" if config.fused_bounds_check else "standalone"))
+        found.add(bounds_path(config).value)
         return frozenset(found), 0, ()
-    found.add("fwd:" + choose_path(
+    found.add(choose_path(
         layout.dims, layout.rows, t.indices.numel(), B, parse_float_dtype("w", spec.weights_dtype),
         parse_float_dtype("o", spec.output_dtype), spec.weighted, config,
-    ))
+    ).value)
     if not t.grad_outputs or t.indices.numel() == 0:
         return frozenset(found), 0, ()
     dev = device or torch.device("cpu")
@@ -211,12 +211,9 @@ def tiers_of(case: AnyCase, t: CaseTensors, config: KernelConfig,
     lin = layout_tensors(layout, dev).hash_size_cumsum[table_of] + t.indices.to(dev, torch.int64)
     sl = torch.unique(lin, return_counts=True)[1]
     routing = route(sl, t.indices.numel(), config)
-    if routing.short:
-        found.add("bwd:short")
-    if routing.long:
-        found.add("bwd:long_fused" if routing.fused else "bwd:long")
+    found |= {p.value for p in backward_paths(routing)}
     if routing.multi_chunk:
-        found.add("bwd:multi_chunk")
+        found.add(MULTI_CHUNK)
     lengths, runs = torch.unique(sl, return_counts=True)
     return frozenset(found), int(sl.max()), tuple(zip(lengths.tolist(), runs.tolist()))
 

@@ -32,20 +32,9 @@ from strategies.tiers import LONG_EDGES, PAST_COUNTER, past_counter_fits, past_c
 from tbe import KernelConfig
 from tbe.buckets import block_for_dim
 from tbe.forward_dispatch import choose_path
+from tbe.routing import Path, bounds_path
 from tbe.modes import FLOAT_NAMES, BoundsCheckMode, Optimizer, Pooling, parse_float_dtype
 from fuzz.glossary import Term, see
-
-
-class KernelPath(enum.Enum):
-    __hash__ = object.__hash__  # members are singletons; Enum's own hash is slow in reachable()'s loops
-    FWD_GENERIC = "forward, generic"
-    FWD_SMALL_TABLE = "forward, small-table"
-    BOUNDS_FUSED = "bounds check, fused"
-    BOUNDS_STANDALONE = "bounds check, standalone"
-    BWD_SHORT = "backward, short tier"
-    BWD_LONG = "backward, long tier (two kernels)"
-    BWD_FUSED = "backward, long tier (fused)"
-    PSW_GRAD = "per-sample-weight gradient"
 
 
 class EdgeGroup(enum.Enum):
@@ -73,7 +62,7 @@ class Edge:
         return f"{self.group.value}: {self.value}"
 
 
-Cell = tuple[KernelPath, Edge]
+Cell = tuple[Path, Edge]
 
 SLOT_POSITIONS = ("first", "last")            # of the ids of a bag
 DIM_CLASSES = ("1", "< 4", "not a multiple of BLOCK_D", "wider than the largest bucket", "> 1024")
@@ -81,7 +70,6 @@ WEIGHT_DTYPES = OUTPUT_DTYPES = FLOAT_NAMES
 INDEX_DTYPES = ("int32", "int64")
 STEP_CLASSES = ("0 (forward only)", "1", "> 1")
 _DTYPES = {d: parse_float_dtype("dtype", d) for d in WEIGHT_DTYPES}
-_LONG_TIER = {"short": KernelPath.BWD_SHORT, "grad_accum": KernelPath.BWD_LONG, "fused": KernelPath.BWD_FUSED}
 
 
 # a run past the chunk counter counts only in exact values: under random magnitudes one lost chunk of
@@ -108,7 +96,7 @@ EDGES: tuple[Edge, ...] = (
     *(Edge(EdgeGroup.OPTIMIZER, o.value) for o in Optimizer),
     *(Edge(EdgeGroup.STEPS, s) for s in STEP_CLASSES),
 )
-PATHS: tuple[KernelPath, ...] = tuple(KernelPath)
+PATHS: tuple[Path, ...] = tuple(Path)
 PAST_COUNTER_EDGE = Edge(EdgeGroup.LONG_RUN, _LONG_EDGE_VALUES[PAST_COUNTER])
 _BAD_GROUPS = (EdgeGroup.BAD_ID_BAG, EdgeGroup.BAD_ID_SLOT, EdgeGroup.BAD_OFFSETS)
 
@@ -176,34 +164,29 @@ def _placements(case: BadIdCase) -> list[tuple[str, str, str]]:
 def backward_paths(segment_lengths: Sequence[int], lookups: int, config: KernelConfig) -> tuple[set, set]:
     """(backward tiers, long-run edges) of runs of these lengths: the project's routing rule, asked once here."""
     report = tier_report(torch.tensor(list(segment_lengths), dtype=torch.int64), lookups, config)
-    return {_LONG_TIER[t] for t in report.tiers}, set(report.edges)
+    return set(report.tiers), set(report.edges)
 
 
-def _bounds_path(config: KernelConfig) -> KernelPath:
-    return KernelPath.BOUNDS_FUSED if config.fused_bounds_check else KernelPath.BOUNDS_STANDALONE
-
-
-def forward_path(f: Facts, config: KernelConfig) -> KernelPath:
+def forward_path(f: Facts, config: KernelConfig) -> Path:
     return _forward_path(f, _DTYPES[f.weights_dtype], _DTYPES[f.output_dtype], config)
 
 
-def _forward_path(f: Facts, weights_dtype: torch.dtype, output_dtype: torch.dtype, config: KernelConfig) -> KernelPath:
-    path = choose_path(list(f.dims), list(f.rows), f.lookups, f.batch_size, weights_dtype, output_dtype,
+def _forward_path(f: Facts, weights_dtype: torch.dtype, output_dtype: torch.dtype, config: KernelConfig) -> Path:
+    return choose_path(list(f.dims), list(f.rows), f.lookups, f.batch_size, weights_dtype, output_dtype,
                        f.weighted, config)
-    return KernelPath.FWD_SMALL_TABLE if path == "small_table" else KernelPath.FWD_GENERIC
 
 
-def paths_of(f: Facts, config: KernelConfig) -> set[KernelPath]:
+def paths_of(f: Facts, config: KernelConfig) -> set[Path]:
     paths = set()
     if f.bounds_check != BoundsCheckMode.NONE.value:
-        paths.add(_bounds_path(config))
+        paths.add(bounds_path(config))
     if f.bad:
         return paths
     paths.add(forward_path(f, config))
     if f.segment_lengths:
         paths |= backward_paths(f.segment_lengths, f.lookups, config)[0]
         if f.weighted:
-            paths.add(KernelPath.PSW_GRAD)
+            paths.add(Path.PSW_GRAD)
     return paths
 
 
@@ -296,7 +279,7 @@ def _reachable_one(config: KernelConfig, forward_only: bool = False,
               | {Edge(EdgeGroup.DTYPE, f"index {i}") for i in INDEX_DTYPES})
     cells: set[Cell] = set()
 
-    def add(paths: Iterable[KernelPath], edges: Iterable[Edge]) -> None:
+    def add(paths: Iterable[Path], edges: Iterable[Edge]) -> None:
         edges = list(edges)
         cells.update((p, e) for p in paths for e in edges)
 
@@ -326,11 +309,11 @@ def _reachable_one(config: KernelConfig, forward_only: bool = False,
             edges = segment_edges(ss, lookups, c, True) | anything
             for weighted in (False, True):
                 pooled = {Edge(EdgeGroup.POOLING, _pooling_value(p.value, weighted)) for p in Pooling}
-                add(tiers | ({KernelPath.PSW_GRAD} if weighted else set()), edges | pooled)
+                add(tiers | ({Path.PSW_GRAD} if weighted else set()), edges | pooled)
     # bounds check: every example whose mode checks ids, bad-input batches only there
     bad = {e for e in EDGES if e.group in _BAD_GROUPS}
     valid = {e for p, e in cells}
-    add({_bounds_path(c)}, bad | valid)
+    add({bounds_path(c)}, bad | valid)
     return frozenset(cells)
 
 
@@ -358,11 +341,11 @@ class Coverage:
         counts: dict[str, dict[str, int]] = {}
         for (p, e), n in sorted(self.counts.items(), key=lambda kv: cell_order(kv[0])):
             if n:
-                counts.setdefault(p.value, {})[e.label] = n
+                counts.setdefault(p.label, {})[e.label] = n
         zero = sorted((c for c in reachable_cells if not self.counts[c]), key=cell_order)
         odd = sorted((c for c in self.counts if self.counts[c] and c not in reachable_cells), key=cell_order)
-        return _summary(self.examples, counts, [[p.value, e.label] for p, e in zero], len(reachable_cells),
-                        [[p.value, e.label] for p, e in odd])
+        return _summary(self.examples, counts, [[p.label, e.label] for p, e in zero], len(reachable_cells),
+                        [[p.label, e.label] for p, e in odd])
 
 
 _EDGE_INDEX = {e: i for i, e in enumerate(EDGES)}
@@ -376,7 +359,7 @@ def cell_order(cell: Cell) -> tuple[int, int]:
 
 def _summary(examples: int, counts: dict, zero: list, reachable_count: int, unexpected: list) -> dict[str, Any]:
     return {
-        "examples": examples, "paths": [p.value for p in PATHS], "edges": [e.label for e in EDGES],
+        "examples": examples, "paths": [p.label for p in PATHS], "edges": [e.label for e in EDGES],
         "counts": counts, "reachable": reachable_count, "covered": reachable_count - len(zero),
         "zero": zero, "unexpected": unexpected,
     }
