@@ -18,7 +18,11 @@ from typing import Optional
 from hypothesis import HealthCheck, settings
 
 from tbe.backend import INTERPRETED
-from tbe.env import HYPOTHESIS_PROFILE
+from tbe.env import Kind, register
+
+HYPOTHESIS_PROFILE = register(
+    "HYPOTHESIS_PROFILE", Kind.TEXT, "dev",
+    "the Hypothesis profile the test suite and the CLI load, by name (registered in fuzz.profiles)")
 
 _SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large]
 

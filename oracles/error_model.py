@@ -28,7 +28,12 @@ import math
 import torch
 
 from oracles.bounds import gamma
-from tbe.env import BOUND
+from tbe.env import Kind, register
+
+BOUND = register(
+    "TBE_FUZZ_BOUND", Kind.TEXT, "worst",
+    "the accumulation error model of the checks: worst (worst case) or probabilistic "
+    "(oracles.error_model); the CLI's --bound wins")
 
 KINDS = ("worst", "probabilistic")
 DEFAULT_FALSE_ALARM = 1e-6

@@ -23,7 +23,7 @@ from fuzz.execution.supervisor import CaseTimedOut, Supervisor
 from fuzz.status import FailureKind
 from cases import CaseSpec
 from tbe import KernelConfig
-from tbe.env import FORCE_CRASH
+from fuzz.execution.forced_crash import FORCE_CRASH
 
 CAP_S = 6.0
 # --time counts from the command's start: on a loaded machine the imports and the first worker's start take

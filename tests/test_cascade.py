@@ -23,7 +23,7 @@ from fuzz.gate.shapes import PerfShape
 from oracles import fbgemm_cpu
 from cases import case_from_dict, case_size
 from tbe import KernelConfig
-from tbe.env import FORCE_CRASH
+from fuzz.execution.forced_crash import FORCE_CRASH
 
 QUICK = ["--time", "3", "--max-examples", "2", "--oracle-cases", "3"]
 pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="CPU expectations: level (d) must not run")

@@ -1,4 +1,5 @@
-"""The environment-variable registry (``tbe.env``): every read goes through it, every variable is in it.
+"""The environment-variable registry (``tbe.env``): every read goes through it, every variable is in it, and each
+is registered by its owner (``fuzz.cli.reference.ENV_OWNERS`` lists them all).
 
 The scan is syntactic (``ast``): a read of ``os.environ`` or ``os.getenv`` whose key is a registered
 name or a ``TBE_`` literal, or a ``TBE_`` name kept in a variable of its own, is a direct read that
@@ -15,11 +16,14 @@ from pathlib import Path
 
 import pytest
 
+from fuzz.memcheck.weak_memory import WEAK_MEMORY, WEAK_MEMORY_DELAY
+from fuzz.execution.forced_crash import FORCE_CRASH
+from fuzz.cli.reference import ENV_OWNERS, registry
 from tbe import env
 
+REGISTRY = registry()  # every owner imported: the whole registry
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("tbe", "oracles", "strategies", "fuzz", "benchmarks", "tests")
-REGISTRY_FILE = REPO / "tbe" / "env.py"
 TOKEN = re.compile(r"\bTBE_[A-Z0-9_]*[A-Z0-9]\b")
 ENVIRON_METHODS = {"get", "pop", "setdefault", "__getitem__", "__contains__"}
 
@@ -36,7 +40,7 @@ def _is_environ(node: ast.AST) -> bool:
 
 def _names_a_variable(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and isinstance(node.value, str) and (
-        node.value in env.REGISTRY or TOKEN.fullmatch(node.value) is not None)
+        node.value in REGISTRY or TOKEN.fullmatch(node.value) is not None)
 
 
 def direct_reads(source: str) -> list[tuple[int, str]]:
@@ -86,7 +90,7 @@ def test_the_scan_leaves_writes_and_registry_reads_alone(source):
 
 
 def test_no_module_reads_the_environment_past_the_registry():
-    found = [f"{p.relative_to(REPO)}:{line}: {what}" for p in _python_files() if p != REGISTRY_FILE
+    found = [f"{p.relative_to(REPO)}:{line}: {what}" for p in _python_files()
              for line, what in direct_reads(p.read_text())]
     assert found == [], "read these through tbe.env:\n" + "\n".join(found)
 
@@ -104,13 +108,13 @@ def test_every_variable_named_in_the_repository_is_registered():
     files = _python_files() + [REPO / "Makefile", REPO / "pyproject.toml"] + sorted(REPO.glob("*.md"))
     files += sorted((REPO / "docs").rglob("*.md")) if (REPO / "docs").is_dir() else []
     named = {m: p.relative_to(REPO) for p in files for m in _named(p)}
-    missing = {name: str(where) for name, where in named.items() if name not in env.REGISTRY}
+    missing = {name: str(where) for name, where in named.items() if name not in REGISTRY}
     assert missing == {}, "add these to tbe.env (name: a file naming it)"
     # the scan saw the variables the code reads, so it looks where they are named
     assert {"TBE_FUZZ_ALLOW_FAULTS", "TBE_WEAK_MEMORY_DELAY"} <= named.keys()
 
 
-@pytest.mark.parametrize("var", list(env.REGISTRY.values()), ids=list(env.REGISTRY))
+@pytest.mark.parametrize("var", list(REGISTRY.values()), ids=list(REGISTRY))
 def test_every_variable_is_documented_and_its_default_reads(var, monkeypatch):
     assert len(var.doc.split()) >= 5, f"{var.name}: say in a line what it does"
     monkeypatch.delenv(var.name, raising=False)
@@ -126,32 +130,49 @@ def test_every_variable_is_documented_and_its_default_reads(var, monkeypatch):
 
 def test_markdown_has_one_row_per_variable():
     lines = env.markdown().splitlines()
-    assert len(lines) == 2 + len(env.REGISTRY)
-    for line, var in zip(lines[2:], env.REGISTRY.values()):
+    assert len(lines) == 2 + len(REGISTRY)
+    for line, var in zip(lines[2:], sorted(REGISTRY.values(), key=lambda v: v.name)):
         cells = [c.strip() for c in line.strip("|").split(" | ")]
         assert cells[0] == f"`{var.name}`" and cells[1] == var.kind.value and cells[3] == var.doc
 
 
 def test_flag_refuses_other_text_naming_the_variable(monkeypatch):
     for text, want in (("", False), ("0", False), ("1", True)):
-        monkeypatch.setenv(env.WEAK_MEMORY.name, text)
-        assert env.WEAK_MEMORY.flag() is want
-    monkeypatch.setenv(env.WEAK_MEMORY.name, "yes")
+        monkeypatch.setenv(WEAK_MEMORY.name, text)
+        assert WEAK_MEMORY.flag() is want
+    monkeypatch.setenv(WEAK_MEMORY.name, "yes")
     with pytest.raises(ValueError, match="TBE_WEAK_MEMORY must be 0 or 1, got 'yes'"):
-        env.WEAK_MEMORY.flag()
-    monkeypatch.setenv(env.WEAK_MEMORY_DELAY.name, "four")
+        WEAK_MEMORY.flag()
+    monkeypatch.setenv(WEAK_MEMORY_DELAY.name, "four")
     with pytest.raises(ValueError, match="TBE_WEAK_MEMORY_DELAY must be an integer, got 'four'"):
-        env.WEAK_MEMORY_DELAY.integer()
+        WEAK_MEMORY_DELAY.integer()
     with pytest.raises(TypeError, match="TBE_WEAK_MEMORY_DELAY is read as integer, not as 0 or 1"):
-        env.WEAK_MEMORY_DELAY.flag()
+        WEAK_MEMORY_DELAY.flag()
 
 
 def test_scoped_restores_set_and_unset(monkeypatch):
-    monkeypatch.delenv(env.FORCE_CRASH.name, raising=False)
-    with env.FORCE_CRASH.scoped("exit:tables>=1"):
-        assert env.FORCE_CRASH.raw() == "exit:tables>=1"
-    assert env.FORCE_CRASH.raw() is None
-    monkeypatch.setenv(env.FORCE_CRASH.name, "segv:bags>=2")
-    with env.FORCE_CRASH.scoped(None):
-        assert env.FORCE_CRASH.raw() is None
-    assert env.FORCE_CRASH.raw() == "segv:bags>=2"
+    monkeypatch.delenv(FORCE_CRASH.name, raising=False)
+    with FORCE_CRASH.scoped("exit:tables>=1"):
+        assert FORCE_CRASH.raw() == "exit:tables>=1"
+    assert FORCE_CRASH.raw() is None
+    monkeypatch.setenv(FORCE_CRASH.name, "segv:bags>=2")
+    with FORCE_CRASH.scoped(None):
+        assert FORCE_CRASH.raw() is None
+    assert FORCE_CRASH.raw() == "segv:bags>=2"
+
+
+def _registered(path: Path) -> list[str]:
+    """The variables a module registers (``register("NAME", ...)`` at its top level)."""
+    tree = ast.parse(path.read_text())
+    return [n.value.args[0].value for n in tree.body if isinstance(n, (ast.Assign, ast.AnnAssign))
+            and isinstance(n.value, ast.Call) and ast.unparse(n.value.func) in ("register", "env.register")]
+
+
+def test_each_variable_is_registered_by_its_owner_and_every_owner_is_listed():
+    """The owners list is whole (a module that registers a variable is in it), and the kernel package registers
+    only what the kernels read: the driver's settings live with the driver."""
+    by_owner = {".".join(p.relative_to(REPO).with_suffix("").parts): _registered(p) for p in _python_files()}
+    by_owner = {owner: names for owner, names in by_owner.items() if names}
+    assert set(by_owner) == set(ENV_OWNERS)
+    assert sorted(n for names in by_owner.values() for n in names) == sorted(REGISTRY)
+    assert by_owner["tbe.env"] == ["TBE_FUZZ_ALLOW_FAULTS"]

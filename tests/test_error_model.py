@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 import torch
 
+from oracles.error_model import BOUND
 from fuzz.cli import main
 from oracles.bounds import gamma
 from oracles.error_model import WORST, ErrorModel, from_env, lam
-from tbe import env
 
 U = 2.0 ** -24
 PROB = ErrorModel("probabilistic")
@@ -54,11 +54,11 @@ def test_a_real_fp32_sum_of_random_data_stays_inside():
 
 
 def test_selection_by_environment_and_validation(monkeypatch):
-    monkeypatch.delenv(env.BOUND.name, raising=False)
+    monkeypatch.delenv(BOUND.name, raising=False)
     assert from_env() == WORST
-    monkeypatch.setenv(env.BOUND.name, "probabilistic")
+    monkeypatch.setenv(BOUND.name, "probabilistic")
     assert from_env().kind == "probabilistic"
-    monkeypatch.setenv(env.BOUND.name, "loose")
+    monkeypatch.setenv(BOUND.name, "loose")
     with pytest.raises(ValueError, match="TBE_FUZZ_BOUND"):
         from_env()
     with pytest.raises(ValueError, match="false_alarm"):

@@ -10,13 +10,13 @@ import sys
 
 import pytest
 
+from fuzz.memcheck.sanitizer import SANITIZE
 from fuzz.cli.parser import _cases_here
 from fuzz.execution import Supervisor
 from fuzz.execution import worker_process
 from fuzz.execution.first_answer import FirstAnswer
 from fuzz.execution.worker_process import apply_setup, start_early
 from cases import CaseSpec
-from tbe import env
 from tbe.backend import INTERPRETED
 from tests.test_fuzz_driver import REPO
 
@@ -47,7 +47,7 @@ def test_only_a_run_of_one_campaign_or_a_replay_starts_its_worker_early(argv, he
 def test_a_worker_started_early_runs_with_the_settings_its_supervisor_chose_later(early, sanitize):
     """The early worker is started with the opposite sanitizer setting; the supervisor that takes it chooses the other,
     and the worker's hello reports the supervisor's choice (its setup came after its imports)."""
-    os.environ[env.SANITIZE.name] = "0" if sanitize else "1"
+    os.environ[SANITIZE.name] = "0" if sanitize else "1"
     try:
         start_early()
         pid = worker_process._EARLY["worker"].proc.pid
@@ -61,7 +61,7 @@ def test_a_worker_started_early_runs_with_the_settings_its_supervisor_chose_late
         finally:
             sup.close()
     finally:
-        os.environ.pop(env.SANITIZE.name, None)
+        os.environ.pop(SANITIZE.name, None)
 
 
 def test_a_worker_started_early_is_not_taken_where_an_import_time_setting_differs(early):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tbe.env import FORCE_CRASH
+from fuzz.execution.forced_crash import FORCE_CRASH
 from tbe import KernelConfig
 from tests.test_fuzz_driver import FAULT, REPO
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from fuzz.profiles import HYPOTHESIS_PROFILE
 from fuzz import profiles
-from tbe import env
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -47,6 +47,6 @@ def test_importing_every_module_leaves_hypothesis_settings_unchanged():
 
 
 def test_unknown_profile_is_refused_naming_the_variable(monkeypatch):
-    monkeypatch.setenv(env.HYPOTHESIS_PROFILE.name, "weekly")
+    monkeypatch.setenv(HYPOTHESIS_PROFILE.name, "weekly")
     with pytest.raises(ValueError, match="HYPOTHESIS_PROFILE must be one of .*, got 'weekly'"):
         profiles.load()

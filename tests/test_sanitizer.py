@@ -9,11 +9,12 @@ import torch
 import triton
 import triton.language as tl
 
+from fuzz.memcheck.sanitizer import SANITIZE
 from fuzz.memcheck import sanitizer
 from fuzz.judge.differential import check_case, failures, summary
 from cases import CaseSpec, HotRow
 from strategies.configs import NAMED
-from tbe import KernelConfig, TritonTBE, env
+from tbe import KernelConfig, TritonTBE
 from tbe.backend import INTERPRETED
 
 pytestmark = pytest.mark.skipif(not INTERPRETED, reason="the sanitizer checks the Triton interpreter's accesses")
@@ -135,9 +136,9 @@ def test_disable_restores_the_interpreter(monkeypatch):
         assert ti.GridExecutor.__call__ is not call and "create_masked_load" in vars(ti.interpreter_builder)
     assert ti.GridExecutor.__call__ is call and "create_masked_load" not in vars(ti.interpreter_builder)
     for value, mode in (("1", "all"), ("memory", "memory"), ("0", None), ("", None)):
-        monkeypatch.setenv(env.SANITIZE.name, value)
+        monkeypatch.setenv(SANITIZE.name, value)
         assert sanitizer.requested() == mode
-    monkeypatch.setenv(env.SANITIZE.name, "yes please")
+    monkeypatch.setenv(SANITIZE.name, "yes please")
     with pytest.raises(ValueError, match="TBE_FUZZ_SANITIZE"):
         sanitizer.requested()
 

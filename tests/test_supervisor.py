@@ -19,9 +19,10 @@ import time
 
 import pytest
 
+from fuzz.execution.forced_crash import FORCE_CRASH
 from fuzz.execution import artifacts
 
-from tbe import env, faults
+from tbe import faults
 from fuzz.campaign import run_campaign
 from fuzz.judge.check import classify
 from fuzz.cli import main
@@ -111,22 +112,22 @@ def test_worker_profile_names_the_kernel_work(tmp_path):
 @pytest.mark.parametrize("how, expect", [("segv", "killed by SIGSEGV"), ("abort", "killed by SIGABRT"),
                                          ("exit", "exited with status 3")])
 def test_crash_becomes_a_failing_result(sup, monkeypatch, how, expect):
-    monkeypatch.setenv(env.FORCE_CRASH.name, f"{how}:tables>=2")
+    monkeypatch.setenv(FORCE_CRASH.name, f"{how}:tables>=2")
     r = sup.run(SPEC, KernelConfig())
     assert not r.ok and r.kind == "crash" and expect in r.error, r.text()
     assert r.lookups > 0 and r.tiers, "a crashed case still reports what it was"
     if how != "exit":  # faulthandler's stack names the line that was running
         assert "forced_crash.py" in r.error
-    monkeypatch.delenv(env.FORCE_CRASH.name)
+    monkeypatch.delenv(FORCE_CRASH.name)
     assert sup.run(SPEC, KernelConfig()).ok  # a fresh worker took over
 
 
 def test_cuda_error_is_its_own_kind_and_retires_the_worker(sup, monkeypatch):
     started = sup.started
-    monkeypatch.setenv(env.FORCE_CRASH.name, "cuda:tables>=1")
+    monkeypatch.setenv(FORCE_CRASH.name, "cuda:tables>=1")
     r = sup.run(SPEC, KernelConfig())
     assert r.kind == "cuda_error" and "illegal memory access" in r.error and "replaced" in r.text()
-    monkeypatch.delenv(env.FORCE_CRASH.name)
+    monkeypatch.delenv(FORCE_CRASH.name)
     assert sup.run(SPEC, KernelConfig()).ok and sup.started > started
     assert classify(RuntimeError("Triton Error [CUDA]: an illegal memory access was encountered"))[0] == "cuda_error"
     assert classify(ValueError("bad"))[0] == "exception"
@@ -134,7 +135,7 @@ def test_cuda_error_is_its_own_kind_and_retires_the_worker(sup, monkeypatch):
 
 def test_hang_is_killed_after_its_timeout(monkeypatch):
     s = Supervisor(timeout_scale=0.06)
-    monkeypatch.setenv(env.FORCE_CRASH.name, "hang:lookups>=1")
+    monkeypatch.setenv(FORCE_CRASH.name, "hang:lookups>=1")
     try:
         t0 = time.perf_counter()
         r = s.run(SPEC, KernelConfig())
@@ -146,8 +147,8 @@ def test_hang_is_killed_after_its_timeout(monkeypatch):
 
 
 @pytest.mark.parametrize("var, value, allow", [("TBE_FUZZ_SANITIZE", "maybe", "1"),
-                                               (env.FORCE_CRASH.name, "segv:lookups=3", "1"),
-                                               (env.FORCE_CRASH.name, "segv:lookups>=3", "0")])
+                                               (FORCE_CRASH.name, "segv:lookups=3", "1"),
+                                               (FORCE_CRASH.name, "segv:lookups>=3", "0")])
 def test_cli_refuses_bad_environment_cleanly(monkeypatch, capsys, var, value, allow):
     monkeypatch.setenv(var, value)
     monkeypatch.setenv("TBE_FUZZ_ALLOW_FAULTS", allow)
@@ -165,7 +166,7 @@ def test_timeout_grows_with_the_case():
 @pytest.mark.skipif(not INTERPRETED, reason="the wild store and the sanitizer are the Triton interpreter's")
 def test_interpreter_wild_store_crashes_or_is_named(monkeypatch):
     """The 'ima' kernel stores 1 TiB past its tensor: SIGSEGV unsanitized, a finding under the sanitizer."""
-    monkeypatch.setenv(env.FORCE_CRASH.name, "ima:lookups>=1")
+    monkeypatch.setenv(FORCE_CRASH.name, "ima:lookups>=1")
     for sanitize, kind, words in ((False, "crash", "SIGSEGV"), (True, "sanitizer", "_wild_store")):
         s = Supervisor(sanitize=sanitize)
         try:
@@ -205,7 +206,7 @@ def test_leftover_pending_names_cases_of_dead_drivers(tmp_path):
 
 @pytest.mark.fuzz
 def test_campaign_survives_a_crash_saves_shrinks_and_replays_it(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv(env.FORCE_CRASH.name, "segv:lookups>=30")
+    monkeypatch.setenv(FORCE_CRASH.name, "segv:lookups>=30")
     # each crashing shrink step costs a fresh worker (seconds on a loaded machine): room for a few
     budget = dataclasses.replace(TINY, max_examples=20, shrink_seconds=60.0)
     res = run_campaign(KernelConfig(), budget, seed=2, artifacts_dir=tmp_path)
@@ -221,7 +222,7 @@ def test_campaign_survives_a_crash_saves_shrinks_and_replays_it(tmp_path, monkey
     assert main(["replay", str(path)]) == 1
     out = capsys.readouterr().out
     assert "failure kind: crash" in out and "killed by SIGSEGV" in out
-    monkeypatch.delenv(env.FORCE_CRASH.name)
+    monkeypatch.delenv(FORCE_CRASH.name)
     assert main(["replay", str(path)]) == 0  # without the forced crash the case passes
 
 
@@ -242,7 +243,7 @@ def test_kernel_crash(fc):
 def test_pytest_reports_a_crash_as_a_test_failure_naming_its_artifact(tmp_path):
     (tmp_path / "test_crash_demo.py").write_text(textwrap.dedent(PYTEST_FILE))
     child = dict(os.environ, PYTHONPATH=str(REPO), TBE_FUZZ_ALLOW_FAULTS="1", TBE_FUZZ_ARTIFACTS=str(tmp_path / "art"),
-                 **{env.FORCE_CRASH.name: "abort:bags>=2"})
+                 **{FORCE_CRASH.name: "abort:bags>=2"})
     out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "1", "-p", "no:cacheprovider",
                           str(tmp_path / "test_crash_demo.py")], cwd=tmp_path, env=child, capture_output=True,
                          text=True, timeout=600)
@@ -262,10 +263,10 @@ def test_pytest_reports_a_crash_as_a_test_failure_naming_its_artifact(tmp_path):
 def test_gpu_illegal_memory_access_is_survived(monkeypatch):
     s = Supervisor()
     try:
-        monkeypatch.setenv(env.FORCE_CRASH.name, "ima:lookups>=1")
+        monkeypatch.setenv(FORCE_CRASH.name, "ima:lookups>=1")
         r = s.run(SPEC, KernelConfig())
         assert r.kind == "cuda_error" and "illegal memory access" in r.error, r.text()
-        monkeypatch.delenv(env.FORCE_CRASH.name)
+        monkeypatch.delenv(FORCE_CRASH.name)
         # a fresh worker replaced the poisoned one, and after a replacement a spare is kept warm
         assert s.run(SPEC, KernelConfig()).ok and s.started == 3
     finally:

@@ -10,11 +10,11 @@ import triton
 import triton.language as tl
 from hypothesis import HealthCheck, Phase, given, settings
 
+from fuzz.memcheck.weak_memory import WEAK_MEMORY, WEAK_MEMORY_SEED
 from fuzz.memcheck import weak_memory as wm
 from fuzz.profiles import examples
 from fuzz.selftest.race_detectors import lost_sums
 from strategies.adversarial import fuzz_cases
-from tbe import env
 from tbe.backend import INTERPRETED
 from tests.fuzz_properties import check_fuzz_case
 from tests.test_strategies import DEFAULT_CASES
@@ -110,14 +110,14 @@ def test_clean_fused_tier_loses_nothing_in_the_mode():
 def test_switched_on_from_the_environment(monkeypatch):
     if wm.active() is not None:
         pytest.skip("the session already runs in the mode")
-    monkeypatch.setenv(env.WEAK_MEMORY.name, "1")
-    monkeypatch.setenv(env.WEAK_MEMORY_SEED.name, "5")
+    monkeypatch.setenv(WEAK_MEMORY.name, "1")
+    monkeypatch.setenv(WEAK_MEMORY_SEED.name, "5")
     try:
         mem = wm.enable_from_env()
         assert mem is wm.active() and mem.max_delay == 4
     finally:
         wm.disable()
-    monkeypatch.setenv(env.WEAK_MEMORY.name, "yes")
+    monkeypatch.setenv(WEAK_MEMORY.name, "yes")
     with pytest.raises(ValueError, match="TBE_WEAK_MEMORY must be 0 or 1"):
         wm.enable_from_env()
 

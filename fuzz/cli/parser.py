@@ -464,7 +464,7 @@ def _command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         if not INTERPRETED:
             parser.error("argument --sanitize: the sanitizer checks the Triton interpreter's accesses and kernels "
                          "here are compiled; run the replay under compute-sanitizer instead")
-        from tbe.env import SANITIZE
+        from fuzz.memcheck.sanitizer import SANITIZE
 
         SANITIZE.set("1")  # read by every worker the supervisor starts
     if args.command == "run":

@@ -98,9 +98,30 @@ def render(parser: Optional[argparse.ArgumentParser] = None) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+# the modules that register environment variables (tbe.env.register), each its own; tests/test_env.py holds the
+# list to every call of register in the repository
+ENV_OWNERS = ("tbe.env", "oracles.error_model", "fuzz.profiles", "fuzz.compile.cuda_target",
+              "fuzz.compile.kernel_cache", "fuzz.memcheck.sanitizer", "fuzz.memcheck.weak_memory",
+              "fuzz.execution.forced_crash", "fuzz.execution.verdict", "fuzz.execution.worker_env",
+              "fuzz.sut.torchrec_triton.loader")
+
+
+def registry() -> dict:
+    """Every environment variable the project reads (``tbe.env.REGISTRY`` once each owner is imported)."""
+    import importlib
+
+    from tbe import env
+
+    for owner in ENV_OWNERS:
+        importlib.import_module(owner)
+    return env.REGISTRY
+
+
 def with_env_table(page: str) -> str:
     """``page`` with the text between ``ENV_BEGIN`` and ``ENV_END`` replaced by the registry's table."""
     from tbe.env import markdown
+
+    registry()
 
     head, sep, rest = page.partition(ENV_BEGIN + "\n")
     _, sep2, tail = rest.partition(ENV_END)

@@ -24,7 +24,11 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from fuzz.compile.launches import Launch
-from tbe.env import CACHE
+from tbe.env import Kind, register
+
+CACHE = register(
+    "TBE_FUZZ_CACHE", Kind.PATH, "~/.cache/tbe-fuzz",
+    "cache of the sm_90 compiles the static checks read (under compiled/)")
 
 SM90 = ("cuda", 90, 32)
 ROOT = Path(__file__).resolve().parents[2]

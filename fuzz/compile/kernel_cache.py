@@ -30,18 +30,26 @@ import time
 from typing import Dict, Optional
 
 import tbe.backend  # noqa: F401  (picks the interpreter before Triton is first imported)
-from tbe import env
 from triton.runtime.cache import FileCacheManager, RedisRemoteCacheBackend, RemoteCacheManager
+from tbe.env import Kind, register
 
-URL_ENV = env.KERNEL_CACHE.name
-TIMEOUT_ENV = env.BUILD_LOCK_TIMEOUT.name
+KERNEL_CACHE = register(
+    "TBE_FUZZ_KERNEL_CACHE", Kind.TEXT, None,
+    "a redis:// URL holding compiled kernels for a fleet (Triton's remote cache, fuzz.compile.kernel_cache); "
+    "tbe-fuzz sets it from --database redis://")
+BUILD_LOCK_TIMEOUT = register(
+    "TBE_FUZZ_BUILD_LOCK_TIMEOUT", Kind.TEXT, "600",
+    "seconds a process waits for another process's build of the same kernel before building it itself")
+
+URL_ENV = KERNEL_CACHE.name
+TIMEOUT_ENV = BUILD_LOCK_TIMEOUT.name
 LOCK_FILE = "tbe-fuzz-build.lock"
 MANAGER_ENV = "TRITON_CACHE_MANAGER"
 BACKEND_ENV = "TRITON_REMOTE_CACHE_BACKEND"
 
 
 def _timeout() -> float:
-    text = env.BUILD_LOCK_TIMEOUT.text()
+    text = BUILD_LOCK_TIMEOUT.text()
     try:
         value = float(text)
     except ValueError:
@@ -156,7 +164,7 @@ class RedisBackend(RedisRemoteCacheBackend):
     def __init__(self, key: str):
         import redis
 
-        url = env.KERNEL_CACHE.text()
+        url = KERNEL_CACHE.text()
         if not url:
             raise RuntimeError(f"{URL_ENV} is not set: the Redis kernel cache needs a redis:// URL")
         self._key = key
@@ -173,11 +181,11 @@ def install(redis_url: Optional[str] = None) -> str:
     if current and current not in mine:
         return f"Triton cache manager {current} (set by the user)"
     if redis_url:
-        env.KERNEL_CACHE.set(redis_url)
+        KERNEL_CACHE.set(redis_url)
         os.environ[BACKEND_ENV] = f"{__name__}:RedisBackend"
         os.environ[MANAGER_ENV] = f"{__name__}:LockedRemoteCacheManager"
         return f"kernel cache: Redis {redis_url}, one build per kernel on this machine"
     if current == f"{__name__}:LockedRemoteCacheManager":
-        return f"kernel cache: Redis {env.KERNEL_CACHE.raw()}, one build per kernel on this machine"
+        return f"kernel cache: Redis {KERNEL_CACHE.raw()}, one build per kernel on this machine"
     os.environ[MANAGER_ENV] = f"{__name__}:LockedFileCacheManager"
     return "kernel cache: Triton's cache directory, one build per kernel on this machine"

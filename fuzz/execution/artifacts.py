@@ -28,7 +28,8 @@ import torch
 from cases import AnyCase, CaseTensors, case_from_dict, case_to_dict, tensors
 from tbe import KernelConfig
 from tbe.backend import INTERPRETED
-from tbe.env import ALLOW_FAULTS, FORCE_CRASH
+from fuzz.execution.forced_crash import FORCE_CRASH
+from tbe.env import ALLOW_FAULTS
 
 if TYPE_CHECKING:
     from fuzz.judge import CaseResult

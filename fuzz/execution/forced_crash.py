@@ -22,7 +22,12 @@ import torch
 import triton
 import triton.language as tl
 
-from tbe.env import ALLOW_FAULTS, FORCE_CRASH
+from tbe.env import ALLOW_FAULTS, Kind, register
+
+FORCE_CRASH = register(
+    "TBE_FUZZ_FORCE_CRASH", Kind.TEXT, None,
+    "HOW:MEASURE>=N makes supervised workers fail on purpose on large enough cases, to test "
+    "supervision (fuzz.execution.forced_crash); needs TBE_FUZZ_ALLOW_FAULTS=1")
 
 HOW = ("segv", "abort", "exit", "hang", "cuda", "ima")
 MEASURES = ("lookups", "tables", "bags")

@@ -56,7 +56,7 @@ from fuzz.execution.gpu_pin import case_threads
 from fuzz.status import FailureKind
 from tbe import KernelConfig
 from tbe.backend import INTERPRETED
-from tbe.env import SANITIZE
+from fuzz.memcheck.sanitizer import SANITIZE
 
 # what a worker started early may be told after its imports (``WorkerProcess.setup``): the kernel cache (read at each
 # build), the sanitizer (enabled after the imports), thread counts (set on torch), and the interpreter choice (the

@@ -26,7 +26,11 @@ from cases import AnyCase, case_to_dict
 from fuzz.judge import CaseResult, Coverage, reachable
 from fuzz.execution.supervisor import shared
 from tbe import KernelConfig
-from tbe.env import ARTIFACTS
+from tbe.env import Kind, register
+
+ARTIFACTS = register(
+    "TBE_FUZZ_ARTIFACTS", Kind.PATH, "fuzz-artifacts",
+    "where the test suite's property tests save a failing case's artifact directory")
 
 RATIO_CAP = 1e12  # hypothesis.target needs a finite score; inf (NaN out, bound 0, a crash) is capped
 

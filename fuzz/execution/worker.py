@@ -182,10 +182,10 @@ def main(argv: list[str]) -> int:
     requests = Connection(int(argv[1]), writable=False)
     replies = Connection(int(argv[2]), readable=False)
     from fuzz.execution import artifacts, stall
+    from fuzz.execution.worker_env import WORKER_PROFILE
     from fuzz.execution.worker_process import apply_setup
     from fuzz.judge import check  # noqa: F401  (what every case needs, imported while the driver starts)
     from fuzz.memcheck import sanitizer
-    from tbe.env import WORKER_PROFILE
 
     clock["imported"] = time.time()
     _make_context()

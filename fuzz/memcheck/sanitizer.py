@@ -49,7 +49,12 @@ import numpy as np
 import torch
 
 from fuzz.errors import MemoryViolation
-from tbe.env import SANITIZE
+from tbe.env import Kind, register
+
+SANITIZE = register(
+    "TBE_FUZZ_SANITIZE", Kind.TEXT, "0",
+    "interpreter sanitizer: 1 checks every load, store and atomic of the interpreted kernels, memory "
+    "only the addresses, 0 off (fuzz.memcheck.sanitizer); --sanitize sets 1")
 # packed buffer argument -> the argument holding each table's start in it
 PACKED = {"weights_ptr": "weights_offsets_ptr", "momentum_ptr": "hcs_ptr"}
 # an argument whose entries are table ids (one per work slot): loading entry k picks table ids[k]

@@ -43,7 +43,16 @@ from typing import Iterator, Optional
 import numpy as np
 
 from fuzz.memcheck import sanitizer
-from tbe import env
+from tbe.env import Kind, register
+
+WEAK_MEMORY = register(
+    "TBE_WEAK_MEMORY", Kind.FLAG, "0",
+    "1 runs every interpreted kernel in the weak-memory mode (fuzz.memcheck.weak_memory), in the CLI "
+    "and the test session")
+WEAK_MEMORY_SEED = register(
+    "TBE_WEAK_MEMORY_SEED", Kind.INT, "0", "seed of the weak-memory mode's store delays")
+WEAK_MEMORY_DELAY = register(
+    "TBE_WEAK_MEMORY_DELAY", Kind.INT, "4", "largest delay, in operations, of a buffered store in the weak-memory mode")
 
 
 @dataclasses.dataclass
@@ -327,6 +336,6 @@ def weak_memory(seed: int = 0, max_delay: int = 4, stores: bool = True) -> Itera
 
 def enable_from_env() -> Optional[WeakMemory]:
     """``TBE_WEAK_MEMORY=1`` switches the mode on (seed and delay from their variables)."""
-    if not env.WEAK_MEMORY.flag():
+    if not WEAK_MEMORY.flag():
         return None
-    return enable(env.WEAK_MEMORY_SEED.integer(), env.WEAK_MEMORY_DELAY.integer())
+    return enable(WEAK_MEMORY_SEED.integer(), WEAK_MEMORY_DELAY.integer())

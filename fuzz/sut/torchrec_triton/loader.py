@@ -31,6 +31,12 @@ from pathlib import Path
 from typing import Any, Optional
 
 from fuzz.errors import SUTError
+from tbe.env import Kind, register
+
+TORCHREC_SNAPSHOTS = register(
+    "TBE_FUZZ_TORCHREC_SNAPSHOTS", Kind.PATH, None,
+    "a folder of TorchRec Triton TBE versions, one folder per commit, that the tests and benchmarks run "
+    "--sut torchrec-triton against (default: ../shared/third_party/torchrec-triton-tbe beside the repository)")
 
 PACKAGE = ("torchrec", "distributed", "triton_tbe")
 MAIN = "triton_table_batched_embeddings"
@@ -233,8 +239,6 @@ def gate_stand_ins(loaded: Loaded) -> tuple[str, ...]:
 def snapshots_root() -> Optional[Path]:
     """The folder of version snapshots (``TBE_FUZZ_TORCHREC_SNAPSHOTS``, else ``../shared/third_party/
     torchrec-triton-tbe`` beside the repository), or None where there is none."""
-    from tbe.env import TORCHREC_SNAPSHOTS
-
     root = TORCHREC_SNAPSHOTS.path() or Path(__file__).resolve().parents[3].parent / "shared" / "third_party" \
         / "torchrec-triton-tbe"
     return root if root.is_dir() else None
