@@ -17,7 +17,7 @@ import time
 import torch
 
 from fuzz.budgets import get
-from fuzz.campaign import run_campaign
+from fuzz.campaign import CampaignOptions, CampaignRunner
 from fuzz.judge import run_case
 from oracles.error_model import WORST, ErrorModel
 from tbe import KernelConfig
@@ -37,7 +37,8 @@ def main(argv=None) -> int:
     budget = get(args.budget).with_overrides(seconds=args.time, max_examples=args.examples)
     rows, t0 = [], time.perf_counter()
     for seed in range(args.first_seed, args.first_seed + args.campaigns):
-        res = run_campaign(KernelConfig(), budget, seed=seed, artifacts_dir=None, shrink=False, model=model)
+        res = CampaignRunner(KernelConfig(), budget, seed, CampaignOptions(
+            artifacts_dir=None, shrink=False, model=model)).run()
         row = {"seed": seed, "ok": res.ok, "examples": res.examples, "lookups": res.lookups,
                "seconds": round(res.seconds, 1), "max_ratio": res.max_ratio,
                "longest_band": max((k for k, b in res.teeth.to_json().items()), default=None,

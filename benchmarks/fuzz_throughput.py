@@ -29,7 +29,7 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 
 from fuzz.budgets import Budget
-from fuzz.campaign import run_campaign
+from fuzz.campaign import CampaignOptions, CampaignRunner
 from fuzz.profiles import MAX_LOOKUPS
 from fuzz.compile import warm_campaigns
 from tbe import KernelConfig
@@ -46,7 +46,8 @@ def campaign_part(name: str, seconds: float, max_lookups: int, seed: int, pack: 
         from strategies.space import general_cases
 
         strategy = drawn_cases(KernelConfig(), lambda c: packs(general_cases(c, max_lookups), pack, max_lookups * pack))
-    res = run_campaign(KernelConfig(), budget, seed=seed, artifacts_dir=None, shrink=False, strategy=strategy)
+    res = CampaignRunner(KernelConfig(), budget, seed, CampaignOptions(
+        artifacts_dir=None, shrink=False, strategy=strategy)).run()
     return {"part": name, "pack": pack, "max_lookups": max_lookups, "seconds": round(res.seconds, 2),
             "examples": res.examples, "sub_cases": res.sub_cases, "tour_examples": res.tour_examples,
             "sub_cases_per_s": round(res.sub_cases / res.seconds, 2), "time_split": res.time.to_json(res.seconds),

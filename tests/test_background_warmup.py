@@ -11,7 +11,7 @@ import time
 
 
 from fuzz.budgets import Budget
-from fuzz.campaign import run_campaign
+from fuzz.campaign import CampaignOptions, CampaignRunner
 from fuzz.compile import background
 from fuzz.compile.background import Readiness, _BuilderPool, group_keys
 from fuzz.compile.warmup import WarmCase, group_cases, tour_groups, warm_groups
@@ -37,9 +37,10 @@ class _InstantSupervisor:
 def _drawn(readiness, seed=3):
     seen = []
     config = KernelConfig()
-    run_campaign(config, BUDGET, seed=seed, artifacts_dir=None, use_database=False,
-                 strategy=campaign_cases(config, BUDGET.max_lookups), supervisor=_InstantSupervisor(),
-                 observe=lambda res, result: seen.append(repr(result.case)), readiness=readiness)
+    CampaignRunner(config, BUDGET, seed, CampaignOptions(
+        artifacts_dir=None, use_database=False, strategy=campaign_cases(config, BUDGET.max_lookups),
+        supervisor=_InstantSupervisor(), observe=lambda res, result: seen.append(repr(result.case)),
+        readiness=readiness)).run()
     return seen
 
 
@@ -66,9 +67,10 @@ def test_a_case_whose_group_is_building_is_steered_to_built_dtypes_not_checked()
     r.finished = False
     seen = []
     config = KernelConfig()
-    run_campaign(config, BUDGET, seed=3, artifacts_dir=None, use_database=False,
-                 strategy=campaign_cases(config, BUDGET.max_lookups), supervisor=_InstantSupervisor(),
-                 observe=lambda res, result: seen.append(base_spec(result.case).weights_dtype), readiness=r)
+    CampaignRunner(config, BUDGET, 3, CampaignOptions(
+        artifacts_dir=None, use_database=False, strategy=campaign_cases(config, BUDGET.max_lookups),
+        supervisor=_InstantSupervisor(),
+        observe=lambda res, result: seen.append(base_spec(result.case).weights_dtype), readiness=r)).run()
     assert seen and "fp16" not in seen
     assert r.steered > 0 and r.deferred == 0  # every fp16 draw ran on another weights dtype
     assert r.examples == len(seen)
@@ -510,9 +512,9 @@ def test_tour_cases_still_building_run_between_draws_and_all_of_them_run():
     threading.Timer(0.4, r.done, args=(keys[1:],)).start()
     tour_cases = {repr(c) for c in (split_draw(d, config)[0] for d in tour(config, BUDGET.max_lookups))}
     seen = []
-    res = run_campaign(config, BUDGET, seed=3, artifacts_dir=None, use_database=False,
-                       strategy=None, supervisor=_SlowSupervisor(), readiness=r,
-                       observe=lambda res, result: seen.append(repr(result.case) in tour_cases))
+    res = CampaignRunner(config, BUDGET, 3, CampaignOptions(
+        artifacts_dir=None, use_database=False, strategy=None, supervisor=_SlowSupervisor(), readiness=r,
+        observe=lambda res, result: seen.append(repr(result.case) in tour_cases))).run()
     assert res.ok and res.tour_examples == len(tour_cases) == sum(seen)
     first_draw = seen.index(False)
     assert seen[0] and any(seen[first_draw:])  # a tour case ran first, and others after draws had run
@@ -526,8 +528,9 @@ def test_a_postponed_tour_case_that_fails_is_the_campaigns_failure():
     r, keys = _tour_building(config)
     threading.Timer(0.3, r.done, args=(keys[1:],)).start()
     last = split_draw(tour(config, BUDGET.max_lookups)[-1], config)[0]
-    res = run_campaign(config, BUDGET, seed=3, artifacts_dir=None, use_database=False, strategy=None,
-                       supervisor=_SlowSupervisor(fail=[repr(last)]), readiness=r, shrink=False)
+    res = CampaignRunner(config, BUDGET, 3, CampaignOptions(
+        artifacts_dir=None, use_database=False, strategy=None, supervisor=_SlowSupervisor(fail=[repr(last)]),
+        readiness=r, shrink=False)).run()
     assert not res.ok and res.failure is not None and repr(res.failure.case) == repr(last)
     assert res.stopped_by == "failure"
 
@@ -664,8 +667,8 @@ def _campaign_building_aimed_cases(monkeypatch, finish, observe=None):
 
     r._first = build_first
     t0 = time.perf_counter()
-    res = run_campaign(config, budget, seed=1, artifacts_dir=None, supervisor=Recording(), tour_share=None,
-                       readiness=r, observe=observe)
+    res = CampaignRunner(config, budget, 1, CampaignOptions(
+        artifacts_dir=None, supervisor=Recording(), tour_share=None, readiness=r, observe=observe)).run()
     return res, asked, starts, t0, budget
 
 
@@ -744,8 +747,8 @@ def test_a_build_ahead_that_fails_is_said_and_never_a_failure_of_the_draw(monkey
 
     r._first = broken
     said = []
-    res = run_campaign(config, Budget("t", seconds=4.0, shrink_seconds=0.0, max_examples=100_000, max_lookups=4000),
-                       seed=1, artifacts_dir=None, supervisor=PassingSupervisor(), tour_share=None, readiness=r,
-                       announce=said.append)
+    budget = Budget("t", seconds=4.0, shrink_seconds=0.0, max_examples=100_000, max_lookups=4000)
+    res = CampaignRunner(config, budget, 1, CampaignOptions(
+        artifacts_dir=None, supervisor=PassingSupervisor(), tour_share=None, readiness=r, announce=said.append)).run()
     assert res.ok and res.failure is None and res.fill_examples > 0
     assert any("could not be built ahead (OSError: no processes left)" in line for line in said)

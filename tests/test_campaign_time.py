@@ -15,7 +15,7 @@ import pytest
 from fuzz.budgets import Budget
 from fuzz.campaign import search
 from fuzz.campaign.report import campaign_text
-from fuzz.campaign.search import run_campaign
+from fuzz.campaign.search import CampaignOptions, CampaignRunner
 from fuzz.cli import main
 from fuzz.execution import envelope
 from fuzz.execution.artifacts import load_case
@@ -80,8 +80,8 @@ def test_a_case_past_the_callers_limit_raises_and_the_worker_is_replaced(monkeyp
 def test_an_example_expected_to_outlast_the_time_left_is_not_started(monkeypatch, tmp_path):
     costly = {k: dataclasses.replace(e, per_case_s=1e3) for k, e in envelope.ENVELOPES.items()}
     monkeypatch.setattr(envelope, "ENVELOPES", costly)  # every case, even an empty one, "costs" hours
-    res = run_campaign(KernelConfig(), Budget("t", seconds=2.0, shrink_seconds=0.0, max_examples=20,
-                                              max_lookups=300), artifacts_dir=None)
+    budget = Budget("t", seconds=2.0, shrink_seconds=0.0, max_examples=20, max_lookups=300)
+    res = CampaignRunner(KernelConfig(), budget, options=CampaignOptions(artifacts_dir=None)).run()
     assert res.ok and res.skipped_for_time >= 1 and res.stopped_for_time == 0
     assert res.examples == 0 and not res.judged and res.stopped_by == "time"
     assert res.seconds < 2.0 + SLACK_S
@@ -161,8 +161,9 @@ def test_the_shrink_time_counts_from_the_first_failure(monkeypatch):
                                                               max_length=2 if b >= 3000 else 1,
                                                               length_profile="fixed", seed=b)))
     budget = Budget("fake", seconds=1000.0, shrink_seconds=20.0, max_examples=1000, max_lookups=2000)
-    res = run_campaign(KernelConfig(faults=("fwd_skip_last_id",)), budget, artifacts_dir=None, strategy=cases,
-                       supervisor=Ticking(), use_database=False, tour_share=None, fill=False)
+    res = CampaignRunner(KernelConfig(faults=("fwd_skip_last_id",)), budget, options=CampaignOptions(
+        artifacts_dir=None, strategy=cases, supervisor=Ticking(), use_database=False, tour_share=None,
+        fill=False)).run()
     assert not res.ok and res.stopped_by == "failure" and res.first_failure_seconds < budget.seconds
     shrink_checks = res.shrink_examples + res.reduce_steps
     assert shrink_checks >= 1, "the failure was shrunk at all"

@@ -11,7 +11,7 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 from fuzz.budgets import Budget
-from fuzz.campaign import run_campaign
+from fuzz.campaign import CampaignOptions, CampaignRunner
 from fuzz.cli import main
 from cases import CaseSpec, Drawn, HotRow, split_draw
 from strategies.config_space import config_overrides
@@ -121,8 +121,8 @@ def test_failure_under_drawn_overrides_saves_the_effective_config_and_replays(tm
     spec = CaseSpec(tables=((30, 6),), batch_size=3, max_length=2, hot_rows=(HotRow(0, 4, 11),), seed=3)
     overrides = (("chunk_size", 4), ("long_run_threshold", 8))
     config = KernelConfig(faults=("skip_last_chunk_update",))
-    res = run_campaign(config, TINY, artifacts_dir=tmp_path, use_database=False,
-                       strategy=st.just(Drawn(spec, overrides)))
+    res = CampaignRunner(config, TINY, options=CampaignOptions(
+        artifacts_dir=tmp_path, use_database=False, strategy=st.just(Drawn(spec, overrides)))).run()
     assert not res.ok and res.failure_overrides == dict(overrides)
     saved = KernelConfig.load(res.artifact / "config.json")
     assert saved == config.replace(**dict(overrides))

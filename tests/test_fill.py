@@ -12,7 +12,7 @@ import pytest
 from fuzz.budgets import Budget
 from fuzz.campaign import fill
 from fuzz.campaign.report import coverage_json
-from fuzz.campaign.search import run_campaign
+from fuzz.campaign.search import CampaignOptions, CampaignRunner
 from fuzz.judge import coverage
 from fuzz.judge.check import case_result
 from fuzz.judge.coverage import Edge, EdgeGroup
@@ -87,24 +87,26 @@ def aimed_most(monkeypatch):
 
 
 def test_a_campaign_ends_with_every_reachable_cell_hit(aimed_most):
-    res = run_campaign(KernelConfig(), BUDGET, seed=1, artifacts_dir=None, supervisor=PassingSupervisor(), tour_share=None)
+    res = CampaignRunner(KernelConfig(), BUDGET, 1, CampaignOptions(
+        artifacts_dir=None, supervisor=PassingSupervisor(), tour_share=None)).run()
     cov = coverage_json(res)
     assert res.fill_zero > 0 and res.fill_examples == res.fill_planned > 0
     assert cov["zero"] == [] and cov["unexpected"] == []
 
 
 def test_without_fill_or_after_max_examples_the_draws_keep_the_run(aimed_most):
-    res = run_campaign(KernelConfig(), BUDGET, seed=1, artifacts_dir=None, supervisor=PassingSupervisor(), tour_share=None,
-                       fill=False)
+    res = CampaignRunner(KernelConfig(), BUDGET, 1, CampaignOptions(
+        artifacts_dir=None, supervisor=PassingSupervisor(), tour_share=None, fill=False)).run()
     assert res.fill_examples == res.fill_zero == 0
     few = Budget("few", seconds=600.0, shrink_seconds=0.0, max_examples=2, max_lookups=4000)
-    res = run_campaign(KernelConfig(), few, seed=1, artifacts_dir=None, supervisor=PassingSupervisor(), tour_share=None)
+    res = CampaignRunner(KernelConfig(), few, 1, CampaignOptions(
+        artifacts_dir=None, supervisor=PassingSupervisor(), tour_share=None)).run()
     assert res.examples == 2 and res.fill_examples == 0 and coverage_json(res)["zero"]
 
 
 def test_workers_split_the_cells_and_together_hit_every_one(aimed_most):
-    parts = [run_campaign(KernelConfig(), BUDGET, seed=1, artifacts_dir=None, supervisor=PassingSupervisor(),
-                          tour_share=TourShare(i, 2)) for i in range(2)]
+    parts = [CampaignRunner(KernelConfig(), BUDGET, 1, CampaignOptions(
+        artifacts_dir=None, supervisor=PassingSupervisor(), tour_share=TourShare(i, 2))).run() for i in range(2)]
     merged = coverage.merge_json([coverage_json(p) for p in parts])
     assert merged["zero"] == []
     assert all(0 < p.fill_zero < 320 for p in parts)  # each aims at its own half of the cells at zero
@@ -118,8 +120,9 @@ def test_draws_go_on_after_the_aimed_cases_when_time_is_left():
 
     budget = Budget("t", seconds=20.0, shrink_seconds=0.0, max_examples=100_000, max_lookups=4000)
     fills: list[int] = []
-    res = run_campaign(KernelConfig(), budget, seed=1, artifacts_dir=None, supervisor=PassingSupervisor(), tour_share=None,
-                       observe=lambda r, result: fills.append(r.fill_examples))
+    res = CampaignRunner(KernelConfig(), budget, 1, CampaignOptions(
+        artifacts_dir=None, supervisor=PassingSupervisor(), tour_share=None,
+        observe=lambda r, result: fills.append(r.fill_examples))).run()
     assert res.resumed and res.stopped_by == StopReason.TIME and res.fill_examples > 0
     after = sum(1 for n in fills if n == res.fill_examples) - 1  # observed after the last aimed case
     assert after > 0

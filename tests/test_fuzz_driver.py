@@ -17,7 +17,7 @@ import torch
 
 from fuzz.execution import artifacts
 from fuzz.budgets import Budget
-from fuzz.campaign import run_campaign
+from fuzz.campaign import CampaignOptions, CampaignRunner
 from cases import BadBatchSpec, BadId, BadIdCase, CaseSpec, HotRow, case_from_dict, case_to_dict
 from fuzz.judge.check import CaseResult, run_case
 from fuzz.cli import main
@@ -41,7 +41,7 @@ def write_config(path: Path, config: KernelConfig) -> str:
 # ----------------------------------------------------------------------------- campaigns
 @pytest.mark.fuzz
 def test_campaign_passes_on_default_config(tmp_path):
-    res = run_campaign(KernelConfig(), TINY, seed=1, artifacts_dir=tmp_path)
+    res = CampaignRunner(KernelConfig(), TINY, 1, CampaignOptions(artifacts_dir=tmp_path)).run()
     assert res.ok, res.failure and res.failure.text()
     assert res.examples >= 1 and res.stopped_by in ("time", "examples")
     assert res.tiers, "a campaign must record the paths its cases took"
@@ -60,7 +60,7 @@ def test_campaign_passes_on_default_config(tmp_path):
 def fault_artifact(tmp_path_factory):
     """A campaign with a planted forward fault: its shrunk failure saved as an artifact."""
     root = tmp_path_factory.mktemp("artifacts")
-    res = run_campaign(KernelConfig(faults=(FAULT,)), TINY, seed=0, artifacts_dir=root)
+    res = CampaignRunner(KernelConfig(faults=(FAULT,)), TINY, 0, CampaignOptions(artifacts_dir=root)).run()
     return res
 
 

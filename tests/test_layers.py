@@ -180,9 +180,9 @@ def test_cases_oracles_and_strategies_see_only_tbe_data_types():
 
 
 def test_imports_inside_functions_and_relative_imports_are_seen():
-    source = "def f():\n    from fuzz.campaign.search import run_campaign\n\nfrom .check import CaseResult\n"
+    source = "def f():\n    from fuzz.campaign.search import CampaignRunner\n\nfrom .check import CaseResult\n"
     edges = edges_of("fuzz.judge.differential", source)
-    assert {(e.target, e.name) for e in edges} == {("fuzz.campaign.search", "run_campaign"),
+    assert {(e.target, e.name) for e in edges} == {("fuzz.campaign.search", "CampaignRunner"),
                                                    ("fuzz.judge.check", "CaseResult")}
     assert len(violations(edges)) == 1
 

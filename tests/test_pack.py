@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fuzz.budgets import Budget
-from fuzz.campaign import run_campaign
+from fuzz.campaign import CampaignOptions, CampaignRunner
 from fuzz.campaign.reduce import reduce_failure
 from fuzz.execution.stats import CampaignStats
 from fuzz.judge import CaseResult
@@ -159,10 +159,11 @@ def test_a_packed_campaign_counts_sub_cases_and_shrinks_a_failure_out_of_its_pac
     packed_first = 0
     for seed in range(4):
         failed = []
-        res = run_campaign(config, budget, seed=seed, artifacts_dir=None, use_database=False,
-                           strategy=campaign_cases(config, budget.max_lookups, search_config=False, pack=budget.pack),
-                           supervisor=_FailsOn63Rows(), tour_share=None,
-                           observe=lambda stats, result: failed.append(result) if not result.ok else None)
+        res = CampaignRunner(config, budget, seed, CampaignOptions(
+            artifacts_dir=None, use_database=False,
+            strategy=campaign_cases(config, budget.max_lookups, search_config=False, pack=budget.pack),
+            supervisor=_FailsOn63Rows(), tour_share=None,
+            observe=lambda stats, result: failed.append(result) if not result.ok else None)).run()
         assert not res.ok
         assert res.sub_cases >= res.examples
         first = failed[0]

@@ -10,7 +10,7 @@ from hypothesis.database import InMemoryExampleDatabase
 from hypothesis.internal.conjecture import engine
 
 from fuzz.budgets import Budget
-from fuzz.campaign import run_campaign
+from fuzz.campaign import CampaignOptions, CampaignRunner
 from fuzz.campaign.pareto import EmptyFront, without_pareto_front
 from tbe import KernelConfig
 from tests.passing_supervisor import PassingSupervisor
@@ -65,7 +65,7 @@ def test_a_packed_campaign_searches_without_the_front_and_an_unpacked_one_with_i
                 return super().run(case, config, pending, **options)
 
         budget = Budget("t", seconds=3.0, shrink_seconds=0.0, max_examples=20, max_lookups=2000, pack=pack)
-        res = run_campaign(KernelConfig(), budget, seed=1, artifacts_dir=None, supervisor=Recording(),
-                           tour_share=None, fill=False)
+        res = CampaignRunner(KernelConfig(), budget, 1, CampaignOptions(
+            artifacts_dir=None, supervisor=Recording(), tour_share=None, fill=False)).run()
         assert res.examples > 0 and seen and all(f is expected for f in seen), pack
         assert engine.ParetoFront is original

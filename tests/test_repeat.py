@@ -9,7 +9,7 @@ import pytest
 
 from fuzz.budgets import Budget
 from fuzz.campaign import fill, repeat
-from fuzz.campaign.search import run_campaign
+from fuzz.campaign.search import CampaignOptions, CampaignRunner
 from cases import case_to_dict
 from tbe import KernelConfig
 from tests.passing_supervisor import PassingSupervisor
@@ -20,7 +20,8 @@ TIMED = Budget("t", seconds=12.0, shrink_seconds=0.0, max_examples=100_000, max_
 def _examples(budget, tmp_path, **options):
     """The campaign's checked examples in order (case and config), and its result."""
     sup = PassingSupervisor()
-    res = run_campaign(KernelConfig(), budget, seed=3, artifacts_dir=tmp_path, supervisor=sup, **options)
+    res = CampaignRunner(KernelConfig(), budget, 3, CampaignOptions(
+        artifacts_dir=tmp_path, supervisor=sup, **options)).run()
     return [json.dumps(case_to_dict(c), sort_keys=True) + c_fg.to_json() for c, c_fg in sup.cases], res
 
 

@@ -23,7 +23,7 @@ from fuzz.execution.forced_crash import FORCE_CRASH
 from fuzz.execution import artifacts
 
 from tbe import faults
-from fuzz.campaign import run_campaign
+from fuzz.campaign import CampaignOptions, CampaignRunner
 from fuzz.judge.check import classify
 from fuzz.cli import main
 from fuzz.execution import Supervisor, leftover_pending, timeout_for
@@ -209,7 +209,7 @@ def test_campaign_survives_a_crash_saves_shrinks_and_replays_it(tmp_path, monkey
     monkeypatch.setenv(FORCE_CRASH.name, "segv:lookups>=30")
     # each crashing shrink step costs a fresh worker (seconds on a loaded machine): room for a few
     budget = dataclasses.replace(TINY, max_examples=20, shrink_seconds=60.0)
-    res = run_campaign(KernelConfig(), budget, seed=2, artifacts_dir=tmp_path)
+    res = CampaignRunner(KernelConfig(), budget, 2, CampaignOptions(artifacts_dir=tmp_path)).run()
     assert not res.ok and res.failure.kind == "crash" and "SIGSEGV" in res.failure.error
     # shrunk by Hypothesis (found by the search) or by the spec reducer (found by the opening tour)
     assert res.failure.lookups >= 30 and res.shrink_examples + res.reduce_steps >= 1

@@ -247,11 +247,12 @@ def test_gpu_reference_runs_on_the_device_and_matches_the_cpu():
 @pytest.mark.slow
 def test_gpu_search_compiles_nothing_after_warmup():
     from fuzz.budgets import Budget
-    from fuzz.campaign import run_campaign
+    from fuzz.campaign import CampaignOptions, CampaignRunner
     from fuzz.compile import warm_campaigns
 
     warm = warm_campaigns([KernelConfig()])  # what `tbe-fuzz run` warms: the config and its profiles
     assert not warm.errors, warm.errors[:3]
-    res = run_campaign(KernelConfig(), Budget("g", 20.0, 0.0, 10**6, 10_000), seed=1, artifacts_dir=None)
+    res = CampaignRunner(KernelConfig(), Budget("g", 20.0, 0.0, 10**6, 10_000), 1, CampaignOptions(
+        artifacts_dir=None)).run()
     assert res.ok and res.examples > 0
     assert res.compiles.compiled == 0, res.compiles.text()

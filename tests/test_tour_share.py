@@ -11,7 +11,7 @@ import collections
 import pytest
 
 from fuzz.budgets import Budget
-from fuzz.campaign.search import run_campaign
+from fuzz.campaign.search import CampaignOptions, CampaignRunner
 from fuzz.cli.parser import build_parser
 from fuzz.cli.run import tour_share
 from fuzz.execution import workers
@@ -25,8 +25,9 @@ BUDGET = Budget("t", seconds=600.0, shrink_seconds=0.0, max_examples=2, max_look
 
 def _campaign(share, fill=False):
     sup, tiers = PassingSupervisor(), []
-    res = run_campaign(KernelConfig(), BUDGET, seed=1, artifacts_dir=None, supervisor=sup, tour_share=share,
-                       observe=lambda r, result: tiers.append(result.tiers), fill=fill)
+    res = CampaignRunner(KernelConfig(), BUDGET, 1, CampaignOptions(
+        artifacts_dir=None, supervisor=sup, tour_share=share, observe=lambda r, result: tiers.append(result.tiers),
+        fill=fill)).run()
     return res, sup.cases[:res.tour_examples], collections.Counter(t for ts in tiers[:res.tour_examples] for t in ts)
 
 

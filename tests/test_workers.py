@@ -14,7 +14,7 @@ import pytest
 
 from fuzz.execution import workers
 from fuzz.budgets import Budget
-from fuzz.campaign import run_campaign
+from fuzz.campaign import CampaignOptions, CampaignRunner
 from fuzz.cli import main
 from fuzz.campaign import open_database
 from fuzz.budgets import get
@@ -67,13 +67,13 @@ def test_redis_database_shares_a_failure_between_campaigns(redis_url, tmp_path):
     url, client = redis_url
     config = KernelConfig(faults=(FAULT,))
     # the search alone (no opening tour): a failure found by the tour has no choice sequence to save
-    first = run_campaign(config, TINY, seed=0, artifacts_dir=tmp_path / "a", database=open_database(url, config),
-                         tour_share=None)
+    first = CampaignRunner(config, TINY, 0, CampaignOptions(
+        artifacts_dir=tmp_path / "a", database=open_database(url, config), tour_share=None)).run()
     assert not first.ok
     assert client.keys(b"tbe-fuzz:*"), "the failure was not saved in Redis"
     # another campaign (another seed, another artifact dir: another host) replays it first
-    second = run_campaign(config, TINY, seed=99, artifacts_dir=tmp_path / "b", database=open_database(url, config),
-                          tour_share=None, reuse=True)
+    second = CampaignRunner(config, TINY, 99, CampaignOptions(
+        artifacts_dir=tmp_path / "b", database=open_database(url, config), tour_share=None, reuse=True)).run()
     assert not second.ok and second.first_failure_examples <= 2, second.first_failure_examples
     assert client.keys(b"tbe-fuzz:*") and not client.keys(b"hypothesis-example:*")
 

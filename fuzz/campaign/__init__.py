@@ -4,7 +4,7 @@ saved failure, and what a person reads afterwards (text and JSON reports, pictur
 from fuzz.lazy import face
 
 __all__, __getattr__, __dir__ = face(__name__, {
-    ".search": ("CampaignResult", "run_campaign"),
+    ".search": ("CampaignResult", "CampaignOptions", "CampaignRunner"),
     ".triage": ("run_triaged",),
     ".replay": ("ReplayResult",),
     ".report": ("campaign_text", "campaign_json", "replay_text", "replay_json", "failure_lines"),

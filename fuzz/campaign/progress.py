@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 
 class LiveProgress:
-    """``observe(res, result)`` for ``run_campaign``: refreshes one line per checked example."""
+    """``observe(res, result)`` for ``CampaignOptions.observe``: refreshes one line per checked example."""
 
     def __init__(self, total_seconds: float, enabled: Optional[bool] = None, stream: Any = None,
                  label: str = "tbe-fuzz") -> None:

@@ -170,176 +170,321 @@ def opening_cases(config: KernelConfig, budget: Budget, sut: str = DEFAULT_SUT) 
     return [Drawn(c, profiles[i % len(profiles)]) for i, c in enumerate(plain)]
 
 
-def run_campaign(
-    config: KernelConfig,
-    budget: Budget,
-    seed: int = 0,
-    artifacts_dir: Optional[Path] = artifacts.DEFAULT_DIR,
-    strategy: Any = None,
-    shrink: bool = True,
-    meta: Optional[dict[str, Any]] = None,
-    progress: Any = None,
-    use_database: bool = True,
-    database: Any = None,
-    observe: Any = None,
-    model: Optional[ErrorModel] = None,
-    supervisor: Optional[Supervisor] = None,
-    sut: str = DEFAULT_SUT,
-    expected: Optional[Callable[[CaseResult], Any]] = None,
-    readiness: Any = None,
-    announce: Any = None,
-    tour_share: Optional[TourShare] = ALL,
-    fill: bool = True,
-    tour_done: int = 0,
-    reuse: bool = False,
-    repeat: Optional[Repeat] = None,
-) -> CampaignResult:
-    """Search for a case that fails under ``config``. ``artifacts_dir=None`` saves nothing; the example
-    database lives under it unless ``use_database`` is off (then every run starts from the seed alone);
-    ``progress`` (a callable taking a line) receives occasional status lines; ``database`` (a Hypothesis
-    ExampleDatabase, e.g. Redis-backed) replaces the directory database; ``observe(res, result)`` sees
-    every checked example (live progress, report pictures); ``model`` picks the accumulation bound
-    (default ``$TBE_FUZZ_BOUND``, else worst case); the opening tour (``strategies.tour``) runs every
-    kernel path first; ``supervisor`` runs the cases (default: this
-    process's shared one). ``sut`` names the system under test (cases are drawn within its
-    capabilities); a failing case for which ``expected(result)`` is truthy (already triaged) counts
-    as a pass (``fuzz.campaign.triage`` drives that). ``readiness`` (``fuzz.compile.background.Readiness``)
-    defers cases whose kernels a background warm-up has not built yet, by its rule. ``announce`` (a
-    callable taking a line; default ``progress``) receives the lines a person watches for even under a
-    live bar: the first failure and each shrinking step. ``tour_share`` picks the tour's cases this
-    campaign runs (``strategies.tour.TourShare``; None: none, the search alone); ``tour_done``: how many of
-    them an earlier round already ran, in order (``fuzz.campaign.triage``), left out. ``fill``: when the
-    campaign draws its own cases and its time bounds the draws, the last ``fuzz.campaign.fill.FILL_SHARE`` of
-    the search time runs aimed cases for the coverage cells the draws left at zero (this tour share's cells).
-    The example database is written, and read (its saved examples run first) only with ``reuse``, so a seed
-    decides the examples. ``repeat`` (``fuzz.campaign.repeat``) runs another campaign's examples again by their
-    counts per phase; its budget should have no time bound."""
-    model = model or from_env()
-    res = CampaignResult(config, budget, seed, model=model, sut=sut, search_config=strategy is None)
-    sup = supervisor or shared()
-    pending = None if artifacts_dir is None else Path(artifacts_dir) / ".pending"
-    res.leftover = leftover_pending(pending) if pending is not None else []
-    caps = get_sut(sut).capabilities
-    size = limits(sut)
-    opening: list = []
-    fill = fill and strategy is None and caps.kernel_config and caps.project_kernels
-    if strategy is None:  # the config-space search needs a SUT that takes a KernelConfig
-        strategy = fit_strategy(campaign_cases(config, budget.max_lookups, search_config=caps.kernel_config,
-                                               max_column_blocks=size.max_column_blocks, pack=budget.pack,
-                                               max_chunks=size.max_chunks, max_work=size.max_work,
-                                               profiles=caps.config_profiles), caps)
-        if tour_share is not None:
-            res.tour_shares = (tour_share,)
-            opening = [d for d in (fit_case(d, caps) for d in tour_share.pick(opening_cases(config, budget, sut)))
-                       if d is not None][tour_done:]
-    announce = announce or progress
-    start = time.perf_counter()
-    search_end = start + budget.seconds
-    reserve = aim.FILL_SHARE * budget.seconds if fill else 0.0  # the aimed cases' time, kept from the draws
-    best: list[CaseResult] = []  # smallest failure seen, in case shrinking runs out of time
-    steps = [0]  # shrink steps so far (Hypothesis's, then the reducer's)
+@dataclasses.dataclass
+class CampaignOptions:
+    """How a campaign runs, beside its config, budget and seed.
 
-    def shrink_end() -> float:  # the search's end moves earlier when the tour fails
-        return search_end + budget.shrink_seconds
+    ``artifacts_dir=None`` saves nothing; the example database lives under it unless ``use_database`` is off;
+    ``database`` (a Hypothesis ExampleDatabase, e.g. Redis-backed) replaces the directory database, which is
+    written, and read (its saved examples run first) only with ``reuse``, so a seed decides the examples.
+    ``strategy`` replaces the drawn cases (default: the config-space search within the SUT's capabilities);
+    ``shrink`` shrinks a failure. ``progress`` (a callable taking a line) receives occasional status lines;
+    ``announce`` (default ``progress``) the lines a person watches for even under a live bar: the first failure
+    and each shrinking step. ``observe(res, result)`` sees every checked example. ``model`` picks the
+    accumulation bound (default ``$TBE_FUZZ_BOUND``, else worst case). ``supervisor`` runs the cases (default:
+    this process's shared one). ``sut`` names the system under test. A failing case for which
+    ``expected(result)`` is truthy (already triaged) counts as a pass (``fuzz.campaign.triage`` drives that).
+    ``readiness`` (``fuzz.compile.background.Readiness``) defers cases whose kernels a background warm-up has not
+    built yet. ``tour_share`` picks the opening tour's cases (``strategies.tour.TourShare``; None: the search
+    alone); ``tour_done``: how many of them an earlier round already ran, in order. ``fill``: when the campaign
+    draws its own cases and its time bounds the draws, the last ``fuzz.campaign.fill.FILL_SHARE`` of the search
+    time runs aimed cases for the coverage cells the draws left at zero. ``repeat`` (``fuzz.campaign.repeat``)
+    runs another campaign's examples again by their counts per phase; its budget should have no time bound.
+    """
 
-    def hard_end() -> float:  # no example runs past this
-        return (shrink_end() if best else search_end) + EXAMPLE_CAP_S
-    configs: dict[int, tuple[KernelConfig, dict[str, Any]]] = {}  # id(failing result) -> its config, overrides
+    artifacts_dir: Optional[Path] = artifacts.DEFAULT_DIR
+    strategy: Any = None
+    shrink: bool = True
+    meta: Optional[dict[str, Any]] = None
+    progress: Any = None
+    use_database: bool = True
+    database: Any = None
+    observe: Any = None
+    model: Optional[ErrorModel] = None
+    supervisor: Optional[Supervisor] = None
+    sut: str = DEFAULT_SUT
+    expected: Optional[Callable[[CaseResult], Any]] = None
+    readiness: Any = None
+    announce: Any = None
+    tour_share: Optional[TourShare] = ALL
+    fill: bool = True
+    tour_done: int = 0
+    reuse: bool = False
+    repeat: Optional[Repeat] = None
 
-    phases = ([Phase.explicit] + ([Phase.reuse] if reuse else []) + [Phase.generate, Phase.target]
-              + ([Phase.shrink] if shrink else []))
-    db = _database(artifacts_dir, config, sut) if artifacts_dir is not None and use_database else None
-    if database is not None and use_database:
-        db = database
-    res.reused = reuse and db is not None
 
-    def drawn_here() -> int:  # drawn examples checked in this phase of the draws (before or after the aimed)
-        counts = repeat_of(res)
-        return counts.after if res.resumed else counts.drawn
+class CampaignRunner:
+    """Search for a case that fails under ``config``, one method per phase, in the order ``run`` calls them:
+    the opening tour, the draws (Hypothesis; it shrinks what it finds), the tour cases a background build
+    postponed, the aimed cases for the coverage cells left at zero and the draws resumed after them, the
+    reducer, and the saving of what failed or was cut for time. ``CampaignResult.stopped_by`` says why it ended."""
 
-    attempts = [0]  # cases tried before a failure (tour, draws, aimed): a repeat leaves out the same ones
+    def __init__(self, config: KernelConfig, budget: Budget, seed: int = 0,
+                 options: Optional[CampaignOptions] = None) -> None:
+        o = options or CampaignOptions()
+        self.config, self.budget, self.seed, self.o = config, budget, seed, o
+        self.model = o.model or from_env()
+        self.res = res = CampaignResult(config, budget, seed, model=self.model, sut=o.sut,
+                                        search_config=o.strategy is None)
+        self.sup = o.supervisor or shared()
+        self.pending = None if o.artifacts_dir is None else Path(o.artifacts_dir) / ".pending"
+        res.leftover = leftover_pending(self.pending) if self.pending is not None else []
+        self.caps = caps = get_sut(o.sut).capabilities
+        size = limits(o.sut)
+        self.opening: list = []
+        self.fill_on = o.fill and o.strategy is None and caps.kernel_config and caps.project_kernels
+        self.strategy = o.strategy
+        if o.strategy is None:  # the config-space search needs a SUT that takes a KernelConfig
+            self.strategy = fit_strategy(campaign_cases(
+                config, budget.max_lookups, search_config=caps.kernel_config,
+                max_column_blocks=size.max_column_blocks, pack=budget.pack, max_chunks=size.max_chunks,
+                max_work=size.max_work, profiles=caps.config_profiles), caps)
+            if o.tour_share is not None:
+                res.tour_shares = (o.tour_share,)
+                self.opening = [d for d in (fit_case(d, caps) for d in o.tour_share.pick(
+                    opening_cases(config, budget, o.sut))) if d is not None][o.tour_done:]
+        self.announce = o.announce or o.progress
+        self.start = time.perf_counter()
+        self.search_end = self.start + budget.seconds
+        self.reserve = aim.FILL_SHARE * budget.seconds if self.fill_on else 0.0  # the aimed cases' time
+        self.best: list[CaseResult] = []  # smallest failure seen, in case shrinking runs out of time
+        self.steps = 0  # shrink steps so far (Hypothesis's, then the reducer's)
+        self.configs: dict[int, tuple[KernelConfig, dict[str, Any]]] = {}  # id(failing result) -> config, overrides
+        self.phases = ([Phase.explicit] + ([Phase.reuse] if o.reuse else []) + [Phase.generate, Phase.target]
+                       + ([Phase.shrink] if o.shrink else []))
+        db = _database(o.artifacts_dir, config, o.sut) if o.artifacts_dir is not None and o.use_database else None
+        if o.database is not None and o.use_database:
+            db = o.database
+        self.db = db
+        res.reused = o.reuse and db is not None
+        self.attempts = 0  # cases tried before a failure (tour, draws, aimed): a repeat leaves out the same ones
+        self.later: list = []  # tour cases postponed until their kernels are built
+        self.built_first: Any = None  # the readiness of the aimed cases built ahead of the warm-up, once they are
+        self.first_at = (self.search_end - (1 + AIM_BUILD_LEAD) * self.reserve
+                         if self.fill_on and self.reserve and o.readiness is not None
+                         and not o.readiness.finished else None)  # when their build starts
 
-    def run(case, cfg):  # one supervised case, its round trip and phases counted
+    # ------------------------------------------------------------------ the phases
+    def run(self) -> CampaignResult:
+        """The whole campaign: every phase in order; what it found, shrunk and saved."""
+        if not self.tour():
+            self.draws(self.seed)
+            self.postponed()
+            self.fill()
+        self.settle()
+        self.reduce()
+        self.save()
+        return self.res
+
+    def tour(self) -> bool:
+        """The opening tour (``strategies.tour``) first; True when it failed (the search then does not run, and,
+        Hypothesis having no choice sequence of it to shrink, the spec reducer alone shrinks it). While a background
+        build is under way, a tour case whose kernels are not built yet is postponed: it runs between draws as
+        soon as they are, so the draws need not wait for the tour's slowest group."""
+        readiness = self.o.readiness
+        postpone = self.later if readiness is not None and not readiness.finished else None
+        if self._explicit(self.opening, True, lambda: self.start + self.budget.seconds, readiness, postpone):
+            self.search_end = time.perf_counter()
+            self.res.stopped_by = StopReason.FAILURE
+            self.res.failure = self.best[0]
+            return True
+        return False
+
+    def draws(self, seed: int) -> None:
+        """Hypothesis's search from ``seed`` until a failure (shrunk), the time, or the examples run out."""
+        res = self.res
+        try:
+            if not self.best and not res.interrupted:
+                with without_pareto_front(self.budget.pack > 1):  # Hypothesis's front: a fifth of a packed search
+                    _until_satisfiable(self._hypothesis_run(seed), self.o.readiness,
+                                       lambda: self.search_end - self.reserve)
+            if not res.stopped_by:
+                res.stopped_by = StopReason.EXAMPLES
+        except _TourFailed:
+            self.search_end = time.perf_counter()  # as for a failure in the tour: the reducer gets the shrink time
+            res.failure, res.stopped_by = self.best[0], StopReason.FAILURE
+        except _CaseFailed as e:
+            res.failure = e.result
+            res.stopped_by = StopReason.FAILURE
+        except (_OutOfTime, _Interrupted):
+            if self.best:
+                res.failure = self.best[0]
+                res.stopped_by = StopReason.INTERRUPTED if res.interrupted else StopReason.FAILURE
+        except (HypothesisException, AssertionError):  # e.g. Flaky: a failure that did not reproduce
+            if not self.best and not res.skipped_for_time:
+                raise
+            res.failure = self.best[0] if self.best else None  # Unsatisfiable: every draw was too big for the time
+            res.stopped_by = StopReason.FAILURE if self.best else StopReason.TIME
+
+    def postponed(self) -> None:
+        """Tour cases still postponed when the draws ended: they run now."""
+        res = self.res
+        if self.later and not self.best and not res.interrupted:
+            stopped_by = res.stopped_by
+            if self._explicit(self.later, True, self.hard_end, self.o.readiness):
+                self.search_end = time.perf_counter()
+                res.failure, res.stopped_by = self.best[0], StopReason.FAILURE
+            elif not res.interrupted:
+                res.stopped_by = stopped_by
+
+    def fill(self) -> None:
+        """The aimed cases for the coverage cells the draws left at zero, in the time kept for them; if they end
+        early, the draws resume from a seed of their own."""
+        res, repeat = self.res, self.o.repeat
+        timed_out = res.stopped_by == StopReason.TIME  # not after --max-examples, unless repeated
+        if not (self.fill_on and not self.best and res.failure is None
+                and (timed_out if repeat is None else repeat.aimed > 0)):
+            return
+        share = self.o.tour_share or ALL
+        aimed = _aimed(res, self.config, share, self.search_end, self.caps)[:None if repeat is None else repeat.aimed]
+        building = self.built_first if self.built_first is not None else self.o.readiness
+        if self._explicit(_as_ready(aimed, building, self.config, lambda: self.search_end), False,
+                          lambda: self.search_end):
+            res.failure, res.stopped_by = self.best[0], StopReason.FAILURE
+        elif (res.stopped_by == StopReason.TIME and self.search_end - time.perf_counter() > RESUME_S
+              if repeat is None else repeat.after > 0 and not res.interrupted):
+            self.resume()
+
+    def resume(self) -> None:
+        """The draws again after the aimed cases, from ``seed + 1``, with the rest of the search time."""
+        self.reserve = 0.0
+        self.res.stopped_by, self.res.resumed = "", True
+        self.draws(self.seed + 1)
+
+    def settle(self) -> None:
+        """The smallest failure seen is the campaign's, with the config it failed under and the worker's
+        environment."""
+        res, best = self.res, self.best
+        if best and (res.failure is None or case_size(best[0].case) < case_size(res.failure.case)):
+            res.failure, res.stopped_by = best[0], StopReason.INTERRUPTED if res.interrupted else StopReason.FAILURE
+        res.environment = self.sup.environment
+        if res.failure is not None:
+            res.failure_config, res.failure_overrides = self.configs.get(id(res.failure), (self.config, {}))
+
+    def reduce(self) -> None:
+        """Spec-level reduction of the failure (``fuzz.campaign.reduce``) until the shrink time ends."""
+        res = self.res
+        if res.failure is not None and self.o.shrink and not res.interrupted:
+            _reduce(res, self._run, self.shrink_end, self.announce, self.steps)
+
+    def save(self) -> None:
+        """The failure, whole, and every case cut for time, under the artifacts directory."""
+        res, root = self.res, self.o.artifacts_dir
+        res.seconds = time.perf_counter() - self.start
+        if res.failure is not None and res.first_failure_seconds is not None:
+            res.shrink_seconds = res.seconds - res.first_failure_seconds
+        if res.failure is not None and root is not None:
+            res.artifact = save_campaign_failure(root, res, self.o.meta)
+        if root is not None:
+            res.stopped_artifacts = [save_stopped(root, res, *s, self.o.meta) for s in res.stopped]
+
+    # ------------------------------------------------------------------ time
+    def shrink_end(self) -> float:
+        """The end of shrinking (the search's end moves earlier at the first failure)."""
+        return self.search_end + self.budget.shrink_seconds
+
+    def hard_end(self) -> float:
+        """No example runs past this."""
+        return (self.shrink_end() if self.best else self.search_end) + EXAMPLE_CAP_S
+
+    # ------------------------------------------------------------------ one case
+    def _drawn_here(self) -> int:
+        """Drawn examples checked in this phase of the draws (before or after the aimed)."""
+        counts = repeat_of(self.res)
+        return counts.after if self.res.resumed else counts.drawn
+
+    def _run(self, case: Any, cfg: KernelConfig) -> CaseResult:
+        """One supervised case, its round trip and phases counted."""
+        res, repeat = self.res, self.o.repeat
         t0 = time.perf_counter()
-        left = hard_end() - t0
-        attempt = attempts[0]
-        attempts[0] += 0 if best else 1
-        expected = expected_seconds(case, sut=sut)
-        if (expected > left) if repeat is None or best else attempt in repeat.skipped:
+        left = self.hard_end() - t0
+        attempt = self.attempts
+        self.attempts += 0 if self.best else 1
+        expected = expected_seconds(case, sut=self.o.sut)
+        if (expected > left) if repeat is None or self.best else attempt in repeat.skipped:
             res.skipped_for_time += 1
-            res.skipped_at += [] if best else [attempt]
-            raise CaseTimedOut(f"expected to take {expected:.0f}s with {left:.0f}s left" if repeat is None or best
+            res.skipped_at += [] if self.best else [attempt]
+            raise CaseTimedOut(f"expected to take {expected:.0f}s with {left:.0f}s left"
+                               if repeat is None or self.best
                                else f"left out for time by the campaign repeated (attempt {attempt})")
         try:
-            result = sup.run(case, cfg, pending=pending, model=model, sut=sut, limit_s=left)
+            result = self.sup.run(case, cfg, pending=self.pending, model=self.model, sut=self.o.sut, limit_s=left)
         except CaseTimedOut as e:
             res.stopped_for_time += 1
-            res.skipped_at += [] if best else [attempt]
-            if not best:  # a shrink step cut for time is only a smaller copy of the failure already kept
+            res.skipped_at += [] if self.best else [attempt]
+            if not self.best:  # a shrink step cut for time is only a smaller copy of the failure already kept
                 res.stopped.append((case, cfg, e))
             raise
         res.time.add(result.phases, time.perf_counter() - t0)
-        if readiness is not None:
-            readiness.checked()
+        if self.o.readiness is not None:
+            self.o.readiness.checked()
         return result
 
-    def found(result: CaseResult) -> None:  # the first failure: say so, shrinking starts
-        nonlocal search_end
-        search_end = min(search_end, time.perf_counter())  # the shrink time counts from here, not the search's end
-        res.first_failed(result, start)
-        if announce is not None:
+    def _found(self, result: CaseResult) -> None:
+        """The first failure: say so; shrinking starts, and its time counts from here, not the search's end."""
+        self.search_end = min(self.search_end, time.perf_counter())
+        self.res.first_failed(result, self.start)
+        if self.announce is not None:
             check = failing_check(result)
-            announce(f"failure at example {res.examples} ({result.kind}" + (f", {check}" if check else "")
-                     + f"); shrinking: now {size_text(result)}")
+            self.announce(f"failure at example {self.res.examples} ({result.kind}" + (f", {check}" if check else "")
+                          + f"); shrinking: now {size_text(result)}")
 
-    def hypothesis_run(seed_value: int) -> Callable[[], None]:
+    def _hypothesis_run(self, seed_value: int) -> Callable[[], None]:
         # settings outermost: @seed alone would switch the example database off (Hypothesis does so
         # for seeded runs), and a campaign needs both its seed and its (shared) database
         return settings(
-            max_examples=budget.max_examples, database=db, phases=phases, deadline=None, derandomize=False,
-            suppress_health_check=list(HealthCheck), report_multiple_bugs=False, print_blob=False,
-        )(hypothesis_seed(seed_value)(given(strategy)(draw_and_check)))
+            max_examples=self.budget.max_examples, database=self.db, phases=self.phases, deadline=None,
+            derandomize=False, suppress_health_check=list(HealthCheck), report_multiple_bugs=False, print_blob=False,
+        )(hypothesis_seed(seed_value)(given(self.strategy)(self._property())))
 
-    def draw_and_check(drawn):
-        nonlocal first_at, built_first
+    def _property(self) -> Callable[[Any], None]:
+        def draw_and_check(drawn: Any) -> None:
+            self._draw_and_check(drawn)
+        return draw_and_check
+
+    def _draw_and_check(self, drawn: Any) -> None:
+        """Hypothesis's property: one drawn example, checked; a failure the triage list does not explain fails it."""
+        res, o, config, best = self.res, self.o, self.config, self.best
         case, cfg, overrides = split_draw(drawn, config)  # config-space search: overrides drawn around config
         if interrupt.requested():
             res.stopped_by = StopReason.INTERRUPTED
             raise _Interrupted()
-        if repeat is not None and not best and drawn_here() >= (repeat.after if res.resumed else repeat.drawn):
+        if o.repeat is not None and not best and self._drawn_here() >= (
+                o.repeat.after if res.resumed else o.repeat.drawn):
             res.stopped_by = StopReason.EXAMPLES
             raise _OutOfTime()
         now = time.perf_counter()
-        if res.failure is None and not best and now > search_end - reserve:
+        if res.failure is None and not best and now > self.search_end - self.reserve:
             res.stopped_by = StopReason.TIME
             raise _OutOfTime()
-        if best and now > search_end + budget.shrink_seconds * (HYPOTHESIS_SHARE if shrink else 1.0):
+        if best and now > self.search_end + self.budget.shrink_seconds * (HYPOTHESIS_SHARE if o.shrink else 1.0):
             raise _OutOfTime()
-        if first_at is not None and now > first_at and not best:  # the aimed cases' kernels build from now on
-            first_at = None
+        if self.first_at is not None and now > self.first_at and not best:  # the aimed cases' kernels build now
+            self.first_at = None
             try:
-                built_first = _build_aimed_first(res, config, tour_share or ALL, search_end, readiness, caps)
+                self.built_first = _build_aimed_first(res, config, o.tour_share or ALL, self.search_end,
+                                                      o.readiness, self.caps)
             except Exception as e:  # noqa: BLE001  (the harness's, never this draw's failure: said, not judged)
-                if announce is not None:
-                    announce(f"  aimed cases: their kernels could not be built ahead ({type(e).__name__}: {e}); "
-                             f"they wait for the warm-up")
-        if later and not best and _explicit(_take_ready(later, readiness, config), True, config, res, best, configs,
-                                            hard_end, observe, run, expected, found):
+                if self.announce is not None:
+                    self.announce(f"  aimed cases: their kernels could not be built ahead ({type(e).__name__}: {e}); "
+                                  f"they wait for the warm-up")
+        if self.later and not best and self._explicit(_take_ready(self.later, o.readiness, config), True,
+                                                      self.hard_end):
             raise _TourFailed()
-        if readiness is not None and not best:
-            now_run = readiness.admit_or_steer(case, cfg, config)
+        if o.readiness is not None and not best:
+            now_run = o.readiness.admit_or_steer(case, cfg, config)
             if now_run is None:
                 reject()
             if now_run[1] is not cfg:  # steered to the config under test: the drawn overrides are dropped
                 overrides = {}
             case, cfg = now_run
         try:
-            result = run(case, cfg)
+            result = self._run(case, cfg)
         except Unmaterializable as e:
             res.unmaterialized(e, case)
             reject()
         except CaseTimedOut:
-            if time.perf_counter() < (search_end if not best else shrink_end()):
+            if time.perf_counter() < (self.search_end if not best else self.shrink_end()):
                 reject()  # too big for the time left: a smaller draw may fit
             if not best:
                 res.stopped_by = StopReason.TIME
@@ -347,102 +492,34 @@ def run_campaign(
         except CaseInterrupted:
             res.stopped_by = StopReason.INTERRUPTED
             raise _Interrupted()
-        known = _explained(result, expected)
+        known = _explained(result, o.expected)
         target(0.0 if known else min(result.max_ratio, 1e12), label="error / bound")
         target(float(result.max_segment), label="longest segment")
         target(steer.novelty(res.coverage, result.cells), label=steer.LABEL)
         if best:
             res.shrink_examples += 1
-            steps[0] += 1
+            self.steps += 1
         else:
-            res.count(result, known, expected is not None, observe)
+            res.count(result, known, o.expected is not None, o.observe)
             res.drawn_after += res.resumed
         if not result.ok and not known:
             if not best:
-                found(result)
-            configs[id(result)] = (cfg, overrides)
+                self._found(result)
+            self.configs[id(result)] = (cfg, overrides)
             if not best or case_size(result.case) <= case_size(best[0].case):
                 smaller = bool(best) and case_size(result.case) < case_size(best[0].case)
                 best[:] = [result]
-                if smaller and announce is not None:
-                    announce(f"  shrinking: step {steps[0]}, now {size_text(result)}")
+                if smaller and self.announce is not None:
+                    self.announce(f"  shrinking: step {self.steps}, now {size_text(result)}")
             raise _CaseFailed(result)
-        if progress is not None and res.examples % 10 == 0:
-            progress(f"  {res.examples} examples, {res.lookups} lookups, {time.perf_counter() - start:.0f}s")
+        if o.progress is not None and res.examples % 10 == 0:
+            o.progress(f"  {res.examples} examples, {res.lookups} lookups, {time.perf_counter() - self.start:.0f}s")
 
-    # the opening tour (strategies.tour) runs first; a failure there ends the search, and (Hypothesis having
-    # no choice sequence of it to shrink) the spec reducer alone shrinks it, for the whole shrink time. While a
-    # background build is under way, a tour case whose kernels are not built yet is postponed (``later``): it runs
-    # between draws as soon as they are, so the draws need not wait for the tour's slowest group.
-    later: list = []
-    built_first: Any = None  # the readiness of the aimed cases built ahead of the warm-up, once they are
-    first_at = (search_end - (1 + AIM_BUILD_LEAD) * reserve if fill and reserve and readiness is not None
-                and not readiness.finished else None)  # when their build starts
-    if _explicit(opening, True, config, res, best, configs, lambda: start + budget.seconds, observe, run, expected,
-                 found, readiness, postpone=later if readiness is not None and not readiness.finished else None):
-        search_end = time.perf_counter()
-        res.stopped_by = StopReason.FAILURE
-        res.failure = best[0]
-
-    def search(prop: Callable[[], None]) -> None:
-        nonlocal search_end
-        try:
-            if not best and not res.interrupted:
-                with without_pareto_front(budget.pack > 1):  # Hypothesis's front: a fifth of a packed search
-                    _until_satisfiable(prop, readiness, lambda: search_end - reserve)
-            if not res.stopped_by:
-                res.stopped_by = StopReason.EXAMPLES
-        except _TourFailed:
-            search_end = time.perf_counter()  # as for a failure in the tour: the reducer gets the shrink time
-            res.failure, res.stopped_by = best[0], StopReason.FAILURE
-        except _CaseFailed as e:
-            res.failure = e.result
-            res.stopped_by = StopReason.FAILURE
-        except (_OutOfTime, _Interrupted):
-            if best:
-                res.failure = best[0]
-                res.stopped_by = StopReason.INTERRUPTED if res.interrupted else StopReason.FAILURE
-        except (HypothesisException, AssertionError):  # e.g. Flaky: a failure that did not reproduce
-            if not best and not res.skipped_for_time:
-                raise
-            res.failure = best[0] if best else None  # Unsatisfiable: every draw was too big for the time left
-            res.stopped_by = StopReason.FAILURE if best else StopReason.TIME
-
-    search(hypothesis_run(seed))
-    if later and not best and not res.interrupted:  # tour cases still postponed when the draws ended: they run now
-        stopped_by = res.stopped_by
-        if _explicit(later, True, config, res, best, configs, hard_end, observe, run, expected, found, readiness):
-            search_end = time.perf_counter()
-            res.failure, res.stopped_by = best[0], StopReason.FAILURE
-        elif not res.interrupted:
-            res.stopped_by = stopped_by
-    timed_out = res.stopped_by == StopReason.TIME  # not after --max-examples, unless repeated
-    if fill and not best and res.failure is None and (timed_out if repeat is None else repeat.aimed > 0):
-        aimed = _aimed(res, config, tour_share or ALL, search_end, caps)[:None if repeat is None else repeat.aimed]
-        building = built_first if built_first is not None else readiness
-        if _explicit(_as_ready(aimed, building, config, lambda: search_end), False, config, res, best, configs,
-                     lambda: search_end, observe, run, expected, found):
-            res.failure, res.stopped_by = best[0], StopReason.FAILURE
-        elif (res.stopped_by == StopReason.TIME and search_end - time.perf_counter() > RESUME_S
-              if repeat is None else repeat.after > 0 and not res.interrupted):
-            reserve = 0.0  # the aimed cases are done early: the draws go on, from a seed of their own
-            res.stopped_by, res.resumed = "", True
-            search(hypothesis_run(seed + 1))
-    if best and (res.failure is None or case_size(best[0].case) < case_size(res.failure.case)):
-        res.failure, res.stopped_by = best[0], StopReason.INTERRUPTED if res.interrupted else StopReason.FAILURE
-    res.environment = sup.environment
-    if res.failure is not None:
-        res.failure_config, res.failure_overrides = configs.get(id(res.failure), (config, {}))
-    if res.failure is not None and shrink and not res.interrupted:
-        _reduce(res, run, shrink_end, announce, steps[0])
-    res.seconds = time.perf_counter() - start
-    if res.failure is not None and res.first_failure_seconds is not None:
-        res.shrink_seconds = res.seconds - res.first_failure_seconds
-    if res.failure is not None and artifacts_dir is not None:
-        res.artifact = save_campaign_failure(artifacts_dir, res, meta)
-    if artifacts_dir is not None:
-        res.stopped_artifacts = [save_stopped(artifacts_dir, res, *s, meta) for s in res.stopped]
-    return res
+    def _explicit(self, cases: Iterable[Any], tour: bool, end: Callable[[], float], readiness: Any = None,
+                  postpone: Optional[list] = None) -> bool:
+        """Fixed cases in order (see ``_explicit``): True (and the failure kept) at the first unexplained one."""
+        return _explicit(cases, tour, self.config, self.res, self.best, self.configs, end, self.o.observe,
+                         self._run, self.o.expected, self._found, readiness, postpone)
 
 
 STOPPED_DIR = "stopped"  # under the artifacts directory: cases cut for time, not judged (no failure listing sees them)

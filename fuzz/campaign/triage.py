@@ -1,6 +1,6 @@
 """A campaign against a SUT with known findings: record each, shrunk, and keep searching for new ones.
 
-``run_triaged`` runs ``fuzz.campaign.search.run_campaign`` repeatedly. A failing case that the
+``run_triaged`` runs ``fuzz.campaign.search.CampaignRunner`` repeatedly. A failing case that the
 already-recorded findings explain counts as a pass; any other failure is shrunk. If the
 shrunk case is explained by the triage list (``fuzz.judge.known``), each finding it shows is
 recorded with that case (and saved under ``<artifacts>/known/``) and the search goes on
@@ -23,7 +23,7 @@ from fuzz.execution import artifacts, interrupt
 from fuzz.budgets import Budget
 from fuzz.campaign.repeat import Repeat
 from fuzz.campaign.repeat import of as repeat_of
-from fuzz.campaign.search import CampaignResult, run_campaign, save_campaign_failure
+from fuzz.campaign.search import CampaignResult, CampaignOptions, CampaignRunner, save_campaign_failure
 from cases import case_size
 from strategies.tour import ALL
 from fuzz.judge.check import CaseResult
@@ -72,7 +72,7 @@ def run_triaged(
     repeat: Optional[Repeat] = None,
 ) -> CampaignResult:
     """A campaign against ``sut`` that reports its triaged findings as known (see the module docstring).
-    With no finding triaged for ``sut`` it is exactly ``run_campaign`` (``database`` and ``observe`` as
+    With no finding triaged for ``sut`` it is exactly one ``CampaignRunner`` (``database`` and ``observe`` as
     there; rounds of a triaged campaign use no database); ``strategy`` replaces the drawn cases as there,
     and ``tour_share`` picks the opening tour's cases as there, in every round. ``reuse`` and ``repeat`` as there;
     a repeat's drawn count spans the rounds (each round's seed decides its draws, so they repeat as long as
@@ -82,8 +82,8 @@ def run_triaged(
                   supervisor=supervisor, readiness=readiness, strategy=strategy, announce=announce,
                   tour_share=tour_share, fill=fill)
     if not for_sut(sut, triage):
-        return run_campaign(config, budget, seed=seed, use_database=use_database, database=database, reuse=reuse,
-                            repeat=repeat, **common)
+        return CampaignRunner(config, budget, seed, CampaignOptions(
+            use_database=use_database, database=database, reuse=reuse, repeat=repeat, **common)).run()
     start = time.perf_counter()
     total = CampaignResult(config, budget, seed, sut=sut, model=model)
     found: dict[str, KnownRecord] = {}
@@ -99,12 +99,11 @@ def run_triaged(
             total.stopped_by = StopReason.TIME if left <= 0 else StopReason.EXAMPLES
             break
         only = tuple(found)
-        part = run_campaign(
-            config, dataclasses.replace(budget, seconds=left, max_examples=examples_left), seed=seed + round_,
+        part_budget = dataclasses.replace(budget, seconds=left, max_examples=examples_left)
+        part = CampaignRunner(config, part_budget, seed + round_, CampaignOptions(
             use_database=False, expected=lambda r: explain(sut, r, triage, only=only) is not None,
             tour_done=tour_done, repeat=None if drawn_left is None else Repeat(drawn_left),
-            **{**common, "artifacts_dir": None},
-        )
+            **{**common, "artifacts_dir": None})).run()
         total.merge(part)
         total.drawn_after += part.drawn_after
         if readiness is None:  # the tour ran in order: its cases so far, the failing one included, are done

@@ -1,6 +1,6 @@
 """The check ``tbe-fuzz mutate`` runs inside each mutant's copy; exit 0 = passed, 1 = caught.
 
-``campaign``: ``run_campaign`` under the default KernelConfig with the named budget, ``--time``
+``campaign``: a ``CampaignRunner`` under the default KernelConfig with the named budget, ``--time``
 seconds of search, ``--max-examples`` and ``--seed`` (what ``tbe-fuzz run --budget B --time S
 --max-examples N --seed K`` runs; an example cap makes the verdict independent of machine load), but
 without shrinking, saving artifacts or an example database: only whether it fails matters.
@@ -29,11 +29,12 @@ def _imported_here() -> bool:
 
 def campaign(budget_name: str, seconds: float, seed: int, max_examples: int = 0) -> int:
     from fuzz.budgets import get
-    from fuzz.campaign import run_campaign
+    from fuzz.campaign import CampaignOptions, CampaignRunner
     from tbe import KernelConfig
 
     budget = get(budget_name).with_overrides(seconds=seconds, max_examples=max_examples or None)
-    res = run_campaign(KernelConfig(), budget, seed=seed, artifacts_dir=None, shrink=False, use_database=False)
+    res = CampaignRunner(KernelConfig(), budget, seed, CampaignOptions(
+        artifacts_dir=None, shrink=False, use_database=False)).run()
     summary = {"ok": res.ok, "examples": res.examples, "lookups": res.lookups, "seconds": round(res.seconds, 1),
                "stopped_by": res.stopped_by, "tiers": dict(res.tiers)}
     if res.failure is not None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from fuzz.budgets import Budget
-from fuzz.campaign import CampaignResult, run_campaign
+from fuzz.campaign import CampaignResult, CampaignOptions, CampaignRunner
 from cases import case_size
 from fuzz.profiles import MAX_LOOKUPS
 from fuzz.status import DetectionStatus
@@ -125,9 +125,9 @@ def campaign_config(fault: str, base: Optional[KernelConfig] = None) -> KernelCo
 
 def _campaign_run(fault: str, ctx: Context) -> Detection:
     config = campaign_config(fault)
-    res = run_campaign(config, ctx.budget, seed=ctx.seed, artifacts_dir=ctx.artifacts_dir, use_database=False,
-                       meta={"source": "selftest", "fault": fault}, sut=ctx.sut, announce=ctx.progress,
-                       tour_share=ctx.tour_share, shrink=ctx.shrink, fill=ctx.fill)
+    res = CampaignRunner(config, ctx.budget, ctx.seed, CampaignOptions(
+        artifacts_dir=ctx.artifacts_dir, use_database=False, meta={"source": "selftest", "fault": fault},
+        sut=ctx.sut, announce=ctx.progress, tour_share=ctx.tour_share, shrink=ctx.shrink, fill=ctx.fill)).run()
     return campaign_detection("campaign", res)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from fuzz.campaign import run_campaign
+from fuzz.campaign import CampaignOptions, CampaignRunner
 from fuzz.selftest.detectors import CAUGHT, MISSED, Context, Detection, Detector, campaign_detection, register
 from strategies.space import bad_id_cases
 from fuzz.execution.supervisor import Supervisor
@@ -25,9 +25,9 @@ OUT_OF_RANGE_FAULTS = ("bounds_check_off_by_one",)
 def _campaign(fault: str, ctx: Context, name: str, sanitize: bool) -> Detection:
     sup = Supervisor(sanitize=sanitize)
     try:
-        res = run_campaign(KernelConfig(faults=(fault,)), ctx.budget, seed=ctx.seed, artifacts_dir=ctx.artifacts_dir,
-                           strategy=bad_id_cases(), use_database=False, supervisor=sup,
-                           meta={"source": "selftest", "fault": fault, "detector": name}, shrink=ctx.shrink)
+        res = CampaignRunner(KernelConfig(faults=(fault,)), ctx.budget, ctx.seed, CampaignOptions(
+            artifacts_dir=ctx.artifacts_dir, strategy=bad_id_cases(), use_database=False, supervisor=sup,
+            meta={"source": "selftest", "fault": fault, "detector": name}, shrink=ctx.shrink)).run()
     finally:
         sup.close()
     det = campaign_detection(name, res)
