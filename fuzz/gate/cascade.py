@@ -9,6 +9,7 @@
 Another SUT (TorchRec's Triton TBE) is gated on (b) and (d) alone: (a) and (c) check this project's
 kernels and do not apply to it. Its two sides may be two sources (``candidate_sut``): a code change.
 
+Each level is an object (``fuzz.gate.levels``) that runs itself and says what its report shows.
 Levels run in order and stop at the first failure (``keep_going`` runs the rest anyway). The
 verdict is ACCEPT (every level passed), KEEP (a level failed: the baseline stays) or
 UNVERIFIED (nothing failed but a level did not run). Exit codes: ACCEPT 0, KEEP 1;
@@ -24,22 +25,14 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, Union
 
 from fuzz.budgets import Budget
-from fuzz.gate.correctness import GateResult, GateWork, build_pairs, gate_work, run_gate
-from fuzz.gate.oracle import OracleResult, run_oracle_level
+from fuzz.gate.correctness import GateWork, build_pairs, gate_work
+from fuzz.gate.levels import BY_KEY, CORRECTNESS, ORACLE, ORDER, PERFORMANCE, GateLevel, LevelRun
 from fuzz.gate.oracle import matrix as oracle_matrix
-from fuzz.gate.perf import DEFAULT_GAMMA, PerfResult, run_perf
+from fuzz.gate.perf import DEFAULT_GAMMA, PerfResult
 from fuzz.gate.shapes import PRESETS, PerfShape
-from fuzz.gate.static import StaticResult, run_static_level
 from fuzz.status import Decision, Status
 from fuzz.sut.protocol import get as get_sut
 from tbe import KernelConfig
-
-LEVELS = {
-    "a": "static: validates, compiles for sm_90 within limits, synchronises",
-    "b": "correctness over seeds: campaign + targeted edges, both configs",
-    "c": "FP64 and FBGEMM CPU on the dtype and mode matrix",
-    "d": "performance on a GPU, interleaved against the baseline",
-}
 
 
 @dataclasses.dataclass
@@ -69,6 +62,8 @@ class CascadeOptions:
 
 @dataclasses.dataclass
 class Level:
+    """What one level of a cascade did: its status, why, notes, time and result (its letter names the level)."""
+
     key: str
     status: Status = Status.NOT_RUN
     reasons: list[str] = dataclasses.field(default_factory=list)
@@ -78,8 +73,13 @@ class Level:
     applies: bool = True  # False: the level checks what the SUT does not have (this project's kernels)
 
     @property
+    def spec(self) -> GateLevel:
+        """The level this record is of (``fuzz.gate.levels``)."""
+        return BY_KEY[self.key]
+
+    @property
     def name(self) -> str:
-        return LEVELS[self.key]
+        return self.spec.name
 
 
 @dataclasses.dataclass
@@ -120,7 +120,7 @@ class CascadeResult:
             return 0
         if self.verdict == Decision.KEEP:
             return 1
-        correctness = all(lv.status == Status.PASS for lv in self.applicable if lv.key in "abc")
+        correctness = all(lv.status == Status.PASS for lv in self.applicable if lv.spec.correctness)
         return 0 if correctness and not self.options.require_perf else 1
 
     @property
@@ -130,13 +130,13 @@ class CascadeResult:
         if bad is not None:
             return [f"level ({bad.key}) fails: {r}" for r in bad.reasons] or [f"level ({bad.key}) fails"]
         if self.verdict == Decision.ACCEPT:
-            perf: Optional[PerfResult] = self.levels["d"].result
+            perf: Optional[PerfResult] = self.levels[PERFORMANCE.key].result
             speed = "" if perf is None else f"; geometric-mean speedup {perf.geomean():.3f}"
             return [f"every level passed{speed} >= gamma {self.options.gamma:g}"]
         out = []
         for lv in self.applicable:
             if lv.status == Status.NOT_RUN:
-                what = "performance unverified" if lv.key == "d" else "correctness unverified"
+                what = "correctness unverified" if lv.spec.correctness else "performance unverified"
                 out.append(f"level ({lv.key}) not run ({'; '.join(lv.reasons) or 'not asked for'}): {what}")
         return out
 
@@ -150,52 +150,19 @@ def _start_build(baseline: KernelConfig, candidate: KernelConfig, opts: CascadeO
     from tbe.backend import INTERPRETED
 
     works: dict[int, GateWork] = {}
-    if INTERPRETED or not get_sut(opts.sut).capabilities.project_kernels or not set(opts.levels) & set("bc"):
+    if INTERPRETED or not get_sut(opts.sut).capabilities.project_kernels or not any(
+            level.builds_ahead and level.key in opts.levels for level in ORDER):
         return None, works
     from fuzz.compile import background
 
     pairs: list = []
-    if "b" in opts.levels:
+    if CORRECTNESS.key in opts.levels:
         for seed in opts.seeds:
             works[seed] = gate_work(baseline, candidate, opts.budget, seed, opts.sut)
             pairs += build_pairs(works[seed], baseline, candidate)
-    if "c" in opts.levels:
+    if ORACLE.key in opts.levels:
         pairs += [(spec, candidate) for _, spec in oracle_matrix(candidate)[:opts.oracle_cases]]
     return background.start_cases(pairs, progress=progress), works
-
-
-def _level_b(baseline, candidate, opts: CascadeOptions, lv: Level, progress, build: Any,
-             works: dict[int, GateWork]) -> None:
-    results: list[GateResult] = []
-    lv.result = results
-    for i, seed in enumerate(opts.seeds):
-        if opts.deadline is not None and time.monotonic() > opts.deadline:
-            lv.status, lv.reasons = Status.NOT_RUN, [f"out of time after {i} of {len(opts.seeds)} seeds"]
-            return
-        if progress is not None:
-            progress(f"  (b) seed {seed}")
-        g = run_gate(baseline, candidate, opts.budget, seed=seed, artifacts_dir=opts.artifacts_dir,
-                     progress=progress, sut=opts.sut, work=works.get(seed),
-                     readiness=None if build is None else build.readiness, candidate_sut=opts.candidate_sut)
-        results.append(g)
-        lv.notes += [f"seed {seed}: {n}" for n in g.notes if f"seed {seed}: {n}" not in lv.notes]
-        if not g.ok:
-            lv.reasons += [f"seed {seed}: {r}" for r in g.reasons]
-            lv.status = Status.FAIL
-            return
-    lv.status = Status.PASS
-
-
-def _static(candidate_data: dict[str, Any], candidate: Optional[KernelConfig], progress) -> StaticResult:
-    if candidate is None:
-        res = StaticResult()
-        try:
-            KernelConfig.from_dict(candidate_data)
-        except (TypeError, ValueError) as e:
-            res.step("config validates", Status.FAIL, str(e))
-            res.reasons.append(f"the config does not validate: {e}")
-        return res
-    return run_static_level(candidate, progress)
 
 
 def run_cascade(
@@ -210,60 +177,47 @@ def run_cascade(
     except (TypeError, ValueError):
         config = None
     own = get_sut(opts.sut).capabilities.project_kernels
-    res = CascadeResult(baseline, config, data, opts, {k: Level(k, applies=own or k in "bd") for k in LEVELS})
+    res = CascadeResult(baseline, config, data, opts, {
+        level.key: Level(level.key, applies=own or not level.own_kernels_only) for level in ORDER})
     build, works = _start_build(baseline, config, opts, progress) if config is not None else (None, {})
+    ctx = LevelRun(baseline, config, data, opts, progress, build, works)
 
     def end_build() -> None:  # before (d) times anything, and at the end: once
-        nonlocal build
-        if build is not None:
-            built, build = build.stop(), None
-            res.levels["b" if "b" in opts.levels else "c"].notes.append(
+        if ctx.build is not None:
+            built, ctx.build = ctx.build.stop(), None
+            first = next(level for level in ORDER if level.builds_ahead and level.key in opts.levels)
+            res.levels[first.key].notes.append(
                 "kernels of the cases built in the background: " + built.text().replace("\n ", ";"))
+    ctx.end_build = end_build
     try:
-        _run_levels(res, baseline, config, data, opts, progress, build, works, end_build)
+        _run_levels(res, ctx)
     finally:
         end_build()
     res.seconds = time.perf_counter() - t0
     return res
 
 
-def _run_levels(res: CascadeResult, baseline: KernelConfig, config: Optional[KernelConfig], data: dict[str, Any],
-                opts: CascadeOptions, progress: Optional[Callable[[str], None]], build: Any,
-                works: dict[int, GateWork], end_build: Callable[[], None]) -> None:
+def _run_levels(res: CascadeResult, ctx: LevelRun) -> None:
+    opts = ctx.opts
     stop: Optional[str] = None
     for key, lv in res.levels.items():
+        level = lv.spec
         if key not in opts.levels:
             lv.reasons.append("not asked for (--levels)")
             continue
         if stop is not None:
             lv.reasons.append(f"level ({stop}) failed")
             continue
-        if config is None and key != "a":
+        if ctx.candidate is None and level.needs_valid_candidate:
             lv.reasons.append("the candidate does not validate")
             continue
         if not lv.applies:
             lv.reasons.append(f"does not apply: it checks this project's own kernels, not SUT {get_sut(opts.sut).name}")
             continue
-        if progress is not None:
-            progress(f"level ({key}) {lv.name}")
+        if ctx.progress is not None:
+            ctx.progress(f"level ({key}) {lv.name}")
         start = time.perf_counter()
-        if key == "a":
-            r = _static(data, config, progress)
-            lv.result, lv.status, lv.reasons, lv.notes = r, r.status, list(r.reasons), list(r.notes)
-        elif key == "b":
-            _level_b(baseline, config, opts, lv, progress, build, works)
-        elif key == "c":
-            limit = opts.oracle_cases
-            r: OracleResult = run_oracle_level(baseline, config, progress=progress, max_cases=limit,
-                                               deadline=opts.deadline)
-            lv.result, lv.status, lv.reasons = r, r.status, list(r.reasons)
-            lv.notes = list(r.notes)
-        else:
-            end_build()  # nothing compiles beside the timing
-            p = run_perf(baseline, config, opts.shapes, opts.gamma, opts.rounds, opts.target_ms, opts.deadline,
-                         progress, suts=None if get_sut(opts.sut).capabilities.project_kernels
-                         else (opts.sut, opts.candidate_address))
-            lv.result, lv.status, lv.reasons, lv.notes = p, p.status, list(p.reasons), list(p.notes)
+        level.run(ctx, lv)
         lv.seconds = time.perf_counter() - start
         if lv.status == Status.FAIL and not opts.keep_going:
             stop = key

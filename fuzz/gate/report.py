@@ -7,12 +7,10 @@ import platform
 from pathlib import Path
 from typing import Any
 
-from fuzz.gate.cascade import LEVELS, CascadeResult, Level
-from fuzz.status import Decision, OracleVerdict, Status
-from cases import case_to_dict
+from fuzz.gate.cascade import CascadeResult, Level
+from fuzz.gate.levels import PERFORMANCE
+from fuzz.status import Decision, Status
 from fuzz.gate.perf import PerfResult
-from fuzz.campaign import failure_lines
-from fuzz.judge import ratio_text
 
 HEADLINE = {Decision.ACCEPT: "ACCEPT the candidate", Decision.KEEP: "KEEP the baseline", Decision.UNVERIFIED: "UNVERIFIED"}
 
@@ -37,48 +35,6 @@ def perf_rows(p: PerfResult) -> list[list[str]]:
 PERF_HEAD = ["shape", "phase", "lookups", "baseline ms", "candidate ms", "speedup", "noise", "verdict"]
 
 
-def _perf_summary(p: PerfResult) -> list[str]:
-    if not p.measured:
-        return []
-    return [f"geometric-mean speedup {p.geomean():.3f} (forward {p.geomean('forward'):.3f}, iteration "
-            f"{p.geomean('iteration'):.3f}) over {len(p.measured)} measurements; gamma {p.gamma:g}; mean noise "
-            f"±{100 * p.mean_noise:.1f}% (largest A/A difference per shape, {p.rounds} interleaved rounds, "
-            f"A/B/A' and B/A/B' in turn, of ~{p.target_ms:g} ms each); {p.device}"]
-
-
-def _level_lines(lv: Level) -> list[str]:
-    r = lv.result
-    out: list[str] = []
-    if lv.key == "a" and r is not None:
-        out += [f"{check}: {status}" + (f" - {detail}" if detail else "") for check, status, detail in r.steps]
-        out += [f"over limits: {s['kernel']} {s['over_limits']}" for s in r.specializations if s.get("over_limits")]
-        if r.sync_text and lv.status == Status.FAIL:
-            out += r.sync_text.splitlines()[:12]
-    elif lv.key == "b" and r:
-        for g in r:
-            out.append(f"seed {g.seed}: {'pass' if g.ok else 'FAIL'} - {g.targeted_run} of {g.targeted} targeted, "
-                       f"{len(g.cases) - g.targeted_run} shared cases, {g.lookups} lookups, {g.seconds:.1f}s"
-                       + (f" ({g.build_wait_s:.1f}s waiting for kernels)" if g.build_wait_s >= 0.05 else "") + "; "
-                       f"max error/bound " + ", ".join(f"{k} {ratio_text(v)}" for k, v in sorted(g.cand_ratio.items())))
-            for c in g.cases:
-                if not c.cand.ok:
-                    out.append(f"candidate fails {c.label}" + (" (the baseline fails it too)" if not c.base.ok else ""))
-                    out += [ln.strip() for ln in failure_lines(c.cand)]
-            for a, replay in zip(g.artifacts, g.replays):
-                out += [f"artifact: {a}", f"replay: {replay}"]
-    elif lv.key == "c" and r is not None:
-        for c in r.cases:
-            out.append(f"{c.label}: {'ok' if c.ok else 'FAIL'} (max error/bound {ratio_text(c.kernel.max_ratio)}); "
-                       f"FBGEMM {c.fbgemm}")
-            if c.fbgemm == OracleVerdict.DISAGREES:
-                out += [f"FBGEMM: {d}" for d in c.fbgemm_detail[:3]]
-            if not c.ok:
-                out += [ln.strip() for ln in failure_lines(c.kernel)]
-    elif lv.key == "d" and r is not None:
-        out += _perf_summary(r)
-    return out
-
-
 def _sides(res: CascadeResult) -> tuple[str, str]:
     """Each side's SUT as loaded: name, version and source."""
     from fuzz.sut.protocol import get
@@ -98,9 +54,9 @@ def text(res: CascadeResult) -> str:
     for lv in res.levels.values():
         why = f"  ({'; '.join(lv.reasons)})" if lv.status == Status.NOT_RUN and lv.reasons else ""
         lines.append(f"  ({lv.key}) {lv.name}: {_status(lv)}" + (f"  {lv.seconds:.1f}s" if lv.seconds else "") + why)
-        lines += [f"      {ln}" for ln in _level_lines(lv)]
+        lines += [f"      {ln}" for ln in lv.spec.lines(lv)]
         lines += [f"      note: {n}" for n in lv.notes]
-    perf = res.levels["d"].result
+    perf = res.levels[PERFORMANCE.key].result
     if perf is not None and perf.entries:
         lines.append("  performance per shape:")
         widths = [max(len(x) for x in col) for col in zip(PERF_HEAD, *perf_rows(perf))]
@@ -128,19 +84,7 @@ def to_json(res: CascadeResult) -> dict[str, Any]:
     for key, lv in res.levels.items():
         d: dict[str, Any] = {"name": lv.name, "status": lv.status, "reasons": lv.reasons, "notes": lv.notes,
                              "seconds": round(lv.seconds, 2)}
-        r = lv.result
-        if key == "b" and r:
-            d["seeds"] = [{"seed": g.seed, "ok": g.ok, "targeted": g.targeted, "targeted_run": g.targeted_run,
-                           "cases": len(g.cases), "lookups": g.lookups, "seconds": round(g.seconds, 2),
-                           "build_wait_seconds": round(g.build_wait_s, 2),
-                           "base_ratio": g.base_ratio, "cand_ratio": g.cand_ratio, "reasons": g.reasons,
-                           "failing_cases": [{"label": c.label, "case": case_to_dict(c.cand.case),
-                                              "baseline_ok": c.base.ok} for c in g.cases if not c.cand.ok],
-                           "artifacts": [str(a) for a in g.artifacts],
-                           "replays": g.replays}
-                          for g in r]
-        elif r is not None and hasattr(r, "to_dict"):
-            d["detail"] = r.to_dict()
+        d.update(lv.spec.detail(lv))
         out["levels"][key] = d
     return out
 
@@ -171,13 +115,13 @@ def markdown(res: CascadeResult) -> str:
                                                             sorted(diff.items())]) if diff else ["(none)"]
     lines += ["", "## Levels", ""]
     lines += _md_table(["level", "what", "status", "seconds", "why"], [
-        [f"({lv.key})", LEVELS[lv.key], f"**{lv.status}**" if lv.status == Status.FAIL else lv.status,
+        [f"({lv.key})", lv.name, f"**{lv.status}**" if lv.status == Status.FAIL else lv.status,
          f"{lv.seconds:.1f}", "; ".join(lv.reasons[:3]).replace("|", "\\|")] for lv in res.levels.values()])
     for lv in res.levels.values():
-        detail = _level_lines(lv) + [f"note: {n}" for n in lv.notes]
+        detail = lv.spec.lines(lv) + [f"note: {n}" for n in lv.notes]
         if detail:
             lines += ["", f"### ({lv.key}) {lv.name}", ""] + [f"- {d}" for d in detail]
-    perf = res.levels["d"].result
+    perf = res.levels[PERFORMANCE.key].result
     if perf is not None and perf.entries:
         lines += ["", "## Performance per shape", ""] + _md_table(PERF_HEAD, perf_rows(perf))
         lines += ["", "Speedup = baseline time / candidate time (rounds run A, B, A' and B, A, B' in turn; a round's "
