@@ -18,7 +18,7 @@ from cases.dyadic import VALUE_KINDS, dyadic_grads, dyadic_psw
 from cases.protocol import CaseKind
 from tbe import draws
 from tbe.layout import TableLayout, TableSpec
-from tbe.modes import parse_float_dtype, parse_index_dtype
+from tbe.modes import BoundsCheckMode, Optimizer, Pooling, parse_enum, parse_float_dtype, parse_index_dtype
 
 LENGTH_PROFILES = ("fixed", "uniform", "log_uniform", "zipf", "empty")
 
@@ -40,15 +40,15 @@ class CaseSpec:
     bad: ClassVar[None] = None  # a valid batch (cases.protocol.CaseRecord)
     tables: tuple[tuple[int, int], ...]
     batch_size: int
-    pooling: str = "sum"
+    pooling: Pooling = Pooling.SUM
     weights_dtype: str = "fp32"
     output_dtype: str = "fp32"
     index_dtype: str = "int64"
     weighted: bool = False
-    optimizer: str = "exact_sgd"
+    optimizer: Optimizer = Optimizer.EXACT_SGD
     learning_rate: float = 0.05
     eps: float = 1e-4
-    bounds_check: str = "warning"
+    bounds_check: BoundsCheckMode = BoundsCheckMode.WARNING
     length_profile: str = "uniform"
     max_length: int = 8
     hot_rows: tuple[HotRow, ...] = ()
@@ -59,6 +59,8 @@ class CaseSpec:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tables", tuple(tuple(int(x) for x in t) for t in self.tables))
+        for name, cls in (("pooling", Pooling), ("optimizer", Optimizer), ("bounds_check", BoundsCheckMode)):
+            object.__setattr__(self, name, parse_enum(cls, f"CaseSpec.{name}", getattr(self, name)))
         object.__setattr__(
             self, "hot_rows", tuple(h if isinstance(h, HotRow) else HotRow(**h) for h in self.hot_rows)
         )
@@ -97,6 +99,7 @@ class CaseSpec:
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
+        d.update(pooling=self.pooling.value, optimizer=self.optimizer.value, bounds_check=self.bounds_check.value)
         d["tables"] = [list(t) for t in self.tables]
         d["hot_rows"] = [dataclasses.asdict(h) for h in self.hot_rows]
         return d

@@ -1,4 +1,6 @@
-"""Enumerations shared by kernels, oracles and strategies: pooling, optimizer, bounds check."""
+"""Enumerations shared by kernels, oracles and strategies: pooling, optimizer, bounds check.
+
+StrEnums: a member equals, hashes and prints as its value, so a case holds members and its JSON their names."""
 
 from __future__ import annotations
 
@@ -7,17 +9,17 @@ import enum
 import torch
 
 
-class Pooling(str, enum.Enum):
+class Pooling(enum.StrEnum):
     SUM = "sum"
     MEAN = "mean"
 
 
-class Optimizer(str, enum.Enum):
+class Optimizer(enum.StrEnum):
     EXACT_SGD = "exact_sgd"
     EXACT_ROWWISE_ADAGRAD = "exact_rowwise_adagrad"
 
 
-class BoundsCheckMode(str, enum.Enum):
+class BoundsCheckMode(enum.StrEnum):
     """FBGEMM's BoundsCheckMode: FATAL raises, WARNING repairs and counts, IGNORE repairs, NONE trusts."""
 
     FATAL = "fatal"
