@@ -207,3 +207,12 @@ def test_the_sut_boundary_knows_cases_not_how_they_are_drawn():
     """``fuzz.sut`` (where a SUT plugs in) takes cases from ``cases``; nothing there imports ``strategies``."""
     drawn = [e for e in repo_edges() if e.source.startswith("fuzz.sut") and e.target.split(".")[0] == "strategies"]
     assert drawn == []
+
+
+def test_fuzz_units_reach_each_other_through_their_faces():
+    """Between two units of ``fuzz`` an import names the unit (``from fuzz.judge import CaseResult``), never a
+    module behind its face, so what a unit gives others is what its ``__init__`` lists."""
+    behind = [str(e) for e in repo_edges() if e.source.startswith("fuzz.") and e.target.startswith("fuzz.")
+              and _fuzz_unit(e.source) != _fuzz_unit(e.target) and e.name is not None
+              and e.target != _fuzz_unit(e.target)]
+    assert behind == []

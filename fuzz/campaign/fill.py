@@ -24,8 +24,8 @@ import time
 from typing import Any, Iterable, Iterator, Optional
 
 from fuzz.judge import coverage
-from fuzz.judge.check import case_result
-from fuzz.judge.coverage import Cell, EdgeGroup
+from fuzz.judge import case_result
+from fuzz.judge import Cell, EdgeGroup
 from cases import BadBatchSpec, BadId, BadIdCase, CaseSpec, Drawn, HotRow, tensors, with_rate_and_steps
 from strategies.config_space import usable_profiles
 from strategies.tiers import past_counter_fits, past_counter_length

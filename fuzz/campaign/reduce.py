@@ -17,7 +17,7 @@ import dataclasses
 from typing import Callable, Iterator, Optional
 
 from cases import AnyCase, BadIdCase, CaseKind, CaseSpec, HotRow, PackCase, case_size
-from fuzz.judge.check import CaseResult
+from fuzz.judge import CaseResult
 
 
 def failing_check(result: CaseResult) -> Optional[str]:

@@ -68,7 +68,7 @@ def _caps(r: CampaignResult):
 
 
 def _sut(sut: str):
-    from fuzz.sut.protocol import get
+    from fuzz.sut import get
 
     return get(sut)
 
@@ -176,7 +176,7 @@ def _tour_line(r: CampaignResult) -> str:
 
 
 def _fbgemm_line(r: CampaignResult) -> str:
-    from fuzz.judge.fbgemm_sample import CHECKED, RULE
+    from fuzz.judge import CHECKED, RULE
 
     if not _caps(r).project_kernels:
         return f"  FBGEMM CPU oracle: not run (it samples examples beside this project's kernels, not SUT {_sut(r.sut).name})"

@@ -38,16 +38,16 @@ from fuzz.campaign.pareto import without_pareto_front
 from fuzz.campaign.repeat import Repeat
 from fuzz.campaign.repeat import of as repeat_of
 from cases import Drawn, case_size, split_draw, tensors
-from fuzz.judge.check import CaseResult
+from fuzz.judge import CaseResult
 from fuzz.status import StopReason
 from strategies.space import campaign_cases
-from fuzz.execution.stats import CampaignStats
-from fuzz.execution.envelope import expected_seconds, limits
-from fuzz.execution.supervisor import (CaseInterrupted, CaseTimedOut, Supervisor, Unmaterializable,
-                                       leftover_pending, shared)
-from fuzz.sut.protocol import DEFAULT as DEFAULT_SUT
-from fuzz.sut.protocol import get as get_sut
-from fuzz.sut.fit import fit_case, fit_strategy
+from fuzz.execution import CampaignStats
+from fuzz.execution import expected_seconds, limits
+from fuzz.errors import Unmaterializable
+from fuzz.execution import CaseInterrupted, CaseTimedOut, Supervisor, leftover_pending, shared
+from fuzz.sut import DEFAULT as DEFAULT_SUT
+from fuzz.sut import get as get_sut
+from fuzz.sut import fit_case, fit_strategy
 from strategies.tour import ALL, TourShare, size_edges, tour
 from oracles.error_model import WORST, ErrorModel, from_env
 from tbe import KernelConfig

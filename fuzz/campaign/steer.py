@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from fuzz.judge.coverage import Cell, Coverage
+from fuzz.judge import Cell, Coverage
 
 LABEL = "coverage novelty"
 

@@ -26,9 +26,9 @@ from fuzz.campaign.repeat import of as repeat_of
 from fuzz.campaign.search import CampaignResult, CampaignOptions, CampaignRunner, save_campaign_failure
 from cases import case_size
 from strategies.tour import ALL
-from fuzz.judge.check import CaseResult
+from fuzz.judge import CaseResult
 from fuzz.status import StopReason
-from fuzz.judge.known import TRIAGE, KnownFinding, explain, for_sut
+from fuzz.judge import TRIAGE, KnownFinding, explain, for_sut
 from oracles.error_model import ErrorModel, from_env
 from tbe import KernelConfig
 

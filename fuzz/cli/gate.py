@@ -109,7 +109,7 @@ def add_gate_options(gate: argparse.ArgumentParser, config_file, positive_int) -
 def sides(args: argparse.Namespace) -> tuple[str, Optional[str]]:
     """(baseline SUT address, candidate SUT address where it differs) of the gate's options; ValueError naming
     the option when they do not make two sides."""
-    from fuzz.sut.protocol import address, split_address
+    from fuzz.sut import address, split_address
 
     name = split_address(args.sut)[0]
     if (args.baseline_source is None) != (args.candidate_source is None):

@@ -83,7 +83,7 @@ def _artifacts_dir(text: str) -> Path:
 def _sut_name(text: str) -> str:
     """A SUT name the registry resolves (built-in, ``tbe_fuzz.suts`` entry point, or module:factory)."""
     from fuzz.errors import SUTError
-    from fuzz.sut.protocol import get
+    from fuzz.sut import get
 
     try:
         get(text)
@@ -106,7 +106,7 @@ def _sut_option(p: argparse.ArgumentParser, default: Optional[str] = "triton") -
 def _with_source(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     """``args.sut`` as the address of the SUT loaded from ``--sut-source`` (the name alone without it)."""
     from fuzz.errors import SUTError
-    from fuzz.sut.protocol import address, get
+    from fuzz.sut import address, get
 
     source = getattr(args, "sut_source", None)
     if source is None or getattr(args, "sut", None) is None:
@@ -287,7 +287,7 @@ def _backend_line(sut: str = "triton") -> str:
 def _require(parser: argparse.ArgumentParser, name: str, **needs: Any) -> None:
     """Refuse (exit 2, naming --sut) a SUT that is not available here or cannot do what the command needs."""
     from fuzz.errors import SUTError
-    from fuzz.sut.protocol import require
+    from fuzz.sut import require
 
     try:
         require(name, **needs)
@@ -310,15 +310,14 @@ def cmd_run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 
 def cmd_replay(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from fuzz.campaign import catalog, report
-    from fuzz.campaign.replay import replay
+    from fuzz.campaign import catalog, replay, report
 
     if catalog.is_root(args.target):  # a listing, not a verdict: exit 0
         found = catalog.entries(args.target)
         _emit(args, catalog.text(args.target, found), catalog.to_json(args.target, found))
         return 0
     try:
-        res = replay(args.target, args.config[0] if args.config else None, args.rematerialize, _model(args),
+        res = replay.replay(args.target, args.config[0] if args.config else None, args.rematerialize, _model(args),
                      sut=args.sut, sut_source=None if args.sut_source is None else str(args.sut_source))
     except (ValueError, TypeError, OSError) as e:
         parser.error(f"argument target: cannot replay {str(args.target)!r}: {e}")
@@ -410,9 +409,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args.started, args.started_wall = started, started_wall
     args.parsed_wall = time.time()  # imports and arguments done: a mark of the first answer (fuzz.cli.run)
     try:
-        from fuzz.memcheck.weak_memory import enable_from_env
+        from fuzz.memcheck import weak_memory
 
-        enable_from_env()  # TBE_WEAK_MEMORY=1: every interpreted kernel runs in the weak-memory mode
+        weak_memory.enable_from_env()  # TBE_WEAK_MEMORY=1: every interpreted kernel runs in the weak-memory mode
     except (ValueError, RuntimeError) as e:
         parser.error(f"TBE_WEAK_MEMORY: {e}")
     try:
@@ -447,7 +446,7 @@ def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 def _kernel_cache(args: argparse.Namespace) -> None:
     """One build per kernel on this machine, and with ``--database redis://`` kernels shared through that
     server (``fuzz.compile.kernel_cache``), for this process and every one it starts."""
-    from fuzz.campaign.database import is_redis
+    from fuzz.campaign import is_redis
     from fuzz.compile import kernel_cache
 
     database = getattr(args, "database", None)
@@ -464,7 +463,7 @@ def _command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         if not INTERPRETED:
             parser.error("argument --sanitize: the sanitizer checks the Triton interpreter's accesses and kernels "
                          "here are compiled; run the replay under compute-sanitizer instead")
-        from fuzz.memcheck.sanitizer import SANITIZE
+        from fuzz.memcheck import SANITIZE
 
         SANITIZE.set("1")  # read by every worker the supervisor starts
     if args.command == "run":

@@ -40,7 +40,7 @@ def _workers_arg(text: str) -> int:
 
 
 def _repeat_arg(text: str):
-    from fuzz.campaign.repeat import Repeat
+    from fuzz.campaign import Repeat
 
     try:
         return Repeat.parse(text)
@@ -195,7 +195,7 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any
     from fuzz.campaign import coverage_map, pictures
     from fuzz.campaign import report
     from fuzz.execution import interrupt
-    from fuzz.execution.supervisor import shared
+    from fuzz.execution import shared
     from fuzz.glossary import Term, see
     from fuzz.judge import explain
     from fuzz.campaign import LiveProgress, chain

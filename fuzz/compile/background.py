@@ -62,7 +62,7 @@ from cases import base_spec, with_modes
 from tbe.config import KernelConfig
 
 from fuzz.compile.warmup import (
-    DTYPES, INDEX, MATRIX_MODE, OPTIMIZERS, POOLINGS, WarmCase, WarmupResult, _run_group, default_processes, plan,
+    DTYPES, INDEX, MATRIX_MODE, OPTIMIZERS, POOLINGS, WarmCase, WarmupResult, run_group, default_processes, plan,
 )
 
 PAUSE_S = 0.005  # after a deferral, while groups are still building
@@ -492,7 +492,7 @@ def _drive(handle: BackgroundWarmup, p: Any, groups: list, runner: Any, make_poo
             left = _take_built(p, readiness, left)
         handle.waiting = len({(u, i) for u, i, _ in left}) if handle.stopping else 0
         if left and not handle.stopping:
-            _build(handle, p, left, runner or _run_group, make_pool, progress)
+            _build(handle, p, left, runner or run_group, make_pool, progress)
     finally:
         if lock is not None:
             os.close(lock)

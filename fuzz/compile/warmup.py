@@ -241,7 +241,7 @@ def plan(units: Sequence[Unit], force: bool = False, stamped: bool = True) -> Pl
     return Plan(units, keys, {u: None if force else warm_stamp.find(keys[u]) for u in units})
 
 
-def _run_group(cases: list[WarmCase]) -> dict[str, Any]:
+def run_group(cases: list[WarmCase]) -> dict[str, Any]:
     """Worker: run one group's cases, count what Triton compiled and loaded."""
     from fuzz.compile.watch import watch
     from tbe import faults
@@ -292,7 +292,7 @@ class WarmupResult:
         return line
 
     def add(self, group: dict[str, Any]) -> bool:
-        """Count one built group's report (``_run_group``'s); True when it built without an error."""
+        """Count one built group's report (``run_group``'s); True when it built without an error."""
         self.compiled += group.get("compiled", 0)
         self.loaded += group.get("loaded", 0)
         self.errors += group.get("errors", [])
@@ -333,7 +333,7 @@ def warmup(configs: Sequence[KernelConfig], processes: Optional[int] = None,
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # many processes: one thread each
     with cf.ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn")) as pool:
         # largest groups first, so the slowest work starts earliest
-        futures = {pool.submit(_run_group, g): (u, i)
+        futures = {pool.submit(run_group, g): (u, i)
                    for u, i, g in sorted(groups, key=lambda uig: len(uig[2]), reverse=True)}
         for k, fut in enumerate(cf.as_completed(futures), 1):
             u, i = futures[fut]

@@ -67,7 +67,7 @@ ENVELOPES: dict[Execution, Envelope] = {
 def execution(sut: Optional[str] = None) -> Execution:
     """How ``sut``'s cases run on this machine: in Triton's interpreter (Triton kernels: the project's, TorchRec's),
     on a GPU, or natively on the CPU."""
-    from fuzz.judge.check import draw_device
+    from fuzz.judge import draw_device
     from fuzz.sut import DEFAULT, get
 
     if INTERPRETED and get(sut or DEFAULT).capabilities.triton_kernels:

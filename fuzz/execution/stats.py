@@ -17,11 +17,11 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Optional
 
-from fuzz.compile.watch import CompileCounts
-from fuzz.judge.check import CaseResult
-from fuzz.judge.coverage import Coverage
-from fuzz.judge.margins import Margins
-from fuzz.judge.teeth import Teeth
+from fuzz.compile import CompileCounts
+from fuzz.judge import CaseResult
+from fuzz.judge import Coverage
+from fuzz.judge import Margins
+from fuzz.judge import Teeth
 from fuzz.status import Status
 from fuzz.time_split import TimeSplit
 from cases import sub_cases

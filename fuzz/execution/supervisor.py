@@ -50,13 +50,13 @@ from fuzz.execution.messages import Answer, HarnessFailed, NotMaterialized, Stal
 from fuzz.execution.worker_process import WorkerProcess, log_dir, take_early, worker_env
 from fuzz.compile import kernel_cache
 from cases import AnyCase, case_size, case_to_dict, tensors
-from fuzz.judge.check import CaseResult
+from fuzz.judge import CaseResult
 from fuzz.errors import Unmaterializable, WorkerError
 from fuzz.execution.gpu_pin import case_threads
 from fuzz.status import FailureKind
 from tbe import KernelConfig
 from tbe.backend import INTERPRETED
-from fuzz.memcheck.sanitizer import SANITIZE
+from fuzz.memcheck import SANITIZE
 
 # what a worker started early may be told after its imports (``WorkerProcess.setup``): the kernel cache (read at each
 # build), the sanitizer (enabled after the imports), thread counts (set on torch), and the interpreter choice (the

@@ -52,7 +52,7 @@ def handle(req: dict[str, Any], watch: Any = None) -> tuple[Any, bool]:
     from fuzz.execution import forced_crash
     from fuzz.status import FailureKind
     from cases import case_from_dict, case_size, tensors
-    from fuzz.compile.watch import watch as watch_compiles
+    from fuzz.compile import watch as compile_watch
     from fuzz.memcheck import sanitizer
     from tbe import KernelConfig, faults
     from tbe.backend import default_device
@@ -84,7 +84,7 @@ def handle(req: dict[str, Any], watch: Any = None) -> tuple[Any, bool]:
             watch.arm(req["stall_s"])
         safe = _memory_safe(req)  # asked first: after a CUDA error nothing may touch the device
         try:
-            with watch_compiles() as compiles, sanitizer.watched() if req.get("watch") else nullcontext() as outside:
+            with compile_watch.watch() as compiles, sanitizer.watched() if req.get("watch") else nullcontext() as outside:
                 result = check.run_case(case, config, t, req["steps"], **req.get("options", {}))
             result.outside = outside() if outside is not None else 0 if safe else None
         except stall.ProgramStalled as e:  # the interpreter's state is left mid-program: this worker ends
@@ -102,7 +102,7 @@ def handle(req: dict[str, Any], watch: Any = None) -> tuple[Any, bool]:
 
 def _memory_safe(req: dict[str, Any]) -> bool:
     """Whether the case's SUT declares that its own code checks every access (``Capabilities.memory_safe``)."""
-    from fuzz.sut.protocol import DEFAULT, get
+    from fuzz.sut import DEFAULT, get
 
     caps = get(req.get("options", {}).get("sut") or DEFAULT).capabilities
     return caps.memory_safe and not caps.triton_kernels

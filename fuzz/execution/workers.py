@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from fuzz import time_split
-from fuzz.compile.watch import CompileCounts
+from fuzz.compile import CompileCounts
 from fuzz.judge import RATIO_NOTE, coverage, ratio_text
 from fuzz.execution.gpu_pin import case_threads
 from fuzz.execution.stats import CampaignStats

@@ -31,7 +31,7 @@ from fuzz.gate.oracle import matrix as oracle_matrix
 from fuzz.gate.perf import DEFAULT_GAMMA, PerfResult
 from fuzz.gate.shapes import PRESETS, PerfShape
 from fuzz.status import Decision, Status
-from fuzz.sut.protocol import get as get_sut
+from fuzz.sut import get as get_sut
 from tbe import KernelConfig
 
 

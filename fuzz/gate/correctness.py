@@ -29,9 +29,9 @@ from fuzz.judge import explain
 from strategies.space import campaign_cases
 from fuzz.execution import supervisor as supervision
 from fuzz.errors import Unmaterializable
-from fuzz.execution.supervisor import CaseTimedOut, Supervisor
-from fuzz.sut.protocol import get as get_sut
-from fuzz.sut.fit import fit_case, fit_strategy
+from fuzz.execution import CaseTimedOut, Supervisor
+from fuzz.sut import get as get_sut
+from fuzz.sut import fit_case, fit_strategy
 from tbe import KernelConfig
 
 RATIO_FACTOR = 2.0   # "materially": more than twice the baseline's ratio ...

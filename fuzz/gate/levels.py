@@ -13,7 +13,7 @@ from fuzz.gate.perf import PerfResult, run_perf
 from fuzz.gate.static import StaticResult, run_static_level
 from fuzz.judge import ratio_text
 from fuzz.status import OracleVerdict, Status
-from fuzz.sut.protocol import get as get_sut
+from fuzz.sut import get as get_sut
 from cases import case_to_dict
 from tbe import KernelConfig
 

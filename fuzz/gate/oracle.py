@@ -28,7 +28,7 @@ from typing import Callable, Optional
 from fuzz.judge import fbgemm_sample
 from cases import CaseSpec, CaseTensors, HotRow, tensors
 from fuzz.execution import supervisor as supervision
-from fuzz.judge.check import CaseResult
+from fuzz.judge import CaseResult
 from fuzz.profiles import MAX_LOOKUPS
 from fuzz.status import OracleVerdict, Status
 from oracles import fbgemm_cpu

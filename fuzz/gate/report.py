@@ -37,7 +37,7 @@ PERF_HEAD = ["shape", "phase", "lookups", "baseline ms", "candidate ms", "speedu
 
 def _sides(res: CascadeResult) -> tuple[str, str]:
     """Each side's SUT as loaded: name, version and source."""
-    from fuzz.sut.protocol import get
+    from fuzz.sut import get
 
     return get(res.options.sut).label, get(res.options.candidate_address).label
 

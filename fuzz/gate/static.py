@@ -145,7 +145,7 @@ def _check_here(config, progress: Optional[Callable[[str], None]]) -> StaticResu
         res.reasons.append(why)
         return res
     from fuzz.compile import compile_launches
-    from fuzz.memcheck.sync_check import check_launches, reachable_launches
+    from fuzz.memcheck import check_launches, reachable_launches
 
     sync_launches = reachable_launches(config, "ci")
     if not sync_launches:  # nothing to check is no pass

@@ -248,7 +248,7 @@ def sut_instance(sut: str, shape: PerfShape, config, device):
 def sut_tables(sut: str, tables, optimizer: str, weights_dtype: torch.dtype, config, bounds_check: str = "none"):
     """An instance of ``sut`` over ``tables`` ((rows, D) each), its weights drawn on its device as
     ``build_tables``' are."""
-    from fuzz.sut.protocol import TBEParams, get
+    from fuzz.sut import TBEParams, get
     from tbe.modes import BoundsCheckMode, Optimizer, Pooling
 
     params = TBEParams(tuple(tables), Optimizer(optimizer), 0.01, 1e-8, weights_dtype, torch.float32, Pooling.SUM,

@@ -5,10 +5,11 @@ failure may match, the FBGEMM sample, and the teeth table of how close errors co
 from fuzz.lazy import face
 
 __all__, __getattr__, __dir__ = face(__name__, {
-    ".check": ("CaseResult", "run_case"),
-    ".coverage": ("Cell", "Coverage", "merge_json", "reachable"),
+    ".check": ("CaseResult", "run_case", "case_result", "draw_device"),
+    ".coverage": ("Cell", "Coverage", "merge_json", "reachable", "EdgeGroup"),
     ".differential": ("check_case", "failures"),
-    ".known": ("KnownFinding", "explain", "for_sut"),
+    ".known": ("KnownFinding", "explain", "for_sut", "TRIAGE"),
     ".teeth": ("Teeth",),
-    ".margins": ("ratio_text", "RATIO_NOTE"),
+    ".margins": ("ratio_text", "RATIO_NOTE", "Margins"),
+    ".fbgemm_sample": ("CHECKED", "RULE"),
 })

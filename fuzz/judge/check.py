@@ -20,7 +20,7 @@ import torch
 from cases import AnyCase, CaseKind, CaseTensors, base_spec, tensors
 from fuzz.judge import coverage
 from fuzz.judge.differential import check_batch
-from fuzz.compile.watch import CompileCounts
+from fuzz.compile import CompileCounts
 from fuzz.errors import MemoryViolation
 from fuzz.judge.teeth import Teeth
 from fuzz.status import FailureKind

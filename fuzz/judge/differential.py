@@ -31,11 +31,11 @@ from typing import Optional, Sequence
 
 import torch
 
-from fuzz.sut.protocol import DEFAULT as DEFAULT_SUT
+from fuzz.sut import DEFAULT as DEFAULT_SUT
 from fuzz.errors import FatalBoundsCheck, SUTError
-from fuzz.sut.protocol import packed_momentum, packed_weights, params_for, warnings_count
-from fuzz.sut.protocol import get as get_sut
-from fuzz.sut.fit import refusal
+from fuzz.sut import packed_momentum, packed_weights, params_for, warnings_count
+from fuzz.sut import get as get_sut
+from fuzz.sut import refusal
 from oracles.bounds import unit_roundoff
 from oracles.bounds_backward import check_step, step_bounds
 from oracles.checks import check_forward

@@ -7,4 +7,5 @@ from fuzz.lazy import face
 __all__, __getattr__, __dir__ = face(__name__, {
     ".sync_check": ("check_config", "check_launches", "reachable_launches"),
     ".race_stress": ("VARIANTS", "Variant", "barrier_gap", "catch", "run_stress"),
+    ".sanitizer": ("SANITIZE",),
 })

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import time
 
-from fuzz.execution.envelope import stall_for, timeout_for
-from fuzz.execution.supervisor import Supervisor
+from fuzz.execution import stall_for, timeout_for
+from fuzz.execution import Supervisor
 from fuzz.selftest.detectors import CAUGHT, MISSED, Context, Detection, Detector, register
 from fuzz.status import FailureKind
 from cases import CaseSpec, HotRow

@@ -14,7 +14,7 @@ from typing import Optional
 from fuzz.campaign import CampaignOptions, CampaignRunner
 from fuzz.selftest.detectors import CAUGHT, MISSED, Context, Detection, Detector, campaign_detection, register
 from strategies.space import bad_id_cases
-from fuzz.execution.supervisor import Supervisor
+from fuzz.execution import Supervisor
 from fuzz.status import FailureKind
 from tbe import KernelConfig
 from tbe.backend import INTERPRETED

@@ -16,9 +16,9 @@ from __future__ import annotations
 import time
 from typing import Optional
 
-from fuzz.memcheck.race_stress import VARIANTS, Variant, barrier_gap, catch, run_stress
-from fuzz.memcheck.sync_check import check_config
-from fuzz.memcheck.weak_memory import active, weak_memory
+from fuzz.memcheck import VARIANTS, Variant, barrier_gap, catch, run_stress
+from fuzz.memcheck import check_config
+from fuzz.memcheck import weak_memory as wm
 from fuzz.selftest.detectors import CAUGHT, MASKED, MISSED, SKIPPED, Context, Detection, Detector, register
 from tbe import KernelConfig
 from tbe.backend import INTERPRETED
@@ -94,10 +94,10 @@ CPU_ROWS = 16
 def lost_sums(fault: Optional[str], trials: int, seed: int) -> tuple[int, int, float]:
     """(lost runs, runs, seconds) of the CPU stress under the weak-memory mode."""
     faults = (fault,) if fault else ()
-    if active() is not None:  # already on (TBE_WEAK_MEMORY=1): use it as it is
+    if wm.active() is not None:  # already on (TBE_WEAK_MEMORY=1): use it as it is
         r = run_stress(CPU_VARIANT, faults, trials=trials, rows=CPU_ROWS, seed=seed, stop_at_first=True)
     else:
-        with weak_memory(seed=seed):
+        with wm.weak_memory(seed=seed):
             r = run_stress(CPU_VARIANT, faults, trials=trials, rows=CPU_ROWS, seed=seed, stop_at_first=True)
     return r.lost_runs, r.runs, r.seconds_to_catch if r.seconds_to_catch is not None else r.seconds
 

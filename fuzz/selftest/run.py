@@ -125,7 +125,7 @@ def _fault_in_child(name: str, ctx: Context, named: bool, every_detector: bool, 
     if talk:
         ctx = dataclasses.replace(ctx, progress=lambda line: print(f"[{name}] {line}", file=sys.stderr, flush=True))
     if detectors_for(name)[0].skip_reason(name) is None:  # the campaign runs first: its worker starts now
-        from fuzz.execution.supervisor import shared
+        from fuzz.execution import shared
 
         shared().prestart()
     with faults.allow():

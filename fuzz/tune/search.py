@@ -41,10 +41,10 @@ import time
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from fuzz.gate.cascade import CascadeOptions, CascadeResult, run_cascade
-from fuzz.gate.perf import DEFAULT_GAMMA
+from fuzz.gate import CascadeOptions, CascadeResult, run_cascade
+from fuzz.gate import DEFAULT_GAMMA
 from fuzz.status import Decision
-from fuzz.gate.shapes import PRESETS, PerfShape
+from fuzz.gate import PRESETS, PerfShape
 from fuzz.tune.space import active_groups, group_of, hint_configs, params_of, searched_fields, suggest
 from fuzz.tune.storage import open_storage, open_study, study_name
 from tbe import KernelConfig

@@ -43,10 +43,10 @@ class TrialWarmer:
 
     def warm(self, config: KernelConfig) -> dict[str, Any]:
         """Compile ``config``'s kernels for every kind of shape; returns counts, errors and seconds."""
-        from fuzz.compile.warmup import WarmCase, _run_group
+        from fuzz.compile import WarmCase, run_group
 
         t0 = time.perf_counter()
-        futures = [self.pool.submit(_run_group, [WarmCase(config, spec)]) for spec in tiny_specs(self.shapes, config)]
+        futures = [self.pool.submit(run_group, [WarmCase(config, spec)]) for spec in tiny_specs(self.shapes, config)]
         out: dict[str, Any] = {"compiled": 0, "loaded": 0, "errors": []}
         for f in futures:
             try:
