@@ -1,50 +1,5 @@
-"""Background warm-up: a campaign checks its first case at once while the kernels build beside it.
-
-The warm-up's groups (``fuzz.compile.warmup``) build in parallel processes, the opening tour's
-groups first. The rule for a drawn case whose kernels are not built yet:
-
-* a case is *ready* when every warm-up case holding its kernels has been built: those of its (config,
-  weights, output and index dtypes, weighting, pooling, optimizer), and those of its bounds-check mode
-  where that is not the matrix's own (``warning``); for a single-table case that may take the
-  small-table path, also that config's small-table groups; for an opening-tour case, its tour group.
-  A case no group covers is ready (nothing is being built for it).
-* the random search **steers** a case that is not ready to the nearest one that is: the same batch with
-  the modes of built cases (``STEER_FIELDS``: dtypes, weighting, pooling, optimizer, and the bounds-check
-  mode back to ``warning``), fewest fields changed (the drawn config first, then the config under test
-  without its drawn overrides), counted (``steered``). The kernels a drawn case needs are then checked on
-  the shapes it was drawn with, on modes already built, instead of waiting for its own (on a fresh H200
-  the builder finishes about 40 of its 515 groups in a minute).
-* the steering targets build beside the tour's second half (``_order``), split into one group per readiness
-  key (``_pieces``) so that the builder's processes share them: a group builds in one process, and the
-  config under test's fp32 group alone holds about a hundred specializations.
-* it **defers** a case when no finished group can take it: the property rejects it, Hypothesis draws
-  again, and the rejection is counted (``deferred``). Hypothesis ends a run after 458 + 100 x valid
-  rejections, so once the deferrals reach half of that (``DEFER_BASE`` + ``DEFER_PER_ADMITTED`` x
-  admitted) a draw that is not ready waits for the next group to finish (at most ``WAIT_S``) and runs
-  if that made it ready; before, a short pause (``PAUSE_S``) only keeps rejections from outrunning
-  the builders. A run that Hypothesis still ends for want of valid draws starts again
-  (``fuzz.campaign.search``).
-* the opening tour runs in order; its groups build first. A tour case whose group is still building is
-  postponed and runs between draws once it is built (``fuzz.campaign.search``); until the builder has finished
-  its first group (its processes are still starting), a tour case runs at once and the campaign's worker
-  compiles its few kernels itself (``Readiness.building_started``).
-
-A fixed list of cases (the gate's) builds one group per case, in the list's order, and each case is ready once
-its own group is (``start_cases``): a caller running the list in order waits only for what it runs next. A
-campaign's aimed cases (``fuzz.campaign.fill``) are such a list, built first (``Readiness.build_first``) by a
-builder of its own at a higher priority than the warm-up's (``FIRST_NICE``): on a fresh machine the warm-up reaches
-the rarer modes' groups (the fused bounds check) only minutes later, after a quick campaign has ended. The
-warm-up's builder is not paused: a paused build would hold its kernels' build locks (``fuzz.compile.kernel_cache``),
-and a case needing one of those kernels would wait for it.
-
-Once every group is built, every case is ready, nothing is steered or rejected, and the draws are the
-strategies' own: the same seed then draws the same cases as a campaign without a warm-up.
-
-One builder per machine (per Triton cache directory): the campaign holding the builder lock
-builds; one started beside it builds nothing and marks groups ready as the builder's group stamps
-appear, and takes over what is left if the builder ends first. Each finished group is stamped, so
-a campaign that ends before its build does leaves the next run only the rest.
-"""
+"""Background warm-up: a campaign checks its first case at once while the kernels build beside it, steering or
+deferring draws whose kernels are not built yet; the rule and its reasons: docs/design/execution.md."""
 
 from __future__ import annotations
 

@@ -1,32 +1,5 @@
-"""Supervised execution: every case's kernels run in a worker process (``fuzz.execution.worker``) this driver watches.
-
-A kernel that kills its process (a signal such as SIGSEGV, or SIGABRT from glibc on heap corruption),
-poisons its CUDA context, or never returns ends as a failing CaseResult of kind crash, cuda_error or
-hang (``fuzz.judge.check.ERROR_KINDS``), never as a lost run. Before a case runs, its case.json and
-config.json are written under a pending directory, so a driver that dies too leaves the case behind
-(``leftover_pending`` lists them; ``tbe-fuzz replay`` runs such a directory).
-
-Workers persist across cases; a worker is replaced after a failing case (a CUDA error leaves the
-context unusable, and an out-of-range write may have damaged memory without crashing yet) unless it was a
-mismatch, finding or exception whose kernel accesses all stayed inside their launch's tensors: under the
-sanitizer, or, from the first failure on (shrinking), under the interpreter's address watch
-(``fuzz.memcheck.sanitizer.watched``), so a failing shrink candidate costs no start-up. After the first
-failure a spare is kept warm, so a candidate that does need a fresh worker does not wait for one. A
-crash in a worker that had run earlier cases is re-run in a fresh one, and the fresh verdict is
-the one kept (what a replay sees). Tensors never cross the pipe (the worker materializes from the
-spec, or reads an artifact's tensors.pt), so the normal path costs a pickled spec each way.
-
-The timeout of a case grows with its size: ``fuzz.execution.envelope.timeout_for`` (formula and its measurements there); past it
-the case is a hang. Under the interpreter one kernel program past ``stall_for`` is a hang too, reported by
-the worker at once (``fuzz.execution.stall``), so an endless loop ends long before the case's timeout. A
-caller with a budget also passes ``limit_s``, the time it has left: a case still running then is stopped
-and raises ``CaseTimedOut`` (not judged, so not a failure), and a Ctrl-C (``fuzz.execution.interrupt``)
-stops a running case the same way with ``CaseInterrupted``.
-A subprocess, not multiprocessing (``fuzz.execution.worker_process``, which also starts ``tbe-fuzz run``'s first
-worker before the driver's imports): the worker never re-imports a ``__main__`` (pytest-xdist's workers have none
-that could be imported) and its stdout/stderr go to a log whose tail the crash report quotes. The driver itself never
-touches a device. ``first_answer`` records where the time before the first answered case went.
-"""
+"""Supervised execution: every case's kernels run in a worker process this driver watches, so a crash, a poisoned
+CUDA context or a hang ends as a failing CaseResult, never as a lost run; why and how: docs/design/execution.md."""
 
 from __future__ import annotations
 

@@ -1,34 +1,5 @@
-"""``tbe-fuzz tune``: search KernelConfig for speed on given shapes, then gate the best candidates.
-
-The search is Optuna's TPE sampler (define-by-run, so per-bucket tiles follow the trial's
-buckets) with a median pruner. Trial 0 is the baseline itself, so the study records the
-tuner's own A/A noise; the next trials are the hints of ``fuzz.tune.space``. After them each
-trial frees one group of fields that share kernels (``tune_space.GROUPS``, in turn) and fixes
-the rest at the best trial's values (Optuna's PartialFixedSampler around the TPE sampler):
-Triton compiles only the kernels the free group touches, so a trial costs seconds instead
-of a full recompilation, and a few minutes of GPU time hold many more trials.
-Before it is timed, a trial's kernels are compiled side by side in worker processes
-(``fuzz.tune.warm``). A trial times its candidate against the baseline on every shape,
-forward and iteration, with a few interleaved rounds (``fuzz.gate.timing``; the baseline's
-modules are built once and kept); its value is the geometric-mean speedup, reported shape by
-shape so the pruner can stop a hopeless trial early. A candidate that crashes or cannot launch scores 0.
-
-``--time`` is strict for the search: no trial starts, and a running trial stops at its next
-shape, once the search's share is spent: what is left after ``verify_reserve`` (one
-cascade's measured cost), and never less than ``search_share`` of it. The rest goes to
-verifying the best trials with the full cascade (``fuzz.gate.cascade``), best first, until one is
-accepted; its (d) level times the search shapes plus the segment-length bands, so a config
-tuned on realistic shapes cannot slow a band down unseen. Tune writes every trial, the
-winning config (if one passed) and the gate report of every verified candidate.
-
-``--storage`` (``fuzz.tune.storage``) keeps the study in Redis, an RDB or a journal file, so
-processes on several GPUs and hosts run trials of one study side by side: the first process
-enqueues the baseline and the hints, every process samples around the study's best trial with
-a sampler seeded by ``--seed``, its host and its process id (so no two propose alike), a config
-any process already timed is not timed again, and each process ranks and verifies over the
-whole study. A trial's speedup is measured against the baseline on the process's own GPU, so
-values from different GPUs of one kind compare.
-"""
+"""``tbe-fuzz tune``: search KernelConfig for speed on given shapes (Optuna's TPE, one group of fields at a time),
+then gate the best candidates through the cascade; the design and its time split: docs/design/execution.md."""
 
 from __future__ import annotations
 
