@@ -9,17 +9,25 @@ import enum
 import torch
 
 
-class Pooling(enum.StrEnum):
+class _Mode(enum.StrEnum):
+    """A mode's member reads as its value: equal to it, hashed, printed and repr'd like it (case JSON and messages
+    show ``'mean'``, not the member)."""
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+class Pooling(_Mode):
     SUM = "sum"
     MEAN = "mean"
 
 
-class Optimizer(enum.StrEnum):
+class Optimizer(_Mode):
     EXACT_SGD = "exact_sgd"
     EXACT_ROWWISE_ADAGRAD = "exact_rowwise_adagrad"
 
 
-class BoundsCheckMode(enum.StrEnum):
+class BoundsCheckMode(_Mode):
     """FBGEMM's BoundsCheckMode: FATAL raises, WARNING repairs and counts, IGNORE repairs, NONE trusts."""
 
     FATAL = "fatal"
