@@ -295,7 +295,7 @@ def _require(parser: argparse.ArgumentParser, name: str, **needs: Any) -> None:
         parser.error(f"argument --sut: {e}")
 
 
-def cmd_run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+def cmd_run(args: argparse.Namespace, parser: argparse.ArgumentParser, marks: Any) -> int:
     from fuzz.cli.run import cmd_run as run
 
     _require(parser, args.sut, kernel_config=args.config is not None, config=args.config[1] if args.config else None)
@@ -306,7 +306,7 @@ def cmd_run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         parser.error("argument --repeat: not allowed with --workers > 1 (it repeats one campaign)")
     if (args.max_examples is not None or getattr(args, "repeat", None) is not None) and args.time is None:  # by counts: reproducible
         budget = budget.with_overrides(seconds=float("inf"))
-    return run(args, budget, _backend_line(args.sut), _model(args))
+    return run(args, budget, _backend_line(args.sut), _model(args), marks)
 
 
 def cmd_replay(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -318,7 +318,7 @@ def cmd_replay(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
         return 0
     try:
         res = replay.replay(args.target, args.config[0] if args.config else None, args.rematerialize, _model(args),
-                     sut=args.sut, sut_source=None if args.sut_source is None else str(args.sut_source))
+                            sut=args.sut, sut_source=None if args.sut_source is None else str(args.sut_source))
     except (ValueError, TypeError, OSError) as e:
         parser.error(f"argument target: cannot replay {str(args.target)!r}: {e}")
     _emit(args, report.replay_text(res), report.replay_json(res))
@@ -406,8 +406,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except ValueError as e:
         parser.error(str(e))
     _with_source(args, parser)
-    args.started, args.started_wall = started, started_wall
-    args.parsed_wall = time.time()  # imports and arguments done: a mark of the first answer (fuzz.cli.run)
+    from fuzz.cli.run import StartMarks
+
+    marks = StartMarks(started, started_wall, parsed_wall=time.time())  # imports and arguments done
     try:
         from fuzz.memcheck import weak_memory
 
@@ -415,7 +416,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except (ValueError, RuntimeError) as e:
         parser.error(f"TBE_WEAK_MEMORY: {e}")
     try:
-        return _dispatch(args, parser)
+        return _dispatch(args, parser, marks)
     except KeyboardInterrupt:
         print("tbe-fuzz: interrupted", file=sys.stderr)
         return 130
@@ -426,7 +427,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 1
 
 
-def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser, marks: Any) -> int:
     from fuzz.execution import forced_crash
     from fuzz.memcheck import sanitizer
     from fuzz.errors import WorkerError
@@ -437,7 +438,7 @@ def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     except ValueError as e:
         parser.error(str(e))
     try:
-        return _command(args, parser)
+        return _command(args, parser, marks)
     except WorkerError as e:  # the harness could not run the kernels: not a verdict on them
         print(f"tbe-fuzz: not run: {e}", file=sys.stderr)
         return 2
@@ -455,7 +456,7 @@ def _kernel_cache(args: argparse.Namespace) -> None:
         _progress(line)
 
 
-def _command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+def _command(args: argparse.Namespace, parser: argparse.ArgumentParser, marks: Any) -> int:
     _kernel_cache(args)
     if getattr(args, "sanitize", False):
         from tbe.backend import INTERPRETED
@@ -467,7 +468,7 @@ def _command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
         SANITIZE.set("1")  # read by every worker the supervisor starts
     if args.command == "run":
-        return cmd_run(args, parser)
+        return cmd_run(args, parser, marks)
     if args.command == "warmup":
         from fuzz.cli.run import cmd_warmup
 

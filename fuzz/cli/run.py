@@ -13,11 +13,12 @@ imports and the warm-up come out of the search time, so the whole command keeps 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 
 def _database_arg(text: str) -> str:
@@ -190,23 +191,45 @@ def reads_database(args: argparse.Namespace) -> bool:
     return bool(getattr(args, "continue_", False) or getattr(args, "database", None))
 
 
-def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any = None) -> int:
-    from fuzz.budgets import EXAMPLE_CAP_S
-    from fuzz.campaign import coverage_map, pictures
-    from fuzz.campaign import report
-    from fuzz.execution import interrupt
-    from fuzz.execution import shared
-    from fuzz.glossary import Term, see
-    from fuzz.judge import explain
-    from fuzz.campaign import LiveProgress, chain
-    from fuzz.sut import get as get_sut
-    from fuzz.campaign import run_triaged
-    from fuzz.compile import warm_campaigns
-    from fuzz.execution import default_workers, merged_text, run_workers
+@dataclasses.dataclass(frozen=True)
+class StartMarks:
+    """When the command started (its ``--time`` counts from ``started``, a perf_counter reading; the first answer's
+    timeline from ``started_wall``) and when its imports and arguments were done (``parsed_wall``)."""
+
+    started: float
+    started_wall: float
+    parsed_wall: float
+
+
+def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any = None,
+            marks: Optional[StartMarks] = None) -> int:
+    """One campaign in this process, or ``--workers N`` in N processes: announce, warm up, search, report."""
+    from fuzz.execution import default_workers, shared
+
+    config = _config(args)
+    n = args.workers if args.workers is not None else 1 if args.repeat is not None else default_workers()
+    _announce(args, budget, backend_line, n)
+    if n == 1:  # its worker's imports and CUDA context overlap the warm-up's planning and the builder's start
+        shared().prestart()
+        if marks is not None:
+            shared().first_answer.driver["parsed"] = marks.parsed_wall
+    warm, background = _warm_up(args, config, n)
+    if n > 1:
+        return _several(args, n, warm)
+    res, collector, built = _search(args, config, budget, model, background, marks)
+    return _report(args, config, res, collector, warm if background is None else built, background, marks)
+
+
+def _config(args: argparse.Namespace) -> Any:
     from tbe import KernelConfig
 
-    config = args.config[1] if args.config else KernelConfig()
-    n = args.workers if args.workers is not None else 1 if args.repeat is not None else default_workers()
+    return args.config[1] if args.config else KernelConfig()
+
+
+def _announce(args: argparse.Namespace, budget: Any, backend_line: str, n: int) -> None:
+    from fuzz.budgets import EXAMPLE_CAP_S
+    from fuzz.sut import get as get_sut
+
     timed = budget.seconds != float("inf")
     _progress(f"tbe-fuzz run: budget {budget.name} ("
               + (f"{budget.seconds:g}s search + {budget.shrink_seconds:g}s to shrink a failure, an example stopped "
@@ -214,63 +237,79 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any
               + f"up to {budget.max_examples} examples of <= {budget.max_lookups} lookups), seed {args.seed}, "
               f"{backend_line}"
               + (f", {n} workers" if n > 1 else ""))
-    warm = None
-    background = None
-    sut = getattr(args, "sut", "triton")
-    if n == 1:  # its worker's imports and CUDA context overlap the warm-up's planning and the builder's start
-        shared().prestart()
-        if hasattr(args, "parsed_wall"):
-            shared().first_answer.driver["parsed"] = args.parsed_wall
-    for note in get_sut(sut).notes():
+    for note in get_sut(args.sut).notes():
         _progress(f"  stand-in: {note}")
-    if not args.no_warmup and get_sut(sut).capabilities.project_kernels:  # this project's Triton kernels only
-        if n > 1 or args.warmup_first:
-            warm = warm_campaigns([config], args.warmup_processes, progress=_progress)
-            _progress(warm.text())
-        else:  # build beside the search; cases whose kernels are built run first (fuzz.compile.background)
-            from fuzz.compile import background
-            from strategies.config_space import campaign_configs
 
-            from fuzz.compile import default_processes
 
-            processes = args.warmup_processes or max(1, default_processes() - 2)  # two cores for the search
-            tours = [] if tour_share(args) is None else [config]  # --no-tour: no tour kernels to build
-            background = background.start(campaign_configs(config), tours, processes, progress=_progress)
-            shared().first_answer.driver["warmup_started"] = time.time()
-            if background.thread is not None:
-                _progress(f"warm-up: building {background.result.groups} groups in the background on "
-                          f"{background.result.processes} processes; the search starts now")
-    if n > 1:
-        from fuzz.execution import end_early
+def _warm_up(args: argparse.Namespace, config: Any, n: int) -> tuple[Any, Any]:
+    """(a finished warm-up, a background build): the kernels of this project's SUT built before the search (several
+    workers, or ``--warmup-first``) or beside it; neither for another SUT or with ``--no-warmup``."""
+    from fuzz.compile import warm_campaigns
+    from fuzz.execution import shared
+    from fuzz.sut import get as get_sut
 
-        end_early()  # each campaign has workers of its own
-        merged = run_workers(args, n, progress=_progress)
-        if warm is not None:
-            merged["warmup"] = warm.to_dict()
-        heat, _ = coverage_map.write(merged["coverage"], args.report_dir or Path(args.artifacts) / "report",
-                                     stopped=None if merged["ok"] else "a worker stopped at its failure")
-        merged["coverage_map"] = None if heat is None else str(heat)
-        print(json.dumps(merged, indent=2, sort_keys=True, default=str) if args.json else merged_text(merged))
-        return 0 if merged["ok"] else 1
-    _one_thread_on_cpu(sut)
-    database = None
-    if args.database is not None:
-        from fuzz.campaign import open_database
+    if args.no_warmup or not get_sut(args.sut).capabilities.project_kernels:  # this project's Triton kernels only
+        return None, None
+    if n > 1 or args.warmup_first:
+        warm = warm_campaigns([config], args.warmup_processes, progress=_progress)
+        _progress(warm.text())
+        return warm, None
+    # build beside the search; cases whose kernels are built run first (fuzz.compile.background)
+    from fuzz.compile import background, default_processes
+    from strategies.config_space import campaign_configs
 
-        database = open_database(args.database, config)
-    spent = time.perf_counter() - getattr(args, "started", time.perf_counter())
+    processes = args.warmup_processes or max(1, default_processes() - 2)  # two cores for the search
+    tours = [] if tour_share(args) is None else [config]  # --no-tour: no tour kernels to build
+    build = background.start(campaign_configs(config), tours, processes, progress=_progress)
+    shared().first_answer.driver["warmup_started"] = time.time()
+    if build.thread is not None:
+        _progress(f"warm-up: building {build.result.groups} groups in the background on "
+                  f"{build.result.processes} processes; the search starts now")
+    return None, build
+
+
+def _several(args: argparse.Namespace, n: int, warm: Any) -> int:
+    """``--workers N``: N campaigns in N processes, their results merged."""
+    from fuzz.campaign import coverage_map
+    from fuzz.execution import end_early, merged_text, run_workers
+
+    end_early()  # each campaign has workers of its own
+    merged = run_workers(args, n, progress=_progress)
+    if warm is not None:
+        merged["warmup"] = warm.to_dict()
+    heat, _ = coverage_map.write(merged["coverage"], args.report_dir or Path(args.artifacts) / "report",
+                                 stopped=None if merged["ok"] else "a worker stopped at its failure")
+    merged["coverage_map"] = None if heat is None else str(heat)
+    print(json.dumps(merged, indent=2, sort_keys=True, default=str) if args.json else merged_text(merged))
+    return 0 if merged["ok"] else 1
+
+
+def _search(args: argparse.Namespace, config: Any, budget: Any, model: Any, background: Any,
+            marks: Optional[StartMarks]) -> tuple[Any, Any, Any]:
+    """The campaign (triaged for the SUT's known findings), with its start-up taken out of a timed budget: its
+    result, the pictures' collector of its examples, and the background build's record once it is stopped (None
+    without one)."""
+    from fuzz.campaign import LiveProgress, chain, open_database, pictures, run_triaged
+    from fuzz.execution import interrupt, shared
+    from fuzz.glossary import Term, see
+    from fuzz.judge import explain
+
+    _one_thread_on_cpu(args.sut)
+    database = open_database(args.database, config) if args.database is not None else None
+    timed = budget.seconds != float("inf")
+    spent = time.perf_counter() - (marks.started if marks is not None else time.perf_counter())
     shared().first_answer.driver["search_started"] = time.time()
     if timed:  # start-up (imports, warm-up) comes out of the search time
         budget = budget.with_overrides(seconds=max(0.0, budget.seconds - spent))
         _progress(f"  start-up took {spent:.1f}s of the budget; {budget.seconds:.1f}s left to search")
     live = LiveProgress(budget.seconds if timed else 0.0, enabled=True if args.progress else None)
-    collector = pictures.Collector(known=lambda result: explain(sut, result) is not None)
+    collector = pictures.Collector(known=lambda result: explain(args.sut, result) is not None)
     try:
         with interrupt.handled():
             interrupt.on_second(shared().kill_now)
             res = run_triaged(config, budget, seed=args.seed, artifacts_dir=args.artifacts, database=database,
                               progress=None if live.enabled else _progress, observe=chain(live, collector),
-                              meta={"config_file": str(args.config[0]) if args.config else None}, sut=sut,
+                              meta={"config_file": str(args.config[0]) if args.config else None}, sut=args.sut,
                               model=model, readiness=None if background is None else background.readiness,
                               announce=live.write if live.enabled else _progress, tour_share=tour_share(args),
                               fill=not args.no_fill, reuse=reads_database(args), repeat=args.repeat)
@@ -280,18 +319,29 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any
         raise
     finally:
         live.close()
-    if background is not None:
-        warm = background.stop()
-        r = background.readiness
-        built = ("the build finished after " + f"{r.examples_before_built} examples" if r.examples_before_built
-                 is not None else "the build had not finished")
-        _progress(warm.text() if background.thread is None else  # nothing built beside the search
-                  f"{warm.text()}\n  warm-up: {built}; {r.steered} draws steered to built modes ({see(Term.STEERED)}), "
-                  f"{r.deferred} "
-                  f"deferred until their kernels were built, {r.built_first} aimed cases built ahead of it")
+    if background is None:
+        return res, collector, None
+    warm = background.stop()
+    r = background.readiness
+    built = ("the build finished after " + f"{r.examples_before_built} examples" if r.examples_before_built
+             is not None else "the build had not finished")
+    _progress(warm.text() if background.thread is None else  # nothing built beside the search
+              f"{warm.text()}\n  warm-up: {built}; {r.steered} draws steered to built modes ({see(Term.STEERED)}), "
+              f"{r.deferred} "
+              f"deferred until their kernels were built, {r.built_first} aimed cases built ahead of it")
+    return res, collector, warm
+
+
+def _report(args: argparse.Namespace, config: Any, res: Any, collector: Any, warm: Any, background: Any,
+            marks: Optional[StartMarks]) -> int:
+    """The pictures, the summary (text or JSON) and the exit status of one campaign."""
+    from fuzz.campaign import coverage_map, pictures, report
+    from fuzz.execution import interrupt, shared
+    from fuzz.sut import get as get_sut
+
     report_dir = args.report_dir or Path(args.artifacts) / "report"
-    drawn, why_not = pictures.write(collector, config if get_sut(sut).capabilities.project_kernels else None,
-                                    report_dir)
+    drawn, why_not = pictures.write(collector, config if get_sut(args.sut).capabilities.project_kernels
+                                    else None, report_dir)
     heat, _ = coverage_map.write(report.coverage_json(res), report_dir,
                                  stopped="the search stopped at its failure" if res.failure is not None else None)
     drawn += [heat] if heat is not None else []
@@ -300,8 +350,8 @@ def cmd_run(args: argparse.Namespace, budget: Any, backend_line: str, model: Any
     if warm is not None:
         data["warmup"] = warm.to_dict()
     if background is not None:
-        data["warmup"]["background"] = background.readiness.to_dict(since=getattr(args, "started", None))
-    first, since = shared().first_answer, getattr(args, "started_wall", None)
+        data["warmup"]["background"] = background.readiness.to_dict(since=None if marks is None else marks.started)
+    first, since = shared().first_answer, None if marks is None else marks.started_wall
     if since is not None:
         data["first_answer"] = first.to_dict(since)
     text = (report.campaign_text(res) + ("" if since is None else f"\n  {first.text(since)}")
