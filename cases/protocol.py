@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING, Any, Optional, Protocol
-
-if TYPE_CHECKING:
-    from cases.bad import BadBatchSpec
-    from cases.spec import CaseSpec
+from typing import Any, Optional, Protocol
 
 
 class CaseKind(enum.Enum):
@@ -24,15 +20,15 @@ class CaseRecord(Protocol):
     kind: CaseKind
 
     @property
-    def spec(self) -> "CaseSpec":
-        """The module and batch shape it runs with (a pack's: all its sub-cases' tables)."""
+    def spec(self) -> Any:
+        """The module and batch shape it runs with, a ``CaseSpec`` (a pack's: all its sub-cases' tables)."""
 
     @property
-    def bad(self) -> Optional["BadBatchSpec"]:
-        """The invalid batch it runs on, or None for a valid one."""
+    def bad(self) -> Optional[Any]:
+        """The invalid batch it runs on (a ``BadBatchSpec``), or None for a valid one."""
 
     @property
-    def subs(self) -> tuple["CaseSpec", ...]:
+    def subs(self) -> tuple[Any, ...]:
         """The independent cases it checks (a pack's sub-cases; else the spec alone)."""
 
     def size(self) -> tuple[int, int, int]:
