@@ -155,14 +155,14 @@ def test_tune_search_stops_at_its_time_budget():
 def test_trial_warm_up_cases_are_the_shapes_kinds_and_run():
     """One tiny case per kind of shape (width, weight dtype, weighting, optimizer), runnable as is."""
     from fuzz.tune.warm import tiny_specs
-    from fuzz.compile.warmup import WarmCase, _run_group
+    from fuzz.compile.warmup import WarmCase, run_group
 
     specs = tiny_specs(PRESETS["quick"], KernelConfig())
     kinds = {(s.tables[0][1], s.weights_dtype, s.weighted, s.optimizer) for s in specs}
     assert len(specs) == len(kinds) == 5 and all(s.bounds_check == "none" for s in specs)
     fused = tiny_specs(SHAPES, KernelConfig(fused_long_tier=True, fused_long_min_lookups=300))
     assert all(s.hot_rows[0].count == 300 for s in fused)
-    assert _run_group([WarmCase(KernelConfig(), specs[2])])["errors"] == []
+    assert run_group([WarmCase(KernelConfig(), specs[2])])["errors"] == []
 
 
 def test_tune_shape_file(tmp_path):

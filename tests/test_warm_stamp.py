@@ -82,5 +82,5 @@ def test_a_failing_tour_case_is_reported_with_its_case(monkeypatch):
 
     monkeypatch.setattr(wu, "exercise", fail)
     bad = [c for g in wu.tour_groups(KernelConfig()) for c in g if type(c.spec).__name__ == "BadIdCase"]
-    r = wu._run_group(bad[:1])
+    r = wu.run_group(bad[:1])
     assert len(r["errors"]) == 1 and "no kernel" in r["errors"][0] and '"bad"' in r["errors"][0]
