@@ -174,7 +174,7 @@ def campaign_cases(config: KernelConfig, max_lookups: int, search_config: bool =
                    fixed: frozenset[str] = frozenset(), max_column_blocks: Optional[int] = None,
                    pack: int = 1, max_chunks: Optional[int] = None, max_work: Optional[int] = None,
                    profiles: Optional[Any] = None) -> st.SearchStrategy:
-    """What a campaign draws: ``strategies.config_space.Drawn`` (a case and KernelConfig overrides drawn
+    """What a campaign draws: ``cases.Drawn`` (a case and KernelConfig overrides drawn
     around ``config``, never of ``fixed`` fields), or with ``search_config=False`` plain cases.
     ``max_column_blocks`` caps the column blocks of a row wider than 1,024 under the effective config
     (the interpreter's cost grows with them; None: no cap); ``pack`` > 1 lets a general case hold up to

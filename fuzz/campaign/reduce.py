@@ -5,7 +5,7 @@ draws a failing case; dropping one table of a spec re-draws every value from the
 stalls at cases of a few tables and tens of bags. This reducer edits the spec itself: it drops a
 table (half of them, then all but one, first), cuts the batch size, the bag length and each hot
 row's count (by a half, a quarter, an eighth ... down to one), drops a hot row (a pack,
-``strategies.pack.PackCase``: each sub-case alone first, the named one before the others, then the
+``cases.PackCase``: each sub-case alone first, the named one before the others, then the
 pack without one sub-case), and keeps an edit whenever the smaller case still fails the same way
 (same failure kind and same first failing check). Greedy first improvement, restarted after each
 kept edit; written here because the reductions are specific to CaseSpec and BadIdCase.

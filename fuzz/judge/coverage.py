@@ -148,7 +148,7 @@ def facts_of(case: AnyCase, t: CaseTensors, segment_hist: Sequence[tuple[int, in
 
 def _placements(case: BadIdCase) -> list[tuple[str, str, str]]:
     """(kind, bag position, id position) of each bad id the batch keeps (a later id at the same place
-    overwrites an earlier one, as ``strategies.bad_inputs.materialize_bad`` writes them)."""
+    overwrites an earlier one, as ``cases.materialize_bad`` writes them)."""
     B, T = case.bad.batch_size, len(case.bad.tables)
     placed: dict[tuple[int, int, str], str] = {}
     for bad in case.bad.bad_ids:

@@ -67,7 +67,7 @@ def fit_spec(spec: CaseSpec, caps: Capabilities, bad_ids: bool = False) -> Optio
 
 def fit_case(case: AnyCase, caps: Capabilities) -> Optional[AnyCase]:
     """``case`` moved within ``caps``; None when the SUT cannot run anything like it. A drawn case
-    with config overrides (``strategies.config_space.Drawn``) keeps its overrides."""
+    with config overrides (``cases.Drawn``) keeps its overrides."""
     if caps.everything:
         return case
     if isinstance(case, Drawn):
