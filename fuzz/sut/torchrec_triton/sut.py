@@ -4,8 +4,8 @@ Capabilities, declared as TorchRec's module has them: SUM pooling only; exact SG
 fp32, fp16 and bf16 weights and outputs; int32 and int64 indices (offsets follow the indices' dtype); any D;
 per-sample weights, whose gradient it must return; every bounds-check mode on the CPU. On a GPU, FATAL is
 left out (FBGEMM's check rejects with a device-side assert, which ends the CUDA context), and so are broken
-offsets: a case with three of them ended in an illegal memory access on the H100 (a finding not yet isolated,
-as FBGEMM's own CUDA adapter leaves them out for the ids they put in no bag). Id -1 is never fed:
+offsets: a positive first offset leaves ids in no bag that the backward still reads, an illegal memory access
+on the H100 (``torchrec-broken-offsets-out-of-bounds``; on the CPU the sanitizer stops it). Id -1 is never fed:
 FBGEMM's check passes it as a pruned row, and the generic kernels then read and update the row before the
 table, which corrupts the heap (a finding of its own, docs/findings/torchrec-triton.md).
 Its KernelConfig fields are its switches (``fuzz.sut.torchrec_triton.adapter``); the campaign draws them as
