@@ -16,7 +16,7 @@ from fuzz.cli import reference
 REPO = Path(__file__).resolve().parent.parent
 DOCS = REPO / "docs"
 README_MAX_LINES = 150
-CODE_DIRS = ("tbe", "oracles", "strategies", "fuzz", "benchmarks")
+CODE_DIRS = ("tbe", "cases", "oracles", "strategies", "fuzz", "benchmarks")
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 ENV_VAR = re.compile(r"\bTBE_[A-Z0-9_]*[A-Z0-9]\b")
 

@@ -23,7 +23,7 @@ from tbe import env
 
 REGISTRY = registry()  # every owner imported: the whole registry
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("tbe", "oracles", "strategies", "fuzz", "benchmarks", "tests")
+PACKAGES = ("tbe", "cases", "oracles", "strategies", "fuzz", "benchmarks", "tests")
 TOKEN = re.compile(r"\bTBE_[A-Z0-9_]*[A-Z0-9]\b")
 ENVIRON_METHODS = {"get", "pop", "setdefault", "__getitem__", "__contains__"}
 

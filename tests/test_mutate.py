@@ -236,3 +236,12 @@ def test_cli_site_selects_one_mutant_and_rejects_unknown_ids(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["mutate", "--site", "tbe/no.py:1:1:cmp:000000", "--list"])
     assert exc.value.code == 2 and "no such site" in capsys.readouterr().err
+
+
+def test_a_mutants_copy_holds_every_package_the_check_imports():
+    """The copy a mutant runs in holds every top-level package of the project (a package left out would make the
+    unmutated check fail to import, and every mutant with it)."""
+    from fuzz.mutate.runner import COPIED
+    from tests.test_layers import PACKAGES
+
+    assert set(PACKAGES) - {"benchmarks"} <= set(COPIED)

@@ -21,7 +21,7 @@ import importlib, os, pkgutil
 import hypothesis
 before = repr(hypothesis.settings.default)
 seen = []
-for top in ("tbe", "oracles", "strategies", "fuzz"):
+for top in ("tbe", "cases", "oracles", "strategies", "fuzz"):
     package = importlib.import_module(top)
     seen.append(top)
     for info in pkgutil.walk_packages(package.__path__, top + "."):

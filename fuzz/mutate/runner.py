@@ -40,7 +40,7 @@ from fuzz.mutate import operators as mutants
 from fuzz.mutate.operators import Site
 from tbe.env import ALLOW_FAULTS
 
-COPIED = ("tbe", "fuzz", "oracles", "strategies", "tests", "pyproject.toml")
+COPIED = ("tbe", "cases", "fuzz", "oracles", "strategies", "tests", "pyproject.toml")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis", ".pytest_cache", "fuzz-artifacts")
 ESCAPED = 97  # mutate_check's exit code when the copy imported the project from elsewhere
 VERDICTS = ("killed", "timeout", "survived", "equivalent")
@@ -104,10 +104,10 @@ def sources_hash(root: Path) -> str:
 
 
 def check_sources_hash(root: Path) -> str:
-    """Hash of the code the check runs (fuzz/, strategies/, oracles/ less the mutation tool itself): a
+    """Hash of the code the check runs (fuzz/, cases/, strategies/, oracles/ less the mutation tool itself): a
     resumed run must judge its remaining mutants with the same check."""
     h = hashlib.sha256()
-    for d in ("fuzz", "strategies", "oracles"):
+    for d in ("fuzz", "cases", "strategies", "oracles"):
         for p in sorted((root / d).rglob("*.py")):
             rel = p.relative_to(root)
             if rel.parts[:2] != ("fuzz", "mutate"):
