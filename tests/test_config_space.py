@@ -217,8 +217,7 @@ def test_interpreter_caps_bound_every_general_draw():
     """Under the interpreter's caps (``fuzz.profiles``) a drawn case needs at most ``max_chunks`` long-tier chunks
     of its config, its general cases at most ``max_work`` lookups times column blocks times steps, and its rows at
     most ``max_column_blocks`` blocks of the widest bucket: a case past them cost a whole quick budget."""
-    from cases import base_spec, tensors
-    from cases import PackCase
+    from cases import PackCase, base_spec, tensors
     from strategies.space import work
 
     max_chunks, max_work, blocks = 40, 1500, 4

@@ -130,8 +130,7 @@ def test_a_large_tables_hot_rows_still_land_in_random_bags():
 def test_a_large_case_materialized_on_the_gpu_is_bit_for_bit_the_cpus():
     """Every kind of large draw (Zipf and uniform ids, hot rows and their shuffle, per-sample weights, random and
     exact-value gradients, initial weights) gives the same bits on the GPU as on the CPU."""
-    from cases import CaseSpec, HotRow
-    from cases import tensors
+    from cases import CaseSpec, HotRow, tensors
 
     specs = [
         CaseSpec(tables=((50_000, 64), (3000, 8)), batch_size=40_000, max_length=60, weighted=True, id_skew=1.1,

@@ -20,8 +20,7 @@ def test_the_summarys_terms_point_at_the_glossary():
     from fuzz.campaign import campaign_text
     from fuzz.campaign.search import CampaignResult
     from fuzz.judge import check
-    from cases import CaseSpec
-    from cases import tensors
+    from cases import CaseSpec, tensors
     from tbe import KernelConfig
 
     spec = CaseSpec(tables=((10, 3),), batch_size=2, max_length=3)

@@ -329,8 +329,7 @@ def test_an_empty_batch_trains_in_the_forward_and_raises_in_the_backward():
 def test_stochastic_bound_allows_one_unit_in_the_last_place_not_two():
     from oracles.reference_backward import reference_backward
     from oracles.elements import layout_tensors  # noqa: F401  (the reference's layout)
-    from cases import initial_weights
-    from cases import materialize
+    from cases import initial_weights, materialize
     from tbe.modes import Optimizer, Pooling
 
     spec = CaseSpec(tables=((8, 16),), batch_size=4, length_profile="fixed", max_length=1, weights_dtype="fp16",

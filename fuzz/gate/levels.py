@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import abc
 import dataclasses
+import time
 from typing import Any, Callable, ClassVar, Optional
 
 from fuzz.campaign import failure_lines
@@ -33,7 +35,7 @@ class LevelRun:
     end_build: Callable[[], None] = lambda: None
 
 
-class GateLevel:
+class GateLevel(abc.ABC):
     """One level of the cascade; ``run`` fills the level's record (``fuzz.gate.cascade.Level``)."""
 
     key: ClassVar[str]                  # the letter ``--levels`` names it by
@@ -43,8 +45,9 @@ class GateLevel:
     needs_valid_candidate: ClassVar[bool] = True
     builds_ahead: ClassVar[bool] = False  # its cases' kernels build in the background on a GPU
 
+    @abc.abstractmethod
     def run(self, ctx: LevelRun, lv: Any) -> None:
-        raise NotImplementedError
+        """Run the level and fill ``lv``: its status, reasons, notes and result."""
 
     def lines(self, lv: Any) -> list[str]:
         """What the text and Markdown reports say of a level that ran, one line each."""
@@ -97,7 +100,7 @@ class Correctness(GateLevel):
         results: list[GateResult] = []
         lv.result = results
         for i, seed in enumerate(opts.seeds):
-            if opts.deadline is not None and _now() > opts.deadline:
+            if opts.deadline is not None and time.monotonic() > opts.deadline:
                 lv.status, lv.reasons = Status.NOT_RUN, [f"out of time after {i} of {len(opts.seeds)} seeds"]
                 return
             if ctx.progress is not None:
@@ -184,12 +187,6 @@ class Performance(GateLevel):
                 f"{p.geomean('iteration'):.3f}) over {len(p.measured)} measurements; gamma {p.gamma:g}; mean noise "
                 f"±{100 * p.mean_noise:.1f}% (largest A/A difference per shape, {p.rounds} interleaved rounds, "
                 f"A/B/A' and B/A/B' in turn, of ~{p.target_ms:g} ms each); {p.device}"]
-
-
-def _now() -> float:
-    import time
-
-    return time.monotonic()
 
 
 STATIC, CORRECTNESS, ORACLE, PERFORMANCE = Static(), Correctness(), Oracle(), Performance()

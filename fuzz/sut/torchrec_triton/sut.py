@@ -204,9 +204,7 @@ def tour(max_lookups: int) -> list:
     of several of its programs, weighted duplicates across tiers, the small-table histogram forward and its
     saved-histogram Adagrad (a bag past 256 ids beside it), bad ids with and without the fused check, an
     empty batch and two steps."""
-    from cases import BadBatchSpec, BadId
-    from cases import CaseSpec, HotRow
-    from cases import BadIdCase
+    from cases import BadBatchSpec, BadId, BadIdCase, CaseSpec, HotRow
 
     th = LONG_RUN_THRESHOLD
     cases: list = [
