@@ -49,14 +49,18 @@ def main(argv=None) -> int:
                    help="both modules' bounds-check mode (default none, as bench_tbe)")
     p.add_argument("--config", default=None, help="KernelConfig JSON for this project's TBE (default: defaults)")
     p.add_argument("--torchrec-source", default=None, metavar="DIR")
+    p.add_argument("--impls", default="ours,torchrec", help="which to time (default: ours,torchrec)")
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
         print("multi_table_probe needs a CUDA device", file=sys.stderr)
         return 2
-    from fuzz.sut.torchrec_triton import loader
+    impls = args.impls.split(",")
+    source = None
+    if "torchrec" in impls:
+        from fuzz.sut.torchrec_triton import loader
 
-    source = args.torchrec_source or str(loader.snapshots()[-1])
+        source = args.torchrec_source or str(loader.snapshots()[-1])
     from fuzz.sut.protocol import address
     from tbe import KernelConfig
 
@@ -68,7 +72,7 @@ def main(argv=None) -> int:
     records = []
     for layout, specs, batch_ids, g in (("tables", [(E, D)] * T, ids, grad),
                                         ("folded", [(T * E, D)], folded, folded_grad)):
-        for impl in ("ours", "torchrec"):
+        for impl in impls:
             m = (build_tables(specs, OPTIMIZER, wdt, config, device, args.bounds_check) if impl == "ours" else
                  sut_tables(address("torchrec-triton", source), specs, OPTIMIZER, wdt, None, args.bounds_check))
             if impl == "ours":

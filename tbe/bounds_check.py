@@ -101,18 +101,28 @@ def new_state(mode: BoundsCheckMode, indices: torch.Tensor, offsets: torch.Tenso
             f"warning_count must be a one-element int64 tensor, got {warning_count.dtype} "
             f"with {warning_count.numel()} elements"
         )
-    record = torch.tensor([offsets.numel(), indices.numel()], dtype=torch.int64, device=device)
+    record = torch.full((2,), offsets.numel(), dtype=torch.int64, device=device)  # no host copy: nothing waits
+    record[1] = indices.numel()
     return CheckState(mode, warning_count, record)
 
 
 def repair_offsets(
     indices: torch.Tensor, offsets: torch.Tensor, state: CheckState, config: KernelConfig,
 ) -> torch.Tensor:
-    """Repaired copy of ``offsets`` (same dtype); counts bad bags and records the first bad entry."""
+    """Repaired copy of ``offsets`` (same dtype); counts bad bags and records the first bad entry.
+
+    The repair is a prefix maximum, computed in three launches so that no program walks all the offsets:
+    each block's maximum, a scan of those maxima into each block's carry, then each block's own scan."""
     fixed = torch.empty_like(offsets)
-    _repair_offsets_kernel[(1,)](
-        offsets, fixed, state.warning, state.record, offsets.numel(), indices.numel(),
-        COUNT=state.count, BLOCK=config.bounds_check_block, num_warps=4,
+    n, block = offsets.numel(), config.bounds_check_block
+    blocks = triton.cdiv(n, block)
+    block_max = torch.empty(blocks, dtype=torch.int64, device=offsets.device)
+    carry = torch.empty(blocks + 1, dtype=torch.int64, device=offsets.device)
+    _offsets_block_max_kernel[(blocks,)](offsets, block_max, n, indices.numel(), BLOCK=block, num_warps=4)
+    _carry_scan_kernel[(1,)](block_max, carry, blocks, BLOCK=block, num_warps=4)
+    _repair_offsets_kernel[(blocks,)](
+        offsets, fixed, carry, state.warning, state.record, n, indices.numel(),
+        COUNT=state.count, BLOCK=block, num_warps=4,
     )
     return fixed
 
@@ -283,40 +293,64 @@ def check_id_tile(
     return fixed
 
 
+@triton.jit
+def _clamped_offsets(offsets_ptr, i, m, n, last):
+    """Each entry as the repair sees it before the prefix maximum: min(offsets[i], n), 0 first, n last."""
+    raw = tl.load(offsets_ptr + i, mask=m, other=0).to(tl.int64)
+    v = tl.minimum(raw, n)
+    v = tl.where(i == 0, 0, v)
+    v = tl.where(i == last, n, v)  # with no bags the single entry is the last: n wins
+    return raw, tl.where(m, v, 0)  # 0 for lanes past the end: the prefix maximum starts at offsets[0] = 0
+
+
+@triton.jit(do_not_specialize=["num_entries", "num_indices"])
+def _offsets_block_max_kernel(offsets_ptr, block_max_ptr, num_entries, num_indices, BLOCK: tl.constexpr):
+    """Program b: the largest clamped entry of block b."""
+    b = tl.program_id(0)
+    i = b.to(tl.int64) * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
+    last = num_entries.to(tl.int64) - 1
+    _, v = _clamped_offsets(offsets_ptr, i, i <= last, num_indices.to(tl.int64), last)
+    tl.store(block_max_ptr + b, tl.max(v, axis=0))
+
+
+@triton.jit(do_not_specialize=["num_blocks"])
+def _carry_scan_kernel(block_max_ptr, carry_ptr, num_blocks, BLOCK: tl.constexpr):
+    """One program: carry[b] = the maximum of blocks 0 .. b-1 (carry[0] = 0), one entry per block."""
+    lane = tl.arange(0, BLOCK).to(tl.int64)
+    running = tl.load(block_max_ptr) * 0
+    tl.store(carry_ptr, running)
+    for s in range(0, num_blocks, BLOCK):
+        i = s + lane
+        m = i < num_blocks
+        inclusive = tl.maximum(tl.associative_scan(tl.load(block_max_ptr + i, mask=m, other=0), 0, _max_combine),
+                               running)
+        tl.store(carry_ptr + i + 1, inclusive, mask=m)
+        running = tl.max(inclusive, axis=0)
+
+
 @triton.jit(do_not_specialize=["num_entries", "num_indices"])
 def _repair_offsets_kernel(
-    offsets_ptr, out_ptr, warn_ptr, record_ptr, num_entries, num_indices,
+    offsets_ptr, out_ptr, carry_ptr, warn_ptr, record_ptr, num_entries, num_indices,
     COUNT: tl.constexpr, BLOCK: tl.constexpr,
 ):
-    """One program walks the offsets in blocks, carrying the running maximum between blocks."""
+    """Program b repairs block b: its own prefix maximum over the carry of the blocks before it."""
+    b = tl.program_id(0)
     n = num_indices.to(tl.int64)
     last = num_entries.to(tl.int64) - 1
     first_raw = tl.load(offsets_ptr).to(tl.int64)
-    lane = tl.arange(0, BLOCK).to(tl.int64)
-    carry = first_raw * 0
-    nbad = first_raw * 0
-    first_bad = last + 1
-    for s in range(0, num_entries, BLOCK):
-        i = s + lane
-        m = i <= last
-        raw = tl.load(offsets_ptr + i, mask=m, other=0).to(tl.int64)
-        v = tl.minimum(raw, n)
-        v = tl.where(i == 0, 0, v)
-        v = tl.where(i == last, n, v)  # with no bags the single entry is the last: n wins
-        fixed = tl.maximum(tl.associative_scan(v, 0, _max_combine), carry)
-        carry = tl.max(fixed, axis=0)
-        tl.store(out_ptr + i, fixed.to(out_ptr.dtype.element_ty), mask=m)
-        if COUNT:
-            # bag i-1 ends at entry i: it needed repair iff its end moved (bag 0 also if its start did)
-            expected_end = tl.where(i == last, n, raw)
-            bag_bad = (i >= 1) & m & ((fixed != expected_end) | ((i == 1) & (first_raw != 0)))
-            last_bad = (i == last) & (raw != n)
-            nbad += tl.sum(bag_bad.to(tl.int64) + last_bad.to(tl.int64), axis=0)
-        changed = m & (fixed != raw)
-        first_bad = tl.minimum(first_bad, tl.min(tl.where(changed, i, last + 1), axis=0))
+    i = b.to(tl.int64) * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
+    m = i <= last
+    raw, v = _clamped_offsets(offsets_ptr, i, m, n, last)
+    fixed = tl.maximum(tl.associative_scan(v, 0, _max_combine), tl.load(carry_ptr + b))
+    tl.store(out_ptr + i, fixed.to(out_ptr.dtype.element_ty), mask=m)
     if COUNT:
-        tl.atomic_add(warn_ptr, nbad)
-    tl.atomic_min(record_ptr, first_bad)
+        # bag i-1 ends at entry i: it needed repair iff its end moved (bag 0 also if its start did)
+        expected_end = tl.where(i == last, n, raw)
+        bag_bad = (i >= 1) & m & ((fixed != expected_end) | ((i == 1) & (first_raw != 0)))
+        last_bad = (i == last) & (raw != n)
+        tl.atomic_add(warn_ptr, tl.sum(bag_bad.to(tl.int64) + last_bad.to(tl.int64), axis=0))
+    changed = m & (fixed != raw)
+    tl.atomic_min(record_ptr, tl.min(tl.where(changed, i, last + 1), axis=0))
 
 
 @triton.jit(do_not_specialize=["B", "num_indices"])
