@@ -5,7 +5,7 @@ shape is timed for each implementation in one process, on the same batch; FBGEMM
 is empty where its CUDA build does not import, TorchRec's where ``--torchrec-source`` (default: the newest
 snapshot, ``TBE_FUZZ_TORCHREC_SNAPSHOTS``) has none or it does not run here. TorchRec's module is driven
 through its SUT adapter (``fuzz.gate.timing.sut_instance``) with its defaults (no bounds check here, as for
-the others), its table drawn as ours is. The byte floor is what an iteration must move
+the others, unless ``--bounds-check`` names a mode), its tables drawn as ours are. The byte floor is what an iteration must move
 (rows read by the forward, gradient rows gathered, distinct rows and their optimizer state read
 and written, ids sorted once) over the device-to-device copy rate measured in the same run.
 """
@@ -28,45 +28,61 @@ from tbe import KernelConfig
 SHAPES = PRESETS["bench"]  # the gate's ``--shapes bench``: one list, one batch recipe, one module for both
 
 
-def floor_bytes(n: int, distinct: int, bags: int, dim: int, esize: int, adagrad: bool, weighted: bool) -> dict:
-    """Bytes the forward and the whole iteration must move at the least."""
-    fwd = n * dim * esize + n * 8 + bags * dim * 4 + (n * 4 if weighted else 0)
-    bwd = (n * dim * 4                      # upstream-gradient rows gathered per lookup
-           + 2 * distinct * dim * esize     # distinct rows read and written
-           + (2 * distinct * 4 if adagrad else 0)
-           + 2 * n * 8)                     # ids sorted once: read and write key + position
+def floor_bytes(lookups: list[int], distinct: list[int], dims: list[int], bags: int, esize: int, out_esize: int,
+                adagrad: bool, weighted: bool) -> dict:
+    """Bytes the forward and the whole iteration must move at the least (``lookups``, ``distinct``, ``dims``: one
+    entry per table; ``bags``: per table)."""
+    n = sum(lookups)
+    fwd = (sum(k * d for k, d in zip(lookups, dims)) * esize + n * 8 + bags * sum(dims) * out_esize
+           + (n * 4 if weighted else 0))
+    bwd = (sum(k * d for k, d in zip(lookups, dims)) * 4            # upstream-gradient rows gathered per lookup
+           + 2 * sum(u * d for u, d in zip(distinct, dims)) * esize  # distinct rows read and written
+           + (2 * sum(distinct) * 4 if adagrad else 0)
+           + 2 * n * 8)                                              # ids sorted once: read and write key + position
     return {"forward_bytes": fwd, "iteration_bytes": fwd + bwd}
 
 
 def bench_shape(shape: PerfShape, device, config, copy_gbps, impls=("triton", "fbgemm", "torch"),
-                torchrec: str | None = None):
+                torchrec: str | None = None, bounds_check: str = "none"):
+    """One record of ``shape``: each implementation's forward and iteration, ms, on one batch; every module
+    checks bounds in ``bounds_check`` mode (PyTorch's ops check always)."""
     wl = make_workload(shape, device)
     ids, offsets, psw, grad = wl.indices, wl.offsets, wl.per_sample_weights, wl.grad
-    rows, dim, bags, wdtype = shape.rows, shape.dim, shape.bags, WEIGHT_DTYPES[shape.weights_dtype]
+    specs, bags = shape.specs, shape.bags
+    wdtype, odtype = WEIGHT_DTYPES[shape.weights_dtype], WEIGHT_DTYPES[shape.output_dtype]
+    dims = [d for _, d in specs]
     n = ids.numel()
     adagrad = shape.optimizer == "exact_rowwise_adagrad"
-    res = {"shape": shape.name, "lookups": n, "rows": rows, "dim": dim, "weights": str(wdtype).replace("torch.", ""),
-           "bags": bags, "weighted": shape.weighted, "optimizer": shape.optimizer}
-    uniq, counts = torch.unique(ids, return_counts=True)
-    res["distinct_rows"], res["max_segment_length"] = int(uniq.numel()), int(counts.max())
-    esize = torch.finfo(wdtype).bits // 8
-    res.update(floor_bytes(n, res["distinct_rows"], bags, dim, esize, adagrad, shape.weighted))
+    res = {"shape": shape.name, "lookups": n, "tables": len(specs), "rows": shape.rows, "dim": shape.dim,
+           "dims": sorted(set(dims)), "weights": str(wdtype).replace("torch.", ""),
+           "output": str(odtype).replace("torch.", ""), "bags": bags, "bag_lengths": shape.lengths,
+           "pooling": shape.pooling, "weighted": shape.weighted, "optimizer": shape.optimizer,
+           "bounds_check": bounds_check}
+    ends = offsets[:: bags].tolist()  # each table's first lookup, and the end
+    counts = [torch.unique(ids[lo:hi], return_counts=True)[1] for lo, hi in zip(ends, ends[1:])]
+    per_table = [hi - lo for lo, hi in zip(ends, ends[1:])]
+    res["distinct_rows"] = sum(int(c.numel()) for c in counts)
+    res["max_segment_length"] = max((int(c.max()) for c in counts if c.numel()), default=0)
+    res.update(floor_bytes(per_table, [int(c.numel()) for c in counts], dims, bags,
+                           torch.finfo(wdtype).bits // 8, torch.finfo(odtype).bits // 8, adagrad, shape.weighted))
     res["floor_forward_ms"] = res["forward_bytes"] / copy_gbps / 1e6
     res["floor_iteration_ms"] = res["iteration_bytes"] / copy_gbps / 1e6
     psw_leaf = None if psw is None else psw.clone().requires_grad_(False)
 
-    m = build_module(shape, config, device)
+    m = build_module(shape, config, device, bounds_check)
     with torch.no_grad():
         res["triton_forward_ms"] = time_ms(lambda: m(ids, offsets, psw_leaf))
     res["triton_iteration_ms"] = time_ms(lambda: m(ids, offsets, psw_leaf).backward(grad), warmup=2, repeat=10)
-    with torch.no_grad():  # after the iterations' updates: FBGEMM's forward below reads these same weights
+    with torch.no_grad():  # after the iterations' updates: the others below read these same weights
         ours = m(ids, offsets, psw_leaf).float()
-    table = m.split_embedding_weights()[0].detach()
+    tables = [t.detach() for t in m.split_embedding_weights()]
 
-    fb = fbgemm_cuda(rows, dim, wdtype, shape.optimizer) if "fbgemm" in impls else None
+    fb = fbgemm_cuda(specs, wdtype, shape.optimizer, output_dtype=odtype, bounds_check=bounds_check) \
+        if "fbgemm" in impls else None
     if fb is not None:
         with torch.no_grad():
-            fb.split_embedding_weights()[0].copy_(table)
+            for mine, theirs in zip(tables, fb.split_embedding_weights()):
+                theirs.copy_(mine)
             fpsw = None if psw is None else psw.float()
             res["fbgemm_forward_ms"] = time_ms(lambda: fb(ids, offsets, fpsw))
             theirs = fb(ids, offsets, fpsw).float()
@@ -76,8 +92,8 @@ def bench_shape(shape: PerfShape, device, config, copy_gbps, impls=("triton", "f
     elif "fbgemm" in impls:
         res["fbgemm"] = fbgemm_cuda_error()
     if torchrec is not None and "torchrec" in impls:
-        tr = sut_instance(torchrec, shape, KernelConfig(), device)
-        tr.tbe.weight.detach().copy_(table.reshape(-1))
+        tr = sut_instance(torchrec, shape, KernelConfig(), device, bounds_check)
+        tr.tbe.weight.detach().copy_(torch.cat([t.reshape(-1) for t in tables]))
         fns = instance_fns(tr, wl)
         res["torchrec_forward_ms"] = time_ms(fns["forward"])
         with torch.no_grad():
@@ -87,10 +103,10 @@ def bench_shape(shape: PerfShape, device, config, copy_gbps, impls=("triton", "f
         del tr
     if wdtype == torch.float32 and "torch" in impls:
         with torch.no_grad():
-            res["torch_forward_ms"] = time_ms(lambda: torch_forward(table, ids, offsets, psw))
-            res["forward_max_abs_diff_vs_torch"] = float((ours - torch_forward(table, ids, offsets, psw)).abs().max())
-        w = table.clone()
-        mom = torch.zeros(rows, device=device) if adagrad else None
+            res["torch_forward_ms"] = time_ms(lambda: torch_forward(tables, ids, offsets, psw))
+            res["forward_max_abs_diff_vs_torch"] = float((ours - torch_forward(tables, ids, offsets, psw)).abs().max())
+        w = [t.clone() for t in tables]
+        mom = [torch.zeros(rows, device=device) for rows, _ in specs] if adagrad else None
         res["torch_iteration_ms"] = time_ms(lambda: torch_iteration(w, mom, ids, offsets, grad, psw),
                                             warmup=2, repeat=10)
         del w, mom
@@ -129,12 +145,14 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--out", default=None, help="append one JSON line per shape here")
     p.add_argument("--config", default=None, help="KernelConfig JSON (default: defaults)")
-    p.add_argument("--shape-set", default="bench", metavar="PRESET|FILE",
-                   help="the shapes: a preset of fuzz.gate.shapes or a JSON file of them, as the gate's --shapes "
-                        "(default: bench; benchmarks/shapes/torchrec.json holds production-like ones)")
+    p.add_argument("--shape-set", default="bench,production", metavar="PRESETS|FILE",
+                   help="the shapes: presets of fuzz.gate.shapes (comma-separated) or a JSON file of them, as the "
+                        "gate's --shapes (default: bench,production)")
     p.add_argument("--shapes", default=None, help="comma-separated shape names of the set (default: all)")
     p.add_argument("--torchrec-source", default=None, metavar="DIR",
                    help="TorchRec's Triton TBE to time (default: the newest snapshot found)")
+    p.add_argument("--bounds-check", default="none", choices=("none", "warning"),
+                   help="every module's bounds-check mode (default none; warning is TorchRec's and FBGEMM's default)")
     p.add_argument("--impls", default="triton,torchrec,fbgemm,torch",
                    help="which to time beside each other (triton alone: an A/B of two checkouts of tbe, the other run through benchmarks.other_tree)")
     args = p.parse_args(argv)
@@ -157,7 +175,7 @@ def main(argv=None) -> int:
         if wanted and shape.name not in wanted:
             continue
         r = bench_shape(shape, device=device, config=config, copy_gbps=copy_gbps, impls=args.impls.split(","),
-                        torchrec=torchrec)
+                        torchrec=torchrec, bounds_check=args.bounds_check)
         print(json.dumps(r), flush=True)
         lines.append(table_line(r))
         if args.out:

@@ -75,7 +75,8 @@ def profile_shape(shape: PerfShape, config, iters, device):
     m = build_module(shape, config, device)
     res["triton"] = summarise(kernel_times(lambda: m(ids, offsets, psw).backward(grad), iters))
     del m
-    fb = fbgemm_cuda(shape.rows, shape.dim, WEIGHT_DTYPES[shape.weights_dtype], shape.optimizer)
+    fb = fbgemm_cuda(shape.specs, WEIGHT_DTYPES[shape.weights_dtype], shape.optimizer,
+                     output_dtype=WEIGHT_DTYPES[shape.output_dtype])
     if fb is not None:
         fpsw = None if psw is None else psw.float()
         res["fbgemm"] = summarise(kernel_times(lambda: fb(ids, offsets, fpsw).backward(grad), iters))

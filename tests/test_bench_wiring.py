@@ -13,7 +13,10 @@ from tbe import KernelConfig
 from tbe.backend import default_device
 
 TINY = [PerfShape("tiny-uniform", 50, 8, bags=6, pooling=3),
-        PerfShape("tiny-zipf-weighted-sgd", 40, 4, bags=5, pooling=2, skew=1.1, weighted=True, optimizer="exact_sgd")]
+        PerfShape("tiny-zipf-weighted-sgd", 40, 4, bags=5, pooling=2, skew=1.1, weighted=True, optimizer="exact_sgd"),
+        # production forms: several tables of mixed D, variable bag lengths
+        PerfShape("tiny-tables-mixed-d-variable", 30, 8, bags=4, pooling=3, tables=3, dims=(4, 8),
+                  lengths="variable", weighted=True)]
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from fuzz.cli import main
 from strategies.edges import edge_cases, reseed
 from fuzz.gate.perf import PerfResult, judge, run_perf
 from fuzz.gate.timing import NOISE_FLOOR, Entry, interleaved
-from fuzz.gate.shapes import PRESETS, PerfShape, load_shapes, make_ids, segment_lengths
+from fuzz.gate.shapes import PRESETS, PerfShape, load_shapes, make_ids, make_workload, segment_lengths
 from fuzz.gate.static import LIMITS, over_limits
 from tbe import KernelConfig
 
@@ -198,11 +198,42 @@ def test_presets_cover_every_band_and_a_hot_row_past_a_million():
     assert max(s.hot for s in PRESETS["quick"]) > 1_000_000
 
 
+def test_production_batches_are_table_major_with_the_lengths_and_columns_their_shape_names():
+    shape = PerfShape("t", 50, 8, bags=7, pooling=4, tables=3, dims=(4, 16), lengths="variable", weighted=True)
+    wl = make_workload(shape, "cpu", seed=2)
+    lengths = wl.offsets.diff()
+    assert wl.offsets[0] == 0 and int(wl.offsets[-1]) == wl.indices.numel() == shape.lookups
+    assert int(lengths.min()) == 1 and int(lengths.max()) == 2 * shape.pooling - 1  # 1 .. 7: mean 4
+    assert lengths.numel() == 3 * 7 and shape.specs == [(50, 4), (50, 16), (50, 4)]
+    assert wl.grad.shape == (7, 4 + 16 + 4) and wl.per_sample_weights.numel() == shape.lookups
+    assert 0 <= int(wl.indices.min()) and int(wl.indices.max()) < 50  # ids local to their table
+    fixed = PerfShape("f", 50, 8, bags=7, pooling=4, tables=3)
+    assert fixed.lookups == 3 * 7 * 4 and fixed.bag_lengths.unique().tolist() == [4]
+    long = PerfShape("v", 50, 8, bags=1000, pooling=40, lengths="variable")
+    assert abs(long.lookups / 1000 - 40) < 0.5  # the spread keeps the named mean
+
+
+def test_presets_load_together_and_hold_production_forms():
+    both = load_shapes("bench,production")
+    assert [s.name for s in both] == [s.name for s in PRESETS["bench"] + PRESETS["production"]]
+    prod = PRESETS["production"]
+    assert {s.pooling for s in prod} >= {1, 8, 40, 200} and {"fixed", "variable"} <= {s.lengths for s in prod}
+    assert max(s.tables for s in prod) >= 64 and any(len(set(d for _, d in s.specs)) == 3 for s in prod)
+    assert any(s.weights_dtype == "fp16" and s.output_dtype == "fp32" for s in prod)
+    assert any(s.rows <= 64 for s in prod)  # the small hot table of the histogram forward
+    with pytest.raises(ValueError, match="unique"):
+        load_shapes("bench,bench")
+
+
 def test_shapes_file_round_trip_and_errors(tmp_path):
     path = tmp_path / "shapes.json"
-    path.write_text(json.dumps([s.to_dict() for s in PRESETS["bands"][:2]]))
-    assert load_shapes(str(path)) == PRESETS["bands"][:2]
+    path.write_text(json.dumps([s.to_dict() for s in PRESETS["bands"][:2] + PRESETS["production"][-3:]]))
+    assert load_shapes(str(path)) == PRESETS["bands"][:2] + PRESETS["production"][-3:]
     for content, needle in [('[{"name": "x", "rows": 10, "dim": 4, "bags": 0}]', "bags"),
+                            ('[{"name": "x", "rows": 10, "dim": 4, "tables": 2, "hot": 3}]', "tables"),
+                            ('[{"name": "x", "rows": 10, "dim": 4, "dims": [4, 0]}]', "dims"),
+                            ('[{"name": "x", "rows": 10, "dim": 4, "lengths": "zipf"}]', "lengths"),
+                            ('[{"name": "x", "rows": 10, "dim": 4, "output_dtype": "int8"}]', "output_dtype"),
                             ('[{"name": "x", "rows": 10, "dim": 4, "speed": 1}]', "speed"),
                             ('[{"name": "x", "rows": 10, "dim": 4, "band": [5, 2]}]', "band"),
                             ("[]", "non-empty"), ("{nope", "not valid JSON")]:

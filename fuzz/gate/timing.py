@@ -156,13 +156,14 @@ def _one_line(e: BaseException) -> str:
 
 
 # ----------------------------------------------------------------------------- the TBE on a shape
-def build_module(shape: PerfShape, config, device):
+def build_module(shape: PerfShape, config, device, bounds_check: str = "none"):
     """A TritonTBE for ``shape`` whose weights are drawn on the device (a CPU draw of 20M rows is slow)."""
-    return build_tables([(shape.rows, shape.dim)], shape.optimizer, WEIGHT_DTYPES[shape.weights_dtype], config,
-                        device)
+    return build_tables(shape.specs, shape.optimizer, WEIGHT_DTYPES[shape.weights_dtype], config, device,
+                        bounds_check, output_dtype=WEIGHT_DTYPES[shape.output_dtype])
 
 
-def build_tables(tables, optimizer: str, weights_dtype: torch.dtype, config, device, bounds_check: str = "none"):
+def build_tables(tables, optimizer: str, weights_dtype: torch.dtype, config, device, bounds_check: str = "none",
+                 output_dtype: torch.dtype = torch.float32):
     """A TritonTBE over ``tables`` ((rows, D) each), its weights drawn on the device as ``build_module``'s are."""
     from tbe import TritonTBE
 
@@ -172,8 +173,8 @@ def build_tables(tables, optimizer: str, weights_dtype: torch.dtype, config, dev
                 self.weights.uniform_(-0.01, 0.01)
                 self.momentum.zero_()
 
-    return _DeviceInit(list(tables), optimizer=optimizer, weights_dtype=weights_dtype, bounds_check=bounds_check,
-                       config=config, device=device, learning_rate=0.01, eps=1e-8)
+    return _DeviceInit(list(tables), optimizer=optimizer, weights_dtype=weights_dtype, output_dtype=output_dtype,
+                       bounds_check=bounds_check, config=config, device=device, learning_rate=0.01, eps=1e-8)
 
 
 def phase_fns(module, wl: Workload) -> dict[str, Callable[[], object]]:
@@ -228,7 +229,7 @@ def time_shape(shape: PerfShape, baseline, candidate, device, rounds: int, targe
     except Exception as e:  # noqa: BLE001
         return [Entry(shape.name, p, shape.lookups, error=f"the candidate's module failed to build: {_one_line(e)}")
                 for p in phases]
-    cand.weights, cand.momentum = base.weights, base.momentum  # one table: its placement is no difference
+    cand.weights, cand.momentum = base.weights, base.momentum  # one storage: its placement is no difference
     fa, fb = phase_fns(base, wl), phase_fns(cand, wl)
     out = [measure_pair(shape.name, p, shape.lookups, fa[p], fb[p], rounds, target_ms, sync) for p in phases]
     del cand
@@ -240,18 +241,20 @@ def time_shape(shape: PerfShape, baseline, candidate, device, rounds: int, targe
 
 
 # ----------------------------------------------------------------------------- another SUT on a shape
-def sut_instance(sut: str, shape: PerfShape, config, device):
-    """An instance of ``sut`` (an address) for ``shape``, its table drawn on the device as ``build_module``'s is."""
-    return sut_tables(sut, [(shape.rows, shape.dim)], shape.optimizer, WEIGHT_DTYPES[shape.weights_dtype], config)
+def sut_instance(sut: str, shape: PerfShape, config, device, bounds_check: str = "none"):
+    """An instance of ``sut`` (an address) for ``shape``, its tables drawn on the device as ``build_module``'s are."""
+    return sut_tables(sut, shape.specs, shape.optimizer, WEIGHT_DTYPES[shape.weights_dtype], config, bounds_check,
+                      output_dtype=WEIGHT_DTYPES[shape.output_dtype])
 
 
-def sut_tables(sut: str, tables, optimizer: str, weights_dtype: torch.dtype, config, bounds_check: str = "none"):
+def sut_tables(sut: str, tables, optimizer: str, weights_dtype: torch.dtype, config, bounds_check: str = "none",
+               output_dtype: torch.dtype = torch.float32):
     """An instance of ``sut`` over ``tables`` ((rows, D) each), its weights drawn on its device as
     ``build_tables``' are."""
     from fuzz.sut import TBEParams, get
     from tbe.modes import BoundsCheckMode, Optimizer, Pooling
 
-    params = TBEParams(tuple(tables), Optimizer(optimizer), 0.01, 1e-8, weights_dtype, torch.float32, Pooling.SUM,
+    params = TBEParams(tuple(tables), Optimizer(optimizer), 0.01, 1e-8, weights_dtype, output_dtype, Pooling.SUM,
                        BoundsCheckMode(bounds_check), config=config if get(sut).capabilities.kernel_config else None)
     instance = get(sut).build(params)
     with torch.no_grad():

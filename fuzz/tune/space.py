@@ -109,7 +109,7 @@ def suggest(trial, base: KernelConfig, shapes: Sequence[PerfShape], fields: Sequ
     if TILES in fields:
         tiles = []
         existing = {e[0]: e for e in base.fwd_bucket_tiles}
-        for block in sorted({block_for_dim(s.dim, cfg) for s in shapes}):
+        for block in sorted({block_for_dim(d, cfg) for s in shapes for _, d in s.specs}):
             if not trial.suggest_categorical(f"tile{block}", [False, True]):
                 continue
             g, b, w = (trial.suggest_categorical(f"tile{block}_{k}", list(v)) for k, v in TILE.items())
@@ -125,7 +125,7 @@ def params_of(config: KernelConfig, base: KernelConfig, shapes: Sequence[PerfSha
     params = {f: _encode(getattr(config, f)) for f in fields if f != TILES}
     if TILES in fields:
         tiles = {e[0]: e for e in config.fwd_bucket_tiles}
-        for block in sorted({block_for_dim(s.dim, config) for s in shapes}):
+        for block in sorted({block_for_dim(d, config) for s in shapes for _, d in s.specs}):
             params[f"tile{block}"] = block in tiles
             if block in tiles:
                 params.update({f"tile{block}_{k}": v for k, v in zip(TILE, tiles[block][1:])})

@@ -19,13 +19,14 @@ from tbe import KernelConfig
 
 
 def tiny_specs(shapes: Sequence[PerfShape], config: KernelConfig) -> list[CaseSpec]:
-    """One tiny case per kind of shape, as the timing builds it (fp32 output, int64 ids, no bounds check)."""
-    kinds = dict.fromkeys((s.dim, s.weights_dtype, s.weighted, s.optimizer) for s in shapes)
+    """One tiny case per kind of shape, as the timing builds it (int64 ids, no bounds check)."""
+    kinds = dict.fromkeys((dim, s.weights_dtype, s.output_dtype, s.weighted, s.optimizer)
+                          for s in shapes for _, dim in s.specs)
     hot = (HotRow(0, 0, config.fused_long_min_lookups),) if config.fused_long_tier and \
         config.fused_long_min_lookups > 0 else ()  # the fused tier runs only from this many lookups
-    return [CaseSpec(tables=((64, dim),), batch_size=2, weights_dtype=w, output_dtype="fp32", index_dtype="int64",
+    return [CaseSpec(tables=((64, dim),), batch_size=2, weights_dtype=w, output_dtype=out, index_dtype="int64",
                      weighted=weighted, optimizer=opt, bounds_check="none", length_profile="fixed", max_length=2,
-                     hot_rows=hot, seed=1) for dim, w, weighted, opt in kinds]
+                     hot_rows=hot, seed=1) for dim, w, out, weighted, opt in kinds]
 
 
 class TrialWarmer:
