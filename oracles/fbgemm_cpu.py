@@ -2,7 +2,7 @@
 
 Wraps ``SplitTableBatchedEmbeddingBagsCodegen`` on the CPU (EXACT_SGD and
 EXACT_ROWWISE_ADAGRAD, fp32/fp16 weights, SUM/MEAN, weighted, int32/int64) with our
-weights loaded into it. Known facts: FBGEMM starts from zero weights (we write ours),
+weights loaded into it; features may share tables (its ``feature_table_map``). Known facts: FBGEMM starts from zero weights (we write ours),
 rounds stochastically unless told not to, updates in place, has no BF16 weights on the
 CPU, and with MEAN pooling and per-sample weights its backward does not divide by L.
 """
@@ -70,7 +70,10 @@ class FbgemmTBE:
         output_dtype: torch.dtype,
         pooling: Pooling,
         bounds_check: BoundsCheckMode = BoundsCheckMode.NONE,
+        feature_table_map: Sequence[int] = (),
     ) -> None:
+        """``feature_table_map``: the table each feature reads (empty: one feature per table), FBGEMM's own
+        argument."""
         if not supports(weights_dtype, output_dtype, [d for _, d in specs]):
             raise ValueError(
                 f"FBGEMM CPU TBE does not support weights {weights_dtype} / output {output_dtype} "
@@ -96,6 +99,7 @@ class FbgemmTBE:
             pooling_mode=pool,
             stochastic_rounding=False,
             bounds_check_mode=bounds_check_mode(bounds_check),
+            feature_table_map=list(feature_table_map) or None,
         )
         self.optimizer = optimizer
 

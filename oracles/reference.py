@@ -29,18 +29,19 @@ def check_valid(layout: TableLayout, indices: torch.Tensor, offsets: torch.Tenso
     """Raise ValueError if the batch is not already valid (the reference never repairs)."""
     off = offsets.to(torch.int64)
     n = indices.numel()
-    if off.numel() != layout.num_tables * batch_size + 1:
-        raise ValueError(f"offsets has {off.numel()} entries, expected {layout.num_tables * batch_size + 1}")
+    if off.numel() != layout.num_features * batch_size + 1:
+        raise ValueError(f"offsets has {off.numel()} entries, expected {layout.num_features * batch_size + 1}")
     if int(off[0]) != 0 or int(off[-1]) != n or bool((off[1:] < off[:-1]).any()):
         raise ValueError("reference needs valid offsets (start 0, non-decreasing, end len(indices))")
     if n == 0:
         return
-    table = lookups(off, layout.num_tables, batch_size, n).table
+    feature = lookups(off, layout.num_features, batch_size, n).table
     ids = indices.to(off.device, torch.int64)
-    bad = (ids < 0) | (ids >= layout_tensors(layout, off.device).rows[table])
+    bad = (ids < 0) | (ids >= layout_tensors(layout, off.device).rows[feature])
     if bool(bad.any()):
-        t = int(table[int(torch.nonzero(bad)[0])])
-        raise ValueError(f"reference needs in-range ids; table {t} has ids outside [0, {layout.specs[t].rows})")
+        f = int(feature[int(torch.nonzero(bad)[0])])
+        raise ValueError(f"reference needs in-range ids; feature {f} has ids outside "
+                         f"[0, {layout.feature_rows[f]})")
 
 
 def reference_forward(
@@ -60,7 +61,7 @@ def reference_forward(
 def column_lengths(layout: TableLayout, offsets: torch.Tensor, batch_size: int) -> torch.Tensor:
     """[B, sum D] int64: the length of the bag each pooled entry sums."""
     lt = layout_tensors(layout, offsets.device)
-    return bag_lengths(offsets).view(layout.num_tables, batch_size).t()[:, lt.column_table]
+    return bag_lengths(offsets).view(layout.num_features, batch_size).t()[:, lt.column_feature]
 
 
 def pooled_terms(layout: TableLayout, weights: torch.Tensor, indices: torch.Tensor, offsets: torch.Tensor,
@@ -72,7 +73,7 @@ def pooled_terms(layout: TableLayout, weights: torch.Tensor, indices: torch.Tens
     lt = layout_tensors(layout, dev)
     off = offsets.to(dev, torch.int64)
     n = indices.numel()
-    at = lookups(off, layout.num_tables, batch_size, n)
+    at = lookups(off, layout.num_features, batch_size, n)
     dims = lt.dims[at.table]
     row_base = lt.weights_offsets[at.table] + indices.to(dev, torch.int64) * dims  # each lookup's row, flat
     entry_base = at.sample * layout.total_dim + lt.col_offsets[at.table]          # its bag's first entry

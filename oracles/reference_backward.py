@@ -124,14 +124,14 @@ def reference_backward(
     grad_output: torch.Tensor,
 ) -> BackwardReference:
     """The exact (fp64) result of one backward + optimizer step; inputs are not modified."""
-    B, T = batch_size, layout.num_tables
+    B, T = batch_size, layout.num_tables  # storage is per table; the batch (at.table) per feature
     dev = weights.device
     lt = layout_tensors(layout, dev)
     idx = indices.detach().to(dev, torch.int64)
     n = idx.numel()
     dout = grad_output.detach().to(dev, F64).reshape(-1)
     w_flat = weights.detach()
-    at = lookups(offsets.detach().to(dev), T, B, n)
+    at = lookups(offsets.detach().to(dev), layout.num_features, B, n)
     bag_len = at.bag_len.to(F64)
     mean = pooling == Pooling.MEAN
     coef = None  # each lookup's factor psw / L, None where it is 1
@@ -141,16 +141,18 @@ def reference_backward(
         coef = 1.0 / bag_len if coef is None else coef / bag_len
     psw_in = per_sample_weights.detach().to(dev) if per_sample_weights is not None else None
     dims = lt.dims[at.table]
-    # the touched rows, in linear-index order, and each row's elements
+    # the touched rows, in linear-index order, and each row's elements: features of one table share its
+    # linear-id base, so a row read by several features is one row here, its gradient summed over them
     linear, inv = torch.unique(lt.hash_size_cumsum[at.table] + idx, return_inverse=True)
     U = linear.numel()
-    table = torch.zeros(U, dtype=torch.int64, device=dev).scatter_(0, inv, at.table)
-    row_dim = lt.dims[table]
-    rows = linear - lt.hash_size_cumsum[table]
+    feature = torch.zeros(U, dtype=torch.int64, device=dev).scatter_(0, inv, at.table)  # one that reads the row
+    table = lt.feature_table[feature]
+    row_dim = lt.dims[feature]
+    rows = linear - lt.hash_size_cumsum[feature]
     row_start = torch.cumsum(row_dim, 0) - row_dim
     N = int(row_dim.sum())
     row_of, column = expand(row_dim, N)
-    weight_index = (lt.weights_offsets[table] + rows * row_dim)[row_of] + column
+    weight_index = (lt.weights_offsets[feature] + rows * row_dim)[row_of] + column
     w_old = w_flat[weight_index].to(F64)
     uniform = uniform_dim(layout)
     width = pass_width(uniform)  # the passes' rows: a row's D elements, or one element
@@ -186,7 +188,7 @@ def reference_backward(
         m_new = m_old + torch.zeros(U, dtype=F64, device=dev).index_add_(0, row_of, grad * grad) / row_dim
         w_new = w_old - (lr / (m_new.sqrt() + eps))[row_of] * grad
     per_table = torch.bincount(table, minlength=T)
-    elements = per_table * lt.dims
+    elements = per_table * lt.table_dims
     flat = StepRows(table, row_dim, rows, linear, seg, row_of, column, weight_index, w_old, grad, grad_abs, w_new,
                     m_old, m_new, sums.exact().view(-1), elements[table][row_of])
     return BackwardReference(flat, _spans(layout, per_table.tolist()), psw_grad, psw_abs, dims, optimizer,

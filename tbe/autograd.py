@@ -22,7 +22,7 @@ class TBEFunction(torch.autograd.Function):
         check: Any = None,
     ) -> torch.Tensor:
         out = pooled_forward(
-            module.weights, module.layout_tensors, module.layout.dims, module.layout.rows,
+            module.weights, module.layout_tensors, module.layout.feature_dims, module.layout.feature_rows,
             indices, offsets, per_sample_weights, batch_size, module.pooling, module.output_dtype,
             module.config, check,
         )

@@ -68,7 +68,7 @@ def backward_and_update(
     if need_psw_grad:
         per_sample_weight_grad(module, indices, tr, grad, psw_grad)
 
-    dims = module.layout.dims
+    dims = module.layout.feature_dims
     buckets = sorted(bucket_tables(dims, cfg).items())
     fused = fused_long(n, cfg)
     for k, (block_d, tables) in enumerate(buckets):

@@ -28,7 +28,7 @@ import torch
 import triton
 import triton.language as tl
 
-from tbe.backward_short import gather_grad, lookup_coef, row_of_run
+from tbe.backward_short import gather_grad, grad_row, lookup_coef, row_of_run
 from tbe.classify import Classified, persistent_grid
 from tbe.layout import row_vector
 from tbe.optimizers import update_row
@@ -61,7 +61,7 @@ def backward_long(
         FAULT_DROP_CHUNK=cfg.has_fault("drop_chunk_past_4096"),
         FAULT_ZERO_LONG=cfg.has_fault("zero_update_past_2p20"),
         FAULT_CHUNK_LIMIT=FAULT_CHUNK_LIMIT, FAULT_HANG_NARROW=cfg.has_fault("hang_narrow_long_run"),
-        num_warps=cfg.bwd_long_num_warps,
+        SHARED=module.layout.shared, num_warps=cfg.bwd_long_num_warps,
     )
     run_args = (
         module.weights, module.momentum, grad, grad.stride(0),
@@ -125,9 +125,9 @@ def _run_of_chunk(
 
 @triton.jit
 def _gather_block(
-    grad_ptr, grad_stride, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, B, col0, cols, cmask, start, end,
-    WEIGHTED: tl.constexpr, MEAN: tl.constexpr, GATHER: tl.constexpr, BLOCK_D: tl.constexpr, VEC: tl.constexpr,
-    STAGES: tl.constexpr,
+    grad_ptr, grad_stride, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, B, col0, col_offsets_ptr, cols, cmask,
+    start, end, WEIGHTED: tl.constexpr, MEAN: tl.constexpr, GATHER: tl.constexpr, BLOCK_D: tl.constexpr,
+    VEC: tl.constexpr, STAGES: tl.constexpr, SHARED: tl.constexpr,
 ):
     """``gather_grad``'s sum over sorted lookups [start, end), read ``VEC`` wide: each gather's rows are added
     into a [GATHER, BLOCK_D] block, summed over the gathers once at the end, so a layout that spreads a gather's
@@ -139,7 +139,7 @@ def _gather_block(
         pos = i + g
         m = pos < end
         bag = tl.load(sorted_bag_ptr + pos, mask=m, other=0)
-        row = ((bag % B).to(tl.int64) * grad_stride + col0) // VEC * VEC
+        row = grad_row(bag, m, B, grad_stride, col0, col_offsets_ptr, SHARED) // VEC * VEC
         rows = tl.load(grad_ptr + row[:, None] + cols[None, :], mask=m[:, None] & cmask[None, :],
                        other=0.0).to(tl.float32)
         if WEIGHTED or MEAN:
@@ -189,6 +189,7 @@ def _chunk_kernel(
     FAULT_SKIP_LAST: tl.constexpr,
     FAULT_DROP_CHUNK: tl.constexpr, FAULT_ZERO_LONG: tl.constexpr, FAULT_CHUNK_LIMIT: tl.constexpr,
     FUSED: tl.constexpr, SEM: tl.constexpr, FAULT_NO_BARRIER: tl.constexpr, FAULT_HANG_NARROW: tl.constexpr,
+    SHARED: tl.constexpr,
 ):
     """One program per chunk (grid-stride). Two-kernel tier: the chunk writes its fp32 partial into
     workspace row ``c`` (no atomics, no order effects). Fused: it adds the partial atomically into its
@@ -210,10 +211,12 @@ def _chunk_kernel(
             cm = (d0 + cols) < D
             if VECTOR and not FAULT_ACC_W:
                 g = _gather_block(grad_ptr, grad_stride, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, B, col0,
-                                  d0 + cols, cm, start, end, WEIGHTED, MEAN, GATHER, BLOCK_D, VEC, STAGES)
+                                  col_offsets_ptr, d0 + cols, cm, start, end, WEIGHTED, MEAN, GATHER, BLOCK_D, VEC,
+                                  STAGES, SHARED)
             else:
                 g = gather_grad(grad_ptr, grad_stride, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, B, col0,
-                                d0 + cols, cm, start, end, wdt, WEIGHTED, MEAN, GATHER, BLOCK_D, FAULT_ACC_W, STAGES)
+                                col_offsets_ptr, d0 + cols, cm, start, end, wdt, WEIGHTED, MEAN, GATHER, BLOCK_D,
+                                FAULT_ACC_W, STAGES, SHARED)
             if FUSED:
                 tl.atomic_add(ws_ptr + s * ws_stride + d0 + cols, g * keep, mask=cm, sem="relaxed", scope="gpu")
             else:

@@ -45,7 +45,7 @@ def backward_short(
     flags = dict(
         WEIGHTED=weighted, MEAN=module.pooling.value == "mean",
         ADAGRAD=module.optimizer.value == "exact_rowwise_adagrad",
-        BLOCK_D=block_d, FAULT_ACC_W=cfg.has_fault("accumulate_in_weight_dtype"),
+        BLOCK_D=block_d, FAULT_ACC_W=cfg.has_fault("accumulate_in_weight_dtype"), SHARED=module.layout.shared,
         num_warps=cfg.bwd_short_num_warps,
     )
     runs = cfg.bwd_short_runs_per_program
@@ -64,13 +64,23 @@ def backward_short(
 
 # ----------------------------------------------------------------------------- kernels
 @triton.jit
+def grad_row(bag, m, B, grad_stride, col0, col_offsets_ptr, SHARED: tl.constexpr):
+    """Offset of each lookup's d_out slice: row b of its bag, at the run's output column ``col0``, or with
+    ``SHARED`` (features sharing tables: one run's lookups may sit in different columns) at its own feature's."""
+    row = (bag % B).to(tl.int64) * grad_stride  # bags may be int32; row offsets b * stride need 64 bits
+    if SHARED:
+        return row + tl.load(col_offsets_ptr + bag // B, mask=m, other=0)
+    return row + col0
+
+
+@triton.jit
 def gather_grad(
-    grad_ptr, grad_stride, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, B, col0, cols, cmask,
+    grad_ptr, grad_stride, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, B, col0, col_offsets_ptr, cols, cmask,
     start, end, acc_dtype,
     WEIGHTED: tl.constexpr, MEAN: tl.constexpr, GATHER: tl.constexpr, BLOCK_D: tl.constexpr,
-    FAULT_ACC_W: tl.constexpr, STAGES: tl.constexpr,
+    FAULT_ACC_W: tl.constexpr, STAGES: tl.constexpr, SHARED: tl.constexpr,
 ):
-    """Sum over sorted lookups [start, end) of coef * d_out[b, col0 + cols] in fp32, where
+    """Sum over sorted lookups [start, end) of coef * d_out[b, col + cols] in fp32 (``grad_row``), where
     coef = per-sample weight (if weighted) / L(t, b) (if MEAN). With the accumulate fault
     the running sum is rounded to ``acc_dtype`` (the weights' dtype) after every step. ``STAGES``: the loop's
     software-pipeline depth (1: none)."""
@@ -80,9 +90,9 @@ def gather_grad(
         pos = i + g
         m = pos < end
         bag = tl.load(sorted_bag_ptr + pos, mask=m, other=0)
-        b = (bag % B).to(tl.int64)  # bags may be int32; row offsets b * stride need 64 bits
+        row = grad_row(bag, m, B, grad_stride, col0, col_offsets_ptr, SHARED)
         rows = tl.load(
-            grad_ptr + b[:, None] * grad_stride + col0 + cols[None, :],
+            grad_ptr + row[:, None] + cols[None, :],
             mask=m[:, None] & cmask[None, :], other=0.0,
         ).to(tl.float32)
         if WEIGHTED or MEAN:
@@ -111,14 +121,16 @@ def lookup_coef(sorted_psw_ptr, offsets_ptr, pos, bag, m, WEIGHTED: tl.constexpr
 @triton.jit
 def _run_block(src, flags: tl.constexpr, d0, cols, cmask):
     """A column block of one short run's gradient (``update_row``'s source): ``gather_grad`` over it."""
-    grad_ptr, grad_stride, bag_ptr, psw_ptr, offsets_ptr, B, col0, start, end, weights_ptr = src
+    grad_ptr, grad_stride, bag_ptr, psw_ptr, offsets_ptr, B, col0, col_offsets_ptr, start, end, weights_ptr = src
     WEIGHTED: tl.constexpr = flags[0]
     MEAN: tl.constexpr = flags[1]
     GATHER: tl.constexpr = flags[2]
     BLOCK_D: tl.constexpr = flags[3]
     FAULT_ACC_W: tl.constexpr = flags[4]
-    return gather_grad(grad_ptr, grad_stride, bag_ptr, psw_ptr, offsets_ptr, B, col0, d0 + cols, cmask, start, end,
-                       weights_ptr.dtype.element_ty, WEIGHTED, MEAN, GATHER, BLOCK_D, FAULT_ACC_W, 1)
+    SHARED: tl.constexpr = flags[5]
+    return gather_grad(grad_ptr, grad_stride, bag_ptr, psw_ptr, offsets_ptr, B, col0, col_offsets_ptr, d0 + cols,
+                       cmask, start, end, weights_ptr.dtype.element_ty, WEIGHTED, MEAN, GATHER, BLOCK_D, FAULT_ACC_W,
+                       1, SHARED)
 
 
 @triton.jit
@@ -147,7 +159,7 @@ def _short_kernel(
     weights_offsets_ptr, hcs_ptr,  # unread: the table layout, named for the interpreter's sanitizer
     B, BUCKET, THRESHOLD, lr, eps,
     WEIGHTED: tl.constexpr, MEAN: tl.constexpr, ADAGRAD: tl.constexpr, GATHER: tl.constexpr,
-    BLOCK_D: tl.constexpr, WIDE: tl.constexpr, FAULT_ACC_W: tl.constexpr,
+    BLOCK_D: tl.constexpr, WIDE: tl.constexpr, FAULT_ACC_W: tl.constexpr, SHARED: tl.constexpr,
 ):
     """One run at a time (grid-stride over the runs, skipping those not short in this bucket)."""
     num_runs = tl.load(num_runs_ptr)
@@ -159,9 +171,10 @@ def _short_kernel(
             r, num_runs, run_start_ptr, run_linear_ptr, run_wrow_ptr, table_ptr, run_bucket_ptr, dims_ptr,
             col_offsets_ptr, BUCKET, THRESHOLD)
         if short:
-            src = (grad_ptr, grad_stride, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, B, col0, start, end,
-                   weights_ptr)
-            update_row(_run_block, src, (WEIGHTED, MEAN, GATHER, BLOCK_D, FAULT_ACC_W), weights_ptr + w_off, cols, D,
+            src = (grad_ptr, grad_stride, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, B, col0, col_offsets_ptr, start,
+                   end, weights_ptr)
+            update_row(_run_block, src, (WEIGHTED, MEAN, GATHER, BLOCK_D, FAULT_ACC_W, SHARED), weights_ptr + w_off,
+                       cols, D,
                        momentum_ptr, lin, lr, eps, ADAGRAD, BLOCK_D, WIDE)
         r += step
 
@@ -175,7 +188,7 @@ def _short_rows_kernel(
     B, BUCKET, THRESHOLD, lr, eps,
     WEIGHTED: tl.constexpr, MEAN: tl.constexpr, ADAGRAD: tl.constexpr, RUNS: tl.constexpr,
     BLOCK_D: tl.constexpr, VEC: tl.constexpr, FAULT_ACC_W: tl.constexpr, FAULT_LANE_MASK: tl.constexpr,
-    FAULT_MOMENTUM_BF16: tl.constexpr,
+    FAULT_MOMENTUM_BF16: tl.constexpr, SHARED: tl.constexpr,
 ):
     """RUNS runs at once (rows within one column block), lanes of runs not short in this bucket
     idle: one gradient row of each per step. Every D and row offset is a multiple of VEC
@@ -209,7 +222,7 @@ def _short_rows_kernel(
             m = rm & (i < length)
             pos = start + i
             bag = tl.load(sorted_bag_ptr + pos, mask=m, other=0)
-            g_row = ((bag % B).to(tl.int64) * grad_stride + col0) // VEC * VEC
+            g_row = grad_row(bag, m, B, grad_stride, col0, col_offsets_ptr, SHARED) // VEC * VEC
             rows = tl.load(grad_ptr + g_row + cols, mask=m & cmask, other=0.0).to(tl.float32)
             if WEIGHTED or MEAN:
                 rows = rows * lookup_coef(sorted_psw_ptr, offsets_ptr, pos, bag, m, WEIGHTED, MEAN)

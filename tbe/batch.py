@@ -31,7 +31,7 @@ def validate_batch(
     indices: object,
     offsets: object,
     per_sample_weights: object,
-    num_tables: int,
+    num_features: int,
     device: torch.device,
 ) -> int:
     """Check the batch's structure and return B; TypeError/ValueError name field and value."""
@@ -42,10 +42,10 @@ def validate_batch(
             f"indices and offsets must share a dtype, got indices {indices.dtype} and offsets {offsets.dtype}"
         )
     n = offsets.numel()
-    if n < 1 or (n - 1) % num_tables != 0:
+    if n < 1 or (n - 1) % num_features != 0:
         raise ValueError(
-            f"offsets has {n} entries; expected T*B + 1 with T={num_tables} tables "
-            f"(n - 1 = {n - 1} is not a multiple of {num_tables})"
+            f"offsets has {n} entries; expected T*B + 1 with T={num_features} features "
+            f"(n - 1 = {n - 1} is not a multiple of {num_features})"
         )
     if per_sample_weights is not None:
         _check_tensor("per_sample_weights", per_sample_weights, FLOAT_DTYPES, device)
@@ -54,4 +54,4 @@ def validate_batch(
                 f"per_sample_weights has {per_sample_weights.numel()} entries, "
                 f"expected one per index ({indices.numel()})"
             )
-    return (n - 1) // num_tables
+    return (n - 1) // num_features

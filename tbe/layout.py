@@ -52,15 +52,63 @@ def parse_specs(embedding_specs: Sequence) -> tuple[TableSpec, ...]:
     return tuple(specs)
 
 
+def check_feature_table_map(feature_table_map: Sequence, num_tables: int) -> tuple[int, ...]:
+    """The map as a tuple, empty for the identity (one feature per table, in order: stored one way only). As
+    FBGEMM's TBE, every entry names a table in [0, num_tables) and every table is read by at least one feature;
+    ValueError names the bad value."""
+    if isinstance(feature_table_map, (str, bytes)) or not hasattr(feature_table_map, "__iter__"):
+        raise TypeError(f"feature_table_map must be a sequence of table ids, got {feature_table_map!r}")
+    out = tuple(feature_table_map)
+    for f, t in enumerate(out):
+        if isinstance(t, bool) or not isinstance(t, int):
+            raise TypeError(f"feature_table_map[{f}] must be an int table id, got {t!r}")
+        if not 0 <= t < num_tables:
+            raise ValueError(f"feature_table_map[{f}] = {t} is not a table id in [0, {num_tables})")
+    unread = sorted(set(range(num_tables)) - set(out)) if out else []
+    if unread:
+        raise ValueError(f"feature_table_map={list(out)} reads no feature from table {unread[0]}; "
+                         f"every table must be read by at least one feature")
+    return () if out == tuple(range(num_tables)) else out
+
+
 @dataclasses.dataclass(frozen=True)
 class TableLayout:
-    """Host-side offsets of a packed set of tables (all Python ints, cheap to hash and print)."""
+    """Host-side offsets of a packed set of tables (all Python ints, cheap to hash and print), and the table
+    each feature of a batch reads (``feature_table_map``; empty: feature t reads table t). Storage (weights,
+    optimizer state, linear ids) is per table; the batch and the output columns are per feature."""
 
     specs: tuple[TableSpec, ...]
+    feature_table_map: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "feature_table_map", check_feature_table_map(self.feature_table_map, len(self.specs)))
 
     @property
     def num_tables(self) -> int:
         return len(self.specs)
+
+    @property
+    def feature_tables(self) -> tuple[int, ...]:
+        """The table of every feature (the map, or the identity when it is empty)."""
+        return self.feature_table_map or tuple(range(self.num_tables))
+
+    @property
+    def num_features(self) -> int:
+        """Features of a batch: offsets has num_features * B + 1 entries."""
+        return len(self.feature_tables)
+
+    @property
+    def shared(self) -> bool:
+        """Whether some table is read by more than one feature (a run may then span output columns)."""
+        return self.num_features != self.num_tables
+
+    @property
+    def feature_dims(self) -> list[int]:
+        return [self.specs[t].dim for t in self.feature_tables]
+
+    @property
+    def feature_rows(self) -> list[int]:
+        return [self.specs[t].rows for t in self.feature_tables]
 
     @property
     def dims(self) -> list[int]:
@@ -85,16 +133,17 @@ class TableLayout:
 
     @property
     def col_offsets(self) -> list[int]:
-        """Column offset of table t in the pooled output [B, sum D]."""
+        """Column offset of feature f in the pooled output [B, sum of the features' D]."""
         out, acc = [], 0
-        for s in self.specs:
+        for d in self.feature_dims:
             out.append(acc)
-            acc += s.dim
+            acc += d
         return out
 
     @property
     def total_dim(self) -> int:
-        return sum(self.dims)
+        """Width of the pooled output: every feature's D."""
+        return sum(self.feature_dims)
 
     @property
     def max_dim(self) -> int:
@@ -119,14 +168,18 @@ class TableLayout:
         return self.total_rows - 1 <= INT32_MAX
 
     def device_tensors(self, device: torch.device) -> dict[str, torch.Tensor]:
-        """The per-table arrays kernels read, on ``device``."""
+        """The arrays kernels read, on ``device``, indexed by feature (the t of bag t*B + b): each feature's
+        table's weights offset, D, rows and linear-id base (then the total rows), and its output column.
+        Features of one table get one linear-id base, so their lookups of a row share one run."""
         i64 = dict(dtype=torch.int64, device=device)
+        ft = self.feature_tables
+        cs = self.hash_size_cumsum
         return {
-            "weights_offsets": torch.tensor(self.weights_offsets, **i64),
-            "dims": torch.tensor(self.dims, **i64),
-            "rows": torch.tensor(self.rows, **i64),
+            "weights_offsets": torch.tensor([self.weights_offsets[t] for t in ft], **i64),
+            "dims": torch.tensor(self.feature_dims, **i64),
+            "rows": torch.tensor(self.feature_rows, **i64),
             "col_offsets": torch.tensor(self.col_offsets, **i64),
-            "hash_size_cumsum": torch.tensor(self.hash_size_cumsum, **i64),
+            "hash_size_cumsum": torch.tensor([cs[t] for t in ft] + [cs[-1]], **i64),
         }
 
 

@@ -2,7 +2,8 @@
 
 The module owns the packed weights and optimizer state; its output takes part in
 autograd, and ``backward()`` applies the exact optimizer update in place, once per
-distinct (table, row), as FBGEMM's training TBE does.
+distinct (table, row), as FBGEMM's training TBE does. ``feature_table_map`` (as FBGEMM's)
+names the table each feature of a batch reads; features of one table update its rows once.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from tbe.batch import validate_batch
 from tbe.buckets import device_layout
 from tbe.config import KernelConfig
 from tbe.forward_dispatch import prepare_bounds
-from tbe.layout import TableLayout, parse_specs, seeded_weights
+from tbe.layout import TableLayout, check_feature_table_map, parse_specs, seeded_weights
 from tbe.modes import BoundsCheckMode, Optimizer, Pooling, parse_enum, parse_float_dtype
 
 
@@ -46,9 +47,12 @@ class TritonTBE(nn.Module):
         config: Optional[KernelConfig] = None,
         device: Optional[torch.device | str] = None,
         seed: int = 0,
+        feature_table_map: Optional[Sequence[int]] = None,
     ) -> None:
         super().__init__()
-        self.layout = TableLayout(parse_specs(embedding_specs))
+        specs = parse_specs(embedding_specs)
+        self.layout = TableLayout(specs, check_feature_table_map(
+            () if feature_table_map is None else feature_table_map, len(specs)))
         self.optimizer = parse_enum(Optimizer, "optimizer", optimizer)
         self.pooling = parse_enum(Pooling, "pooling", pooling)
         self.bounds_check_mode = parse_enum(BoundsCheckMode, "bounds_check", bounds_check)
@@ -119,7 +123,7 @@ class TritonTBE(nn.Module):
         offsets: torch.Tensor,
         per_sample_weights: Optional[torch.Tensor] = None,
     ) -> torch.Tensor:
-        batch_size = validate_batch(indices, offsets, per_sample_weights, self.layout.num_tables, self.device)
+        batch_size = validate_batch(indices, offsets, per_sample_weights, self.layout.num_features, self.device)
         # standalone check: repaired here; fused: offsets here, ids inside the forward kernel
         fwd_indices, checked_offsets, check = prepare_bounds(
             indices, offsets, self.layout_tensors["rows"], batch_size,
@@ -131,7 +135,8 @@ class TritonTBE(nn.Module):
 
     def extra_repr(self) -> str:
         return (
-            f"tables={[(s.rows, s.dim) for s in self.layout.specs]}, optimizer={self.optimizer.value}, "
+            f"tables={[(s.rows, s.dim) for s in self.layout.specs]}, "
+            f"feature_table_map={list(self.layout.feature_tables)}, optimizer={self.optimizer.value}, "
             f"pooling={self.pooling.value}, weights={self.weights_dtype}, output={self.output_dtype}, "
             f"bounds_check={self.bounds_check_mode.value}"
         )
