@@ -24,7 +24,8 @@ ELEMENTS = 1 << 24  # elements per pass: 128 MiB per float64 scratch tensor
 class LayoutTensors:
     """The layout's arrays (int64, on one device) indexed by feature (``TableLayout.device_tensors``: each
     feature's table's D, rows, weights offset and linear-id base, and its output column), the table of each
-    feature, the D of each table, and the feature of each pooled column."""
+    feature, the D, linear-id base and weights offset of each table (what the backward reference merges rows
+    by, independently of the kernels' per-feature arrays), and the feature of each pooled column."""
 
     dims: torch.Tensor
     rows: torch.Tensor
@@ -34,6 +35,8 @@ class LayoutTensors:
     column_feature: torch.Tensor    # [sum D]
     feature_table: torch.Tensor     # [F]
     table_dims: torch.Tensor        # [T]
+    table_hash_size_cumsum: torch.Tensor  # [T + 1] the storage's linear-id bases, per table
+    table_weights_offsets: torch.Tensor   # [T]
 
 
 @functools.lru_cache(maxsize=64)
@@ -43,7 +46,9 @@ def _layout_tensors(layout: TableLayout, device: str) -> LayoutTensors:
                                           torch.tensor(layout.feature_dims)).to(device)
     return LayoutTensors(t["dims"], t["rows"], t["weights_offsets"], t["col_offsets"], t["hash_size_cumsum"],
                          col_feature, torch.tensor(layout.feature_tables, dtype=torch.int64, device=device),
-                         torch.tensor(layout.dims, dtype=torch.int64, device=device))
+                         torch.tensor(layout.dims, dtype=torch.int64, device=device),
+                         torch.tensor(layout.hash_size_cumsum, dtype=torch.int64, device=device),
+                         torch.tensor(layout.weights_offsets, dtype=torch.int64, device=device))
 
 
 def layout_tensors(layout: TableLayout, device: torch.device | str) -> LayoutTensors:

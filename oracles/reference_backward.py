@@ -143,16 +143,15 @@ def reference_backward(
     dims = lt.dims[at.table]
     # the touched rows, in linear-index order, and each row's elements: features of one table share its
     # linear-id base, so a row read by several features is one row here, its gradient summed over them
-    linear, inv = torch.unique(lt.hash_size_cumsum[at.table] + idx, return_inverse=True)
+    linear, inv = torch.unique(lt.table_hash_size_cumsum[lt.feature_table[at.table]] + idx, return_inverse=True)
     U = linear.numel()
-    feature = torch.zeros(U, dtype=torch.int64, device=dev).scatter_(0, inv, at.table)  # one that reads the row
-    table = lt.feature_table[feature]
-    row_dim = lt.dims[feature]
-    rows = linear - lt.hash_size_cumsum[feature]
+    table = torch.zeros(U, dtype=torch.int64, device=dev).scatter_(0, inv, lt.feature_table[at.table])
+    row_dim = lt.table_dims[table]
+    rows = linear - lt.table_hash_size_cumsum[table]
     row_start = torch.cumsum(row_dim, 0) - row_dim
     N = int(row_dim.sum())
     row_of, column = expand(row_dim, N)
-    weight_index = (lt.weights_offsets[feature] + rows * row_dim)[row_of] + column
+    weight_index = (lt.table_weights_offsets[table] + rows * row_dim)[row_of] + column
     w_old = w_flat[weight_index].to(F64)
     uniform = uniform_dim(layout)
     width = pass_width(uniform)  # the passes' rows: a row's D elements, or one element
