@@ -30,10 +30,15 @@ import triton.language as tl
 
 from tbe.backward_short import gather_grad, grad_row, lookup_coef, row_of_run
 from tbe.classify import Classified, persistent_grid
+from tbe.faults import (
+    FAULT_ACC_W, FAULT_DROP_CHUNK, FAULT_HANG_NARROW, FAULT_NO_BARRIER, FAULT_SKIP_LAST_CHUNK, FAULT_ZERO_LONG,
+    kernel_faults,
+)
 from tbe.layout import row_vector
 from tbe.optimizers import update_row
 
 FAULT_CHUNK_LIMIT = 4096  # chunks per run past which the large-run faults act
+_CHUNK_LIMIT = tl.constexpr(FAULT_CHUNK_LIMIT)
 APPLY_PARTS = tl.constexpr(8)  # workspace rows the apply kernel loads a step: N chunks take N / 8 dependent steps
 
 
@@ -56,13 +61,9 @@ def backward_long(
         ADAGRAD=module.optimizer.value == "exact_rowwise_adagrad",
         GATHER=cfg.bwd_long_gather, STAGES=cfg.bwd_long_stages, VECTOR=vector, VEC=vec,
         BLOCK_D=block_d, WIDE=wide,
-        FAULT_ACC_W=cfg.has_fault("accumulate_in_weight_dtype"),
-        FAULT_SKIP_LAST=cfg.has_fault("skip_last_chunk_update"),
-        FAULT_DROP_CHUNK=cfg.has_fault("drop_chunk_past_4096"),
-        FAULT_ZERO_LONG=cfg.has_fault("zero_update_past_2p20"),
-        FAULT_CHUNK_LIMIT=FAULT_CHUNK_LIMIT, FAULT_HANG_NARROW=cfg.has_fault("hang_narrow_long_run"),
         SHARED=module.layout.shared, num_warps=cfg.bwd_long_num_warps,
     )
+    chunk_faults = (FAULT_ACC_W, FAULT_SKIP_LAST_CHUNK, FAULT_DROP_CHUNK, FAULT_ZERO_LONG, FAULT_HANG_NARROW)
     run_args = (
         module.weights, module.momentum, grad, grad.stride(0),
         cls.counts, cls.long_runs, cls.chunk_base, cls.num_chunks, cls.chunk_slot, cls.chunk_index,
@@ -79,11 +80,12 @@ def backward_long(
         _chunk_kernel[(chunk_grid,)](
             *run_args, ws, cls.countdown, FUSED=True,
             SEM="relaxed" if (cfg.has_fault("no_fence") or not cfg.fence) else "acq_rel",
-            FAULT_NO_BARRIER=cfg.has_fault("no_barrier"), **common,
+            FAULTS=kernel_faults(cfg.faults, *chunk_faults, FAULT_NO_BARRIER), **common,
         )
         return
     ws = torch.empty((cls.chunk_upper, ws_stride), dtype=torch.float32, device=device)
-    _chunk_kernel[(chunk_grid,)](*run_args, ws, ws, FUSED=False, SEM="relaxed", FAULT_NO_BARRIER=False, **common)
+    _chunk_kernel[(chunk_grid,)](*run_args, ws, ws, FUSED=False, SEM="relaxed",
+                                 FAULTS=kernel_faults(cfg.faults, *chunk_faults), **common)
     apply_grid = persistent_grid(cfg.long_grid_multiplier, max(1, tr.n // cfg.long_run_threshold), device)
     # the apply kernel reads only the workspace and the rows: no gradient, weight or offsets pointer and no
     # gradient flag in its signature, so their dtypes do not multiply its specializations
@@ -99,9 +101,7 @@ def backward_long(
 @triton.jit
 def _run_of_chunk(
     c, long_ptr, chunk_base_ptr, num_chunks_ptr, chunk_slot_ptr, chunk_index_ptr,
-    run_start_ptr, CHUNK,
-    FAULT_SKIP_LAST: tl.constexpr, FAULT_DROP_CHUNK: tl.constexpr, FAULT_ZERO_LONG: tl.constexpr,
-    FAULT_CHUNK_LIMIT: tl.constexpr,
+    run_start_ptr, CHUNK, FAULTS: tl.constexpr,
 ):
     """(long slot, run, lookup range [start, end), factor on the chunk's partial) of chunk ``c``;
     the factor is 1 except where a planted fault drops the chunk."""
@@ -114,12 +114,12 @@ def _run_of_chunk(
     end = tl.minimum(start + CHUNK, run_end)
     nch = tl.load(num_chunks_ptr + s)
     keep = 1.0
-    if FAULT_SKIP_LAST:
+    if FAULT_SKIP_LAST_CHUNK & FAULTS:
         keep = tl.where((k == nch - 1) & (nch > 1), 0.0, keep)
-    if FAULT_DROP_CHUNK:
-        keep = tl.where((nch > FAULT_CHUNK_LIMIT) & (k == FAULT_CHUNK_LIMIT), 0.0, keep)
-    if FAULT_ZERO_LONG:
-        keep = tl.where((run_end - run_start - 1) // FAULT_CHUNK_LIMIT >= CHUNK, 0.0, keep)  # SL > limit * CHUNK
+    if FAULT_DROP_CHUNK & FAULTS:
+        keep = tl.where((nch > _CHUNK_LIMIT) & (k == _CHUNK_LIMIT), 0.0, keep)
+    if FAULT_ZERO_LONG & FAULTS:
+        keep = tl.where((run_end - run_start - 1) // _CHUNK_LIMIT >= CHUNK, 0.0, keep)  # SL > limit * CHUNK
     return s, run, start, end, keep
 
 
@@ -185,11 +185,8 @@ def _chunk_kernel(
     weights_offsets_ptr, dims_ptr, col_offsets_ptr, hcs_ptr,
     B, lr, eps, CHUNK, ws_stride, ws_ptr, countdown_ptr,
     WEIGHTED: tl.constexpr, MEAN: tl.constexpr, ADAGRAD: tl.constexpr, GATHER: tl.constexpr, STAGES: tl.constexpr,
-    VECTOR: tl.constexpr, VEC: tl.constexpr, BLOCK_D: tl.constexpr, WIDE: tl.constexpr, FAULT_ACC_W: tl.constexpr,
-    FAULT_SKIP_LAST: tl.constexpr,
-    FAULT_DROP_CHUNK: tl.constexpr, FAULT_ZERO_LONG: tl.constexpr, FAULT_CHUNK_LIMIT: tl.constexpr,
-    FUSED: tl.constexpr, SEM: tl.constexpr, FAULT_NO_BARRIER: tl.constexpr, FAULT_HANG_NARROW: tl.constexpr,
-    SHARED: tl.constexpr,
+    VECTOR: tl.constexpr, VEC: tl.constexpr, BLOCK_D: tl.constexpr, WIDE: tl.constexpr,
+    FUSED: tl.constexpr, SEM: tl.constexpr, FAULTS: tl.constexpr, SHARED: tl.constexpr,
 ):
     """One program per chunk (grid-stride). Two-kernel tier: the chunk writes its fp32 partial into
     workspace row ``c`` (no atomics, no order effects). Fused: it adds the partial atomically into its
@@ -201,28 +198,27 @@ def _chunk_kernel(
     wdt = weights_ptr.dtype.element_ty
     while c < num:
         s, run, start, end, keep = _run_of_chunk(c, long_ptr, chunk_base_ptr, num_chunks_ptr, chunk_slot_ptr,
-                                                 chunk_index_ptr, run_start_ptr, CHUNK,
-                                                 FAULT_SKIP_LAST, FAULT_DROP_CHUNK, FAULT_ZERO_LONG, FAULT_CHUNK_LIMIT)
+                                                 chunk_index_ptr, run_start_ptr, CHUNK, FAULTS)
         lin, D, col0, w_row = row_of_run(run, run_linear_ptr, run_start_ptr, sorted_bag_ptr,
                                           weights_offsets_ptr, dims_ptr, col_offsets_ptr, hcs_ptr, weights_ptr, B)
         if VECTOR:
             D = D // VEC * VEC  # no change (row_vector), but the column mask is then whole vectors
         for d0 in range(0, D, BLOCK_D):
             cm = (d0 + cols) < D
-            if VECTOR and not FAULT_ACC_W:
+            if VECTOR and not (FAULT_ACC_W & FAULTS):
                 g = _gather_block(grad_ptr, grad_stride, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, B, col0,
                                   col_offsets_ptr, d0 + cols, cm, start, end, WEIGHTED, MEAN, GATHER, BLOCK_D, VEC,
                                   STAGES, SHARED)
             else:
                 g = gather_grad(grad_ptr, grad_stride, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, B, col0,
                                 col_offsets_ptr, d0 + cols, cm, start, end, wdt, WEIGHTED, MEAN, GATHER, BLOCK_D,
-                                FAULT_ACC_W, STAGES, SHARED)
+                                FAULTS, STAGES, SHARED)
             if FUSED:
                 tl.atomic_add(ws_ptr + s * ws_stride + d0 + cols, g * keep, mask=cm, sem="relaxed", scope="gpu")
             else:
                 tl.store(ws_ptr + c * ws_stride + d0 + cols, g * keep, mask=cm)
         if FUSED:
-            if FAULT_NO_BARRIER:
+            if FAULT_NO_BARRIER & FAULTS:
                 # no barrier, and one lane counts down while the block sums its result; no shared-memory
                 # broadcast of a scalar atomic brings a compiler barrier in its place
                 lane0 = cols == 0
@@ -235,7 +231,7 @@ def _chunk_kernel(
             if remaining == 1:
                 _apply_from_workspace(ws_ptr + s * ws_stride, 1, ws_stride, w_row, momentum_ptr, lin, D, lr, eps,
                                       ADAGRAD, BLOCK_D, WIDE, True, 1)
-        if FAULT_HANG_NARROW:  # planted: a narrow row's chunk loop stops advancing
+        if FAULT_HANG_NARROW & FAULTS:  # planted: a narrow row's chunk loop stops advancing
             c += tl.where(D < 32, 0, step)
         else:
             c += step

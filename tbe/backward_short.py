@@ -22,6 +22,7 @@ import triton
 import triton.language as tl
 
 from tbe.classify import persistent_grid
+from tbe.faults import FAULT_ACC_W, FAULT_LANE_MASK, FAULT_MOMENTUM_BF16, kernel_faults
 from tbe.layout import row_vector
 from tbe.optimizers import update_row
 from tbe.rounding import to_storage
@@ -45,20 +46,19 @@ def backward_short(
     flags = dict(
         WEIGHTED=weighted, MEAN=module.pooling.value == "mean",
         ADAGRAD=module.optimizer.value == "exact_rowwise_adagrad",
-        BLOCK_D=block_d, FAULT_ACC_W=cfg.has_fault("accumulate_in_weight_dtype"), SHARED=module.layout.shared,
-        num_warps=cfg.bwd_short_num_warps,
+        BLOCK_D=block_d, SHARED=module.layout.shared, num_warps=cfg.bwd_short_num_warps,
     )
     runs = cfg.bwd_short_runs_per_program
     if runs > 1 and not wide:
         grid = persistent_grid(cfg.short_grid_multiplier, triton.cdiv(tr.n, runs), grad.device)
         vec = row_vector(module.layout.dims, module.weights.element_size(), grad.stride(0))
-        _short_rows_kernel[(grid,)](*args, RUNS=runs, VEC=vec, FAULT_LANE_MASK=cfg.has_fault("lane_mask_narrow"),
-                                    FAULT_MOMENTUM_BF16=cfg.has_fault("momentum_low_precision"), **flags)
+        _short_rows_kernel[(grid,)](*args, RUNS=runs, VEC=vec, **flags,
+                                    FAULTS=kernel_faults(cfg.faults, FAULT_ACC_W, FAULT_LANE_MASK, FAULT_MOMENTUM_BF16))
         return
     grid = persistent_grid(cfg.short_grid_multiplier, tr.n, grad.device)
     _short_kernel[(grid,)](
         *args, GATHER=cfg.bwd_short_gather_weighted if weighted else cfg.bwd_short_gather_unweighted,
-        WIDE=wide, **flags,
+        WIDE=wide, **flags, FAULTS=kernel_faults(cfg.faults, FAULT_ACC_W),
     )
 
 
@@ -78,7 +78,7 @@ def gather_grad(
     grad_ptr, grad_stride, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, B, col0, col_offsets_ptr, cols, cmask,
     start, end, acc_dtype,
     WEIGHTED: tl.constexpr, MEAN: tl.constexpr, GATHER: tl.constexpr, BLOCK_D: tl.constexpr,
-    FAULT_ACC_W: tl.constexpr, STAGES: tl.constexpr, SHARED: tl.constexpr,
+    FAULTS: tl.constexpr, STAGES: tl.constexpr, SHARED: tl.constexpr,
 ):
     """Sum over sorted lookups [start, end) of coef * d_out[b, col + cols] in fp32 (``grad_row``), where
     coef = per-sample weight (if weighted) / L(t, b) (if MEAN). With the accumulate fault
@@ -97,7 +97,7 @@ def gather_grad(
         ).to(tl.float32)
         if WEIGHTED or MEAN:
             rows = rows * lookup_coef(sorted_psw_ptr, offsets_ptr, pos, bag, m, WEIGHTED, MEAN)[:, None]
-        if FAULT_ACC_W:
+        if FAULT_ACC_W & FAULTS:
             acc = (acc + tl.sum(rows, axis=0)).to(acc_dtype).to(tl.float32)
         else:
             acc += tl.sum(rows, axis=0)
@@ -126,10 +126,10 @@ def _run_block(src, flags: tl.constexpr, d0, cols, cmask):
     MEAN: tl.constexpr = flags[1]
     GATHER: tl.constexpr = flags[2]
     BLOCK_D: tl.constexpr = flags[3]
-    FAULT_ACC_W: tl.constexpr = flags[4]
+    FAULTS: tl.constexpr = flags[4]
     SHARED: tl.constexpr = flags[5]
     return gather_grad(grad_ptr, grad_stride, bag_ptr, psw_ptr, offsets_ptr, B, col0, col_offsets_ptr, d0 + cols,
-                       cmask, start, end, weights_ptr.dtype.element_ty, WEIGHTED, MEAN, GATHER, BLOCK_D, FAULT_ACC_W,
+                       cmask, start, end, weights_ptr.dtype.element_ty, WEIGHTED, MEAN, GATHER, BLOCK_D, FAULTS,
                        1, SHARED)
 
 
@@ -159,7 +159,7 @@ def _short_kernel(
     weights_offsets_ptr, hcs_ptr,  # unread: the table layout, named for the interpreter's sanitizer
     B, BUCKET, THRESHOLD, lr, eps,
     WEIGHTED: tl.constexpr, MEAN: tl.constexpr, ADAGRAD: tl.constexpr, GATHER: tl.constexpr,
-    BLOCK_D: tl.constexpr, WIDE: tl.constexpr, FAULT_ACC_W: tl.constexpr, SHARED: tl.constexpr,
+    BLOCK_D: tl.constexpr, WIDE: tl.constexpr, FAULTS: tl.constexpr, SHARED: tl.constexpr,
 ):
     """One run at a time (grid-stride over the runs, skipping those not short in this bucket)."""
     num_runs = tl.load(num_runs_ptr)
@@ -173,7 +173,7 @@ def _short_kernel(
         if short:
             src = (grad_ptr, grad_stride, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, B, col0, col_offsets_ptr, start,
                    end, weights_ptr)
-            update_row(_run_block, src, (WEIGHTED, MEAN, GATHER, BLOCK_D, FAULT_ACC_W, SHARED), weights_ptr + w_off,
+            update_row(_run_block, src, (WEIGHTED, MEAN, GATHER, BLOCK_D, FAULTS, SHARED), weights_ptr + w_off,
                        cols, D,
                        momentum_ptr, lin, lr, eps, ADAGRAD, BLOCK_D, WIDE)
         r += step
@@ -187,14 +187,13 @@ def _short_rows_kernel(
     weights_offsets_ptr, hcs_ptr,  # unread: the table layout, named for the interpreter's sanitizer
     B, BUCKET, THRESHOLD, lr, eps,
     WEIGHTED: tl.constexpr, MEAN: tl.constexpr, ADAGRAD: tl.constexpr, RUNS: tl.constexpr,
-    BLOCK_D: tl.constexpr, VEC: tl.constexpr, FAULT_ACC_W: tl.constexpr, FAULT_LANE_MASK: tl.constexpr,
-    FAULT_MOMENTUM_BF16: tl.constexpr, SHARED: tl.constexpr,
+    BLOCK_D: tl.constexpr, VEC: tl.constexpr, FAULTS: tl.constexpr, SHARED: tl.constexpr,
 ):
     """RUNS runs at once (rows within one column block), lanes of runs not short in this bucket
     idle: one gradient row of each per step. Every D and row offset is a multiple of VEC
     (``tbe.layout.row_vector``); rounding them down to one changes nothing and lets the compiler read
-    and write VEC-wide vectors. Planted faults: ``FAULT_LANE_MASK`` lets rows narrower than 32 use
-    every lane of the block; ``FAULT_MOMENTUM_BF16`` reads the momentum back rounded to bf16."""
+    and write VEC-wide vectors. Planted faults: ``lane_mask_narrow`` lets rows narrower than 32 use
+    every lane of the block; ``momentum_low_precision`` reads the momentum back rounded to bf16."""
     num_runs = tl.load(num_runs_ptr)
     lane = tl.arange(0, RUNS)[:, None]
     cols = tl.arange(0, BLOCK_D)[None, :]
@@ -208,14 +207,14 @@ def _short_rows_kernel(
         D = D // VEC * VEC
         w_rows = w_rows // VEC * VEC
         length = tl.where(rm, end - start, 0)
-        if FAULT_LANE_MASK:  # planted: lanes past a narrow row's D stay on
+        if FAULT_LANE_MASK & FAULTS:  # planted: lanes past a narrow row's D stay on
             cmask = rm & (cols < tl.where(D < 32, BLOCK_D, D))
         else:
             cmask = rm & (cols < D)
         w = tl.load(weights_ptr + w_rows + cols, mask=cmask, other=0.0).to(tl.float32)  # prefetched
         if ADAGRAD:
             m_old = tl.load(momentum_ptr + lin, mask=rm, other=0.0)
-            if FAULT_MOMENTUM_BF16:  # planted: the state loses its low bits on every read
+            if FAULT_MOMENTUM_BF16 & FAULTS:  # planted: the state loses its low bits on every read
                 m_old = m_old.to(tl.bfloat16).to(tl.float32)
         acc = tl.zeros([RUNS, BLOCK_D], dtype=tl.float32)
         for i in range(0, tl.max(length)):
@@ -226,7 +225,7 @@ def _short_rows_kernel(
             rows = tl.load(grad_ptr + g_row + cols, mask=m & cmask, other=0.0).to(tl.float32)
             if WEIGHTED or MEAN:
                 rows = rows * lookup_coef(sorted_psw_ptr, offsets_ptr, pos, bag, m, WEIGHTED, MEAN)
-            if FAULT_ACC_W:
+            if FAULT_ACC_W & FAULTS:
                 acc = (acc + rows).to(wdt).to(tl.float32)
             else:
                 acc += rows

@@ -32,6 +32,7 @@ import triton
 import triton.language as tl
 
 from tbe.config import KernelConfig
+from tbe.faults import FAULT_ID_OFF_BY_ONE, kernel_faults
 from tbe.modes import BoundsCheckMode
 
 
@@ -80,7 +81,7 @@ class ForwardCheck:
     """What a forward kernel needs beyond the batch: the fused id check and the caller's raw offsets.
 
     With ``fused`` the forward checks ids as it loads them and writes repairs to ``indices_out``;
-    ``raw_offsets`` and ``off_by_one`` serve the planted faults fwd_mean_wrong_length and bounds_check_off_by_one.
+    ``raw_offsets`` serves the planted fault fwd_mean_wrong_length; ``faults``: the fused check's FAULTS bits.
     """
 
     raw_offsets: torch.Tensor
@@ -88,7 +89,7 @@ class ForwardCheck:
     state: Optional[CheckState] = None
     rows: Optional[torch.Tensor] = None
     indices_out: Optional[torch.Tensor] = None
-    off_by_one: bool = False
+    faults: int = 0
 
 
 def new_state(mode: BoundsCheckMode, indices: torch.Tensor, offsets: torch.Tensor,
@@ -134,7 +135,7 @@ def check_ids(
     _check_ids_kernel[(num_bags,)](
         indices, fixed_offsets, rows_per_table, out, state.warning, state.record, batch_size, indices.numel(),
         WRITE=state.write, COUNT=state.count, RECORD=state.fatal,
-        OFF_BY_ONE=config.has_fault("bounds_check_off_by_one"), BLOCK=config.bounds_check_block, num_warps=4,
+        FAULTS=kernel_faults(config.faults, FAULT_ID_OFF_BY_ONE), BLOCK=config.bounds_check_block, num_warps=4,
     )
     return out
 
@@ -218,8 +219,8 @@ def begin_fused(
     if state.write:
         # positions outside every bag exist only when there are no bags; the forward writes the rest
         out = indices.clone() if offsets.numel() == 1 else torch.empty_like(indices)
-    off_by_one = config.has_fault("bounds_check_off_by_one")
-    return fixed_offsets, ForwardCheck(offsets, True, state, rows_per_table, out, off_by_one)
+    return fixed_offsets, ForwardCheck(offsets, True, state, rows_per_table, out,
+                                       kernel_faults(config.faults, FAULT_ID_OFF_BY_ONE))
 
 
 def finish_fused(check: ForwardCheck, indices: torch.Tensor, offsets: torch.Tensor, fixed_offsets: torch.Tensor,
@@ -229,8 +230,9 @@ def finish_fused(check: ForwardCheck, indices: torch.Tensor, offsets: torch.Tens
     return check.indices_out if check.indices_out is not None else indices
 
 
-def kernel_args(check: Optional[ForwardCheck], indices: torch.Tensor, offsets: torch.Tensor) -> dict:
-    """Pointer and constexpr arguments the forward kernels take for the fused check and the fault."""
+def kernel_args(check: Optional[ForwardCheck], indices: torch.Tensor, offsets: torch.Tensor, faults: int) -> dict:
+    """Pointer and constexpr arguments the forward kernels take for the fused check, and their ``FAULTS``: the
+    forward's own bits (``faults``) and, with a fused check, the check's."""
     fused = check is not None and check.fused
     state = check.state if fused else None
     placeholder = offsets  # a valid pointer never read when its constexpr is off
@@ -245,7 +247,7 @@ def kernel_args(check: Optional[ForwardCheck], indices: torch.Tensor, offsets: t
         CHECK_WRITE=fused and state.write,
         CHECK_COUNT=fused and state.count,
         CHECK_RECORD=fused and state.fatal,
-        CHECK_OFF_BY_ONE=fused and check.off_by_one,
+        FAULTS=faults | (check.faults if fused else 0),
     )
 
 
@@ -258,7 +260,7 @@ def _max_combine(a, b):
 @triton.jit
 def check_id_tile(
     ids, pos, mask, num_rows, ids_out_ptr, warn_ptr, record_ptr, num_indices,
-    WRITE: tl.constexpr, COUNT: tl.constexpr, RECORD: tl.constexpr, OFF_BY_ONE: tl.constexpr,
+    WRITE: tl.constexpr, COUNT: tl.constexpr, RECORD: tl.constexpr, FAULTS: tl.constexpr,
 ):
     """Repair a tile of int64 ids (bad -> 0); store the repair, count it, record the first bad position.
 
@@ -266,7 +268,9 @@ def check_id_tile(
     that revisits ids for a second column block passes an all-false mask for the side effects
     and uses only the returned tile).
     """
-    limit = num_rows + 1 if OFF_BY_ONE else num_rows  # planted fault: an id equal to the row count passes
+    limit = num_rows
+    if FAULT_ID_OFF_BY_ONE & FAULTS:  # planted: an id equal to the row count passes
+        limit = num_rows + 1
     out_of_range = (ids < 0) | (ids >= limit)
     fixed = tl.where(out_of_range, 0, ids)
     bad = out_of_range & mask
@@ -322,7 +326,7 @@ def _repair_offsets_kernel(
 @triton.jit(do_not_specialize=["B", "num_indices"])
 def _check_ids_kernel(
     indices_ptr, offsets_ptr, rows_ptr, out_ptr, warn_ptr, record_ptr, B, num_indices,
-    WRITE: tl.constexpr, COUNT: tl.constexpr, RECORD: tl.constexpr, OFF_BY_ONE: tl.constexpr, BLOCK: tl.constexpr,
+    WRITE: tl.constexpr, COUNT: tl.constexpr, RECORD: tl.constexpr, FAULTS: tl.constexpr, BLOCK: tl.constexpr,
 ):
     """One program per bag: check its ids against its table's row count, block by block."""
     bag = tl.program_id(0).to(tl.int64)
@@ -336,4 +340,4 @@ def _check_ids_kernel(
         m = pos < end
         ids = tl.load(indices_ptr + pos, mask=m, other=0).to(tl.int64)
         check_id_tile(ids, pos, m, num_rows, out_ptr, warn_ptr, record_ptr, num_indices, WRITE, COUNT, RECORD,
-                      OFF_BY_ONE)
+                      FAULTS)

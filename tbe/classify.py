@@ -19,6 +19,7 @@ import triton.language as tl
 
 from tbe import backend
 from tbe.config import KernelConfig
+from tbe.faults import FAULT_THRESHOLD_OFF_BY_ONE, kernel_faults
 from tbe.transpose import Transposed
 
 def num_sms(device: torch.device) -> int:
@@ -73,7 +74,7 @@ def classify(tr: Transposed, bucket: int, config: KernelConfig) -> Classified:
         tr.run_start, tr.run_bucket, tr.num_runs, bucket,
         c.counts, c.long_runs, c.chunk_base, c.num_chunks, c.countdown,
         config.long_run_threshold, config.chunk_size,
-        BLOCK=block, FAULT_OFF_BY_ONE=config.has_fault("long_threshold_off_by_one"),
+        BLOCK=block, FAULTS=kernel_faults(config.faults, FAULT_THRESHOLD_OFF_BY_ONE),
     )
     grid = persistent_grid(config.long_grid_multiplier, n, device)
     _expand_chunks_kernel[(grid,)](
@@ -86,13 +87,13 @@ def classify(tr: Transposed, bucket: int, config: KernelConfig) -> Classified:
 def _classify_kernel(
     run_start_ptr, run_bucket_ptr, num_runs_ptr, BUCKET,
     counts_ptr, long_ptr, chunk_base_ptr, num_chunks_ptr, countdown_ptr,
-    THRESHOLD, CHUNK, BLOCK: tl.constexpr, FAULT_OFF_BY_ONE: tl.constexpr,
+    THRESHOLD, CHUNK, BLOCK: tl.constexpr, FAULTS: tl.constexpr,
 ):
     r = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = r < tl.load(num_runs_ptr)
     start = tl.load(run_start_ptr + r, mask=mask, other=0)
     length = tl.load(run_start_ptr + r + 1, mask=mask, other=0) - start
-    if FAULT_OFF_BY_ONE:  # planted: a run of exactly THRESHOLD lookups is neither short nor long
+    if FAULT_THRESHOLD_OFF_BY_ONE & FAULTS:  # planted: a run of exactly THRESHOLD lookups is neither short nor long
         is_long = mask & (length > THRESHOLD)
     else:
         is_long = mask & (length >= THRESHOLD)

@@ -17,6 +17,7 @@ import triton.language as tl
 from tbe.bounds_check import ForwardCheck, check_id_tile, kernel_args
 from tbe.buckets import bucket_tensors
 from tbe.config import KernelConfig
+from tbe.faults import FAULT_DROP_WIDE, FAULT_FWD_SKIP_LAST, FAULT_MEAN_RAW_LEN, kernel_faults
 from tbe.layout import row_vector
 from tbe.modes import Pooling
 from tbe.rounding import to_storage
@@ -58,10 +59,8 @@ def forward_generic(
             weights, layout_tensors["weights_offsets"], layout_tensors["dims"], layout_tensors["col_offsets"],
             tables, indices, offsets, psw, out, batch_size, out.stride(0),
             MEAN=int(pooling == Pooling.MEAN), WEIGHTED=weighted, BAGS=bags, GATHER=gather, BLOCK_D=block_d, VEC=vec,
-            FAULT_SKIP_LAST=config.has_fault("fwd_skip_last_id"),
-            FAULT_MEAN_RAW_LEN=config.has_fault("fwd_mean_wrong_length"),
-            FAULT_DROP_WIDE=config.has_fault("fwd_drop_cols_past_1024"),
-            **kernel_args(check, indices, offsets),
+            **kernel_args(check, indices, offsets,
+                          kernel_faults(config.faults, FAULT_FWD_SKIP_LAST, FAULT_MEAN_RAW_LEN, FAULT_DROP_WIDE)),
             num_warps=warps,
         )
     return out
@@ -73,10 +72,10 @@ def _forward_kernel(
     weights_ptr, weights_offsets_ptr, dims_ptr, col_offsets_ptr, table_ids_ptr,
     indices_ptr, offsets_ptr, psw_ptr, out_ptr, B, out_stride, MEAN,
     WEIGHTED: tl.constexpr, BAGS: tl.constexpr, GATHER: tl.constexpr,
-    BLOCK_D: tl.constexpr, VEC: tl.constexpr, FAULT_SKIP_LAST: tl.constexpr,
+    BLOCK_D: tl.constexpr, VEC: tl.constexpr,
     rows_ptr, ids_out_ptr, warn_ptr, record_ptr, raw_offsets_ptr, num_indices,
     CHECK: tl.constexpr, CHECK_WRITE: tl.constexpr, CHECK_COUNT: tl.constexpr, CHECK_RECORD: tl.constexpr,
-    FAULT_MEAN_RAW_LEN: tl.constexpr, CHECK_OFF_BY_ONE: tl.constexpr, FAULT_DROP_WIDE: tl.constexpr,
+    FAULTS: tl.constexpr,
 ):
     """``BAGS`` bags of one table. Every D and row offset is a multiple of VEC (``tbe.layout.row_vector``);
     rounding them down to one changes nothing and lets the compiler read and write VEC-wide vectors."""
@@ -94,7 +93,7 @@ def _forward_kernel(
             start = tl.load(offsets_ptr + t * B + b).to(tl.int64)
             end = tl.load(offsets_ptr + t * B + b + 1).to(tl.int64)
             stop = end
-            if FAULT_SKIP_LAST:
+            if FAULT_FWD_SKIP_LAST & FAULTS:
                 if end - start > 1:
                     stop = end - 1
             out_row = (b * out_stride + col0) // VEC * VEC
@@ -109,7 +108,7 @@ def _forward_kernel(
                     if CHECK:  # fused bounds check: side effects on the first column block only
                         ids = check_id_tile(
                             ids, pos, m & (d0 == 0), num_rows, ids_out_ptr, warn_ptr, record_ptr,
-                            num_indices, CHECK_WRITE, CHECK_COUNT, CHECK_RECORD, CHECK_OFF_BY_ONE,
+                            num_indices, CHECK_WRITE, CHECK_COUNT, CHECK_RECORD, FAULTS,
                         )
                     rows = tl.load(
                         weights_ptr + w_base + ids[:, None] * D + c[None, :],
@@ -121,10 +120,10 @@ def _forward_kernel(
                     acc += tl.sum(rows, axis=0)
                 if MEAN != 0:  # a run-time flag: one branch per bag costs nothing, a variant per pooling would
                     length = tl.maximum(end - start, 1).to(tl.float32)
-                    if FAULT_MEAN_RAW_LEN:  # planted: the caller's unrepaired bag length
+                    if FAULT_MEAN_RAW_LEN & FAULTS:  # planted: the caller's unrepaired bag length
                         raw_len = tl.load(raw_offsets_ptr + t * B + b + 1) - tl.load(raw_offsets_ptr + t * B + b)
                         length = tl.maximum(raw_len.to(tl.int64), 1).to(tl.float32)
                     acc = acc / length
-                if FAULT_DROP_WIDE:  # planted: columns past 1,024 come out zero
+                if FAULT_DROP_WIDE & FAULTS:  # planted: columns past 1,024 come out zero
                     acc = tl.where(c < 1024, acc, 0.0)
                 tl.store(out_ptr + out_row + c, to_storage(acc, out_ptr.dtype.element_ty), mask=cmask)

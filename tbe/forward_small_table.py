@@ -24,6 +24,7 @@ import triton.language as tl
 from tbe.bounds_check import ForwardCheck, check_id_tile, kernel_args
 from tbe.buckets import next_pow2
 from tbe.config import KernelConfig
+from tbe.faults import FAULT_MEAN_RAW_LEN, kernel_faults
 from tbe.modes import Pooling
 
 DOT_MIN = 16  # tl.dot needs M, N, K >= 16 (compiled and interpreted)
@@ -92,8 +93,7 @@ def forward_small_table(
         BAGS=bags, M=max(DOT_MIN, bags), H=config.small_table_histogram_ids,
         ROWS=max(DOT_MIN, next_pow2(E)), BLOCK_D=max(DOT_MIN, next_pow2(D)),
         GATHER=config.fwd_gather_unweighted,
-        FAULT_MEAN_RAW_LEN=config.has_fault("fwd_mean_wrong_length"),
-        **kernel_args(check, indices, offsets),
+        **kernel_args(check, indices, offsets, kernel_faults(config.faults, FAULT_MEAN_RAW_LEN)),
         num_warps=config.fwd_num_warps,
     )
     return out
@@ -104,10 +104,10 @@ def forward_small_table(
 def _small_table_kernel(
     weights_ptr, indices_ptr, offsets_ptr, out_ptr, B, E, D, out_stride,
     MEAN: tl.constexpr, BAGS: tl.constexpr, M: tl.constexpr, H: tl.constexpr,
-    ROWS: tl.constexpr, BLOCK_D: tl.constexpr, GATHER: tl.constexpr, FAULT_MEAN_RAW_LEN: tl.constexpr,
+    ROWS: tl.constexpr, BLOCK_D: tl.constexpr, GATHER: tl.constexpr,
     rows_ptr, ids_out_ptr, warn_ptr, record_ptr, raw_offsets_ptr, num_indices,
     CHECK: tl.constexpr, CHECK_WRITE: tl.constexpr, CHECK_COUNT: tl.constexpr, CHECK_RECORD: tl.constexpr,
-    CHECK_OFF_BY_ONE: tl.constexpr,
+    FAULTS: tl.constexpr,
 ):
     """Bags pid*BAGS .. +BAGS: counts [M, ROWS] @ table [ROWS, BLOCK_D], then the scalar tail."""
     pid = tl.program_id(0).to(tl.int64)
@@ -126,7 +126,7 @@ def _small_table_kernel(
     ids = tl.load(indices_ptr + pos, mask=m, other=0).to(tl.int64)
     if CHECK:
         ids = check_id_tile(ids, pos, m, E, ids_out_ptr, warn_ptr, record_ptr, num_indices,
-                            CHECK_WRITE, CHECK_COUNT, CHECK_RECORD, CHECK_OFF_BY_ONE)
+                            CHECK_WRITE, CHECK_COUNT, CHECK_RECORD, FAULTS)
     ids = tl.where(m, ids, 0)
     binned = (r[:, None] * ROWS + ids).to(tl.int32)
     counts = tl.reshape(tl.histogram(tl.reshape(binned, (M * H,)), M * ROWS), (M, ROWS))
@@ -156,7 +156,7 @@ def _small_table_kernel(
                 tid = tl.load(indices_ptr + p, mask=pm, other=0).to(tl.int64)
                 if CHECK:
                     tid = check_id_tile(tid, p, pm, E, ids_out_ptr, warn_ptr, record_ptr, num_indices,
-                                        CHECK_WRITE, CHECK_COUNT, CHECK_RECORD, CHECK_OFF_BY_ONE)
+                                        CHECK_WRITE, CHECK_COUNT, CHECK_RECORD, FAULTS)
                 w = tl.load(weights_ptr + tid[:, None] * D + cols[None, :],
                             mask=pm[:, None] & cmask[None, :], other=0.0)
                 part += tl.sum(w.to(tl.float32), axis=0)
@@ -164,7 +164,7 @@ def _small_table_kernel(
 
     if MEAN:
         denom = length
-        if FAULT_MEAN_RAW_LEN:  # planted: the caller's unrepaired bag length
+        if FAULT_MEAN_RAW_LEN & FAULTS:  # planted: the caller's unrepaired bag length
             denom = (tl.load(raw_offsets_ptr + bag + 1, mask=bag_ok, other=1)
                      - tl.load(raw_offsets_ptr + bag, mask=bag_ok, other=0)).to(tl.int64)
         acc = acc / tl.maximum(denom, 1).to(tl.float32)[:, None]
