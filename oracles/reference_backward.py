@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Optional
+from typing import Optional, Sequence
 
 import torch
 
 from oracles.elementwise import term_units, terms_exact
 from oracles.elements import element_passes, expand, layout_tensors, lookups, pass_width, uniform_dim
 from oracles.exactness import ExactSums, fits
+from oracles.vbe import padded_offsets, to_dense, variable_batch
 from tbe.layout import TableLayout
 from tbe.modes import Optimizer, Pooling
 
@@ -122,8 +123,15 @@ def reference_backward(
     lr: float,
     eps: float,
     grad_output: torch.Tensor,
+    batch_size_per_feature: Optional[Sequence[int]] = None,
 ) -> BackwardReference:
-    """The exact (fp64) result of one backward + optimizer step; inputs are not modified."""
+    """The exact (fp64) result of one backward + optimizer step; inputs are not modified. With
+    ``batch_size_per_feature`` (VBE) ``grad_output`` is flat, in the VBE output's layout (``oracles.vbe``)."""
+    vb = variable_batch(layout, batch_size_per_feature)
+    if vb is not None:
+        return reference_backward(layout, weights, momentum, indices, padded_offsets(vb, offsets.detach()),
+                                  per_sample_weights, vb.max_batch, pooling, optimizer, lr, eps,
+                                  to_dense(layout, vb, grad_output.detach()))
     B, T = batch_size, layout.num_tables  # storage is per table; the batch (at.table) per feature
     dev = weights.device
     lt = layout_tensors(layout, dev)

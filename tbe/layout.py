@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import functools
 import math
@@ -181,6 +182,87 @@ class TableLayout:
             "col_offsets": torch.tensor(self.col_offsets, **i64),
             "hash_size_cumsum": torch.tensor([cs[t] for t in ft] + [cs[-1]], **i64),
         }
+
+
+def check_batch_sizes(batch_size_per_feature: Sequence, num_features: int) -> tuple[int, ...]:
+    """The per-feature batch sizes of a variable-batch (VBE) call as a tuple: one int >= 0 per feature, a
+    single rank (FBGEMM's ``batch_size_per_feature_per_rank`` with one rank per feature, flattened); TypeError
+    or ValueError names the field and the bad value."""
+    name = "batch_size_per_feature"
+    if isinstance(batch_size_per_feature, (str, bytes)) or not hasattr(batch_size_per_feature, "__iter__"):
+        raise TypeError(f"{name} must be a sequence of ints, one per feature, got {batch_size_per_feature!r}")
+    out = tuple(batch_size_per_feature)
+    if len(out) != num_features:
+        raise ValueError(f"{name} has {len(out)} entries, expected one per feature ({num_features})")
+    for f, b in enumerate(out):
+        if hasattr(b, "__iter__"):
+            raise TypeError(f"{name}[{f}] = {b!r}: one batch size per feature (a single rank); batch sizes per "
+                            f"feature per rank are not supported")
+        if isinstance(b, bool) or not isinstance(b, int):
+            raise TypeError(f"{name}[{f}] must be an int, got {b!r}")
+        if b < 0:
+            raise ValueError(f"{name}[{f}] = {b} is negative")
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class VariableBatch:
+    """A variable-batch (VBE) call: feature f has ``sizes[f]`` bags. Bags are numbered feature by feature
+    (feature f's bag b is bag ``bag_base[f] + b``, so offsets has sum B_f + 1 entries); the output is flat,
+    FBGEMM's single-rank VBE layout: feature f's [B_f, D_f] block row-major at ``out_base[f]``."""
+
+    sizes: tuple[int, ...]
+    dims: tuple[int, ...]  # D of each feature
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sizes", check_batch_sizes(self.sizes, len(self.dims)))
+
+    @property
+    def bag_base(self) -> list[int]:
+        """F + 1 entries: the first bag of each feature, then the number of bags."""
+        out = [0]
+        for b in self.sizes:
+            out.append(out[-1] + b)
+        return out
+
+    @property
+    def out_base(self) -> list[int]:
+        """F + 1 entries: the element offset of each feature's block in the flat output, then its size."""
+        out = [0]
+        for b, d in zip(self.sizes, self.dims):
+            out.append(out[-1] + b * d)
+        return out
+
+    @property
+    def num_bags(self) -> int:
+        return sum(self.sizes)
+
+    @property
+    def max_batch(self) -> int:
+        return max(self.sizes, default=0)
+
+    @property
+    def output_size(self) -> int:
+        return self.out_base[-1]
+
+    def locate(self, bag: int) -> tuple[int, int]:
+        """(feature, sample) of bag number ``bag``."""
+        base = self.bag_base
+        f = max(0, bisect.bisect_right(base, bag, hi=len(self.sizes)) - 1)
+        return f, bag - base[f]
+
+    def device_tensors(self, device: torch.device) -> dict[str, torch.Tensor]:
+        """What the kernels read: per feature ``bag_base`` and ``out_base`` (int64, F + 1 entries), and per bag
+        its feature ``bag_feature`` (int32) and the element offset of its output row ``bag_row`` (int64), built
+        on ``device`` from the per-feature arrays (no host read of device data)."""
+        i64 = dict(dtype=torch.int64, device=device)
+        bag_base = torch.tensor(self.bag_base, **i64)
+        out_base = torch.tensor(self.out_base, **i64)
+        sizes = torch.tensor(self.sizes, **i64)
+        feature = torch.repeat_interleave(torch.arange(len(self.sizes), **i64), sizes, output_size=self.num_bags)
+        sample = torch.arange(self.num_bags, **i64) - bag_base[feature]
+        row = out_base[feature] + sample * torch.tensor(self.dims, **i64)[feature]
+        return {"bag_base": bag_base, "out_base": out_base, "bag_feature": feature.to(torch.int32), "bag_row": row}
 
 
 def vector_width(element_bytes: int) -> int:
