@@ -68,7 +68,7 @@ def tensors(case: AnyCase, *, steps: bool = True, weights: bool = True,
         batch = materialize_bad(case.bad)
         g = torch.Generator().manual_seed(case.bad.seed ^ 0x6EAD)
         out_dtype = parse_float_dtype("output_dtype", spec.output_dtype)
-        total_dim = sum(d for _, d in spec.tables)
+        total_dim = spec.total_dim
         grads = dyadic_grads(spec, g, out_dtype) if spec.values == "dyadic" else \
             [torch.randn(spec.batch_size, total_dim, generator=g).to(out_dtype) for _ in range(spec.steps)]
         indices, offsets, psw = batch.indices, batch.offsets, batch.per_sample_weights
@@ -86,14 +86,14 @@ def _pack_tensors(pack: PackCase, steps: bool) -> CaseTensors:
     for sub in pack.subs:
         m = materialize(sub)
         off = m.offsets.to(torch.int64)
-        per_bag = (off[1:] - off[:-1]).reshape(sub.num_tables, sub.batch_size)
-        lengths.append(torch.cat([per_bag, torch.zeros(sub.num_tables, B - sub.batch_size, dtype=torch.int64)], 1))
+        per_bag = (off[1:] - off[:-1]).reshape(sub.num_features, sub.batch_size)
+        lengths.append(torch.cat([per_bag, torch.zeros(sub.num_features, B - sub.batch_size, dtype=torch.int64)], 1))
         ids.append(m.indices)
         if m.per_sample_weights is not None:
             psws.append(m.per_sample_weights)
         # d_out rows of padding bags are zero: nothing reads them, and a zero keeps any mix-up visible as a change
         grads.append([torch.cat([g, g.new_zeros(B - sub.batch_size, g.shape[1])]) for g in m.grad_outputs])
-    offsets = torch.zeros(pack.spec.num_tables * B + 1, dtype=torch.int64)
+    offsets = torch.zeros(pack.spec.num_features * B + 1, dtype=torch.int64)
     offsets[1:] = torch.cumsum(torch.cat(lengths).reshape(-1), 0)
     psw = torch.cat(psws) if pack.spec.weighted else None
     step_grads = [torch.cat([g[k] for g in grads], 1) for k in range(pack.spec.steps)] if steps else []

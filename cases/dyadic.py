@@ -37,12 +37,14 @@ EXACT_UNITS = 2 ** 24  # an fp32 sum of multiples of 2^e is exact below 2^24 * 2
 
 
 def longest_accumulation(spec) -> int:
-    """Upper bound on the lookups of any one run or bag: a table's whole share of the batch."""
+    """Upper bound on the lookups of any one run or bag: a table's whole share of the batch (the bags of every
+    feature that reads it)."""
     per_bag = 0 if spec.length_profile == "empty" else spec.max_length
+    readers = spec.feature_tables
     longest = 1
     for t in range(spec.num_tables):
         hot = sum(h.count for h in spec.hot_rows if h.table == t)
-        longest = max(longest, spec.batch_size * per_bag + hot)
+        longest = max(longest, readers.count(t) * spec.batch_size * per_bag + hot)
     return longest
 
 
@@ -70,7 +72,7 @@ def _signed_ints(n: int, k: int, g: torch.Generator, device=None) -> torch.Tenso
 def dyadic_grads(spec, g: torch.Generator, out_dtype: torch.dtype, device=None) -> list[torch.Tensor]:
     """One [B, sum D] upstream gradient per step, nonzero multiples of ``D_GRID``, on ``device``."""
     kd = magnitudes(spec)[0]
-    total_dim = sum(d for _, d in spec.tables)
+    total_dim = spec.total_dim
     n = spec.batch_size * total_dim
     return [(_signed_ints(n, kd, g, device) * D_GRID).view(spec.batch_size, total_dim).to(out_dtype)
             for _ in range(spec.steps)]

@@ -29,6 +29,9 @@ class BadIdCase:
     def __post_init__(self) -> None:
         if tuple(self.spec.tables) != tuple(self.bad.tables) or self.spec.batch_size != self.bad.batch_size:
             raise ValueError("BadIdCase: spec and bad batch must have the same tables and batch_size")
+        if self.spec.feature_table_map:  # a bad batch is laid out one feature per table
+            raise ValueError(f"BadIdCase: spec.feature_table_map={list(self.spec.feature_table_map)}, but a bad-id "
+                             f"batch reads one feature per table")
         if self.spec.weighted != self.bad.weighted or self.spec.index_dtype != self.bad.index_dtype:
             raise ValueError("BadIdCase: spec and bad batch must agree on weighted and index_dtype")
 

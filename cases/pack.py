@@ -68,10 +68,13 @@ class PackCase:
         hot: list[HotRow] = []
         for start, sub in zip(self.table_starts(), self.subs):
             hot += [HotRow(start + h.table, h.row, h.count) for h in sub.hot_rows]
+        shared = any(s.feature_table_map for s in self.subs)
+        fmap = tuple(start + t for start, s in zip(self.table_starts(), self.subs) for t in s.feature_tables)
         return dataclasses.replace(
             first, tables=tuple(t for s in self.subs for t in s.tables), batch_size=self.batch_size,
             max_length=max(s.max_length for s in self.subs), hot_rows=tuple(hot),
             values="dyadic" if all(s.values == "dyadic" for s in self.subs) else "random",
+            feature_table_map=fmap if shared else (),
         )
 
     @property
@@ -93,7 +96,7 @@ class PackCase:
 
     def size(self) -> tuple[int, int, int]:
         spec = self.spec
-        return spec.num_tables, spec.num_tables * spec.batch_size, self.expected_lookups()
+        return spec.num_tables, spec.num_features * spec.batch_size, self.expected_lookups()
 
     def with_modes(self, **fields: Any) -> "PackCase":
         return PackCase(tuple(dataclasses.replace(s, **fields) for s in self.subs))

@@ -1,7 +1,7 @@
 """CaseSpec (what Hypothesis draws) and its materialization into a batch (what kernels run).
 
-A spec names the tables, batch size, dtypes, modes, a bag-length profile, hot rows with
-exact segment lengths and a seed. ``materialize`` is deterministic in the spec, so a
+A spec names the tables, the table each feature reads, batch size, dtypes, modes, a bag-length
+profile, hot rows with exact segment lengths and a seed. ``materialize`` is deterministic in the spec, so a
 saved spec is a complete, replayable failing case.
 """
 
@@ -17,7 +17,7 @@ import torch
 from cases.dyadic import VALUE_KINDS, dyadic_grads, dyadic_psw
 from cases.protocol import CaseKind
 from tbe import draws
-from tbe.layout import TableLayout, TableSpec
+from tbe.layout import TableLayout, TableSpec, check_feature_table_map
 from tbe.modes import BoundsCheckMode, Optimizer, Pooling, parse_enum, parse_float_dtype, parse_index_dtype
 
 LENGTH_PROFILES = ("fixed", "uniform", "log_uniform", "zipf", "empty")
@@ -25,7 +25,8 @@ LENGTH_PROFILES = ("fixed", "uniform", "log_uniform", "zipf", "empty")
 
 @dataclasses.dataclass(frozen=True)
 class HotRow:
-    """Row ``row`` of table ``table`` is read exactly ``count`` times in the batch (one run of SL=count)."""
+    """Row ``row`` of table ``table`` is read exactly ``count`` times in the batch (one run of SL=count), in bags
+    of any feature that reads the table."""
 
     table: int
     row: int
@@ -56,9 +57,15 @@ class CaseSpec:
     steps: int = 1
     seed: int = 0
     values: str = "random"  # "dyadic": exact-value data (cases.dyadic), "random": random magnitudes
+    feature_table_map: tuple[int, ...] = ()  # the table each feature reads (tbe.layout); empty: feature t, table t
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tables", tuple(tuple(int(x) for x in t) for t in self.tables))
+        try:
+            object.__setattr__(self, "feature_table_map",
+                               check_feature_table_map(self.feature_table_map, len(self.tables)))
+        except (TypeError, ValueError) as e:
+            raise type(e)(f"CaseSpec.{e}") from None
         for name, cls in (("pooling", Pooling), ("optimizer", Optimizer), ("bounds_check", BoundsCheckMode)):
             object.__setattr__(self, name, parse_enum(cls, f"CaseSpec.{name}", getattr(self, name)))
         object.__setattr__(
@@ -74,11 +81,25 @@ class CaseSpec:
 
     @property
     def layout(self) -> TableLayout:
-        return TableLayout(tuple(TableSpec(e, d) for e, d in self.tables))
+        return TableLayout(tuple(TableSpec(e, d) for e, d in self.tables), self.feature_table_map)
 
     @property
     def num_tables(self) -> int:
         return len(self.tables)
+
+    @property
+    def feature_tables(self) -> tuple[int, ...]:
+        """The table of every feature (the identity when ``feature_table_map`` is empty)."""
+        return self.feature_table_map or tuple(range(self.num_tables))
+
+    @property
+    def num_features(self) -> int:
+        return len(self.feature_tables)
+
+    @property
+    def total_dim(self) -> int:
+        """Width of the pooled output: every feature's table's D."""
+        return sum(self.tables[t][1] for t in self.feature_tables)
 
     @property
     def spec(self) -> "CaseSpec":
@@ -89,7 +110,7 @@ class CaseSpec:
         return (self,)
 
     def size(self) -> tuple[int, int, int]:
-        return self.num_tables, self.num_tables * self.batch_size, self.expected_lookups()
+        return self.num_tables, self.num_features * self.batch_size, self.expected_lookups()
 
     def with_modes(self, **fields: Any) -> "CaseSpec":
         return dataclasses.replace(self, **fields)
@@ -102,6 +123,9 @@ class CaseSpec:
         d.update(pooling=self.pooling.value, optimizer=self.optimizer.value, bounds_check=self.bounds_check.value)
         d["tables"] = [list(t) for t in self.tables]
         d["hot_rows"] = [dataclasses.asdict(h) for h in self.hot_rows]
+        d["feature_table_map"] = list(self.feature_table_map)
+        if not self.feature_table_map:  # the identity: records (and their hashes) stay as before the field
+            del d["feature_table_map"]
         return d
 
     @classmethod
@@ -119,7 +143,7 @@ class CaseSpec:
         """Upper estimate of the batch's lookups, for budgeting before materializing."""
         per_table = self.batch_size * (0 if self.length_profile == "empty" else self.max_length)
         hot = sum(h.count for h in self.hot_rows)
-        return per_table * self.num_tables + hot
+        return per_table * self.num_features + hot
 
 
 def multi_step_rate(learning_rate: float, longest: int, steps: int) -> float:
@@ -151,21 +175,21 @@ class Case:
         return self.indices.numel()
 
     def segment_lengths(self) -> torch.Tensor:
-        """SL of every run (distinct (table, row)) in the batch."""
+        """SL of every run (distinct (table, row), over every feature that reads the table) in the batch."""
         layout = self.spec.layout
         B = self.spec.batch_size
         off = self.offsets.to(torch.int64)
-        cs = torch.tensor(layout.hash_size_cumsum[:-1], dtype=torch.int64)
-        table_of = torch.repeat_interleave(
-            torch.arange(layout.num_tables), off[B:: B] - off[: -1: B], output_size=self.num_lookups
+        cs = torch.tensor([layout.hash_size_cumsum[t] for t in layout.feature_tables], dtype=torch.int64)
+        feature_of = torch.repeat_interleave(
+            torch.arange(layout.num_features), off[B:: B].cpu() - off[: -1: B].cpu(), output_size=self.num_lookups
         ) if B > 0 else torch.zeros(0, dtype=torch.int64)
-        lin = cs[table_of] + self.indices.to(torch.int64)
+        lin = cs[feature_of].to(self.indices.device) + self.indices.to(torch.int64)
         return torch.unique(lin, return_counts=True)[1]
 
 
 def _bag_lengths(spec: CaseSpec, g: torch.Generator) -> torch.Tensor:
-    """[T, B] bag lengths before hot rows are added, from the spec's profile."""
-    T, B, m = spec.num_tables, spec.batch_size, spec.max_length
+    """[F, B] bag lengths (F features) before hot rows are added, from the spec's profile."""
+    T, B, m = spec.num_features, spec.batch_size, spec.max_length
     if spec.length_profile == "empty" or m == 0:
         return torch.zeros(T, B, dtype=torch.int64)
     if spec.length_profile == "fixed":
@@ -203,26 +227,40 @@ def _draw_ids(rows: int, n: int, skew: float, exclude: list[int], g: torch.Gener
     return ids
 
 
+def _place_hot(spec: CaseSpec, table: int, hot: list[HotRow], lengths: torch.Tensor, hot_of: dict,
+               g: torch.Generator, dev: torch.device) -> None:
+    """Put table ``table``'s hot occurrences in bags chosen at random among the bags of every feature reading
+    it (so duplicates also fall within a bag, and a shared table's hot row spans features): its readers' hot
+    ids into ``hot_of``, their bags' lengths grown."""
+    readers = [f for f, t in enumerate(spec.feature_tables) if t == table]
+    B = spec.batch_size
+    hot_ids = torch.cat([torch.full((h.count,), h.row, dtype=torch.int64, device=dev) for h in hot])
+    where = draws.integers(0, len(readers) * B, hot_ids.numel(), g, dev)
+    for j, f in enumerate(readers):
+        mine = where // B == j
+        hot_of[f] = hot_ids[mine]
+        lengths[f] += torch.bincount(where[mine] % B, minlength=B)
+
+
 def materialize(spec: CaseSpec, device: Optional[torch.device | str] = None) -> Case:
     """Build the batch for ``spec`` deterministically, on ``device`` (default the CPU): small draws come from
     the spec's CPU generator, large ones (``tbe.draws``) run on the device, with the same values everywhere."""
     dev = draws.device_or_cpu(device)
     g = torch.Generator().manual_seed(spec.seed)
-    T, B = spec.num_tables, spec.batch_size
+    T, B = spec.num_features, spec.batch_size
     lengths = _bag_lengths(spec, g).to(dev)
     per_table_ids = []
-    for t, (rows, _) in enumerate(spec.tables):
+    hot_of: dict[int, torch.Tensor] = {}  # feature -> the hot ids placed in its bags
+    for f, t in enumerate(spec.feature_tables):
+        rows = spec.tables[t][0]
         hot = [h for h in spec.hot_rows if h.table == t]
         if B == 0:
             per_table_ids.append(torch.zeros(0, dtype=torch.int64, device=dev))
             continue
-        # hot occurrences land in bags chosen at random (so duplicates also fall within a bag)
-        hot_ids = torch.cat([torch.full((h.count,), h.row, dtype=torch.int64, device=dev) for h in hot]) \
-            if hot else None
-        if hot_ids is not None:
-            bags = draws.integers(0, B, hot_ids.numel(), g, dev)
-            lengths[t] += torch.bincount(bags, minlength=B)
-        n = int(lengths[t].sum())
+        if hot and f not in hot_of:
+            _place_hot(spec, t, hot, lengths, hot_of, g, dev)
+        hot_ids = hot_of.get(f)
+        n = int(lengths[f].sum())
         n_plain = n - (0 if hot_ids is None else hot_ids.numel())
         plain = _draw_ids(rows, n_plain, spec.id_skew, sorted({h.row for h in hot}), g, dev)
         ids = plain if hot_ids is None else torch.cat([plain, hot_ids])
@@ -244,6 +282,6 @@ def materialize(spec: CaseSpec, device: Optional[torch.device | str] = None) -> 
         psw = (draws.uniform(indices.numel(), g, device=dev) * 1.5 + 0.25) * torch.where(
             draws.uniform(indices.numel(), g, device=dev) < 0.2, -1.0, 1.0
         )
-    total_dim = sum(d for _, d in spec.tables)
+    total_dim = spec.total_dim
     grads = [draws.normal(B * total_dim, g, dev).view(B, total_dim).to(out_dtype) for _ in range(spec.steps)]
     return Case(spec, indices.contiguous(), offsets.contiguous(), psw, grads)

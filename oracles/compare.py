@@ -127,7 +127,8 @@ def compare(
 ) -> Report:
     """Check |got - expected| <= bound entrywise (NaN/inf in got is a mismatch unless expected matches).
 
-    For a [B, sum D] block, ``layout`` maps each column back to (table, column in table).
+    For a [B, sum D] block, ``layout`` maps each column back to (table, column in table): the
+    table of the feature whose block holds it.
     For a 1-D tensor, ``sample`` is the position and table/column are -1.
     """
     if tuple(got.shape) != tuple(expected.shape):
@@ -141,8 +142,8 @@ def compare(
         sample, col = divmod(flat, exp.shape[1])
         table, column = -1, col
         if layout is not None:
-            for t, c0 in enumerate(layout.col_offsets):
-                if c0 <= col < c0 + layout.specs[t].dim:
+            for t, c0, d in zip(layout.feature_tables, layout.col_offsets, layout.feature_dims):
+                if c0 <= col < c0 + d:
                     table, column = t, col - c0
     else:
         sample, table, column = flat, -1, -1

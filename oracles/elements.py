@@ -22,22 +22,33 @@ ELEMENTS = 1 << 24  # elements per pass: 128 MiB per float64 scratch tensor
 
 @dataclasses.dataclass(frozen=True)
 class LayoutTensors:
-    """The layout's per-table arrays (int64, on one device), and the table of each pooled column."""
+    """The layout's arrays (int64, on one device) indexed by feature (``TableLayout.device_tensors``: each
+    feature's table's D, rows, weights offset and linear-id base, and its output column), the table of each
+    feature, the D, linear-id base and weights offset of each table (what the backward reference merges rows
+    by, independently of the kernels' per-feature arrays), and the feature of each pooled column."""
 
     dims: torch.Tensor
     rows: torch.Tensor
     weights_offsets: torch.Tensor
     col_offsets: torch.Tensor
-    hash_size_cumsum: torch.Tensor  # T + 1 entries
-    column_table: torch.Tensor      # [sum D]
+    hash_size_cumsum: torch.Tensor  # F + 1 entries
+    column_feature: torch.Tensor    # [sum D]
+    feature_table: torch.Tensor     # [F]
+    table_dims: torch.Tensor        # [T]
+    table_hash_size_cumsum: torch.Tensor  # [T + 1] the storage's linear-id bases, per table
+    table_weights_offsets: torch.Tensor   # [T]
 
 
 @functools.lru_cache(maxsize=64)
 def _layout_tensors(layout: TableLayout, device: str) -> LayoutTensors:
     t = layout.device_tensors(torch.device(device))
-    col_table = torch.repeat_interleave(torch.arange(layout.num_tables), torch.tensor(layout.dims)).to(device)
+    col_feature = torch.repeat_interleave(torch.arange(layout.num_features),
+                                          torch.tensor(layout.feature_dims)).to(device)
     return LayoutTensors(t["dims"], t["rows"], t["weights_offsets"], t["col_offsets"], t["hash_size_cumsum"],
-                         col_table)
+                         col_feature, torch.tensor(layout.feature_tables, dtype=torch.int64, device=device),
+                         torch.tensor(layout.dims, dtype=torch.int64, device=device),
+                         torch.tensor(layout.hash_size_cumsum, dtype=torch.int64, device=device),
+                         torch.tensor(layout.weights_offsets, dtype=torch.int64, device=device))
 
 
 def layout_tensors(layout: TableLayout, device: torch.device | str) -> LayoutTensors:
@@ -52,16 +63,16 @@ def bag_lengths(offsets: torch.Tensor) -> torch.Tensor:
 
 @dataclasses.dataclass(frozen=True)
 class Lookups:
-    """Where each lookup of a valid batch sits: its bag's table and sample, and its bag's length."""
+    """Where each lookup of a valid batch sits: its bag's feature and sample, and its bag's length."""
 
-    table: torch.Tensor    # [n] int64
+    table: torch.Tensor    # [n] int64 the feature (the table, without a feature_table_map)
     sample: torch.Tensor   # [n] int64
     bag_len: torch.Tensor  # [n] int64
 
 
-def lookups(offsets: torch.Tensor, num_tables: int, batch_size: int, num_indices: int) -> Lookups:
+def lookups(offsets: torch.Tensor, num_features: int, batch_size: int, num_indices: int) -> Lookups:
     lengths = bag_lengths(offsets)
-    bag = torch.repeat_interleave(torch.arange(num_tables * batch_size, device=offsets.device), lengths,
+    bag = torch.repeat_interleave(torch.arange(num_features * batch_size, device=offsets.device), lengths,
                                   output_size=num_indices)
     table = bag // max(batch_size, 1)
     return Lookups(table, bag - table * batch_size, lengths[bag])

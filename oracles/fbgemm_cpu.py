@@ -2,9 +2,11 @@
 
 Wraps ``SplitTableBatchedEmbeddingBagsCodegen`` on the CPU (EXACT_SGD and
 EXACT_ROWWISE_ADAGRAD, fp32/fp16 weights, SUM/MEAN, weighted, int32/int64) with our
-weights loaded into it. Known facts: FBGEMM starts from zero weights (we write ours),
+weights loaded into it; features may share tables (its ``feature_table_map``). Known facts: FBGEMM starts from zero weights (we write ours),
 rounds stochastically unless told not to, updates in place, has no BF16 weights on the
-CPU, and with MEAN pooling and per-sample weights its backward does not divide by L.
+CPU, and with MEAN pooling and per-sample weights its backward does not divide by L. Variable batch per feature
+(VBE): its CPU TBE takes ``batch_size_per_feature_per_rank`` in the forward and backward of both optimizers; this
+oracle passes one rank (``[[B_f] for each feature]``), its output then flat as ours.
 """
 
 from __future__ import annotations
@@ -70,7 +72,10 @@ class FbgemmTBE:
         output_dtype: torch.dtype,
         pooling: Pooling,
         bounds_check: BoundsCheckMode = BoundsCheckMode.NONE,
+        feature_table_map: Sequence[int] = (),
     ) -> None:
+        """``feature_table_map``: the table each feature reads (empty: one feature per table), FBGEMM's own
+        argument."""
         if not supports(weights_dtype, output_dtype, [d for _, d in specs]):
             raise ValueError(
                 f"FBGEMM CPU TBE does not support weights {weights_dtype} / output {output_dtype} "
@@ -96,6 +101,7 @@ class FbgemmTBE:
             pooling_mode=pool,
             stochastic_rounding=False,
             bounds_check_mode=bounds_check_mode(bounds_check),
+            feature_table_map=list(feature_table_map) or None,
         )
         self.optimizer = optimizer
 
@@ -117,11 +123,19 @@ class FbgemmTBE:
         return [s[0].detach().clone().view(-1) for s in self.tbe.split_optimizer_states()]
 
     def forward(
-        self, indices: torch.Tensor, offsets: torch.Tensor, per_sample_weights: Optional[torch.Tensor] = None
+        self, indices: torch.Tensor, offsets: torch.Tensor, per_sample_weights: Optional[torch.Tensor] = None,
+        batch_size_per_feature: Optional[Sequence[int]] = None,
     ) -> torch.Tensor:
         psw = None if per_sample_weights is None else per_sample_weights.detach().cpu().float()
         with torch.no_grad():
-            return self.tbe(indices.cpu(), offsets.cpu(), psw).detach().clone()
+            return self._call(indices, offsets, psw, batch_size_per_feature).detach().clone()
+
+    def _call(self, indices, offsets, psw, batch_size_per_feature):
+        """FBGEMM's forward; with ``batch_size_per_feature`` its VBE forward for one rank."""
+        if batch_size_per_feature is None:
+            return self.tbe(indices.cpu(), offsets.cpu(), psw)
+        return self.tbe(indices.cpu(), offsets.cpu(), psw,
+                        batch_size_per_feature_per_rank=[[int(b)] for b in batch_size_per_feature])
 
     def step(
         self,
@@ -129,11 +143,12 @@ class FbgemmTBE:
         offsets: torch.Tensor,
         per_sample_weights: Optional[torch.Tensor],
         grad_output: torch.Tensor,
+        batch_size_per_feature: Optional[Sequence[int]] = None,
     ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
         """One training step: forward, backward with ``grad_output``; returns (output, psw grad)."""
         psw = None
         if per_sample_weights is not None:
             psw = per_sample_weights.detach().cpu().float().requires_grad_(True)
-        out = self.tbe(indices.cpu(), offsets.cpu(), psw)
+        out = self._call(indices, offsets, psw, batch_size_per_feature)
         out.backward(grad_output.detach().cpu().to(out.dtype))
         return out.detach().clone(), None if psw is None else psw.grad.detach().clone()

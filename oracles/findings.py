@@ -30,6 +30,11 @@ FBGEMM_WEIGHTED_MEAN_BACKWARD = (
     "gradient (nor the per-sample-weight gradient) by L: its step is SUM pooling's, so its update "
     "and momentum disagree with the FP64 reference. Semantic difference."
 )
+FBGEMM_ADAGRAD_UNSORTED_FEATURE_MAP = (
+    "fbgemm-gpu-cpu EXACT_ROWWISE_ADAGRAD backward raises 'num of rows processed by adagrad: 0 does not match "
+    "c_block size' when its feature_table_map is not non-decreasing (a later feature reads an earlier table: "
+    "[1, 0], [0, 1, 0]); non-decreasing maps ([0, 0, 1]) and EXACT_SGD train. Seen in 1.8.0."
+)
 FBGEMM_MINUS_ONE_CPU = (
     "FBGEMM's bounds check passes id -1 as a pruned row (ours repairs and counts it); fbgemm-gpu-cpu's "
     "lookup then raises 'Index ... is out of bounds: -1' under every mode. Semantic difference."
@@ -107,4 +112,12 @@ def fbgemm_update_difference(optimizer: Optimizer, weights_dtype: torch.dtype) -
     """Why FBGEMM's CPU weight update is not judged against the FP64 bound at all, or None."""
     if optimizer == Optimizer.EXACT_SGD and weights_dtype == torch.float16:
         return FBGEMM_FP16_SGD_UPDATE
+    return None
+
+
+def fbgemm_feature_map_difference(optimizer: Optimizer, feature_table_map: tuple[int, ...]) -> Optional[str]:
+    """Why FBGEMM's CPU TBE cannot train with ``feature_table_map`` at all, or None."""
+    unsorted = any(b < a for a, b in zip(feature_table_map, feature_table_map[1:]))
+    if optimizer == Optimizer.EXACT_ROWWISE_ADAGRAD and unsorted:
+        return FBGEMM_ADAGRAD_UNSORTED_FEATURE_MAP
     return None

@@ -9,12 +9,13 @@ be bounds-checked (valid ids and offsets); ``oracles.reference_bounds`` gives th
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterator, Optional
+from typing import Iterator, Optional, Sequence
 
 import torch
 
 from oracles.exactness import ExactSums
 from oracles.elements import Pass, bag_lengths, element_passes, layout_tensors, lookups, pass_width, uniform_dim
+from oracles.vbe import padded_offsets, to_flat, variable_batch
 from tbe.layout import TableLayout
 from tbe.modes import Pooling
 
@@ -29,18 +30,19 @@ def check_valid(layout: TableLayout, indices: torch.Tensor, offsets: torch.Tenso
     """Raise ValueError if the batch is not already valid (the reference never repairs)."""
     off = offsets.to(torch.int64)
     n = indices.numel()
-    if off.numel() != layout.num_tables * batch_size + 1:
-        raise ValueError(f"offsets has {off.numel()} entries, expected {layout.num_tables * batch_size + 1}")
+    if off.numel() != layout.num_features * batch_size + 1:
+        raise ValueError(f"offsets has {off.numel()} entries, expected {layout.num_features * batch_size + 1}")
     if int(off[0]) != 0 or int(off[-1]) != n or bool((off[1:] < off[:-1]).any()):
         raise ValueError("reference needs valid offsets (start 0, non-decreasing, end len(indices))")
     if n == 0:
         return
-    table = lookups(off, layout.num_tables, batch_size, n).table
+    feature = lookups(off, layout.num_features, batch_size, n).table
     ids = indices.to(off.device, torch.int64)
-    bad = (ids < 0) | (ids >= layout_tensors(layout, off.device).rows[table])
+    bad = (ids < 0) | (ids >= layout_tensors(layout, off.device).rows[feature])
     if bool(bad.any()):
-        t = int(table[int(torch.nonzero(bad)[0])])
-        raise ValueError(f"reference needs in-range ids; table {t} has ids outside [0, {layout.specs[t].rows})")
+        f = int(feature[int(torch.nonzero(bad)[0])])
+        raise ValueError(f"reference needs in-range ids; feature {f} has ids outside "
+                         f"[0, {layout.feature_rows[f]})")
 
 
 def reference_forward(
@@ -51,16 +53,21 @@ def reference_forward(
     per_sample_weights: Optional[torch.Tensor],
     batch_size: int,
     pooling: Pooling,
+    batch_size_per_feature: Optional[Sequence[int]] = None,
 ) -> torch.Tensor:
-    """Pooled output [B, sum D] in float64."""
+    """Pooled output [B, sum D] in float64 (with ``batch_size_per_feature``: the flat VBE output)."""
     args = (layout, weights, indices, offsets, per_sample_weights, batch_size, pooling)
-    return forward_reference(*args, bounds=False).out
+    return forward_reference(*args, bounds=False, batch_size_per_feature=batch_size_per_feature).out
 
 
-def column_lengths(layout: TableLayout, offsets: torch.Tensor, batch_size: int) -> torch.Tensor:
-    """[B, sum D] int64: the length of the bag each pooled entry sums."""
+def column_lengths(layout: TableLayout, offsets: torch.Tensor, batch_size: int,
+                   batch_size_per_feature: Optional[Sequence[int]] = None) -> torch.Tensor:
+    """[B, sum D] int64: the length of the bag each pooled entry sums (VBE: flat, per output entry)."""
+    vb = variable_batch(layout, batch_size_per_feature)
+    if vb is not None:
+        return to_flat(layout, vb, column_lengths(layout, padded_offsets(vb, offsets), vb.max_batch))
     lt = layout_tensors(layout, offsets.device)
-    return bag_lengths(offsets).view(layout.num_tables, batch_size).t()[:, lt.column_table]
+    return bag_lengths(offsets).view(layout.num_features, batch_size).t()[:, lt.column_feature]
 
 
 def pooled_terms(layout: TableLayout, weights: torch.Tensor, indices: torch.Tensor, offsets: torch.Tensor,
@@ -72,7 +79,7 @@ def pooled_terms(layout: TableLayout, weights: torch.Tensor, indices: torch.Tens
     lt = layout_tensors(layout, dev)
     off = offsets.to(dev, torch.int64)
     n = indices.numel()
-    at = lookups(off, layout.num_tables, batch_size, n)
+    at = lookups(off, layout.num_features, batch_size, n)
     dims = lt.dims[at.table]
     row_base = lt.weights_offsets[at.table] + indices.to(dev, torch.int64) * dims  # each lookup's row, flat
     entry_base = at.sample * layout.total_dim + lt.col_offsets[at.table]          # its bag's first entry
@@ -102,11 +109,19 @@ def forward_reference(
     batch_size: int,
     pooling: Pooling,
     bounds: bool = True,
+    batch_size_per_feature: Optional[Sequence[int]] = None,
 ) -> ForwardReference:
     """The pooled output and, with ``bounds``, its magnitude and exactness (``oracles.exactness``), all from one
     gather of the rows. The exactness test takes the terms as the kernel forms them: the row, converted exactly
     from the weights' dtype, times the per-sample weight in fp32 (the same terms where fp32 holds the weights
-    given; then their sum of |terms| is the magnitude)."""
+    given; then their sum of |terms| is the magnitude). With ``batch_size_per_feature`` (VBE) each is flat, in
+    the VBE output's layout (``oracles.vbe``)."""
+    vb = variable_batch(layout, batch_size_per_feature)
+    if vb is not None:
+        dense = forward_reference(layout, weights, indices, padded_offsets(vb, offsets), per_sample_weights,
+                                  vb.max_batch, pooling, bounds)
+        return ForwardReference(*(None if x is None else to_flat(layout, vb, x)
+                                  for x in (dense.out, dense.magnitude, dense.exact)))
     check_valid(layout, indices, offsets, batch_size)
     B, dev = batch_size, weights.device
     width = pass_width(uniform_dim(layout))

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Optional
+from typing import Optional, Sequence
 
 import torch
 
 from oracles.elementwise import term_units, terms_exact
 from oracles.elements import element_passes, expand, layout_tensors, lookups, pass_width, uniform_dim
 from oracles.exactness import ExactSums, fits
+from oracles.vbe import padded_offsets, to_dense, variable_batch
 from tbe.layout import TableLayout
 from tbe.modes import Optimizer, Pooling
 
@@ -122,16 +123,23 @@ def reference_backward(
     lr: float,
     eps: float,
     grad_output: torch.Tensor,
+    batch_size_per_feature: Optional[Sequence[int]] = None,
 ) -> BackwardReference:
-    """The exact (fp64) result of one backward + optimizer step; inputs are not modified."""
-    B, T = batch_size, layout.num_tables
+    """The exact (fp64) result of one backward + optimizer step; inputs are not modified. With
+    ``batch_size_per_feature`` (VBE) ``grad_output`` is flat, in the VBE output's layout (``oracles.vbe``)."""
+    vb = variable_batch(layout, batch_size_per_feature)
+    if vb is not None:
+        return reference_backward(layout, weights, momentum, indices, padded_offsets(vb, offsets.detach()),
+                                  per_sample_weights, vb.max_batch, pooling, optimizer, lr, eps,
+                                  to_dense(layout, vb, grad_output.detach()))
+    B, T = batch_size, layout.num_tables  # storage is per table; the batch (at.table) per feature
     dev = weights.device
     lt = layout_tensors(layout, dev)
     idx = indices.detach().to(dev, torch.int64)
     n = idx.numel()
     dout = grad_output.detach().to(dev, F64).reshape(-1)
     w_flat = weights.detach()
-    at = lookups(offsets.detach().to(dev), T, B, n)
+    at = lookups(offsets.detach().to(dev), layout.num_features, B, n)
     bag_len = at.bag_len.to(F64)
     mean = pooling == Pooling.MEAN
     coef = None  # each lookup's factor psw / L, None where it is 1
@@ -141,16 +149,17 @@ def reference_backward(
         coef = 1.0 / bag_len if coef is None else coef / bag_len
     psw_in = per_sample_weights.detach().to(dev) if per_sample_weights is not None else None
     dims = lt.dims[at.table]
-    # the touched rows, in linear-index order, and each row's elements
-    linear, inv = torch.unique(lt.hash_size_cumsum[at.table] + idx, return_inverse=True)
+    # the touched rows, in linear-index order, and each row's elements: features of one table share its
+    # linear-id base, so a row read by several features is one row here, its gradient summed over them
+    linear, inv = torch.unique(lt.table_hash_size_cumsum[lt.feature_table[at.table]] + idx, return_inverse=True)
     U = linear.numel()
-    table = torch.zeros(U, dtype=torch.int64, device=dev).scatter_(0, inv, at.table)
-    row_dim = lt.dims[table]
-    rows = linear - lt.hash_size_cumsum[table]
+    table = torch.zeros(U, dtype=torch.int64, device=dev).scatter_(0, inv, lt.feature_table[at.table])
+    row_dim = lt.table_dims[table]
+    rows = linear - lt.table_hash_size_cumsum[table]
     row_start = torch.cumsum(row_dim, 0) - row_dim
     N = int(row_dim.sum())
     row_of, column = expand(row_dim, N)
-    weight_index = (lt.weights_offsets[table] + rows * row_dim)[row_of] + column
+    weight_index = (lt.table_weights_offsets[table] + rows * row_dim)[row_of] + column
     w_old = w_flat[weight_index].to(F64)
     uniform = uniform_dim(layout)
     width = pass_width(uniform)  # the passes' rows: a row's D elements, or one element
@@ -186,7 +195,7 @@ def reference_backward(
         m_new = m_old + torch.zeros(U, dtype=F64, device=dev).index_add_(0, row_of, grad * grad) / row_dim
         w_new = w_old - (lr / (m_new.sqrt() + eps))[row_of] * grad
     per_table = torch.bincount(table, minlength=T)
-    elements = per_table * lt.dims
+    elements = per_table * lt.table_dims
     flat = StepRows(table, row_dim, rows, linear, seg, row_of, column, weight_index, w_old, grad, grad_abs, w_new,
                     m_old, m_new, sums.exact().view(-1), elements[table][row_of])
     return BackwardReference(flat, _spans(layout, per_table.tolist()), psw_grad, psw_abs, dims, optimizer,

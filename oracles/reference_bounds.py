@@ -20,6 +20,7 @@ from typing import Optional, Sequence
 
 import torch
 
+from tbe.layout import check_batch_sizes
 from tbe.modes import BoundsCheckMode
 
 
@@ -40,27 +41,39 @@ def reference_bounds_check(
     offsets: torch.Tensor,
     mode: BoundsCheckMode,
     fbgemm_compat: bool = False,
+    batch_size_per_feature: Optional[Sequence[int]] = None,
 ) -> BoundsResult:
     """Repair (indices, offsets) per ``mode`` the slow, obvious way; inputs are not modified.
-    Results are on the inputs' device; a batch that is already valid comes back as it is."""
-    if _already_valid(rows_per_table, indices, offsets):
+    Results are on the inputs' device; a batch that is already valid comes back as it is.
+    ``rows_per_table``: the rows of each feature's table; ``batch_size_per_feature``: each feature's number of
+    bags (VBE), else every feature has (len(offsets) - 1) / len(rows_per_table)."""
+    T = len(rows_per_table)
+    if batch_size_per_feature is None:
+        sizes = [(offsets.numel() - 1) // T if T else 0] * T
+    else:
+        sizes = list(check_batch_sizes(batch_size_per_feature, T))
+        if offsets.numel() != sum(sizes) + 1:
+            raise ValueError(f"offsets has {offsets.numel()} entries, expected sum(batch_size_per_feature) + 1 = "
+                             f"{sum(sizes) + 1}")
+    if _already_valid(rows_per_table, indices, offsets, sizes):
         # nothing to repair: the walk below would return these same values, 0 warnings, not fatal
         return BoundsResult(indices.clone(), offsets.clone(), 0, False, None)
-    result = _walk(rows_per_table, indices.cpu(), offsets.cpu(), mode, fbgemm_compat)
+    result = _walk(rows_per_table, indices.cpu(), offsets.cpu(), mode, fbgemm_compat, sizes)
     result.indices, result.offsets = result.indices.to(indices.device), result.offsets.to(offsets.device)
     return result
 
 
-def _already_valid(rows_per_table: Sequence[int], indices: torch.Tensor, offsets: torch.Tensor) -> bool:
+def _already_valid(rows_per_table: Sequence[int], indices: torch.Tensor, offsets: torch.Tensor,
+                   sizes: Sequence[int]) -> bool:
     """Offsets start at 0, never decrease and end at len(indices), and every id lies in [0, E_t) of
     its table: checked with whole-tensor ops on the inputs' device (one host read), so a large
     valid batch is not walked id by id in Python."""
     T, n = len(rows_per_table), indices.numel()
     off = offsets.to(torch.int64)
-    if T == 0 or (off.numel() - 1) % T or off.numel() < 2:
+    if T == 0 or off.numel() != sum(sizes) + 1 or off.numel() < 2:
         return False
-    B = (off.numel() - 1) // T
-    table_end = off[B::B].contiguous()  # end of each table's ids (valid offsets: its last bag's end)
+    last_bag = torch.tensor(sizes, dtype=torch.int64).cumsum(0).to(off.device)
+    table_end = off[last_bag].contiguous()  # end of each table's ids (valid offsets: its last bag's end)
     rows = torch.tensor([int(r) for r in rows_per_table], dtype=torch.int64, device=indices.device)
     ids = indices.to(torch.int64)
     table_of = torch.searchsorted(table_end, torch.arange(n, device=indices.device), right=True)
@@ -75,6 +88,7 @@ def _walk(
     offsets: torch.Tensor,
     mode: BoundsCheckMode,
     fbgemm_compat: bool,
+    sizes: Sequence[int],
 ) -> BoundsResult:
     """The sequential walk over bags and ids (CPU tensors in and out)."""
     rows = [int(r) for r in rows_per_table]
@@ -84,7 +98,7 @@ def _walk(
     raw_off = list(off)
     n = len(ids)
     TB = len(off) - 1
-    B = TB // T if T else 0
+    bag_table = [t for t, size in enumerate(sizes) for _ in range(size)]
     warnings = 0
     first_bad: Optional[tuple[str, int]] = None
 
@@ -109,7 +123,7 @@ def _walk(
     # ids: each bag's ids against its table's rows; first_bad by position (bags are in order)
     id_bad_positions = []
     for k in range(TB):
-        t = k // B
+        t = bag_table[k]
         for p in range(off[k], off[k + 1]):
             x = ids[p]
             if fbgemm_compat and x == -1:

@@ -36,7 +36,7 @@ def reference_transpose(
     start = layout.hash_size_cumsum
     linear, bag_of = [], []
     for k in range(len(off) - 1):
-        t = k // max(batch_size, 1)
+        t = layout.feature_tables[k // max(batch_size, 1)]
         for p in range(off[k], off[k + 1]):
             linear.append(start[t] + ids[p])
             bag_of.append(k)

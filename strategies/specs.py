@@ -47,10 +47,12 @@ def case_specs(
     hot_row_counts: Optional[st.SearchStrategy[int]] = None,
     steps: int = 1,
     values: Sequence[str] = ("random",),
+    shared_tables: bool = False,
 ) -> st.SearchStrategy[CaseSpec]:
     """A CaseSpec whose batch holds at most ``max_lookups`` ids: ordinary lookups take at most
     half, hot rows what the ordinary ones leave. ``values`` are the value kinds drawn from
-    (``cases.VALUE_KINDS``). The strategies of the fixed choices are built here, once,
+    (``cases.VALUE_KINDS``); ``shared_tables``: some draws give several features one table
+    (``feature_table_maps``). The strategies of the fixed choices are built here, once,
     not at every draw (building and validating them was a third of a draw's time)."""
     tables_st = table_shapes(max_tables, max_rows, max_dim, dim_multiple)
     batch_st = st.integers(0, max_batch) | st.sampled_from([1, max_batch])
@@ -69,7 +71,8 @@ def case_specs(
     @st.composite
     def one(draw: st.DrawFn) -> CaseSpec:
         tables = draw(tables_st)
-        T = len(tables)
+        fmap = draw(feature_table_maps(len(tables))) if shared_tables else ()
+        T = len(fmap) or len(tables)  # features: each has a bag per sample
         batch_size = draw(batch_st)
         profile = draw(profile_st)
         per_bag = max_lookups // max(1, 2 * T * max(1, batch_size))
@@ -102,6 +105,26 @@ def case_specs(
             steps=steps,
             seed=draw(seed_st),
             values=draw(values_st),
+            feature_table_map=fmap,
         )
 
     return one()
+
+
+MAX_EXTRA_FEATURES = 6  # features beyond one per table that a shared map adds
+
+
+@st.composite
+def feature_table_maps(draw: st.DrawFn, num_tables: int) -> tuple[int, ...]:
+    """A ``feature_table_map`` over ``num_tables`` tables: about half the draws the identity (empty), else
+    every table read once and some more features on random tables or all on one (many features on one
+    table, whose hot rows then span them), in an order that interleaves the tables."""
+    if not draw(st.booleans()):
+        return ()
+    extra = draw(st.integers(1, MAX_EXTRA_FEATURES))
+    if draw(st.booleans()):
+        one = draw(st.integers(0, num_tables - 1))
+        more = [one] * extra
+    else:
+        more = draw(st.lists(st.integers(0, num_tables - 1), min_size=extra, max_size=extra))
+    return tuple(draw(st.permutations(list(range(num_tables)) + more)))

@@ -20,23 +20,25 @@ class TBEFunction(torch.autograd.Function):
         offsets: torch.Tensor,
         batch_size: int,
         check: Any = None,
+        vbe: Any = None,
     ) -> torch.Tensor:
         out = pooled_forward(
-            module.weights, module.layout_tensors, module.layout.dims, module.layout.rows,
+            module.weights, module.layout_tensors, module.layout.feature_dims, module.layout.feature_rows,
             indices, offsets, per_sample_weights, batch_size, module.pooling, module.output_dtype,
-            module.config, check,
+            module.config, check, vbe,
         )
         if check is not None:  # fused bounds check: FATAL raises now; the backward sees repaired ids
-            indices = finish_bounds(check, indices, offsets, batch_size)
+            indices = finish_bounds(check, indices, offsets, batch_size, vbe)
         ctx.module = module
         ctx.batch_size = batch_size
+        ctx.vbe = vbe
         ctx.backward_done = False
         ctx.save_for_backward(indices, offsets, per_sample_weights)
         ctx.transposed = None
         if module.config.hoist_transpose:  # sort the batch now; the backward reuses it
             from tbe.backward import transpose_for
 
-            ctx.transposed = transpose_for(module, indices, offsets, per_sample_weights, batch_size)
+            ctx.transposed = transpose_for(module, indices, offsets, per_sample_weights, batch_size, vbe)
         return out
 
     @staticmethod
@@ -53,7 +55,7 @@ class TBEFunction(torch.autograd.Function):
         psw_grad = backward_and_update(
             ctx.module, indices, offsets, per_sample_weights, ctx.batch_size, grad_output,
             need_psw_grad=per_sample_weights is not None and ctx.needs_input_grad[1],
-            transposed=ctx.transposed,
+            transposed=ctx.transposed, vbe=ctx.vbe,
         )
         ctx.transposed = None
-        return None, psw_grad, None, None, None, None, None
+        return None, psw_grad, None, None, None, None, None, None

@@ -20,15 +20,18 @@ from tbe.classify import classify
 from tbe.rounding import to_storage
 from tbe.routing import fused_long
 from tbe.transpose import Transposed, transpose
+from tbe.vbe import VbeTensors, bag_args, feature_of
 
 
-def check_grad_output(module, grad_output: object, batch_size: int) -> torch.Tensor:
-    """grad_output must be [B, sum D] of the module's output dtype (or fp32) on its device."""
+def check_grad_output(module, grad_output: object, batch_size: int, vbe: Optional[VbeTensors] = None) -> torch.Tensor:
+    """grad_output must be [B, sum D] (with ``vbe``: the flat [sum B_f * D_f]) of the module's output dtype (or
+    fp32) on its device."""
     if not isinstance(grad_output, torch.Tensor):
         raise TypeError(f"grad_output must be a torch.Tensor, got {type(grad_output).__name__}")
-    expected = (batch_size, module.layout.total_dim)
+    expected = (batch_size, module.layout.total_dim) if vbe is None else (vbe.batch.output_size,)
     if tuple(grad_output.shape) != expected:
-        raise ValueError(f"grad_output has shape {tuple(grad_output.shape)}, expected [B, sum D] = {list(expected)}")
+        what = "[B, sum D]" if vbe is None else "[sum B_f * D_f]"
+        raise ValueError(f"grad_output has shape {tuple(grad_output.shape)}, expected {what} = {list(expected)}")
     if grad_output.dtype not in (module.output_dtype, torch.float32):
         raise TypeError(
             f"grad_output has dtype {grad_output.dtype}, expected the output dtype {module.output_dtype} or float32"
@@ -38,10 +41,10 @@ def check_grad_output(module, grad_output: object, batch_size: int) -> torch.Ten
     return grad_output.contiguous()
 
 
-def transpose_for(module, indices, offsets, per_sample_weights, batch_size) -> Transposed:
+def transpose_for(module, indices, offsets, per_sample_weights, batch_size, vbe=None) -> Transposed:
     """The transpose of one batch for ``module`` (run in the forward when hoist_transpose is set)."""
     return transpose(module.layout, module.layout_tensors, indices, offsets,
-                     per_sample_weights, batch_size, module.config)
+                     per_sample_weights, batch_size, module.config, vbe)
 
 
 def backward_and_update(
@@ -53,9 +56,11 @@ def backward_and_update(
     grad_output: torch.Tensor,
     need_psw_grad: bool,
     transposed: Optional[Transposed] = None,
+    vbe: Optional[VbeTensors] = None,
 ) -> Optional[torch.Tensor]:
-    """Apply the exact optimizer update in place; return d loss / d per_sample_weights if asked."""
-    grad = check_grad_output(module, grad_output, batch_size)
+    """Apply the exact optimizer update in place; return d loss / d per_sample_weights if asked (``vbe``: the
+    batch sizes per feature, if they vary)."""
+    grad = check_grad_output(module, grad_output, batch_size, vbe)
     cfg = module.config
     n = indices.numel()
     psw_grad = None
@@ -64,11 +69,11 @@ def backward_and_update(
     if n == 0 or batch_size == 0:
         return psw_grad
     tr = transposed if transposed is not None else transpose_for(
-        module, indices, offsets, per_sample_weights, batch_size)
+        module, indices, offsets, per_sample_weights, batch_size, vbe)
     if need_psw_grad:
         per_sample_weight_grad(module, indices, tr, grad, psw_grad)
 
-    dims = module.layout.dims
+    dims = module.layout.feature_dims
     buckets = sorted(bucket_tables(dims, cfg).items())
     fused = fused_long(n, cfg)
     for k, (block_d, tables) in enumerate(buckets):
@@ -93,7 +98,7 @@ def per_sample_weight_grad(module, indices, tr: Transposed, grad: torch.Tensor, 
     _psw_grad_kernel[(triton.cdiv(tr.n, PSW_BLOCK_N),)](
         module.weights, grad, grad.stride(0), indices, tr.bag_of, tr.offsets,
         lt["weights_offsets"], lt["dims"], lt["col_offsets"], out, tr.n, tr.batch_size, max_dim,
-        MEAN=module.pooling.value == "mean", BLOCK_N=PSW_BLOCK_N, BLOCK_D=block_d,
+        MEAN=module.pooling.value == "mean", BLOCK_N=PSW_BLOCK_N, BLOCK_D=block_d, **bag_args(tr.vbe, tr.offsets),
     )
 
 
@@ -102,16 +107,20 @@ def _psw_grad_kernel(
     weights_ptr, grad_ptr, grad_stride, indices_ptr, bag_of_ptr, offsets_ptr,
     weights_offsets_ptr, dims_ptr, col_offsets_ptr, out_ptr, N, B, MAX_D,
     MEAN: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+    bag_feature_ptr, bag_row_ptr, VBE: tl.constexpr,
 ):
     pos = tl.program_id(0).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
     m = pos < N
     bag = tl.load(bag_of_ptr + pos, mask=m, other=0)
-    t = bag // B
-    b = (bag - t * B).to(tl.int64)  # bags may be int32; row offsets b * stride need 64 bits
+    t = feature_of(bag, m, B, bag_feature_ptr, VBE)
     ids = tl.load(indices_ptr + pos, mask=m, other=0).to(tl.int64)
     D = tl.load(dims_ptr + t, mask=m, other=1)
     w_row = tl.load(weights_offsets_ptr + t, mask=m, other=0) + ids * D
-    g_row = b * grad_stride + tl.load(col_offsets_ptr + t, mask=m, other=0)
+    if VBE:
+        g_row = tl.load(bag_row_ptr + bag, mask=m, other=0)
+    else:
+        b = (bag - t * B).to(tl.int64)  # bags may be int32; row offsets b * stride need 64 bits
+        g_row = b * grad_stride + tl.load(col_offsets_ptr + t, mask=m, other=0)
     cols = tl.arange(0, BLOCK_D)
     acc = tl.zeros([BLOCK_N], dtype=tl.float32)
     for d0 in range(0, MAX_D, BLOCK_D):

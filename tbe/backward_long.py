@@ -28,7 +28,7 @@ import torch
 import triton
 import triton.language as tl
 
-from tbe.backward_short import gather_grad, lookup_coef, row_of_run
+from tbe.backward_short import gather_grad, grad_row, lookup_coef, row_of_run
 from tbe.classify import Classified, persistent_grid
 from tbe.faults import (
     FAULT_ACC_W, FAULT_DROP_CHUNK, FAULT_HANG_NARROW, FAULT_NO_BARRIER, FAULT_SKIP_LAST_CHUNK, FAULT_ZERO_LONG,
@@ -36,6 +36,7 @@ from tbe.faults import (
 )
 from tbe.layout import row_vector
 from tbe.optimizers import update_row
+from tbe.vbe import bag_args, row_strides
 
 FAULT_CHUNK_LIMIT = 4096  # chunks per run past which the large-run faults act
 _CHUNK_LIMIT = tl.constexpr(FAULT_CHUNK_LIMIT)
@@ -55,13 +56,13 @@ def backward_long(
     # the block sum (VEC-wide where rows allow) in the two-kernel tier; the fused tier keeps gather_grad's
     # per-gather sum, the timing its race stress (fuzz.memcheck.race_stress) was calibrated on
     vector = cfg.bwd_long_vector and not fused
-    vec = row_vector(module.layout.dims, grad.element_size(), grad.stride(0)) if vector else 1
+    vec = row_vector(module.layout.dims, grad.element_size(), *row_strides(grad, tr.vbe)) if vector else 1
     common = dict(
         WEIGHTED=weighted, MEAN=module.pooling.value == "mean",
         ADAGRAD=module.optimizer.value == "exact_rowwise_adagrad",
         GATHER=cfg.bwd_long_gather, STAGES=cfg.bwd_long_stages, VECTOR=vector, VEC=vec,
         BLOCK_D=block_d, WIDE=wide,
-        num_warps=cfg.bwd_long_num_warps,
+        SHARED=module.layout.shared, **bag_args(tr.vbe, tr.run_start), num_warps=cfg.bwd_long_num_warps,
     )
     chunk_faults = (FAULT_ACC_W, FAULT_SKIP_LAST_CHUNK, FAULT_DROP_CHUNK, FAULT_ZERO_LONG, FAULT_HANG_NARROW)
     run_args = (
@@ -93,7 +94,8 @@ def backward_long(
         module.weights, module.momentum, cls.counts, cls.long_runs, cls.chunk_base, cls.num_chunks,
         tr.run_linear, tr.run_start, tr.sorted_bag, lt["weights_offsets"], lt["dims"], lt["col_offsets"],
         lt["hash_size_cumsum"], tr.batch_size, module.learning_rate, module.eps, ws_stride, ws,
-        ADAGRAD=common["ADAGRAD"], BLOCK_D=block_d, WIDE=wide, num_warps=cfg.bwd_long_num_warps,
+        ADAGRAD=common["ADAGRAD"], BLOCK_D=block_d, WIDE=wide, bag_feature_ptr=common["bag_feature_ptr"],
+        VBE=common["VBE"], num_warps=cfg.bwd_long_num_warps,
     )
 
 
@@ -125,9 +127,9 @@ def _run_of_chunk(
 
 @triton.jit
 def _gather_block(
-    grad_ptr, grad_stride, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, B, col0, cols, cmask, start, end,
-    WEIGHTED: tl.constexpr, MEAN: tl.constexpr, GATHER: tl.constexpr, BLOCK_D: tl.constexpr, VEC: tl.constexpr,
-    STAGES: tl.constexpr,
+    grad_ptr, grad_stride, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, B, col0, col_offsets_ptr, cols, cmask,
+    start, end, WEIGHTED: tl.constexpr, MEAN: tl.constexpr, GATHER: tl.constexpr, BLOCK_D: tl.constexpr,
+    VEC: tl.constexpr, STAGES: tl.constexpr, SHARED: tl.constexpr, bag_row_ptr, VBE: tl.constexpr,
 ):
     """``gather_grad``'s sum over sorted lookups [start, end), read ``VEC`` wide: each gather's rows are added
     into a [GATHER, BLOCK_D] block, summed over the gathers once at the end, so a layout that spreads a gather's
@@ -139,7 +141,7 @@ def _gather_block(
         pos = i + g
         m = pos < end
         bag = tl.load(sorted_bag_ptr + pos, mask=m, other=0)
-        row = ((bag % B).to(tl.int64) * grad_stride + col0) // VEC * VEC
+        row = grad_row(bag, m, B, grad_stride, col0, col_offsets_ptr, SHARED, bag_row_ptr, VBE) // VEC * VEC
         rows = tl.load(grad_ptr + row[:, None] + cols[None, :], mask=m[:, None] & cmask[None, :],
                        other=0.0).to(tl.float32)
         if WEIGHTED or MEAN:
@@ -186,7 +188,8 @@ def _chunk_kernel(
     B, lr, eps, CHUNK, ws_stride, ws_ptr, countdown_ptr,
     WEIGHTED: tl.constexpr, MEAN: tl.constexpr, ADAGRAD: tl.constexpr, GATHER: tl.constexpr, STAGES: tl.constexpr,
     VECTOR: tl.constexpr, VEC: tl.constexpr, BLOCK_D: tl.constexpr, WIDE: tl.constexpr,
-    FUSED: tl.constexpr, SEM: tl.constexpr, FAULTS: tl.constexpr,
+    FUSED: tl.constexpr, SEM: tl.constexpr, FAULTS: tl.constexpr, SHARED: tl.constexpr,
+    bag_feature_ptr, bag_row_ptr, VBE: tl.constexpr,
 ):
     """One program per chunk (grid-stride). Two-kernel tier: the chunk writes its fp32 partial into
     workspace row ``c`` (no atomics, no order effects). Fused: it adds the partial atomically into its
@@ -200,17 +203,20 @@ def _chunk_kernel(
         s, run, start, end, keep = _run_of_chunk(c, long_ptr, chunk_base_ptr, num_chunks_ptr, chunk_slot_ptr,
                                                  chunk_index_ptr, run_start_ptr, CHUNK, FAULTS)
         lin, D, col0, w_row = row_of_run(run, run_linear_ptr, run_start_ptr, sorted_bag_ptr,
-                                          weights_offsets_ptr, dims_ptr, col_offsets_ptr, hcs_ptr, weights_ptr, B)
+                                          weights_offsets_ptr, dims_ptr, col_offsets_ptr, hcs_ptr, weights_ptr, B,
+                                          bag_feature_ptr, VBE)
         if VECTOR:
             D = D // VEC * VEC  # no change (row_vector), but the column mask is then whole vectors
         for d0 in range(0, D, BLOCK_D):
             cm = (d0 + cols) < D
             if VECTOR and not (FAULT_ACC_W & FAULTS):
                 g = _gather_block(grad_ptr, grad_stride, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, B, col0,
-                                  d0 + cols, cm, start, end, WEIGHTED, MEAN, GATHER, BLOCK_D, VEC, STAGES)
+                                  col_offsets_ptr, d0 + cols, cm, start, end, WEIGHTED, MEAN, GATHER, BLOCK_D, VEC,
+                                  STAGES, SHARED, bag_row_ptr, VBE)
             else:
                 g = gather_grad(grad_ptr, grad_stride, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, B, col0,
-                                d0 + cols, cm, start, end, wdt, WEIGHTED, MEAN, GATHER, BLOCK_D, FAULTS, STAGES)
+                                col_offsets_ptr, d0 + cols, cm, start, end, wdt, WEIGHTED, MEAN, GATHER, BLOCK_D,
+                                FAULTS, STAGES, SHARED, bag_row_ptr, VBE)
             if FUSED:
                 tl.atomic_add(ws_ptr + s * ws_stride + d0 + cols, g * keep, mask=cm, sem="relaxed", scope="gpu")
             else:
@@ -240,7 +246,7 @@ def _apply_kernel(
     weights_ptr, momentum_ptr, counts_ptr, long_ptr, chunk_base_ptr, num_chunks_ptr,
     run_linear_ptr, run_start_ptr, sorted_bag_ptr, weights_offsets_ptr, dims_ptr, col_offsets_ptr, hcs_ptr,
     B, lr, eps, ws_stride, ws_ptr,
-    ADAGRAD: tl.constexpr, BLOCK_D: tl.constexpr, WIDE: tl.constexpr,
+    ADAGRAD: tl.constexpr, BLOCK_D: tl.constexpr, WIDE: tl.constexpr, bag_feature_ptr, VBE: tl.constexpr,
 ):
     """One program per long run (grid-stride): sum its chunk partials in chunk order, update once."""
     num_long = tl.load(counts_ptr + 0)
@@ -249,7 +255,8 @@ def _apply_kernel(
     while s < num_long:
         run = tl.load(long_ptr + s)
         lin, D, col0, w_row = row_of_run(run, run_linear_ptr, run_start_ptr, sorted_bag_ptr,
-                                          weights_offsets_ptr, dims_ptr, col_offsets_ptr, hcs_ptr, weights_ptr, B)
+                                          weights_offsets_ptr, dims_ptr, col_offsets_ptr, hcs_ptr, weights_ptr, B,
+                                          bag_feature_ptr, VBE)
         base = tl.load(chunk_base_ptr + s)
         nparts = tl.load(num_chunks_ptr + s)
         _apply_from_workspace(ws_ptr + base * ws_stride, nparts, ws_stride, w_row, momentum_ptr, lin, D, lr, eps,

@@ -26,6 +26,7 @@ from tbe.faults import FAULT_ACC_W, FAULT_LANE_MASK, FAULT_MOMENTUM_BF16, kernel
 from tbe.layout import row_vector
 from tbe.optimizers import update_row
 from tbe.rounding import to_storage
+from tbe.vbe import bag_args, feature_of, row_strides
 
 
 # ----------------------------------------------------------------------------- launch
@@ -46,12 +47,13 @@ def backward_short(
     flags = dict(
         WEIGHTED=weighted, MEAN=module.pooling.value == "mean",
         ADAGRAD=module.optimizer.value == "exact_rowwise_adagrad",
-        BLOCK_D=block_d, num_warps=cfg.bwd_short_num_warps,
+        BLOCK_D=block_d, SHARED=module.layout.shared, **bag_args(tr.vbe, tr.run_start),
+        num_warps=cfg.bwd_short_num_warps,
     )
     runs = cfg.bwd_short_runs_per_program
     if runs > 1 and not wide:
         grid = persistent_grid(cfg.short_grid_multiplier, triton.cdiv(tr.n, runs), grad.device)
-        vec = row_vector(module.layout.dims, module.weights.element_size(), grad.stride(0))
+        vec = row_vector(module.layout.dims, module.weights.element_size(), *row_strides(grad, tr.vbe))
         _short_rows_kernel[(grid,)](*args, RUNS=runs, VEC=vec, **flags,
                                     FAULTS=kernel_faults(cfg.faults, FAULT_ACC_W, FAULT_LANE_MASK, FAULT_MOMENTUM_BF16))
         return
@@ -64,13 +66,26 @@ def backward_short(
 
 # ----------------------------------------------------------------------------- kernels
 @triton.jit
+def grad_row(bag, m, B, grad_stride, col0, col_offsets_ptr, SHARED: tl.constexpr, bag_row_ptr, VBE: tl.constexpr):
+    """Offset of each lookup's d_out slice: row b of its bag, at the run's output column ``col0``, or with
+    ``SHARED`` (features sharing tables: one run's lookups may sit in different columns) at its own feature's;
+    with ``VBE`` its bag's own row offset (``tbe.vbe``), which holds the feature's column block too."""
+    if VBE:
+        return tl.load(bag_row_ptr + bag, mask=m, other=0)
+    row = (bag % B).to(tl.int64) * grad_stride  # bags may be int32; row offsets b * stride need 64 bits
+    if SHARED:
+        return row + tl.load(col_offsets_ptr + bag // B, mask=m, other=0)
+    return row + col0
+
+
+@triton.jit
 def gather_grad(
-    grad_ptr, grad_stride, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, B, col0, cols, cmask,
+    grad_ptr, grad_stride, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, B, col0, col_offsets_ptr, cols, cmask,
     start, end, acc_dtype,
     WEIGHTED: tl.constexpr, MEAN: tl.constexpr, GATHER: tl.constexpr, BLOCK_D: tl.constexpr,
-    FAULTS: tl.constexpr, STAGES: tl.constexpr,
+    FAULTS: tl.constexpr, STAGES: tl.constexpr, SHARED: tl.constexpr, bag_row_ptr, VBE: tl.constexpr,
 ):
-    """Sum over sorted lookups [start, end) of coef * d_out[b, col0 + cols] in fp32, where
+    """Sum over sorted lookups [start, end) of coef * d_out[b, col + cols] in fp32 (``grad_row``), where
     coef = per-sample weight (if weighted) / L(t, b) (if MEAN). With the accumulate fault
     the running sum is rounded to ``acc_dtype`` (the weights' dtype) after every step. ``STAGES``: the loop's
     software-pipeline depth (1: none)."""
@@ -80,9 +95,9 @@ def gather_grad(
         pos = i + g
         m = pos < end
         bag = tl.load(sorted_bag_ptr + pos, mask=m, other=0)
-        b = (bag % B).to(tl.int64)  # bags may be int32; row offsets b * stride need 64 bits
+        row = grad_row(bag, m, B, grad_stride, col0, col_offsets_ptr, SHARED, bag_row_ptr, VBE)
         rows = tl.load(
-            grad_ptr + b[:, None] * grad_stride + col0 + cols[None, :],
+            grad_ptr + row[:, None] + cols[None, :],
             mask=m[:, None] & cmask[None, :], other=0.0,
         ).to(tl.float32)
         if WEIGHTED or MEAN:
@@ -111,14 +126,18 @@ def lookup_coef(sorted_psw_ptr, offsets_ptr, pos, bag, m, WEIGHTED: tl.constexpr
 @triton.jit
 def _run_block(src, flags: tl.constexpr, d0, cols, cmask):
     """A column block of one short run's gradient (``update_row``'s source): ``gather_grad`` over it."""
-    grad_ptr, grad_stride, bag_ptr, psw_ptr, offsets_ptr, B, col0, start, end, weights_ptr = src
+    grad_ptr, grad_stride, bag_ptr, psw_ptr, offsets_ptr, B, col0, col_offsets_ptr, start, end, weights_ptr, \
+        bag_row_ptr = src
     WEIGHTED: tl.constexpr = flags[0]
     MEAN: tl.constexpr = flags[1]
     GATHER: tl.constexpr = flags[2]
     BLOCK_D: tl.constexpr = flags[3]
     FAULTS: tl.constexpr = flags[4]
-    return gather_grad(grad_ptr, grad_stride, bag_ptr, psw_ptr, offsets_ptr, B, col0, d0 + cols, cmask, start, end,
-                       weights_ptr.dtype.element_ty, WEIGHTED, MEAN, GATHER, BLOCK_D, FAULTS, 1)
+    SHARED: tl.constexpr = flags[5]
+    VBE: tl.constexpr = flags[6]
+    return gather_grad(grad_ptr, grad_stride, bag_ptr, psw_ptr, offsets_ptr, B, col0, col_offsets_ptr, d0 + cols,
+                       cmask, start, end, weights_ptr.dtype.element_ty, WEIGHTED, MEAN, GATHER, BLOCK_D, FAULTS,
+                       1, SHARED, bag_row_ptr, VBE)
 
 
 @triton.jit
@@ -147,7 +166,8 @@ def _short_kernel(
     weights_offsets_ptr, hcs_ptr,  # unread: the table layout, named for the interpreter's sanitizer
     B, BUCKET, THRESHOLD, lr, eps,
     WEIGHTED: tl.constexpr, MEAN: tl.constexpr, ADAGRAD: tl.constexpr, GATHER: tl.constexpr,
-    BLOCK_D: tl.constexpr, WIDE: tl.constexpr, FAULTS: tl.constexpr,
+    BLOCK_D: tl.constexpr, WIDE: tl.constexpr, FAULTS: tl.constexpr, SHARED: tl.constexpr,
+    bag_feature_ptr, bag_row_ptr, VBE: tl.constexpr,
 ):
     """One run at a time (grid-stride over the runs, skipping those not short in this bucket)."""
     num_runs = tl.load(num_runs_ptr)
@@ -159,9 +179,10 @@ def _short_kernel(
             r, num_runs, run_start_ptr, run_linear_ptr, run_wrow_ptr, table_ptr, run_bucket_ptr, dims_ptr,
             col_offsets_ptr, BUCKET, THRESHOLD)
         if short:
-            src = (grad_ptr, grad_stride, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, B, col0, start, end,
-                   weights_ptr)
-            update_row(_run_block, src, (WEIGHTED, MEAN, GATHER, BLOCK_D, FAULTS), weights_ptr + w_off, cols, D,
+            src = (grad_ptr, grad_stride, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, B, col0, col_offsets_ptr, start,
+                   end, weights_ptr, bag_row_ptr)
+            update_row(_run_block, src, (WEIGHTED, MEAN, GATHER, BLOCK_D, FAULTS, SHARED, VBE), weights_ptr + w_off,
+                       cols, D,
                        momentum_ptr, lin, lr, eps, ADAGRAD, BLOCK_D, WIDE)
         r += step
 
@@ -174,7 +195,8 @@ def _short_rows_kernel(
     weights_offsets_ptr, hcs_ptr,  # unread: the table layout, named for the interpreter's sanitizer
     B, BUCKET, THRESHOLD, lr, eps,
     WEIGHTED: tl.constexpr, MEAN: tl.constexpr, ADAGRAD: tl.constexpr, RUNS: tl.constexpr,
-    BLOCK_D: tl.constexpr, VEC: tl.constexpr, FAULTS: tl.constexpr,
+    BLOCK_D: tl.constexpr, VEC: tl.constexpr, FAULTS: tl.constexpr, SHARED: tl.constexpr,
+    bag_feature_ptr, bag_row_ptr, VBE: tl.constexpr,
 ):
     """RUNS runs at once (rows within one column block), lanes of runs not short in this bucket
     idle: one gradient row of each per step. Every D and row offset is a multiple of VEC
@@ -208,7 +230,7 @@ def _short_rows_kernel(
             m = rm & (i < length)
             pos = start + i
             bag = tl.load(sorted_bag_ptr + pos, mask=m, other=0)
-            g_row = ((bag % B).to(tl.int64) * grad_stride + col0) // VEC * VEC
+            g_row = grad_row(bag, m, B, grad_stride, col0, col_offsets_ptr, SHARED, bag_row_ptr, VBE) // VEC * VEC
             rows = tl.load(grad_ptr + g_row + cols, mask=m & cmask, other=0.0).to(tl.float32)
             if WEIGHTED or MEAN:
                 rows = rows * lookup_coef(sorted_psw_ptr, offsets_ptr, pos, bag, m, WEIGHTED, MEAN)
@@ -229,10 +251,10 @@ def _short_rows_kernel(
 
 @triton.jit
 def row_of_run(run, run_linear_ptr, run_start_ptr, sorted_bag_ptr, weights_offsets_ptr, dims_ptr,
-            col_offsets_ptr, hcs_ptr, weights_ptr, B):
+            col_offsets_ptr, hcs_ptr, weights_ptr, B, bag_feature_ptr, VBE: tl.constexpr):
     """(linear index, D, output column offset, weight-row pointer) of a run."""
     lin = tl.load(run_linear_ptr + run).to(tl.int64)
-    t = tl.load(sorted_bag_ptr + tl.load(run_start_ptr + run)) // B
+    t = feature_of(tl.load(sorted_bag_ptr + tl.load(run_start_ptr + run)), True, B, bag_feature_ptr, VBE)
     D = tl.load(dims_ptr + t)
     w_row = weights_ptr + tl.load(weights_offsets_ptr + t) + (lin - tl.load(hcs_ptr + t)) * D
     return lin, D, tl.load(col_offsets_ptr + t), w_row

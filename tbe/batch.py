@@ -1,6 +1,7 @@
 """Structural validation of the feature-major jagged batch.
 
-Bag (t, b) is ``indices[offsets[t*B + b] : offsets[t*B + b + 1]]``. Structural checks
+Bag (t, b) is ``indices[offsets[t*B + b] : offsets[t*B + b + 1]]``; with batch sizes per feature (VBE,
+``tbe.layout.VariableBatch``) feature t has B_t bags, numbered from sum of the earlier B. Structural checks
 (dtype, shape, device, contiguity) happen here and never read tensor data, so they cost
 no host sync; checks of the values (ids in range, offsets monotone) are the bounds
 check's job and follow its mode.
@@ -10,7 +11,10 @@ from __future__ import annotations
 
 import torch
 
+from typing import Optional
+
 from tbe.backend import check_device
+from tbe.layout import VariableBatch
 from tbe.modes import FLOAT_DTYPES, INDEX_DTYPES
 
 
@@ -31,10 +35,12 @@ def validate_batch(
     indices: object,
     offsets: object,
     per_sample_weights: object,
-    num_tables: int,
+    num_features: int,
     device: torch.device,
+    vbe: Optional[VariableBatch] = None,
 ) -> int:
-    """Check the batch's structure and return B; TypeError/ValueError name field and value."""
+    """Check the batch's structure and return B (with ``vbe``, the largest B_f); TypeError/ValueError name field
+    and value."""
     _check_tensor("indices", indices, INDEX_DTYPES, device)
     _check_tensor("offsets", offsets, INDEX_DTYPES, device)
     if indices.dtype != offsets.dtype:
@@ -42,10 +48,15 @@ def validate_batch(
             f"indices and offsets must share a dtype, got indices {indices.dtype} and offsets {offsets.dtype}"
         )
     n = offsets.numel()
-    if n < 1 or (n - 1) % num_tables != 0:
+    if vbe is not None and n != vbe.num_bags + 1:
         raise ValueError(
-            f"offsets has {n} entries; expected T*B + 1 with T={num_tables} tables "
-            f"(n - 1 = {n - 1} is not a multiple of {num_tables})"
+            f"offsets has {n} entries; expected sum(batch_size_per_feature) + 1 = {vbe.num_bags + 1} "
+            f"(batch_size_per_feature={list(vbe.sizes)})"
+        )
+    if vbe is None and (n < 1 or (n - 1) % num_features != 0):
+        raise ValueError(
+            f"offsets has {n} entries; expected T*B + 1 with T={num_features} features "
+            f"(n - 1 = {n - 1} is not a multiple of {num_features})"
         )
     if per_sample_weights is not None:
         _check_tensor("per_sample_weights", per_sample_weights, FLOAT_DTYPES, device)
@@ -54,4 +65,4 @@ def validate_batch(
                 f"per_sample_weights has {per_sample_weights.numel()} entries, "
                 f"expected one per index ({indices.numel()})"
             )
-    return (n - 1) // num_tables
+    return (n - 1) // num_features if vbe is None else vbe.max_batch

@@ -34,13 +34,15 @@ import triton.language as tl
 from tbe.config import KernelConfig
 from tbe.faults import FAULT_ID_OFF_BY_ONE, kernel_faults
 from tbe.modes import BoundsCheckMode
+from tbe.vbe import VbeTensors, bag_args, feature_of
 
 
 class BoundsCheckError(ValueError):
     """Raised under BoundsCheckMode.FATAL for an out-of-range id or broken offsets.
 
     ``kind`` is "offsets" or "id"; ``position`` the offending entry of offsets or indices;
-    ``table``, ``sample`` and ``bag`` (= table * B + sample) locate it; ``value`` is the bad entry.
+    ``table``, ``sample`` and ``bag`` (= table * B + sample, or with VBE the feature's first bag + sample)
+    locate it; ``value`` is the bad entry.
     """
 
     def __init__(self, message: str, kind: str, position: int, value: int, table: int, sample: int, bag: int):
@@ -130,7 +132,7 @@ def repair_offsets(
 
 def check_ids(
     indices: torch.Tensor, fixed_offsets: torch.Tensor, rows_per_table: torch.Tensor,
-    batch_size: int, state: CheckState, config: KernelConfig,
+    batch_size: int, state: CheckState, config: KernelConfig, vbe: Optional[VbeTensors] = None,
 ) -> torch.Tensor:
     """Standalone id check over valid (repaired) offsets: repaired copy of ``indices`` under WARNING/IGNORE."""
     num_bags = fixed_offsets.numel() - 1
@@ -145,14 +147,15 @@ def check_ids(
     _check_ids_kernel[(num_bags,)](
         indices, fixed_offsets, rows_per_table, out, state.warning, state.record, batch_size, indices.numel(),
         WRITE=state.write, COUNT=state.count, RECORD=state.fatal,
-        FAULTS=kernel_faults(config.faults, FAULT_ID_OFF_BY_ONE), BLOCK=config.bounds_check_block, num_warps=4,
+        FAULTS=kernel_faults(config.faults, FAULT_ID_OFF_BY_ONE), BLOCK=config.bounds_check_block,
+        **bag_args(vbe, fixed_offsets), num_warps=4,
     )
     return out
 
 
 def raise_if_fatal(
     state: CheckState, indices: torch.Tensor, offsets: torch.Tensor, fixed_offsets: torch.Tensor,
-    rows_per_table: torch.Tensor, batch_size: int,
+    rows_per_table: torch.Tensor, batch_size: int, vbe: Optional[VbeTensors] = None,
 ) -> None:
     """Under FATAL, read the record (one host sync) and raise naming the first offender."""
     if not state.fatal:
@@ -160,10 +163,13 @@ def raise_if_fatal(
     bad_entry, bad_pos = state.record.tolist()
     n, num_entries = indices.numel(), offsets.numel()
     B = max(batch_size, 1)
+
+    def locate(bag: int) -> tuple[int, int]:
+        return divmod(bag, B) if vbe is None else vbe.batch.locate(bag)
     if bad_entry < num_entries:
         value = int(offsets[bad_entry])
         bag = max(bad_entry - 1, 0)
-        t, b = divmod(bag, B)
+        t, b = locate(bag)
         if num_entries == 1:
             why = f"must equal len(indices) = {n} (the batch has no bags)"
         elif bad_entry == 0:
@@ -182,7 +188,7 @@ def raise_if_fatal(
         value = int(indices[bad_pos])
         off = fixed_offsets.to(torch.int64)
         bag = int(torch.searchsorted(off[1:], torch.tensor([bad_pos], device=off.device), right=True)[0])
-        t, b = divmod(bag, B)
+        t, b = locate(bag)
         rows = int(rows_per_table[t])
         raise BoundsCheckError(
             f"bounds check (FATAL): indices[{bad_pos}] = {value} is out of range for table {t} "
@@ -199,6 +205,7 @@ def bounds_check(
     mode: BoundsCheckMode,
     warning_count: Optional[torch.Tensor] = None,
     config: Optional[KernelConfig] = None,
+    vbe: Optional[VbeTensors] = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Standalone check: (indices, offsets) repaired per ``mode`` into copies; FATAL raises.
 
@@ -211,8 +218,8 @@ def bounds_check(
     config = config or KernelConfig()
     state = new_state(mode, indices, offsets, warning_count)
     fixed_offsets = repair_offsets(indices, offsets, state, config)
-    fixed_indices = check_ids(indices, fixed_offsets, rows_per_table, batch_size, state, config)
-    raise_if_fatal(state, indices, offsets, fixed_offsets, rows_per_table, batch_size)
+    fixed_indices = check_ids(indices, fixed_offsets, rows_per_table, batch_size, state, config, vbe)
+    raise_if_fatal(state, indices, offsets, fixed_offsets, rows_per_table, batch_size, vbe)
     if state.fatal:
         return indices, offsets
     return fixed_indices, fixed_offsets
@@ -234,9 +241,9 @@ def begin_fused(
 
 
 def finish_fused(check: ForwardCheck, indices: torch.Tensor, offsets: torch.Tensor, fixed_offsets: torch.Tensor,
-                 batch_size: int) -> torch.Tensor:
+                 batch_size: int, vbe: Optional[VbeTensors] = None) -> torch.Tensor:
     """Fused check, part two (after the forward): raise under FATAL, else the repaired ids."""
-    raise_if_fatal(check.state, indices, offsets, fixed_offsets, check.rows, batch_size)
+    raise_if_fatal(check.state, indices, offsets, fixed_offsets, check.rows, batch_size, vbe)
     return check.indices_out if check.indices_out is not None else indices
 
 
@@ -361,10 +368,11 @@ def _repair_offsets_kernel(
 def _check_ids_kernel(
     indices_ptr, offsets_ptr, rows_ptr, out_ptr, warn_ptr, record_ptr, B, num_indices,
     WRITE: tl.constexpr, COUNT: tl.constexpr, RECORD: tl.constexpr, FAULTS: tl.constexpr, BLOCK: tl.constexpr,
+    bag_feature_ptr, bag_row_ptr, VBE: tl.constexpr,
 ):
-    """One program per bag: check its ids against its table's row count, block by block."""
+    """One program per bag: check its ids against its feature's table's row count, block by block."""
     bag = tl.program_id(0).to(tl.int64)
-    t = bag // B
+    t = feature_of(bag, True, B, bag_feature_ptr, VBE)
     num_rows = tl.load(rows_ptr + t)
     start = tl.load(offsets_ptr + bag).to(tl.int64)
     end = tl.load(offsets_ptr + bag + 1).to(tl.int64)

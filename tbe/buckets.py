@@ -31,10 +31,10 @@ def bucket_tables(dims: list[int], config: KernelConfig, tables: Optional[list[i
 
 
 def device_layout(layout, config: KernelConfig, device: torch.device) -> dict[str, torch.Tensor]:
-    """``layout.device_tensors`` and ``bucket_of_table``, the backward's dimension bucket of every table:
-    what the transpose and the backward read, built once per module (a copy per backward would sync)."""
-    bucket_of = [0] * layout.num_tables
-    for k, (_, tables) in enumerate(sorted(bucket_tables(layout.dims, config).items())):
+    """``layout.device_tensors`` and ``bucket_of_table``, the backward's dimension bucket of every feature's
+    table: what the transpose and the backward read, built once per module (a copy per backward would sync)."""
+    bucket_of = [0] * layout.num_features
+    for k, (_, tables) in enumerate(sorted(bucket_tables(layout.feature_dims, config).items())):
         for t in tables:
             bucket_of[t] = k
     return {**layout.device_tensors(device),

@@ -21,6 +21,7 @@ from tbe.faults import FAULT_DROP_WIDE, FAULT_FWD_SKIP_LAST, FAULT_MEAN_RAW_LEN,
 from tbe.layout import row_vector
 from tbe.modes import Pooling
 from tbe.rounding import to_storage
+from tbe.vbe import VbeTensors
 
 
 # ----------------------------------------------------------------------------- launch
@@ -38,27 +39,35 @@ def forward_generic(
     out: Optional[torch.Tensor] = None,
     table_subset: Optional[list[int]] = None,
     check: Optional[ForwardCheck] = None,
+    vbe: Optional[VbeTensors] = None,
 ) -> torch.Tensor:
-    """Pool every bag of every table (or of ``table_subset``) into ``out`` [B, sum D].
+    """Pool every bag of every table (or of ``table_subset``) into ``out`` [B, sum D], or with ``vbe`` into the
+    flat VBE output (``batch_size``: the largest B_f).
 
     With a fused ``check`` the kernel validates and repairs ids as it loads them (offsets
     must already be repaired) and writes the repaired ids to ``check.indices_out``.
     """
     total_dim = sum(dims)
     if out is None:
-        out = torch.empty((batch_size, total_dim), dtype=output_dtype, device=weights.device)
+        shape = (batch_size, total_dim) if vbe is None else (vbe.batch.output_size,)
+        out = torch.empty(shape, dtype=output_dtype, device=weights.device)
     if batch_size == 0:
         return out
     weighted = per_sample_weights is not None
     psw = per_sample_weights if weighted else indices  # placeholder pointer, never read
-    vec = row_vector(dims, weights.element_size(), out.stride(0)) if out.stride(1) == 1 else 1
+    if vbe is not None:  # each feature's block starts at a multiple of its rows' D: rows are D apart
+        vec = row_vector(dims, weights.element_size())
+    else:
+        vec = row_vector(dims, weights.element_size(), out.stride(0)) if out.stride(1) == 1 else 1
     for block_d, tables in bucket_tensors(dims, config, weights.device, table_subset):
         gather, bags, warps = config.forward_tile(block_d, weighted)
         grid = (triton.cdiv(batch_size, bags), tables.numel())
         _forward_kernel[grid](
             weights, layout_tensors["weights_offsets"], layout_tensors["dims"], layout_tensors["col_offsets"],
-            tables, indices, offsets, psw, out, batch_size, out.stride(0),
+            tables, indices, offsets, psw, out, batch_size, out.stride(0) if vbe is None else 0,
+            offsets if vbe is None else vbe.bag_base, offsets if vbe is None else vbe.out_base,
             MEAN=int(pooling == Pooling.MEAN), WEIGHTED=weighted, BAGS=bags, GATHER=gather, BLOCK_D=block_d, VEC=vec,
+            VBE=vbe is not None,
             **kernel_args(check, indices, offsets,
                           kernel_faults(config.faults, FAULT_FWD_SKIP_LAST, FAULT_MEAN_RAW_LEN, FAULT_DROP_WIDE)),
             num_warps=warps,
@@ -70,28 +79,38 @@ def forward_generic(
 @triton.jit(do_not_specialize=["B", "out_stride", "num_indices", "MEAN"])
 def _forward_kernel(
     weights_ptr, weights_offsets_ptr, dims_ptr, col_offsets_ptr, table_ids_ptr,
-    indices_ptr, offsets_ptr, psw_ptr, out_ptr, B, out_stride, MEAN,
+    indices_ptr, offsets_ptr, psw_ptr, out_ptr, B, out_stride, bag_base_ptr, out_base_ptr, MEAN,
     WEIGHTED: tl.constexpr, BAGS: tl.constexpr, GATHER: tl.constexpr,
-    BLOCK_D: tl.constexpr, VEC: tl.constexpr,
+    BLOCK_D: tl.constexpr, VEC: tl.constexpr, VBE: tl.constexpr,
     rows_ptr, ids_out_ptr, warn_ptr, record_ptr, raw_offsets_ptr, num_indices,
     CHECK: tl.constexpr, CHECK_WRITE: tl.constexpr, CHECK_COUNT: tl.constexpr, CHECK_RECORD: tl.constexpr,
     FAULTS: tl.constexpr,
 ):
     """``BAGS`` bags of one table. Every D and row offset is a multiple of VEC (``tbe.layout.row_vector``);
-    rounding them down to one changes nothing and lets the compiler read and write VEC-wide vectors."""
+    rounding them down to one changes nothing and lets the compiler read and write VEC-wide vectors. With
+    ``VBE`` feature t has its own count of bags from ``bag_base[t]`` and its rows, D apart, from ``out_base[t]``
+    (``B`` is then the largest count)."""
     t = tl.load(table_ids_ptr + tl.program_id(1))
     D = tl.load(dims_ptr + t) // VEC * VEC
     w_base = tl.load(weights_offsets_ptr + t) // VEC * VEC
-    col0 = tl.load(col_offsets_ptr + t)
+    if VBE:
+        first = tl.load(bag_base_ptr + t)
+        num_bags = tl.load(bag_base_ptr + t + 1) - first
+        col0 = tl.load(out_base_ptr + t)
+        out_stride = D
+    else:
+        first = t * B
+        num_bags = B
+        col0 = tl.load(col_offsets_ptr + t)
     if CHECK:
         num_rows = tl.load(rows_ptr + t)
     g = tl.arange(0, GATHER)
     cols = tl.arange(0, BLOCK_D)
     for j in tl.static_range(BAGS):
         b = tl.program_id(0).to(tl.int64) * BAGS + j
-        if b < B:
-            start = tl.load(offsets_ptr + t * B + b).to(tl.int64)
-            end = tl.load(offsets_ptr + t * B + b + 1).to(tl.int64)
+        if b < num_bags:
+            start = tl.load(offsets_ptr + first + b).to(tl.int64)
+            end = tl.load(offsets_ptr + first + b + 1).to(tl.int64)
             stop = end
             if FAULT_FWD_SKIP_LAST & FAULTS:
                 if end - start > 1:
@@ -121,7 +140,7 @@ def _forward_kernel(
                 if MEAN != 0:  # a run-time flag: one branch per bag costs nothing, a variant per pooling would
                     length = tl.maximum(end - start, 1).to(tl.float32)
                     if FAULT_MEAN_RAW_LEN & FAULTS:  # planted: the caller's unrepaired bag length
-                        raw_len = tl.load(raw_offsets_ptr + t * B + b + 1) - tl.load(raw_offsets_ptr + t * B + b)
+                        raw_len = tl.load(raw_offsets_ptr + first + b + 1) - tl.load(raw_offsets_ptr + first + b)
                         length = tl.maximum(raw_len.to(tl.int64), 1).to(tl.float32)
                     acc = acc / length
                 if FAULT_DROP_WIDE & FAULTS:  # planted: columns past 1,024 come out zero

@@ -40,10 +40,14 @@ def ineligible_reason(
     output_dtype: torch.dtype,
     weighted: bool,
     config: KernelConfig,
+    vbe: bool = False,
 ) -> Optional[str]:
-    """Why this launch may not take the small-table path, or None when it may."""
+    """Why this launch may not take the small-table path, or None when it may (``vbe``: batch sizes vary per
+    feature)."""
     if not config.small_table_path:
         return "KernelConfig.small_table_path is off"
+    if vbe:
+        return "variable batch per feature (the path takes one fixed batch)"
     if len(dims) != 1:
         return f"{len(dims)} tables (the path takes a single feature)"
     E, D = rows[0], dims[0]

@@ -2,7 +2,10 @@
 
 The module owns the packed weights and optimizer state; its output takes part in
 autograd, and ``backward()`` applies the exact optimizer update in place, once per
-distinct (table, row), as FBGEMM's training TBE does.
+distinct (table, row), as FBGEMM's training TBE does. ``feature_table_map`` (as FBGEMM's)
+names the table each feature of a batch reads; features of one table update its rows once.
+``batch_size_per_feature`` (FBGEMM's ``batch_size_per_feature_per_rank`` for one rank) gives each feature its own
+batch size (VBE); the output is then flat, each feature's [B_f, D_f] block after the one before.
 """
 
 from __future__ import annotations
@@ -19,8 +22,9 @@ from tbe.batch import validate_batch
 from tbe.buckets import device_layout
 from tbe.config import KernelConfig
 from tbe.forward_dispatch import prepare_bounds
-from tbe.layout import TableLayout, parse_specs, seeded_weights
+from tbe.layout import TableLayout, VariableBatch, check_feature_table_map, parse_specs, seeded_weights
 from tbe.modes import BoundsCheckMode, Optimizer, Pooling, parse_enum, parse_float_dtype
+from tbe.vbe import vbe_tensors
 
 
 def _check_hyper(name: str, value: object) -> float:
@@ -46,9 +50,12 @@ class TritonTBE(nn.Module):
         config: Optional[KernelConfig] = None,
         device: Optional[torch.device | str] = None,
         seed: int = 0,
+        feature_table_map: Optional[Sequence[int]] = None,
     ) -> None:
         super().__init__()
-        self.layout = TableLayout(parse_specs(embedding_specs))
+        specs = parse_specs(embedding_specs)
+        self.layout = TableLayout(specs, check_feature_table_map(
+            () if feature_table_map is None else feature_table_map, len(specs)))
         self.optimizer = parse_enum(Optimizer, "optimizer", optimizer)
         self.pooling = parse_enum(Pooling, "pooling", pooling)
         self.bounds_check_mode = parse_enum(BoundsCheckMode, "bounds_check", bounds_check)
@@ -118,20 +125,28 @@ class TritonTBE(nn.Module):
         indices: torch.Tensor,
         offsets: torch.Tensor,
         per_sample_weights: Optional[torch.Tensor] = None,
+        batch_size_per_feature: Optional[Sequence[int]] = None,
     ) -> torch.Tensor:
-        batch_size = validate_batch(indices, offsets, per_sample_weights, self.layout.num_tables, self.device)
+        """The pooled output: [B, sum D], or with ``batch_size_per_feature`` (one B_f per feature, 0 allowed;
+        offsets then has sum B_f + 1 entries) the flat [sum B_f * D_f], FBGEMM's single-rank VBE layout."""
+        variable = None if batch_size_per_feature is None else VariableBatch(
+            batch_size_per_feature, tuple(self.layout.feature_dims))
+        batch_size = validate_batch(indices, offsets, per_sample_weights, self.layout.num_features, self.device,
+                                    variable)
+        vbe = None if variable is None else vbe_tensors(variable, self.device)
         # standalone check: repaired here; fused: offsets here, ids inside the forward kernel
         fwd_indices, checked_offsets, check = prepare_bounds(
             indices, offsets, self.layout_tensors["rows"], batch_size,
-            self.bounds_check_mode, self.bounds_check_warnings, self.config,
+            self.bounds_check_mode, self.bounds_check_warnings, self.config, vbe,
         )
         return TBEFunction.apply(
-            self.placeholder, per_sample_weights, self, fwd_indices, checked_offsets, batch_size, check
+            self.placeholder, per_sample_weights, self, fwd_indices, checked_offsets, batch_size, check, vbe
         )
 
     def extra_repr(self) -> str:
         return (
-            f"tables={[(s.rows, s.dim) for s in self.layout.specs]}, optimizer={self.optimizer.value}, "
+            f"tables={[(s.rows, s.dim) for s in self.layout.specs]}, "
+            f"feature_table_map={list(self.layout.feature_tables)}, optimizer={self.optimizer.value}, "
             f"pooling={self.pooling.value}, weights={self.weights_dtype}, output={self.output_dtype}, "
             f"bounds_check={self.bounds_check_mode.value}"
         )

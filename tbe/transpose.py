@@ -20,6 +20,7 @@ import triton.language as tl
 
 from tbe.config import KernelConfig
 from tbe.layout import TableLayout
+from tbe.vbe import VbeTensors, feature_of
 
 
 @dataclasses.dataclass
@@ -30,20 +31,22 @@ class Transposed:
 
     n: int                       # number of lookups
     batch_size: int
-    offsets: torch.Tensor        # [T*B + 1] the (checked) offsets as int64, for L(t, b) under MEAN
+    offsets: torch.Tensor        # [bags + 1] the (checked) offsets as int64, for L(t, b) under MEAN
     linear_dtype: torch.dtype    # int32 or int64
-    bag_of: torch.Tensor         # [n] bag t*B + b of each lookup, original order (int32 when T*B fits)
+    bag_of: torch.Tensor         # [n] bag (t*B + b; VBE: see tbe.vbe) of each lookup, original order (int32 when
+                                 # the bag count fits)
     linear: torch.Tensor         # [n] linear index of each lookup, original order
     perm: torch.Tensor           # [n] int64: original position of each sorted lookup
     sorted_linear: torch.Tensor  # [n]
-    sorted_bag: torch.Tensor     # [n] bag of each sorted lookup (table = bag // B), bag_of's dtype
+    sorted_bag: torch.Tensor     # [n] bag of each sorted lookup (feature = bag // B), bag_of's dtype
     sorted_psw: Optional[torch.Tensor]  # [n] per-sample weights in sorted order, or None
     run_linear: torch.Tensor     # [n] linear index of each run
-    run_table: torch.Tensor      # [n] int32 table of each run (its first lookup's bag // B)
+    run_table: torch.Tensor      # [n] int32 feature of each run (its first lookup's bag's)
     run_wrow: torch.Tensor       # [n] int64 element offset of each run's row in the packed weights
     run_bucket: torch.Tensor     # [n] int32 backward dimension bucket of each run's table
     run_start: torch.Tensor      # [n + 1] int64: first sorted position of each run, then n
     num_runs: torch.Tensor       # [1] int64, on the device
+    vbe: Optional[VbeTensors] = None  # per-feature batch sizes: bags are then found through its tables
 
     @property
     def run_length(self) -> torch.Tensor:
@@ -75,13 +78,14 @@ def transpose(
     per_sample_weights: Optional[torch.Tensor],
     batch_size: int,
     config: KernelConfig,
+    vbe: Optional[VbeTensors] = None,
 ) -> Transposed:
     """Sort the (bounds-checked) batch by linear index and split it into runs (``layout_tensors``:
     ``tbe.buckets.device_layout``, for the linear indices and each run's row and bucket)."""
     n = indices.numel()
     ldtype = linear_dtype_for(layout, config)
     # an int32 key past 2^31 - 1 (only under the int32 fault) wraps exactly as a 32-bit key would
-    bag_of, linear = linearize(layout_tensors["hash_size_cumsum"], indices, offsets, batch_size, ldtype)
+    bag_of, linear = linearize(layout_tensors["hash_size_cumsum"], indices, offsets, batch_size, ldtype, vbe)
 
     sorted_linear, perm = torch.sort(linear, stable=True)
     sorted_psw = None
@@ -96,7 +100,7 @@ def transpose(
             psw_perm = perm
         sorted_psw = per_sample_weights[psw_perm]
     sorted_bag, run_linear, run_table, run_wrow, run_bucket, run_start, num_runs = run_length_encode(
-        sorted_linear, perm, bag_of, batch_size, layout_tensors)
+        sorted_linear, perm, bag_of, batch_size, layout_tensors, vbe)
     # int64 whatever the index dtype: the backward kernels read offsets only under MEAN, and one
     # offsets dtype halves their specializations (a copy of T*B + 1 values when they are int32)
     return Transposed(
@@ -104,6 +108,7 @@ def transpose(
         linear=linear, perm=perm,
         sorted_linear=sorted_linear, sorted_bag=sorted_bag, sorted_psw=sorted_psw,
         run_linear=run_linear, run_table=run_table, run_wrow=run_wrow, run_bucket=run_bucket, run_start=run_start, num_runs=num_runs,
+        vbe=vbe,
     )
 
 
@@ -112,7 +117,7 @@ LINEARIZE_BLOCK = 1024
 
 
 def linearize(hash_size_cumsum: torch.Tensor, indices: torch.Tensor, offsets: torch.Tensor, batch_size: int,
-              ldtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+              ldtype: torch.dtype, vbe: Optional[VbeTensors] = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(bag of every lookup, its linear index ``hash_size_cumsum[t] + id`` in ``ldtype``), one kernel.
 
     The bag of position p is the number of bag ends <= p: a binary search over the offsets, first for
@@ -130,14 +135,15 @@ def linearize(hash_size_cumsum: torch.Tensor, indices: torch.Tensor, offsets: to
         return bag_of, linear
     _linearize_kernel[(triton.cdiv(n, LINEARIZE_BLOCK),)](
         indices, offsets, hash_size_cumsum, bag_of, linear, n, num_bags, max(batch_size, 1),
-        max(1, num_bags).bit_length(), BLOCK=LINEARIZE_BLOCK,
+        max(1, num_bags).bit_length(), offsets if vbe is None else vbe.bag_feature, BLOCK=LINEARIZE_BLOCK,
+        VBE=vbe is not None,
     )
     return bag_of, linear
 
 
 @triton.jit(do_not_specialize=["N", "NUM_BAGS", "B", "STEPS"])
 def _linearize_kernel(indices_ptr, offsets_ptr, hcs_ptr, bag_ptr, linear_ptr, N, NUM_BAGS, B, STEPS,
-                      BLOCK: tl.constexpr):
+                      bag_feature_ptr, BLOCK: tl.constexpr, VBE: tl.constexpr):
     first = tl.program_id(0).to(tl.int64) * BLOCK
     pos = first + tl.arange(0, BLOCK)
     m = pos < N
@@ -155,7 +161,7 @@ def _linearize_kernel(indices_ptr, offsets_ptr, hcs_ptr, bag_ptr, linear_ptr, N,
     bag = _bag_search(offsets_ptr, pos, tl.zeros([BLOCK], dtype=tl.int64) + lo_bag,
                       tl.zeros([BLOCK], dtype=tl.int64) + hi_bag, m, steps)
     ids = tl.load(indices_ptr + pos, mask=m, other=0).to(tl.int64)
-    lin = tl.load(hcs_ptr + bag // B, mask=m, other=0) + ids
+    lin = tl.load(hcs_ptr + feature_of(bag, m, B, bag_feature_ptr, VBE), mask=m, other=0) + ids
     tl.store(bag_ptr + pos, bag.to(bag_ptr.dtype.element_ty), mask=m)
     tl.store(linear_ptr + pos, lin.to(linear_ptr.dtype.element_ty), mask=m)
 
@@ -179,7 +185,7 @@ RUN_BLOCK = 1024
 
 
 def run_length_encode(sorted_linear: torch.Tensor, perm: torch.Tensor, bag_of: torch.Tensor, batch_size: int,
-                      layout_tensors: dict[str, torch.Tensor]):
+                      layout_tensors: dict[str, torch.Tensor], vbe: Optional[VbeTensors] = None):
     """(sorted_bag, run_linear, run_table, run_wrow, run_bucket, run_start, num_runs) of the sorted keys: a
     run starts where the key changes. Each block of ``RUN_BLOCK`` sorted positions counts its run starts; an
     inclusive scan of the counts places each block's runs; the second pass writes them with their table,
@@ -205,7 +211,8 @@ def run_length_encode(sorted_linear: torch.Tensor, perm: torch.Tensor, bag_of: t
     lt = layout_tensors
     _write_runs_kernel[(blocks,)](sorted_linear, perm, bag_of, runs_through, lt["weights_offsets"], lt["dims"],
                                   lt["hash_size_cumsum"], lt["bucket_of_table"], sorted_bag, run_linear, run_table,
-                                  run_wrow, run_bucket, run_start, num_runs, n, max(batch_size, 1), BLOCK=RUN_BLOCK)
+                                  run_wrow, run_bucket, run_start, num_runs, n, max(batch_size, 1),
+                                  bag_of if vbe is None else vbe.bag_feature, BLOCK=RUN_BLOCK, VBE=vbe is not None)
     return sorted_bag, run_linear, run_table, run_wrow, run_bucket, run_start, num_runs
 
 
@@ -226,7 +233,8 @@ def _count_runs_kernel(sorted_ptr, block_runs_ptr, N, BLOCK: tl.constexpr):
 @triton.jit(do_not_specialize=["N", "B"])
 def _write_runs_kernel(sorted_ptr, perm_ptr, bag_of_ptr, runs_through_ptr, weights_offsets_ptr, dims_ptr, hcs_ptr,
                        bucket_of_table_ptr, sorted_bag_ptr, run_linear_ptr, run_table_ptr, run_wrow_ptr,
-                       run_bucket_ptr, run_start_ptr, num_runs_ptr, N, B, BLOCK: tl.constexpr):
+                       run_bucket_ptr, run_start_ptr, num_runs_ptr, N, B, bag_feature_ptr, BLOCK: tl.constexpr,
+                       VBE: tl.constexpr):
     pid = tl.program_id(0)
     pos = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     m = pos < N
@@ -238,7 +246,7 @@ def _write_runs_kernel(sorted_ptr, perm_ptr, bag_of_ptr, runs_through_ptr, weigh
     src = tl.load(perm_ptr + pos, mask=m, other=0)
     bag = tl.load(bag_of_ptr + src, mask=m, other=0)
     tl.store(sorted_bag_ptr + pos, bag, mask=m)
-    t = bag // B
+    t = feature_of(bag, m, B, bag_feature_ptr, VBE)
     tl.store(run_table_ptr + run, t.to(tl.int32), mask=start)
     wrow = (tl.load(weights_offsets_ptr + t, mask=start, other=0)
             + (key.to(tl.int64) - tl.load(hcs_ptr + t, mask=start, other=0)) * tl.load(dims_ptr + t, mask=start, other=0))

@@ -40,7 +40,7 @@ def on(module: TritonTBE, *tensors):
 def train_step(module: TritonTBE, indices, offsets, psw, seed=0, grad_scale=1.0, check=True):
     """One forward + backward on ``module``; returns the list of bound violations (empty = ok)."""
     indices, offsets, psw = on(module, indices, offsets, psw)
-    B = (offsets.numel() - 1) // module.layout.num_tables
+    B = (offsets.numel() - 1) // module.layout.num_features
     w_before = module.weights.detach().clone()
     m_before = module.momentum.detach().clone()
     psw_in = None if psw is None else psw.clone().requires_grad_(True)

@@ -3,7 +3,8 @@
 Hypothesis shrinks the choices behind a drawn spec, and stops where no smaller choice sequence
 draws a failing case; dropping one table of a spec re-draws every value from the seed, so it
 stalls at cases of a few tables and tens of bags. This reducer edits the spec itself: it drops a
-table (half of them, then all but one, first), cuts the batch size, the bag length and each hot
+table (half of them, then all but one, first, with the features that read it), drops a feature that
+shares its table with another, cuts the batch size, the bag length and each hot
 row's count (by a half, a quarter, an eighth ... down to one), drops a hot row (a pack,
 ``cases.PackCase``: each sub-case alone first, the named one before the others, then the
 pack without one sub-case), and keeps an edit whenever the smaller case still fails the same way
@@ -57,14 +58,26 @@ def _table_cuts(n: int) -> list[tuple[int, ...]]:
 
 
 def _keep_tables(spec: CaseSpec, keep: tuple[int, ...]) -> CaseSpec:
+    """``spec`` with only the tables ``keep``, and only the features that read them (renumbered)."""
     new = {t: i for i, t in enumerate(keep)}
     hot = tuple(HotRow(new[h.table], h.row, h.count) for h in spec.hot_rows if h.table in new)
-    return dataclasses.replace(spec, tables=tuple(spec.tables[t] for t in keep), hot_rows=hot)
+    fmap = tuple(new[t] for t in spec.feature_table_map if t in new)
+    return dataclasses.replace(spec, tables=tuple(spec.tables[t] for t in keep), hot_rows=hot,
+                               feature_table_map=fmap)
+
+
+def _drop_features(spec: CaseSpec) -> Iterator[CaseSpec]:
+    """``spec`` without one feature, for each feature whose table another feature also reads."""
+    ft = spec.feature_table_map
+    for f, t in enumerate(ft):
+        if ft.count(t) > 1:
+            yield dataclasses.replace(spec, feature_table_map=ft[:f] + ft[f + 1:])
 
 
 def _spec_candidates(spec: CaseSpec) -> Iterator[CaseSpec]:
     for keep in _table_cuts(spec.num_tables):
         yield _keep_tables(spec, keep)
+    yield from _drop_features(spec)
     for b in _cuts(spec.batch_size, 1):
         yield dataclasses.replace(spec, batch_size=b)
     for m in _cuts(spec.max_length, 0):

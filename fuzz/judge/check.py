@@ -201,13 +201,13 @@ def tiers_of(case: AnyCase, t: CaseTensors, config: KernelConfig,
         found.add(bounds_path(config).value)
         return frozenset(found), 0, ()
     found.add(choose_path(
-        layout.dims, layout.rows, t.indices.numel(), B, parse_float_dtype("w", spec.weights_dtype),
+        layout.feature_dims, layout.feature_rows, t.indices.numel(), B, parse_float_dtype("w", spec.weights_dtype),
         parse_float_dtype("o", spec.output_dtype), spec.weighted, config,
     ).value)
     if not t.grad_outputs or t.indices.numel() == 0:
         return frozenset(found), 0, ()
     dev = device or torch.device("cpu")
-    table_of = lookups(t.offsets.to(dev), layout.num_tables, B, t.indices.numel()).table
+    table_of = lookups(t.offsets.to(dev), layout.num_features, B, t.indices.numel()).table
     lin = layout_tensors(layout, dev).hash_size_cumsum[table_of] + t.indices.to(dev, torch.int64)
     sl = torch.unique(lin, return_counts=True)[1]
     routing = route(sl, t.indices.numel(), config)

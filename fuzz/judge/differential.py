@@ -133,7 +133,7 @@ def check_batch(
     if mode == BoundsCheckMode.NONE:
         ref_idx, ref_off, fatal, expected_warn = indices, offsets, False, 0
     else:
-        rb = reference_bounds_check(layout.rows, indices, offsets, mode)
+        rb = reference_bounds_check(layout.feature_rows, indices, offsets, mode)
         ref_idx, ref_off, fatal, expected_warn = rb.indices, rb.offsets, rb.fatal, rb.warnings
         first_bad = rb.first_bad
     ref_idx, ref_off = ref_idx.to(device), ref_off.to(device)

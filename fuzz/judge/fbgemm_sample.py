@@ -22,7 +22,8 @@ from oracles import fbgemm_cpu
 from oracles.bounds_backward import check_step
 from oracles.checks import check_forward
 from oracles.compare import Check, Mismatch, Oracle, Report
-from oracles.findings import fbgemm_backward_difference, fbgemm_forward_difference, fbgemm_update_difference
+from oracles.findings import (fbgemm_backward_difference, fbgemm_feature_map_difference, fbgemm_forward_difference,
+                              fbgemm_update_difference)
 from oracles.reference_backward import reference_backward
 from tbe.modes import Optimizer, Pooling, parse_float_dtype
 
@@ -49,6 +50,8 @@ def not_applicable(case: Any, lookups: int) -> str | None:
     w, o = parse_float_dtype("w", spec.weights_dtype), parse_float_dtype("o", spec.output_dtype)
     if not fbgemm_cpu.supports(w, o, [d for _, d in spec.tables]):
         return "n/a: dtype or D"
+    if fbgemm_feature_map_difference(Optimizer(spec.optimizer), spec.feature_table_map) is not None:
+        return "n/a: feature map"
     if columns(case, lookups) > MAX_COLUMNS or lookups == 0 or spec.batch_size == 0:
         return TOO_LARGE
     if not fbgemm_cpu.available():
@@ -78,7 +81,8 @@ def run(case: Any, t: CaseTensors) -> list[Report]:
     layout, B = spec.layout, spec.batch_size
     wdt, odt = parse_float_dtype("w", spec.weights_dtype), parse_float_dtype("o", spec.output_dtype)
     pooling, opt = Pooling(spec.pooling), Optimizer(spec.optimizer)
-    fb = fbgemm_cpu.FbgemmTBE(spec.tables, opt, spec.learning_rate, spec.eps, wdt, odt, pooling)
+    fb = fbgemm_cpu.FbgemmTBE(spec.tables, opt, spec.learning_rate, spec.eps, wdt, odt, pooling,
+                              feature_table_map=spec.feature_table_map)
     w0 = t.initial_weights if t.initial_weights is not None else initial_weights(spec)
     fb.load([w0[o: o + e * d].view(e, d) for o, (e, d) in zip(layout.weights_offsets, spec.tables)])
     idx, off, psw = t.indices, t.offsets, t.per_sample_weights

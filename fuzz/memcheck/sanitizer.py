@@ -19,7 +19,8 @@ Two checks, masked-off lanes exempt:
 2. Table bounds inside packed buffers. An access to row E_t of table t stays inside the weights buffer
    (it is row 0 of table t + 1), so check 1 cannot see it. The sanitizer reads the table layout from
    the launch's own arguments, by name: ``weights_ptr`` is split into tables by ``weights_offsets_ptr``
-   (and ``dims_ptr`` gives rows), ``momentum_ptr`` by ``hcs_ptr``. A program that loads
+   (and ``dims_ptr`` gives rows), ``momentum_ptr`` by ``hcs_ptr`` (entries per feature: features of one table
+   repeat its start). A program that loads
    ``weights_offsets_ptr[t]`` means table t: until it loads another entry, its accesses through
    ``weights_ptr`` must stay inside table t (lane by lane where the offsets were loaded as a vector and
    the access tile has it as leading shape). A kernel that reads rows through precomputed addresses
@@ -116,7 +117,9 @@ class _Launch:
                 b, o = self.args[buf], self.args[off]
                 starts = o.tensor.detach().cpu().to(torch.int64).tolist()
                 size = (b.end - b.ptr) // b.esize
-                ends = starts[1:] + [size]
+                # entries are per feature (tbe.layout.device_tensors): features of one table repeat its start, in
+                # any order, so an entry's table ends where the next larger start begins
+                ends = _table_ends(starts, size)
                 dims = self.args["dims_ptr"].tensor.tolist() if "dims_ptr" in self.args and buf == "weights_ptr" else None
                 self.packed.append((b, o, np.array(starts), np.array(ends), dims))
         self.intended: dict[str, np.ndarray] = {}
@@ -124,6 +127,12 @@ class _Launch:
     def nearest(self, addr: int) -> _Arg:
         return min(self.args.values(), key=lambda a: 0 if a.start <= addr < a.end else min(abs(addr - a.start),
                                                                                            abs(addr - a.end)))
+
+
+def _table_ends(starts: list[int], size: int) -> list[int]:
+    """The end of the table at each start: the next larger start, else ``size``."""
+    bounds = sorted(set(starts)) + [size]
+    return [next(b for b in bounds if b > s) if s < size else size for s in starts]
 
 
 _state: dict[str, Any] = {"launch": None, "orig": None, "tables": True, "deferred": False, "watch": False,

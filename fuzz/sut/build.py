@@ -27,6 +27,7 @@ def build_module(spec: CaseSpec, config: Optional[KernelConfig] = None) -> Trito
         bounds_check=spec.bounds_check,
         config=config or KernelConfig(),
         seed=spec.seed,
+        feature_table_map=spec.feature_table_map,
     )
     if spec.values == "dyadic":
         with torch.no_grad():

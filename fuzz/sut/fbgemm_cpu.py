@@ -30,6 +30,7 @@ from tbe.modes import BoundsCheckMode, Optimizer, Pooling
 CAPABILITIES = Capabilities(
     weights_dtypes=fbgemm_cpu.SUPPORTED_NAMES, output_dtypes=fbgemm_cpu.SUPPORTED_NAMES, dim_multiple=4,
     devices=("cpu",), memory_safe=True,  # its bounds check runs in every mode fed bad ids (fatal, warning, ignore)
+    feature_table_map=True,
 )
 
 
@@ -73,6 +74,7 @@ def build_codegen(p: TBEParams, device: str):
         output_dtype=fbgemm_cpu._sparse_type(p.output_dtype),
         pooling_mode=pool, stochastic_rounding=False,
         bounds_check_mode=fbgemm_cpu.bounds_check_mode(BoundsCheckMode(p.bounds_check)),
+        feature_table_map=list(p.feature_table_map) or None,
     )
 
 

@@ -4,7 +4,8 @@ Mapping (rather than filtering) keeps every draw useful and keeps shrinking inta
 rounded up to the SUT's multiple (63 -> 64, 65 -> 68: the power-of-two edges survive),
 an unsupported dtype becomes the supported one nearest in width (bf16 -> fp16), an
 unsupported pooling, optimizer or index dtype the SUT's first supported one, per-sample
-weights are dropped where unsupported, an empty batch gets one bag. A bad-id case needs
+weights are dropped where unsupported, an empty batch gets one bag; a case whose features share
+tables is left out for a SUT that cannot take a feature_table_map. A bad-id case needs
 a mode that repairs or rejects (WARNING, IGNORE or FATAL); a SUT with none of them gets
 no bad-id cases, and kinds of invalid input a SUT cannot be fed safely are left out. For a SUT that can run everything nothing changes."""
 
@@ -44,6 +45,8 @@ def _tables(tables: tuple[tuple[int, int], ...], caps: Capabilities) -> tuple[tu
 
 def fit_spec(spec: CaseSpec, caps: Capabilities, bad_ids: bool = False) -> Optional[CaseSpec]:
     """``spec`` moved within ``caps`` (None when no such case exists)."""
+    if spec.feature_table_map and not caps.feature_table_map:
+        return None
     if bad_ids:
         modes = [m for m in BAD_ID_MODES if m in caps.bounds_modes]
         if not modes:
@@ -113,6 +116,8 @@ def refusal(case: AnyCase, caps: Capabilities) -> Optional[str]:
             return f"table {t} has D={d} (needs {caps.dims_text()})"
     if spec.weighted and not caps.per_sample_weights:
         return "weighted=True (no per-sample weights)"
+    if spec.feature_table_map and not caps.feature_table_map:
+        return f"feature_table_map={list(spec.feature_table_map)} (no features sharing tables)"
     if spec.batch_size == 0 and not caps.empty_batch:
         return "batch_size=0 (no empty batches)"
     if case.bad is not None:

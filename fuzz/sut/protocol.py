@@ -66,6 +66,7 @@ class Capabilities:
     bad_ids: tuple[str, ...] = ID_KINDS         # invalid ids it may be fed (strategies.bad_inputs kinds)
     bad_offsets: tuple[str, ...] = OFFSET_KINDS  # broken offsets it may be fed
     per_sample_weights: bool = True
+    feature_table_map: bool = False             # several features may read one table (TBEParams.feature_table_map)
     psw_grad: bool = True                       # backward returns the per-sample-weight gradient
     empty_batch: bool = True                    # accepts B = 0
     devices: tuple[str, ...] = ("cpu",)
@@ -107,7 +108,7 @@ class Capabilities:
                     ("weights_dtypes", "output_dtypes", "index_dtypes", "poolings", "optimizers", "bounds_modes",
                      "bad_ids", "bad_offsets"))
                 and self.dim_multiple == 1 and self.max_dim is None
-                and self.per_sample_weights and self.empty_batch)
+                and self.per_sample_weights and self.empty_batch and self.feature_table_map)
 
     def dims_text(self) -> str:
         text = f"D % {self.dim_multiple} == 0" if self.dim_multiple > 1 else "any D"
@@ -117,6 +118,7 @@ class Capabilities:
         return (f"weights {'/'.join(self.weights_dtypes)}, output {'/'.join(self.output_dtypes)}, {self.dims_text()}, "
                 f"pooling {'/'.join(self.poolings)}, {'/'.join(self.optimizers)}, "
                 f"bounds {'/'.join(self.bounds_modes)}, per-sample weights {'yes' if self.per_sample_weights else 'no'}, "
+                f"shared tables {'yes' if self.feature_table_map else 'no'}, "
                 f"devices {'/'.join(self.devices)}, KernelConfig {'yes' if self.kernel_config else 'no'}, "
                 f"planted faults {'yes' if self.planted_faults else 'no'}")
 
@@ -136,6 +138,8 @@ class TBEParams:
     seed: int = 0
     initial_weights: Optional[tuple[torch.Tensor, ...]] = None  # per table [E_t, D_t], CPU, weights dtype
     config: Any = None                       # a tbe.KernelConfig for SUTs with kernel_config
+    feature_table_map: tuple[int, ...] = ()  # the table each feature reads (empty: one feature per table, in order);
+                                             # offsets has F * B + 1 entries and the output one block per feature
 
 
 @dataclasses.dataclass(frozen=True)
@@ -299,5 +303,5 @@ def params_for(spec: Any, config: Any, initial_weights: Optional[Sequence[torch.
         pooling=parse_enum(Pooling, "pooling", spec.pooling),
         bounds_check=parse_enum(BoundsCheckMode, "bounds_check", spec.bounds_check),
         seed=int(spec.seed), initial_weights=None if initial_weights is None else tuple(initial_weights),
-        config=config,
+        config=config, feature_table_map=tuple(spec.feature_table_map),
     )

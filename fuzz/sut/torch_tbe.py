@@ -7,7 +7,8 @@ divided by the bag length, since ``embedding_bag`` takes weights with SUM only),
 output is rounded once to the output dtype. Autograd yields each distinct row's gradient
 and the per-sample-weight gradient; the backward then applies exact SGD or exact row-wise
 Adagrad once per distinct row (``lr / (sqrt(m) + eps)`` as one correctly rounded division)
-and rounds the new rows to the weights' dtype. Bounds checking is ``fuzz.sut.torch_bounds``.
+and rounds the new rows to the weights' dtype. Features sharing a table (``feature_table_map``) gather
+its rows once, so autograd sums a row's gradient over them. Bounds checking is ``fuzz.sut.torch_bounds``.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class TorchInstance:
         self.device = _device()
         self.rows = [e for e, _ in p.tables]
         self.dims = [d for _, d in p.tables]
+        self.feature_tables = p.feature_table_map or tuple(range(len(p.tables)))
         self.tables = [w.to(self.device, p.weights_dtype).clone() for w in p.initial_weights]
         self.adagrad = Optimizer(p.optimizer) == Optimizer.EXACT_ROWWISE_ADAGRAD
         self.state = [torch.zeros(e, dtype=torch.float32, device=self.device) for e in self.rows] if self.adagrad else None
@@ -42,11 +44,11 @@ class TorchInstance:
         self._gathered: list[tuple[int, torch.Tensor, torch.Tensor]] = []
 
     def forward(self, indices, offsets, per_sample_weights=None) -> torch.Tensor:
-        T = len(self.tables)
-        B = (offsets.numel() - 1) // T
+        ft = self.feature_tables
+        B = (offsets.numel() - 1) // len(ft)
         try:
-            ids, off, warnings = check_bounds(self.rows, indices.to(self.device), offsets.to(self.device),
-                                              BoundsCheckMode(self.p.bounds_check))
+            ids, off, warnings = check_bounds([self.rows[t] for t in ft], indices.to(self.device),
+                                              offsets.to(self.device), BoundsCheckMode(self.p.bounds_check))
         except TorchBoundsError as e:
             raise FatalBoundsCheck(str(e)) from e
         self.warnings += warnings
@@ -55,25 +57,34 @@ class TorchInstance:
         if per_sample_weights is not None:
             psw = per_sample_weights.to(self.device).clone().requires_grad_(grad)
         mean = Pooling(self.p.pooling) == Pooling.MEAN
-        outs, self._gathered = [], []
-        for t in range(T):
-            lo, hi = int(off[t * B]), int(off[(t + 1) * B])
-            if B == 0 or hi == lo:
-                outs.append(torch.zeros(B, self.dims[t], device=self.device))
+        outs, self._gathered = {}, []
+        span = [(int(off[f * B]), int(off[(f + 1) * B])) for f in range(len(ft))]
+        for t in range(len(self.tables)):
+            readers = [f for f, x in enumerate(ft) if x == t]
+            for f in readers:
+                outs[f] = torch.zeros(B, self.dims[t], device=self.device)
+            if B == 0 or all(hi == lo for lo, hi in (span[f] for f in readers)):
                 continue
-            uniq, inverse = torch.unique(ids[lo:hi], return_inverse=True)
+            # one gather of the table's rows for all its features: a row's gradient sums over them
+            uniq, inverse = torch.unique(torch.cat([ids[slice(*span[f])] for f in readers]), return_inverse=True)
             rows = self.tables[t][uniq].float().requires_grad_(grad)
-            bags = off[t * B: (t + 1) * B] - lo
-            if psw is None:
-                pooled = F.embedding_bag(inverse, rows, bags, mode="mean" if mean else "sum")
-            else:
-                pooled = F.embedding_bag(inverse, rows, bags, mode="sum", per_sample_weights=psw[lo:hi].float())
-                if mean:
-                    lengths = (off[t * B + 1: (t + 1) * B + 1] - off[t * B: (t + 1) * B]).clamp(min=1)
-                    pooled = pooled / lengths.to(torch.float32)[:, None]
-            outs.append(pooled)
+            at = 0
+            for f in readers:
+                lo, hi = span[f]
+                if hi == lo:
+                    continue
+                inv, at = inverse[at: at + hi - lo], at + hi - lo
+                bags = off[f * B: (f + 1) * B] - lo
+                if psw is None:
+                    outs[f] = F.embedding_bag(inv, rows, bags, mode="mean" if mean else "sum")
+                else:
+                    pooled = F.embedding_bag(inv, rows, bags, mode="sum", per_sample_weights=psw[lo:hi].float())
+                    if mean:
+                        lengths = (off[f * B + 1: (f + 1) * B + 1] - off[f * B: (f + 1) * B]).clamp(min=1)
+                        pooled = pooled / lengths.to(torch.float32)[:, None]
+                    outs[f] = pooled
             self._gathered.append((t, uniq, rows))
-        out = torch.cat(outs, 1).to(self.p.output_dtype)
+        out = torch.cat([outs[f] for f in range(len(ft))], 1).to(self.p.output_dtype)
         self._out, self._psw = out, psw
         return out
 
@@ -110,5 +121,5 @@ class TorchInstance:
 
 
 def factory() -> SUT:
-    return SUT("torch", Capabilities(devices=("cpu", "cuda"), memory_safe=True), TorchInstance,
+    return SUT("torch", Capabilities(devices=("cpu", "cuda"), memory_safe=True, feature_table_map=True), TorchInstance,
                description="F.embedding_bag with exact SGD / row-wise Adagrad in torch ops")

@@ -23,6 +23,7 @@ class TritonInstance:
             list(p.tables), optimizer=p.optimizer, learning_rate=p.learning_rate, eps=p.eps,
             weights_dtype=p.weights_dtype, output_dtype=p.output_dtype, pooling=p.pooling,
             bounds_check=p.bounds_check, config=p.config or KernelConfig(), seed=p.seed,
+            feature_table_map=p.feature_table_map,
         )
         if p.initial_weights is not None:
             self.module.load_weights([w.to(self.module.device) for w in p.initial_weights])
@@ -65,7 +66,7 @@ class TritonInstance:
 
 def factory() -> SUT:
     caps = Capabilities(devices=("cpu",) if INTERPRETED else ("cuda",), kernel_config=True, planted_faults=True,
-                        project_kernels=True, triton_kernels=True,
+                        project_kernels=True, triton_kernels=True, feature_table_map=True,
                         config_fields=tuple(f.name for f in dataclasses.fields(KernelConfig)
                                             if f.name != "stochastic_rounding"))
     return SUT("triton", caps, TritonInstance,

@@ -48,7 +48,7 @@ def config_fields(loaded: Loaded) -> frozenset[str]:
 
 
 def settings(loaded: Loaded, p: TBEParams, config: Optional[KernelConfig]) -> dict[str, Any]:
-    """The constructor's switches for ``config`` (only those this version takes)."""
+    """The constructor's switches for ``config`` (only those this version takes), and ``p``'s feature_table_map."""
     config = config or KernelConfig()
     fields = config_fields(loaded)
     out: dict[str, Any] = {}
@@ -56,8 +56,11 @@ def settings(loaded: Loaded, p: TBEParams, config: Optional[KernelConfig]) -> di
         out["fused_bounds_check"] = config.fused_bounds_check
     if "hoist_transpose" in fields:
         out["hoist_transpose_to_forward"] = config.hoist_transpose
-    if "small_table_path" in fields:
-        out["bag_size_hints"] = [HINT] * len(p.tables) if config.small_table_path else None
+    if "small_table_path" in fields:  # one hint per feature
+        out["bag_size_hints"] = [HINT] * (len(p.feature_table_map) or len(p.tables)) if config.small_table_path \
+            else None
+    if p.feature_table_map:  # only for a version whose constructor takes it (sut.capabilities)
+        out["feature_table_map"] = list(p.feature_table_map)
     out["stochastic_rounding"] = config.stochastic_rounding
     return out
 

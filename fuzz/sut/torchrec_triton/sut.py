@@ -61,7 +61,8 @@ def capabilities(loaded: Optional[Loaded]) -> Capabilities:
     if loaded is None:
         return base
     fields = tuple(f for f in adapter.SWITCHES if f in adapter.config_fields(loaded))
-    return dataclasses.replace(base, config_fields=fields, config_profiles=profiles(fields))
+    return dataclasses.replace(base, config_fields=fields, config_profiles=profiles(fields),
+                               feature_table_map="feature_table_map" in adapter.constructor_args(loaded))
 
 
 def probe_params() -> TBEParams:
@@ -125,7 +126,7 @@ def paths(loaded: Loaded, case: Any, t: Any, config: Any) -> frozenset[str]:
         return frozenset(found)
     from oracles.elements import layout_tensors, lookups
 
-    table_of = lookups(t.offsets.cpu(), len(spec.tables), B, t.indices.numel()).table
+    table_of = lookups(t.offsets.cpu(), spec.num_features, B, t.indices.numel()).table
     lin = layout_tensors(spec.layout, torch.device("cpu")).hash_size_cumsum[table_of] + t.indices.cpu().to(torch.int64)
     sl = torch.unique(lin, return_counts=True)[1]
     prefix = "bwd:weighted_" if weighted else "bwd:"
