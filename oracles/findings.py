@@ -35,6 +35,17 @@ FBGEMM_ADAGRAD_UNSORTED_FEATURE_MAP = (
     "c_block size' when its feature_table_map is not non-decreasing (a later feature reads an earlier table: "
     "[1, 0], [0, 1, 0]); non-decreasing maps ([0, 0, 1]) and EXACT_SGD train. Seen in 1.8.0."
 )
+FBGEMM_FP16_OUTPUT_UNSORTED_FEATURE_MAP = (
+    "fbgemm-gpu-cpu's forward with fp16 output raises 'Index i is out of bounds: 0, range 0 to -n' (a negative "
+    "table size) when its feature_table_map is not non-decreasing ([1, 0], [0, 1, 0]), whatever the weights and "
+    "optimizer; with fp32 output it runs. Seen in 1.8.0."
+)
+FBGEMM_SGD_SPLIT_FEATURE_RUNS = (
+    "fbgemm-gpu-cpu EXACT_SGD updates a table once per run of adjacent features reading it, so when a table's "
+    "features are not adjacent in feature_table_map ([0, 1, 0]) a row read by both runs is stepped twice, "
+    "w - lr * g1 - lr * g2 with one fused multiply-add per run (bit-exact with that), one rounding more than the one-rounding "
+    "bound of the merged update allows; adjacent features ([1, 0, 0]) are merged. Seen in 1.8.0."
+)
 FBGEMM_MINUS_ONE_CPU = (
     "FBGEMM's bounds check passes id -1 as a pruned row (ours repairs and counts it); fbgemm-gpu-cpu's "
     "lookup then raises 'Index ... is out of bounds: -1' under every mode. Semantic difference."
@@ -108,16 +119,29 @@ def fbgemm_backward_difference(pooling: Pooling, weighted: bool) -> Optional[str
     return None
 
 
-def fbgemm_update_difference(optimizer: Optimizer, weights_dtype: torch.dtype) -> Optional[str]:
+def split_tables(feature_table_map: tuple[int, ...]) -> bool:
+    """Whether some table's features are not one run of adjacent features in ``feature_table_map``."""
+    runs = [t for i, t in enumerate(feature_table_map) if i == 0 or feature_table_map[i - 1] != t]
+    return len(runs) != len(set(runs))
+
+
+def fbgemm_update_difference(optimizer: Optimizer, weights_dtype: torch.dtype,
+                             feature_table_map: tuple[int, ...] = ()) -> Optional[str]:
     """Why FBGEMM's CPU weight update is not judged against the FP64 bound at all, or None."""
     if optimizer == Optimizer.EXACT_SGD and weights_dtype == torch.float16:
         return FBGEMM_FP16_SGD_UPDATE
+    if optimizer == Optimizer.EXACT_SGD and split_tables(feature_table_map):
+        return FBGEMM_SGD_SPLIT_FEATURE_RUNS
     return None
 
 
-def fbgemm_feature_map_difference(optimizer: Optimizer, feature_table_map: tuple[int, ...]) -> Optional[str]:
-    """Why FBGEMM's CPU TBE cannot train with ``feature_table_map`` at all, or None."""
+def fbgemm_feature_map_differences(optimizer: Optimizer, output_dtype: torch.dtype,
+                                   feature_table_map: tuple[int, ...]) -> tuple[str, ...]:
+    """Why FBGEMM's CPU TBE cannot run or train with ``feature_table_map`` at all (every reason that applies)."""
     unsorted = any(b < a for a, b in zip(feature_table_map, feature_table_map[1:]))
+    found = []
+    if output_dtype == torch.float16 and unsorted:
+        found.append(FBGEMM_FP16_OUTPUT_UNSORTED_FEATURE_MAP)
     if optimizer == Optimizer.EXACT_ROWWISE_ADAGRAD and unsorted:
-        return FBGEMM_ADAGRAD_UNSORTED_FEATURE_MAP
-    return None
+        found.append(FBGEMM_ADAGRAD_UNSORTED_FEATURE_MAP)
+    return tuple(found)

@@ -138,6 +138,11 @@ def tour(config: KernelConfig, max_lookups: int, fixed: frozenset[str] = frozens
          CaseSpec(tables=((9, 3), (2, 8)), batch_size=3, max_length=4, index_dtype="int32", weights_dtype="bf16",
                   output_dtype="fp16", optimizer="exact_rowwise_adagrad", hot_rows=(HotRow(0, 8, 2), HotRow(1, 1, 3)),
                   seed=3), {}),
+        # a hot row of table 0 spread over its four features: runs merge across output columns
+        ("many features on one table, a hot row read by each, weighted adagrad, short runs side by side",
+         CaseSpec(tables=((12, 6), (7, 4)), feature_table_map=(0, 1, 0, 0, 0), batch_size=3, max_length=3,
+                  weighted=True, optimizer="exact_rowwise_adagrad", hot_rows=(HotRow(0, 2, 9),), seed=22),
+         {"bwd_short_runs_per_program": 4}),
         ("rows wider than the largest bucket, weighted mean adagrad (psw gradient loops columns)",
          CaseSpec(tables=((20, wide), (6, 5)), batch_size=3, max_length=4, weighted=True, pooling="mean",
                   optimizer="exact_rowwise_adagrad", hot_rows=(HotRow(0, 19, 4),), learning_rate=0.5, seed=4), narrow),

@@ -82,6 +82,11 @@ FAULT_MOMENTUM_BF16 = register(
                               "to bf16 every step: exact on a row's first update (it starts at 0), drifting "
                               "over later steps")
 
+FAULT_RUNS_PER_FEATURE = register(
+    "runs_per_feature", "the transpose starts a new run where the feature changes, so a row read by several "
+                        "features of one table gets one read-modify-write per feature instead of one merged "
+                        "update (Adagrad's momentum counts the features apart; concurrent runs overwrite)")
+
 
 def allowed() -> bool:
     return ALLOW_FAULTS.flag()

@@ -19,6 +19,7 @@ import triton
 import triton.language as tl
 
 from tbe.config import KernelConfig
+from tbe.faults import FAULT_RUNS_PER_FEATURE, kernel_faults
 from tbe.layout import TableLayout
 from tbe.vbe import VbeTensors, feature_of
 
@@ -100,7 +101,7 @@ def transpose(
             psw_perm = perm
         sorted_psw = per_sample_weights[psw_perm]
     sorted_bag, run_linear, run_table, run_wrow, run_bucket, run_start, num_runs = run_length_encode(
-        sorted_linear, perm, bag_of, batch_size, layout_tensors, vbe)
+        sorted_linear, perm, bag_of, batch_size, layout_tensors, vbe, config.faults)
     # int64 whatever the index dtype: the backward kernels read offsets only under MEAN, and one
     # offsets dtype halves their specializations (a copy of T*B + 1 values when they are int32)
     return Transposed(
@@ -185,7 +186,8 @@ RUN_BLOCK = 1024
 
 
 def run_length_encode(sorted_linear: torch.Tensor, perm: torch.Tensor, bag_of: torch.Tensor, batch_size: int,
-                      layout_tensors: dict[str, torch.Tensor], vbe: Optional[VbeTensors] = None):
+                      layout_tensors: dict[str, torch.Tensor], vbe: Optional[VbeTensors] = None,
+                      planted: tuple[str, ...] = ()):
     """(sorted_bag, run_linear, run_table, run_wrow, run_bucket, run_start, num_runs) of the sorted keys: a
     run starts where the key changes. Each block of ``RUN_BLOCK`` sorted positions counts its run starts; an
     inclusive scan of the counts places each block's runs; the second pass writes them with their table,
@@ -206,27 +208,42 @@ def run_length_encode(sorted_linear: torch.Tensor, perm: torch.Tensor, bag_of: t
         return sorted_bag, run_linear, run_table, run_wrow, run_bucket, run_start, num_runs
     blocks = triton.cdiv(n, RUN_BLOCK)
     block_runs = torch.empty(blocks, dtype=torch.int64, device=device)
-    _count_runs_kernel[(blocks,)](sorted_linear, block_runs, n, BLOCK=RUN_BLOCK)
+    fault_bits = kernel_faults(planted, FAULT_RUNS_PER_FEATURE)
+    B = max(batch_size, 1)
+    bag_feature = bag_of if vbe is None else vbe.bag_feature
+    _count_runs_kernel[(blocks,)](sorted_linear, perm, bag_of, block_runs, n, B, bag_feature, BLOCK=RUN_BLOCK,
+                                  FAULTS=fault_bits, VBE=vbe is not None)
     runs_through = torch.cumsum(block_runs, 0)
     lt = layout_tensors
     _write_runs_kernel[(blocks,)](sorted_linear, perm, bag_of, runs_through, lt["weights_offsets"], lt["dims"],
                                   lt["hash_size_cumsum"], lt["bucket_of_table"], sorted_bag, run_linear, run_table,
-                                  run_wrow, run_bucket, run_start, num_runs, n, max(batch_size, 1),
-                                  bag_of if vbe is None else vbe.bag_feature, BLOCK=RUN_BLOCK, VBE=vbe is not None)
+                                  run_wrow, run_bucket, run_start, num_runs, n, B, bag_feature, BLOCK=RUN_BLOCK,
+                                  FAULTS=fault_bits, VBE=vbe is not None)
     return sorted_bag, run_linear, run_table, run_wrow, run_bucket, run_start, num_runs
 
 
 @triton.jit
-def _run_starts(sorted_ptr, pos, m):
+def _run_starts(sorted_ptr, perm_ptr, bag_of_ptr, pos, m, B, bag_feature_ptr, FAULTS: tl.constexpr,
+                VBE: tl.constexpr):
+    """(key, whether a run starts) at sorted positions ``pos``: where the key changes."""
     key = tl.load(sorted_ptr + pos, mask=m, other=0)
     prev = tl.load(sorted_ptr + pos - 1, mask=m & (pos > 0), other=0)
-    return key, m & ((pos == 0) | (key != prev))
+    start = m & ((pos == 0) | (key != prev))
+    if FAULT_RUNS_PER_FEATURE & FAULTS:  # planted: also where the feature changes
+        feature = feature_of(tl.load(bag_of_ptr + tl.load(perm_ptr + pos, mask=m, other=0), mask=m, other=0),
+                             m, B, bag_feature_ptr, VBE)
+        had = m & (pos > 0)
+        before = feature_of(tl.load(bag_of_ptr + tl.load(perm_ptr + pos - 1, mask=had, other=0), mask=had, other=0),
+                            had, B, bag_feature_ptr, VBE)
+        start = start | (m & (feature != before))
+    return key, start
 
 
-@triton.jit(do_not_specialize=["N"])
-def _count_runs_kernel(sorted_ptr, block_runs_ptr, N, BLOCK: tl.constexpr):
+@triton.jit(do_not_specialize=["N", "B"])
+def _count_runs_kernel(sorted_ptr, perm_ptr, bag_of_ptr, block_runs_ptr, N, B, bag_feature_ptr, BLOCK: tl.constexpr,
+                       FAULTS: tl.constexpr, VBE: tl.constexpr):
     pos = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    _, start = _run_starts(sorted_ptr, pos, pos < N)
+    _, start = _run_starts(sorted_ptr, perm_ptr, bag_of_ptr, pos, pos < N, B, bag_feature_ptr, FAULTS, VBE)
     tl.store(block_runs_ptr + tl.program_id(0), tl.sum(start.to(tl.int64), axis=0))
 
 
@@ -234,11 +251,11 @@ def _count_runs_kernel(sorted_ptr, block_runs_ptr, N, BLOCK: tl.constexpr):
 def _write_runs_kernel(sorted_ptr, perm_ptr, bag_of_ptr, runs_through_ptr, weights_offsets_ptr, dims_ptr, hcs_ptr,
                        bucket_of_table_ptr, sorted_bag_ptr, run_linear_ptr, run_table_ptr, run_wrow_ptr,
                        run_bucket_ptr, run_start_ptr, num_runs_ptr, N, B, bag_feature_ptr, BLOCK: tl.constexpr,
-                       VBE: tl.constexpr):
+                       FAULTS: tl.constexpr, VBE: tl.constexpr):
     pid = tl.program_id(0)
     pos = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     m = pos < N
-    key, start = _run_starts(sorted_ptr, pos, m)
+    key, start = _run_starts(sorted_ptr, perm_ptr, bag_of_ptr, pos, m, B, bag_feature_ptr, FAULTS, VBE)
     before = tl.load(runs_through_ptr + pid - 1, mask=pid > 0, other=0)
     run = before + tl.cumsum(start.to(tl.int64), axis=0) - 1
     tl.store(run_start_ptr + run, pos, mask=start)

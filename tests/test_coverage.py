@@ -7,6 +7,8 @@ SL >= long_run_threshold; buckets by next_pow2(D) up to 256), written out by han
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given, settings
 
@@ -290,3 +292,27 @@ def test_every_campaign_draw_runs_a_step(drawn):
     case, _, _ = split_draw(drawn, DEFAULT)
     assert base_spec(case).steps >= 1
     assert all(sub.steps >= 1 for sub in getattr(case, "subs", ()))
+
+
+def test_feature_map_cells_count_features_and_skip_the_small_table_path():
+    """A table read by two features, and by four: their edges; one small table read by two features is no
+    single-feature batch, so the forward takes the generic path, and the reachability rule agrees."""
+    from fuzz.judge.coverage import FEATURE_MAP_CLASSES, Edge, EdgeGroup, cells_of, facts_of, reachable
+
+    shared, many = (Edge(EdgeGroup.FEATURE_MAP, m) for m in FEATURE_MAP_CLASSES)
+    small = KernelConfig(small_table_path=True, small_table_max_rows=16, small_table_min_dim=8,
+                         small_table_max_dim=8, small_table_min_pooling=1)
+    one = CaseSpec(tables=((16, 8),), batch_size=4, length_profile="fixed", max_length=2, weights_dtype="fp16",
+                   output_dtype="fp32", seed=1)
+    assert {p for p, _ in cells_of(facts_of(one, tensors(one, weights=False)), small)} >= {Path.FWD_SMALL_TABLE}
+    for fmap, edges in (((0, 0), {shared}), ((0, 0, 0, 0), {shared, many})):
+        spec = dataclasses.replace(one, feature_table_map=fmap)
+        cells = cells_of(facts_of(spec, tensors(spec, weights=False)), small)
+        assert {e for _, e in cells if e.group == EdgeGroup.FEATURE_MAP} == edges
+        assert Path.FWD_GENERIC in {p for p, _ in cells} and Path.FWD_SMALL_TABLE not in {p for p, _ in cells}
+    assert not cells_of(facts_of(one, tensors(one, weights=False)), small) & {(p, e) for p in Path for e in (shared, many)}
+    cells = reachable(small, search_config=False)
+    assert {(Path.FWD_GENERIC, shared), (Path.FWD_GENERIC, many), (Path.BWD_SHORT, many)} <= cells
+    assert not {(Path.FWD_SMALL_TABLE, shared), (Path.FWD_SMALL_TABLE, many)} & cells
+    assert not {c for c in reachable(small, search_config=False, feature_map=False)
+                if c[1].group == EdgeGroup.FEATURE_MAP}  # a SUT without the capability

@@ -34,6 +34,7 @@ TOUCHES = {
     "hang_narrow_long_run": {"_chunk_kernel"},
     "lane_mask_narrow": {"_short_rows_kernel"},
     "momentum_low_precision": {"_short_rows_kernel"},
+    "runs_per_feature": {"_count_runs_kernel", "_write_runs_kernel"},
 }
 
 # forces int32 linear ids where a profile asks for int64: fewer variants of the backward kernels, none new

@@ -19,12 +19,16 @@ from fuzz.profiles import examples
 from fuzz.sut import fit_case
 from fuzz.sut.fit import refusal
 from fuzz.sut.protocol import Capabilities, get
+from oracles import fbgemm_cpu
 from oracles.checks import check_forward
-from oracles.findings import FBGEMM_ADAGRAD_UNSORTED_FEATURE_MAP, fbgemm_feature_map_difference
+from oracles.findings import (FBGEMM_ADAGRAD_UNSORTED_FEATURE_MAP, FBGEMM_FP16_OUTPUT_UNSORTED_FEATURE_MAP,
+                              FBGEMM_SGD_SPLIT_FEATURE_RUNS,
+                              fbgemm_feature_map_differences, fbgemm_update_difference, split_tables)
 from oracles.reference_bounds import reference_bounds_check
 from strategies.specs import case_specs
 from tbe import KernelConfig, TritonTBE
 from tbe.forward_dispatch import choose_path
+from tbe.modes import Optimizer, Pooling
 from tbe.routing import Path
 from tests.backward_helpers import make_batch, train_step
 
@@ -187,10 +191,56 @@ def test_suts_agree_with_fp64(sut):
 
 def test_fbgemm_cpu_adagrad_rejects_an_unsorted_map():
     """Pins the triaged FBGEMM finding: fails once FBGEMM trains here, so the FBGEMM sample can check it again."""
-    assert fbgemm_feature_map_difference(SHARED.optimizer, SHARED.feature_table_map) is not None
+    assert fbgemm_feature_map_differences(SHARED.optimizer, torch.float32, SHARED.feature_table_map) == (
+        FBGEMM_ADAGRAD_UNSORTED_FEATURE_MAP,)
     r = run_case(SHARED, KernelConfig(), sut="fbgemm-cpu")
     assert r.error is not None and "c_block size" in r.error, FBGEMM_ADAGRAD_UNSORTED_FEATURE_MAP
     assert run_case(SHARED.with_modes(optimizer="exact_sgd"), KernelConfig(), sut="fbgemm-cpu").ok
+
+
+@pytest.mark.parametrize("fmap", [(1, 0), (0, 1, 0), (0, 0, 1)])
+def test_fbgemm_cpu_fp16_output_rejects_an_unsorted_map(fmap):
+    """Pins the triaged FBGEMM finding: its fp16-output forward raises on a map that is not non-decreasing (fails
+    once FBGEMM runs it, so the FBGEMM sample can check it again); fp32 output runs."""
+    unsorted = fmap != tuple(sorted(fmap))
+    assert bool(fbgemm_feature_map_differences(Optimizer.EXACT_SGD, torch.float16, fmap)) is unsorted
+    spec = CaseSpec(tables=((5, 4), (7, 4)), batch_size=2, feature_table_map=fmap, output_dtype="fp16", seed=2)
+    r = run_case(spec, KernelConfig(), sut="fbgemm-cpu")
+    assert (r.error is not None and "range 0 to -" in r.error) is unsorted, FBGEMM_FP16_OUTPUT_UNSORTED_FEATURE_MAP
+    assert run_case(dataclasses.replace(spec, output_dtype="fp32"), KernelConfig(), sut="fbgemm-cpu").error is None
+
+
+@pytest.mark.skipif(not fbgemm_cpu.available(), reason="fbgemm_gpu CPU ops did not load")
+@pytest.mark.parametrize("fmap, split", [((0, 1, 0), True), ((0, 1, 2, 0), True), ((1, 0, 0), False),
+                                         ((0, 0, 1), False)])
+def test_fbgemm_cpu_sgd_steps_once_per_run_of_adjacent_features(fmap, split):
+    """Pins the triaged FBGEMM finding: table 0's row 0, read once by each of its features, ends bit-exact at one fp32
+    step per run of adjacent features (two roundings where the runs are split), and the split maps alone are
+    triaged."""
+    assert split_tables(fmap) is split
+    assert (fbgemm_update_difference(Optimizer.EXACT_SGD, torch.float32, fmap) is not None) is split
+    lr, D = 0.05, 4
+    runs = [[0], [2]] if fmap == (0, 1, 0) else [[0], [3]] if split else [[f for f, t in enumerate(fmap) if t == 0]]
+    gen = torch.Generator().manual_seed(0)
+    twice = 0
+    for _ in range(8):
+        tbe = fbgemm_cpu.FbgemmTBE([(1, D)] * (max(fmap) + 1), Optimizer.EXACT_SGD, lr, 1e-4, torch.float32,
+                                   torch.float32, Pooling.SUM, feature_table_map=fmap)
+        w0 = [torch.randn(1, D, generator=gen) for _ in range(max(fmap) + 1)]
+        tbe.load(w0)
+        grad = torch.randn(1, len(fmap) * D, generator=gen).view(len(fmap), D)
+        tbe.step(torch.zeros(len(fmap), dtype=torch.int64), torch.arange(len(fmap) + 1), None, grad.view(1, -1))
+        want = w0[0][0]
+        for run in runs:  # the run's gradient summed in fp32, then one fused multiply-add
+            g = grad[run[0]].clone()
+            for f in run[1:]:
+                g = g + grad[f]
+            want = (want.double() - torch.tensor(lr).double() * g.double()).float()
+        got = tbe.weights()[0][0]
+        assert torch.equal(got, want), (got, want, FBGEMM_SGD_SPLIT_FEATURE_RUNS)
+        exact = (w0[0][0].double() - lr * sum(grad[f].double() for r in runs for f in r)).float()
+        twice += not torch.equal(got, exact)
+    assert twice > 0 or not split  # the second rounding shows
 
 
 def test_capability_gates_shared_cases():

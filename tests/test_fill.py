@@ -126,3 +126,18 @@ def test_draws_go_on_after_the_aimed_cases_when_time_is_left():
     assert res.resumed and res.stopped_by == StopReason.TIME and res.fill_examples > 0
     after = sum(1 for n in fills if n == res.fill_examples) - 1  # observed after the last aimed case
     assert after > 0
+
+
+def test_feature_map_cells_are_aimed_at_with_shared_tables():
+    """Each feature-map cell's aimed case gives table 0 two features, or four, and the tour has such a case."""
+    from strategies.tour import tour
+
+    c = KernelConfig()
+    for value, least in zip(coverage.FEATURE_MAP_CLASSES, (2, coverage.MANY_FEATURES)):
+        for path in (Path.FWD_GENERIC, Path.BWD_SHORT):
+            drawn = fill.aimed_case((path, Edge(EdgeGroup.FEATURE_MAP, value)), c, 2000)
+            assert drawn is not None and drawn.case.feature_table_map.count(0) >= least
+    assert fill.aimed_case((Path.FWD_SMALL_TABLE, Edge(EdgeGroup.FEATURE_MAP, coverage.FEATURE_MAP_CLASSES[0])),
+                           c, 2000) is None
+    assert any(len(set(d.case.feature_table_map)) < len(d.case.feature_table_map)
+               for d in tour(c, 2000) if hasattr(d.case, "feature_table_map"))

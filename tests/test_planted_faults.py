@@ -12,8 +12,10 @@ import time
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
 
-from strategies.adversarial import fuzz_cases
+from strategies.adversarial import FuzzCase, fuzz_cases
+from strategies.specs import case_specs
 from tbe import faults
 from strategies.int32_edges import int32_edge_specs
 from tests.fuzz_properties import bad_duplicate_cases, check_bad_case, check_fuzz_case, check_int32_case
@@ -30,6 +32,9 @@ def multi_step_adagrad(fc) -> bool:
 
 
 MULTI_STEP_ADAGRAD = ADVERSARIAL.filter(multi_step_adagrad)  # optimizer state carried between steps
+# features sharing a table (every non-empty drawn map reads some table twice), under the configs of each tier
+SHARED_MAPS = st.builds(FuzzCase, case_specs(max_lookups=200, shared_tables=True).filter(lambda s: s.feature_table_map),
+                        st.sampled_from(["default", "small", "short_rows", "small_fused"]))
 
 
 # fault -> (the fuzz test's strategy, its check, a phrase (or phrases, any of) the failure must contain)
@@ -55,6 +60,9 @@ PROPERTIES = {
     # optimizer state across steps: the adversarial cases that update rows twice or more with row-wise Adagrad
     "momentum_low_precision": (MULTI_STEP_ADAGRAD, check_fuzz_case,
                                ("momentum", "weights after update")),
+    # a row read by two features of one table: its update misses one feature's gradient (or Adagrad's momentum
+    # counts the features apart)
+    "runs_per_feature": (SHARED_MAPS, check_fuzz_case, ("weights after update", "momentum")),
 }
 SEARCH = settings(max_examples=MAX_TRIES, phases=[Phase.generate], database=None, derandomize=True,
                   deadline=None, suppress_health_check=list(HealthCheck), print_blob=False)

@@ -13,6 +13,7 @@ from fuzz.budgets import Budget
 from fuzz.campaign.triage import run_triaged
 from fuzz.execution.supervisor import shared
 from fuzz.judge.known import KnownFinding
+from fuzz.status import FailureKind
 from cases import CaseSpec, Drawn, HotRow
 from tbe import KernelConfig
 
@@ -105,3 +106,34 @@ def test_stochastic_rounding_through_fp16_is_matched_on_the_worst_entry(weights,
 
     case = CaseSpec(tables=((8, 4),), batch_size=1, weights_dtype=weights)
     assert _stored_through_fp16(case, Mismatch(0, 0, 0, expected, got, 1e-9)) is explained
+
+
+# A table's features split into two runs ([0, 1, 2, 0]): FBGEMM's row-wise Adagrad raises, its SGD steps twice.
+SPLIT = CaseSpec(tables=((1, 4), (1, 4), (1, 4)), feature_table_map=(0, 1, 2, 0), batch_size=1, max_length=1,
+                 length_profile="fixed", index_dtype="int32", seed=1)
+
+
+@pytest.mark.parametrize("output, optimizer, known, kind", [
+    ("fp32", "exact_rowwise_adagrad", "fbgemm-adagrad-unsorted-feature-map", FailureKind.EXCEPTION),
+    ("fp32", "exact_sgd", "fbgemm-sgd-split-feature-runs", FailureKind.MISMATCH),
+    ("fp16", "exact_sgd", "fbgemm-fp16-output-unsorted-feature-map", FailureKind.EXCEPTION),
+])
+def test_fbgemm_cpu_feature_map_findings_are_known(output, optimizer, known, kind):
+    """FBGEMM's CPU TBE fails these cases, and only the entry for that optimizer, output and map explains the
+    failure."""
+    from fuzz.judge.check import run_case
+    from fuzz.judge.known import explain
+
+    spec = dataclasses.replace(SPLIT, output_dtype=output, optimizer=optimizer)
+    r = run_case(spec, KernelConfig(), sut="fbgemm-cpu")
+    assert not r.ok and r.kind == kind
+    assert [f.id for f in explain("fbgemm-cpu", r) or ()] == [known]
+    assert explain("fbgemm-cpu", r, only=[f"not-{known}"]) is None
+    if output == "fp32":
+        other = dataclasses.replace(r, case=dataclasses.replace(
+            spec, optimizer=({"exact_sgd", "exact_rowwise_adagrad"} - {optimizer}).pop()))
+        assert explain("fbgemm-cpu", other) is None  # the other optimizer's entry does not cover it
+    else:
+        assert explain("fbgemm-cpu", dataclasses.replace(r, case=dataclasses.replace(spec, output_dtype="fp32"))) is None
+    adjacent = dataclasses.replace(r, case=dataclasses.replace(spec, feature_table_map=(0, 0, 1, 2)))
+    assert explain("fbgemm-cpu", adjacent) is None  # nor does either entry cover a map with each table's features adjacent

@@ -93,18 +93,19 @@ def plan(zero: Iterable[Cell], base: KernelConfig, max_lookups: int, fixed: froz
 # ----------------------------------------------------------------------------- recipes
 @dataclasses.dataclass(frozen=True)
 class _Recipe:
-    """Part of a case: CaseSpec fields, and the D, hot-row count or bad input it needs."""
+    """Part of a case: CaseSpec fields, and the D, hot-row count, bad input or features on table 0 it needs."""
 
     fields: tuple[tuple[str, Any], ...] = ()
     dim: Optional[int] = None
     hot: Optional[int] = None
     bad_id: Optional[BadId] = None
     bad_offsets: tuple[str, ...] = ()
+    features: Optional[int] = None
 
 
 def _r(dim: Optional[int] = None, hot: Optional[int] = None, bad_id: Optional[BadId] = None,
-       bad_offsets: tuple[str, ...] = (), **fields: Any) -> _Recipe:
-    return _Recipe(tuple(sorted(fields.items())), dim, hot, bad_id, bad_offsets)
+       bad_offsets: tuple[str, ...] = (), features: Optional[int] = None, **fields: Any) -> _Recipe:
+    return _Recipe(tuple(sorted(fields.items())), dim, hot, bad_id, bad_offsets, features)
 
 
 _GENERIC_TABLES = ((24, 8), (10, 5))
@@ -186,6 +187,9 @@ def _edge_recipes(edge: coverage.Edge, c: KernelConfig, max_lookups: int) -> lis
         return [_r(optimizer=v)]
     if g == EdgeGroup.STEPS:
         return [] if v.startswith("0") else [_r(steps=1 if v == "1" else 2)]
+    if g == EdgeGroup.FEATURE_MAP:  # a hot row of table 0, spread over its features
+        n = coverage.MANY_FEATURES if v == coverage.FEATURE_MAP_CLASSES[1] else 2
+        return [_r(features=n, hot=2 * n), _r(features=n)]
     return []
 
 
@@ -203,6 +207,8 @@ def _compose(path: _Recipe, edge: _Recipe, seed: int) -> Optional[Any]:
         if rows < 2:
             tables = ((2, tables[0][1]),) + tables[1:]
         fields["hot_rows"] = (HotRow(0, 0, hot),)
+    if edge.features is not None:  # table 0 read by ``features`` features, the last after the other tables
+        fields["feature_table_map"] = tuple(range(len(tables))) + (0,) * (edge.features - 1)
     steps = fields.pop("steps", 1)
     rate = fields.pop("learning_rate", 0.05)
     try:

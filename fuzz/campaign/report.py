@@ -200,7 +200,8 @@ def coverage_json(r: CampaignResult) -> Optional[dict[str, Any]]:
     """The campaign's coverage matrix (``fuzz.judge.coverage``); None for a SUT without this project's paths."""
     if not _caps(r).project_kernels:
         return None
-    return r.coverage.to_json(coverage.reachable(r.config, r.search_config, max_lookups=r.budget.max_lookups))
+    return r.coverage.to_json(coverage.reachable(r.config, r.search_config, max_lookups=r.budget.max_lookups,
+                                                 feature_map=_caps(r).feature_table_map))
 
 
 def campaign_json(r: CampaignResult) -> dict[str, Any]:

@@ -113,7 +113,7 @@ def triaged_findings(spec: CaseSpec) -> list[str]:
     wdt, odt = parse_float_dtype("w", spec.weights_dtype), parse_float_dtype("o", spec.output_dtype)
     pooling, optimizer = Pooling(spec.pooling), Optimizer(spec.optimizer)
     found = [("forward not compared: ", fbgemm_forward_difference(pooling, spec.weighted, odt)),
-             ("update not compared: ", fbgemm_update_difference(optimizer, wdt)),
+             ("update not compared: ", fbgemm_update_difference(optimizer, wdt, spec.feature_table_map)),
              ("update compared with the SUM-pooled step: ", fbgemm_backward_difference(pooling, spec.weighted))]
     return [head + why for head, why in found if why]
 

@@ -50,6 +50,7 @@ class EdgeGroup(enum.Enum):
     POOLING = "pooling"
     OPTIMIZER = "optimizer"
     STEPS = "steps"
+    FEATURE_MAP = "feature map"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +70,8 @@ DIM_CLASSES = ("1", "< 4", "not a multiple of BLOCK_D", "wider than the largest 
 WEIGHT_DTYPES = OUTPUT_DTYPES = FLOAT_NAMES
 INDEX_DTYPES = ("int32", "int64")
 STEP_CLASSES = ("0 (forward only)", "1", "> 1")
+MANY_FEATURES = 4  # features on one table that make "many"
+FEATURE_MAP_CLASSES = ("a table shared by features", f"many features (>= {MANY_FEATURES}) on one table")
 _DTYPES = {d: parse_float_dtype("dtype", d) for d in WEIGHT_DTYPES}
 
 
@@ -95,6 +98,7 @@ EDGES: tuple[Edge, ...] = (
     *(Edge(EdgeGroup.POOLING, _pooling_value(p.value, w)) for p in Pooling for w in (False, True)),
     *(Edge(EdgeGroup.OPTIMIZER, o.value) for o in Optimizer),
     *(Edge(EdgeGroup.STEPS, s) for s in STEP_CLASSES),
+    *(Edge(EdgeGroup.FEATURE_MAP, m) for m in FEATURE_MAP_CLASSES),
 )
 PATHS: tuple[Path, ...] = tuple(Path)
 PAST_COUNTER_EDGE = Edge(EdgeGroup.LONG_RUN, _LONG_EDGE_VALUES[PAST_COUNTER])
@@ -103,7 +107,8 @@ _BAD_GROUPS = (EdgeGroup.BAD_ID_BAG, EdgeGroup.BAD_ID_SLOT, EdgeGroup.BAD_OFFSET
 
 @dataclasses.dataclass(frozen=True)
 class Facts:
-    """What one example held, as far as its cells go (read from its case and tensors)."""
+    """What one example held, as far as its cells go (read from its case and tensors); ``dims`` and ``rows``
+    per feature, as the kernels see the batch."""
 
     dims: tuple[int, ...]
     rows: tuple[int, ...]
@@ -123,6 +128,7 @@ class Facts:
     bad: bool = False                       # a bad-input batch (cases.BadIdCase)
     bad_ids: tuple[tuple[str, str, str], ...] = ()  # (kind, bag position, id position) as placed
     bad_offsets: tuple[str, ...] = ()
+    features_per_table: int = 1             # the most features reading one table (``feature_table_map``)
 
 
 def facts_of(case: AnyCase, t: CaseTensors, segment_hist: Sequence[tuple[int, int]] = ()) -> Facts:
@@ -136,13 +142,16 @@ def facts_of(case: AnyCase, t: CaseTensors, segment_hist: Sequence[tuple[int, in
     if case.bad is not None:
         bad_offsets = tuple(case.bad.bad_offsets)
         bad_ids = tuple(_placements(case))
+    layout = spec.layout
+    fmap = layout.feature_tables
     return Facts(
-        dims=tuple(d for _, d in spec.tables), rows=tuple(e for e, _ in spec.tables), batch_size=spec.batch_size,
+        dims=tuple(layout.feature_dims), rows=tuple(layout.feature_rows), batch_size=spec.batch_size,
         lookups=int(t.indices.numel()), weights_dtype=spec.weights_dtype, output_dtype=spec.output_dtype,
         index_dtype=spec.index_dtype, pooling=spec.pooling, weighted=spec.weighted, optimizer=spec.optimizer,
         steps=len(t.grad_outputs), bounds_check=spec.bounds_check, empty_bag=empty,
         segment_lengths=tuple(sorted({int(length) for length, _ in segment_hist})), exact=spec.values == "dyadic",
         bad=case.bad is not None, bad_ids=bad_ids, bad_offsets=bad_offsets,
+        features_per_table=max(fmap.count(t) for t in set(fmap)),
     )
 
 
@@ -212,6 +221,12 @@ def _dtype_edges(w: str, o: str, i: str) -> set[Edge]:
             Edge(EdgeGroup.DTYPE, f"index {i}")}
 
 
+def feature_map_edges(features_per_table: int) -> set[Edge]:
+    """The feature-map classes of a batch whose busiest table is read by ``features_per_table`` features."""
+    hits = (features_per_table >= 2, features_per_table >= MANY_FEATURES)
+    return {Edge(EdgeGroup.FEATURE_MAP, m) for m, hit in zip(FEATURE_MAP_CLASSES, hits) if hit}
+
+
 def _steps_edge(steps: int) -> Edge:
     return Edge(EdgeGroup.STEPS, STEP_CLASSES[min(steps, 2)])
 
@@ -229,7 +244,7 @@ def edges_of(f: Facts, config: KernelConfig) -> set[Edge]:
     out.add(Edge(EdgeGroup.POOLING, _pooling_value(f.pooling, f.weighted)))
     out.add(Edge(EdgeGroup.OPTIMIZER, f.optimizer))
     out.add(_steps_edge(f.steps))
-    return out
+    return out | feature_map_edges(f.features_per_table)
 
 
 def cells_of(f: Facts, config: KernelConfig) -> frozenset[Cell]:
@@ -240,18 +255,21 @@ def cells_of(f: Facts, config: KernelConfig) -> frozenset[Cell]:
 
 # ----------------------------------------------------------------------------- reachability
 def reachable(config: KernelConfig, search_config: bool = True, forward_only: bool = False,
-              max_lookups: Optional[int] = None) -> frozenset[Cell]:
+              max_lookups: Optional[int] = None, feature_map: bool = True) -> frozenset[Cell]:
     """The cells a campaign under ``config`` can hit: under ``config`` alone, or with ``search_config``
     under every config its config-space search runs (``strategies.config_space.campaign_configs``).
     ``forward_only``: the run also checks forward-only cases (a test session does; a campaign never
     does, since every case it draws runs at least one step), so "0 steps" cells count. ``max_lookups``:
     the most lookups a case may hold (a campaign's budget), so no segment, or lookup count a tier needs,
-    is longer (None: no limit)."""
+    is longer (None: no limit). ``feature_map``: the SUT takes features sharing tables (its capability), else
+    no feature-map cell is reachable."""
     if not search_config:
-        return _reachable_one(config, forward_only, max_lookups)
-    from strategies.config_space import campaign_configs
+        cells = _reachable_one(config, forward_only, max_lookups)
+    else:
+        from strategies.config_space import campaign_configs
 
-    return frozenset().union(*(_reachable_one(c, forward_only, max_lookups) for c in campaign_configs(config)))
+        cells = frozenset().union(*(_reachable_one(c, forward_only, max_lookups) for c in campaign_configs(config)))
+    return cells if feature_map else frozenset(c for c in cells if c[1].group != EdgeGroup.FEATURE_MAP)
 
 
 @functools.lru_cache(maxsize=64)
@@ -291,9 +309,11 @@ def _reachable_one(config: KernelConfig, forward_only: bool = False,
         f = Facts(dims=(d,) * tables, rows=(e,) * tables, batch_size=b, lookups=mean_len * b,
                   weights_dtype=w, output_dtype=o, weighted=weighted)
         empty = tables * b >= 2 or not f.lookups  # one bag can be empty while another holds the lookups
-        keys.add((_forward_path(f, _DTYPES[w], _DTYPES[o], c), d, w, o, weighted, bool(f.lookups), empty))
-    for path, d, w, o, weighted, lookups, empty in keys:
-        edges = dim_edges(d, c) | _dtype_edges(w, o, "int64") | shared
+        # features past the first read one table, however many (the forward's path counts features only)
+        features = MANY_FEATURES if tables > 1 else 1
+        keys.add((_forward_path(f, _DTYPES[w], _DTYPES[o], c), d, w, o, weighted, bool(f.lookups), empty, features))
+    for path, d, w, o, weighted, lookups, empty, features in keys:
+        edges = dim_edges(d, c) | _dtype_edges(w, o, "int64") | shared | feature_map_edges(features)
         edges |= {Edge(EdgeGroup.POOLING, _pooling_value(p.value, weighted)) for p in Pooling}
         edges |= ({_steps_edge(0)} if forward_only else set()) | (
             {_steps_edge(1), _steps_edge(2)} | all_segments if lookups else set())
@@ -302,6 +322,7 @@ def _reachable_one(config: KernelConfig, forward_only: bool = False,
         add({path}, edges)
     # backward: its tiers depend on the segment lengths and the lookups
     anything = all_dims | shared | {Edge(EdgeGroup.EMPTY_BAG, "yes"), _steps_edge(1), _steps_edge(2)}
+    anything |= feature_map_edges(MANY_FEATURES)  # a run's tier is its length's, whichever features it spans
     anything |= {Edge(EdgeGroup.DTYPE, f"{k} {d}") for k in ("weights", "output") for d in WEIGHT_DTYPES}
     for ss in seg_sets:
         for lookups in sorted(n for n in {sum(ss), max(sum(ss), c.fused_long_min_lookups)} if n <= cap):

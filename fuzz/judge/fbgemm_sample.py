@@ -22,7 +22,7 @@ from oracles import fbgemm_cpu
 from oracles.bounds_backward import check_step
 from oracles.checks import check_forward
 from oracles.compare import Check, Mismatch, Oracle, Report
-from oracles.findings import (fbgemm_backward_difference, fbgemm_feature_map_difference, fbgemm_forward_difference,
+from oracles.findings import (fbgemm_backward_difference, fbgemm_feature_map_differences, fbgemm_forward_difference,
                               fbgemm_update_difference)
 from oracles.reference_backward import reference_backward
 from tbe.modes import Optimizer, Pooling, parse_float_dtype
@@ -50,7 +50,7 @@ def not_applicable(case: Any, lookups: int) -> str | None:
     w, o = parse_float_dtype("w", spec.weights_dtype), parse_float_dtype("o", spec.output_dtype)
     if not fbgemm_cpu.supports(w, o, [d for _, d in spec.tables]):
         return "n/a: dtype or D"
-    if fbgemm_feature_map_difference(Optimizer(spec.optimizer), spec.feature_table_map) is not None:
+    if fbgemm_feature_map_differences(Optimizer(spec.optimizer), o, spec.feature_table_map):
         return "n/a: feature map"
     if columns(case, lookups) > MAX_COLUMNS or lookups == 0 or spec.batch_size == 0:
         return TOO_LARGE
@@ -96,7 +96,7 @@ def run(case: Any, t: CaseTensors) -> list[Report]:
             fwd = check_forward(layout, w_before, idx, off, psw, B, pooling, out, what=f"step {k} fbgemm forward vs fp64")
             fwd.check, fwd.step, fwd.oracle = Check.FORWARD, k, Oracle.FBGEMM
             reports.append(fwd)
-        if fbgemm_update_difference(opt, wdt) is not None:
+        if fbgemm_update_difference(opt, wdt, spec.feature_table_map) is not None:
             continue  # triaged: FBGEMM's update is outside the one-rounding bound here
         fb_pool = Pooling.SUM if fbgemm_backward_difference(pooling, spec.weighted) else pooling
         ref = reference_backward(layout, w_before, m_before, idx, off, psw, B, fb_pool, opt,

@@ -81,10 +81,23 @@ def _fbgemm_backward(case: AnyCase) -> bool:
     return findings.fbgemm_backward_difference(Pooling(s.pooling), s.weighted) is not None
 
 
-def _fbgemm_update(case: AnyCase) -> bool:
-    s = base_spec(case)
-    weights = parse_float_dtype("weights_dtype", s.weights_dtype)
-    return findings.fbgemm_update_difference(Optimizer(s.optimizer), weights) is not None
+def _fbgemm_update(text: str) -> Callable[[AnyCase], bool]:
+    """Whether ``text`` is why FBGEMM's CPU update is not judged on the case (``findings.fbgemm_update_difference``)."""
+    def pred(case: AnyCase) -> bool:
+        s = base_spec(case)
+        weights = parse_float_dtype("weights_dtype", s.weights_dtype)
+        return findings.fbgemm_update_difference(Optimizer(s.optimizer), weights, s.feature_table_map) == text
+    return pred
+
+
+def _fbgemm_feature_map(text: str) -> Callable[[AnyCase], bool]:
+    """Whether ``text`` is among the reasons FBGEMM's CPU TBE cannot run the case's feature map
+    (``findings.fbgemm_feature_map_differences``)."""
+    def pred(case: AnyCase) -> bool:
+        s = base_spec(case)
+        out = parse_float_dtype("output_dtype", s.output_dtype)
+        return text in findings.fbgemm_feature_map_differences(Optimizer(s.optimizer), out, s.feature_table_map)
+    return pred
 
 
 def _stored_through_fp16(case: AnyCase, entry: Mismatch) -> bool:
@@ -105,7 +118,14 @@ TRIAGE: tuple[KnownFinding, ...] = (
     KnownFinding("fbgemm-weighted-mean-backward", (CPU,), findings.FBGEMM_WEIGHTED_MEAN_BACKWARD,
                  _fbgemm_backward, UPDATE),
     KnownFinding("fbgemm-fp16-sgd-step-rounding", (CPU,), findings.FBGEMM_FP16_SGD_UPDATE,
-                 _fbgemm_update, (Check.WEIGHTS,)),
+                 _fbgemm_update(findings.FBGEMM_FP16_SGD_UPDATE), (Check.WEIGHTS,)),
+    KnownFinding("fbgemm-sgd-split-feature-runs", (CPU,), findings.FBGEMM_SGD_SPLIT_FEATURE_RUNS,
+                 _fbgemm_update(findings.FBGEMM_SGD_SPLIT_FEATURE_RUNS), (Check.WEIGHTS,)),
+    KnownFinding("fbgemm-adagrad-unsorted-feature-map", (CPU,), findings.FBGEMM_ADAGRAD_UNSORTED_FEATURE_MAP,
+                 _fbgemm_feature_map(findings.FBGEMM_ADAGRAD_UNSORTED_FEATURE_MAP), error=r"does not match c_block size"),
+    KnownFinding("fbgemm-fp16-output-unsorted-feature-map", (CPU,), findings.FBGEMM_FP16_OUTPUT_UNSORTED_FEATURE_MAP,
+                 _fbgemm_feature_map(findings.FBGEMM_FP16_OUTPUT_UNSORTED_FEATURE_MAP),
+                 error=r"is out of bounds: \d+, range 0 to -\d+"),
     KnownFinding("fbgemm-minus-one-raises", (CPU,), findings.FBGEMM_MINUS_ONE_CPU, _bad(id_kind="minus_one"),
                  error=r"out of bounds: -1"),
     KnownFinding("fbgemm-first-offset-kept", (CPU, TORCHREC), findings.FBGEMM_FIRST_OFFSET_KEPT,
