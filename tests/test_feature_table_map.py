@@ -30,7 +30,7 @@ from tbe import KernelConfig, TritonTBE
 from tbe.forward_dispatch import choose_path
 from tbe.modes import Optimizer, Pooling
 from tbe.routing import Path
-from tests.backward_helpers import make_batch, train_step
+from tests.backward_helpers import make_batch, on, train_step
 
 SPECS = [(6, 4), (5, 7)]
 FMAP = [0, 1, 0, 0]  # three features read table 0, in columns 0, 11 and 15
@@ -64,7 +64,7 @@ def module(config: KernelConfig, optimizer: str, pooling: str = "sum", fmap=FMAP
                                                         (True, "exact_rowwise_adagrad", "mean")])
 def test_shared_tables_train_as_fp64(tier, weighted, optimizer, pooling):
     m = module(TIERS[tier], optimizer, pooling)
-    idx, off, psw = shared_batch(weighted)
+    idx, off, psw = on(m, *shared_batch(weighted))
     out = m(idx, off, psw)
     fwd = check_forward(m.layout, m.weights.detach(), idx, off, psw, B, m.pooling, out.detach(), what="forward")
     assert fwd.ok, fwd
@@ -113,8 +113,8 @@ def test_bad_map_is_named(fmap, error, text):
 def test_bounds_check_uses_each_features_table(fused, mode):
     """Id 5 is in range for table 0 (6 rows) and out of it for table 1 (5 rows): repaired where feature 1 reads."""
     m = module(KernelConfig(fused_bounds_check=fused), "exact_sgd", bounds_check=mode)
-    idx = torch.tensor([5, 5, 5, 5, 4, 0])  # B = 1: one bag per feature, feature 1 holds [5]
-    off = torch.tensor([0, 2, 3, 5, 6])
+    idx, off = on(m, torch.tensor([5, 5, 5, 5, 4, 0]),  # B = 1: one bag per feature, feature 1 holds [5]
+                  torch.tensor([0, 2, 3, 5, 6]))
     ref = reference_bounds_check(m.layout.feature_rows, idx, off, m.bounds_check_mode)
     assert ref.fatal and ref.first_bad == ("id", 2) and ref.warnings == (mode == "warning")
     if mode == "fatal":
@@ -179,7 +179,10 @@ def test_reduction_drops_features_with_their_tables():
 
 
 # ----------------------------------------------------------------------------- SUTs and oracles
-@pytest.mark.parametrize("sut", ["triton", "torch", "fbgemm-cpu"])
+needs_fbgemm = pytest.mark.skipif(not fbgemm_cpu.available(), reason="fbgemm_gpu CPU ops did not load")
+
+
+@pytest.mark.parametrize("sut", ["triton", "torch", pytest.param("fbgemm-cpu", marks=needs_fbgemm)])
 def test_suts_agree_with_fp64(sut):
     spec = SHARED if sut != "fbgemm-cpu" else dataclasses.replace(SHARED, feature_table_map=(0, 0, 0, 1))
     for config in (KernelConfig(), SMALL):
@@ -189,6 +192,7 @@ def test_suts_agree_with_fp64(sut):
             break
 
 
+@needs_fbgemm
 def test_fbgemm_cpu_adagrad_rejects_an_unsorted_map():
     """Pins the triaged FBGEMM finding: fails once FBGEMM trains here, so the FBGEMM sample can check it again."""
     assert fbgemm_feature_map_differences(SHARED.optimizer, torch.float32, SHARED.feature_table_map) == (
@@ -198,6 +202,7 @@ def test_fbgemm_cpu_adagrad_rejects_an_unsorted_map():
     assert run_case(SHARED.with_modes(optimizer="exact_sgd"), KernelConfig(), sut="fbgemm-cpu").ok
 
 
+@needs_fbgemm
 @pytest.mark.parametrize("fmap", [(1, 0), (0, 1, 0), (0, 0, 1)])
 def test_fbgemm_cpu_fp16_output_rejects_an_unsorted_map(fmap):
     """Pins the triaged FBGEMM finding: its fp16-output forward raises on a map that is not non-decreasing (fails
@@ -210,7 +215,7 @@ def test_fbgemm_cpu_fp16_output_rejects_an_unsorted_map(fmap):
     assert run_case(dataclasses.replace(spec, output_dtype="fp32"), KernelConfig(), sut="fbgemm-cpu").error is None
 
 
-@pytest.mark.skipif(not fbgemm_cpu.available(), reason="fbgemm_gpu CPU ops did not load")
+@needs_fbgemm
 @pytest.mark.parametrize("fmap, split", [((0, 1, 0), True), ((0, 1, 2, 0), True), ((1, 0, 0), False),
                                          ((0, 0, 1), False)])
 def test_fbgemm_cpu_sgd_steps_once_per_run_of_adjacent_features(fmap, split):

@@ -22,6 +22,7 @@ from tbe.forward_dispatch import choose_path
 from tbe.layout import VariableBatch
 from tbe.routing import Path, route
 from tbe.vbe import vbe_tensors
+from tests.backward_helpers import on
 
 SPECS = [(6, 4), (5, 8), (7, 4)]
 SIZES = [0, 6, 2]                          # a feature of batch 0 beside one of batch 6
@@ -63,6 +64,7 @@ def module(config: KernelConfig, optimizer: str = "exact_sgd", pooling: str = "s
 
 def vbe_step(m: TritonTBE, idx, off, psw, sizes, seed: int = 0):
     """One forward (checked against the FP64 reference) and one backward; returns the step's bound violations."""
+    idx, off, psw = on(m, idx, off, psw)
     w0, m0 = m.weights.detach().clone(), m.momentum.detach().clone()
     psw_in = None if psw is None else psw.clone().requires_grad_(True)
     out = m(idx, off, psw_in, batch_size_per_feature=sizes)
@@ -70,7 +72,7 @@ def vbe_step(m: TritonTBE, idx, off, psw, sizes, seed: int = 0):
     fwd = check_forward(m.layout, w0, idx, off, psw, max(sizes), m.pooling, out.detach(), what="forward",
                         batch_size_per_feature=sizes)
     assert fwd.ok, fwd
-    grad = torch.randn(out.shape, generator=torch.Generator().manual_seed(seed + 1000))
+    grad = torch.randn(out.shape, generator=torch.Generator().manual_seed(seed + 1000)).to(out.device)
     ref = reference_backward(m.layout, w0, m0, idx, off, psw, max(sizes), m.pooling, m.optimizer, m.learning_rate,
                              m.eps, grad, batch_size_per_feature=sizes)
     out.backward(grad)
@@ -113,12 +115,13 @@ def test_every_feature_of_batch_0_and_a_fixed_batch_as_vbe():
     """All B_f = 0: an empty output and no update; equal B_f: the fixed batch's output, flattened per feature."""
     m = module(SMALL)
     w0 = m.weights.detach().clone()
-    out = m(torch.zeros(0, dtype=torch.int64), torch.zeros(1, dtype=torch.int64), batch_size_per_feature=[0, 0, 0])
+    out = m(*on(m, torch.zeros(0, dtype=torch.int64), torch.zeros(1, dtype=torch.int64)),
+            batch_size_per_feature=[0, 0, 0])
     assert out.shape == (0,)
-    out.backward(torch.zeros(0))
+    out.backward(torch.zeros(0, device=out.device))
     assert torch.equal(m.weights, w0)
     lengths = [2, 1, 3, 0, 1, 2]
-    idx, off, _ = vbe_batch([E for E, _ in SPECS], [2, 2, 2], lengths, False)
+    idx, off, _ = on(m, *vbe_batch([E for E, _ in SPECS], [2, 2, 2], lengths, False))
     dense = m(idx, off).detach()
     flat = m(idx, off, batch_size_per_feature=[2, 2, 2]).detach()
     blocks = [dense[:, c:c + d].reshape(-1) for c, d in zip(m.layout.col_offsets, m.layout.feature_dims)]
@@ -130,8 +133,8 @@ def test_small_table_forward_refuses_vbe():
     assert choose_path(*args) is Path.FWD_SMALL_TABLE
     assert choose_path(*args, vbe=True) is Path.FWD_GENERIC
     m = module(KernelConfig(), specs=[(8, 64)], weights_dtype=torch.float16)
-    idx = torch.randint(0, 8, (128,), generator=torch.Generator().manual_seed(0))
-    off = torch.tensor([0, 80, 128])
+    idx, off = on(m, torch.randint(0, 8, (128,), generator=torch.Generator().manual_seed(0)),
+                  torch.tensor([0, 80, 128]))
     out = m(idx, off, batch_size_per_feature=[2])
     fwd = check_forward(m.layout, m.weights.detach(), idx, off, None, 2, m.pooling, out.detach(),
                         batch_size_per_feature=[2])
@@ -148,15 +151,16 @@ BAD_OFF = torch.tensor([0, 2, 3, 5])      # feature 0: [5, 1], [5]; feature 2: [
 @pytest.mark.parametrize("mode", ["warning", "fatal"])
 def test_vbe_bounds_check_per_feature(fused, mode):
     m = module(KernelConfig(fused_bounds_check=fused), bounds_check=mode)
-    ref = reference_bounds_check(m.layout.feature_rows, BAD_IDX, BAD_OFF, m.bounds_check_mode,
+    bad_idx, bad_off = on(m, BAD_IDX, BAD_OFF)
+    ref = reference_bounds_check(m.layout.feature_rows, bad_idx, bad_off, m.bounds_check_mode,
                                  batch_size_per_feature=BAD_SIZES)
     assert ref.fatal and ref.first_bad == ("id", 3) and ref.warnings == (mode == "warning")
     if mode == "fatal":
         with pytest.raises(BoundsCheckError, match=r"indices\[3\] = 9 .* table 2") as e:
-            m(BAD_IDX, BAD_OFF, batch_size_per_feature=BAD_SIZES)
+            m(bad_idx, bad_off, batch_size_per_feature=BAD_SIZES)
         assert (e.value.table, e.value.sample, e.value.bag) == (2, 0, 2)
         return
-    out = m(BAD_IDX, BAD_OFF, batch_size_per_feature=BAD_SIZES)
+    out = m(bad_idx, bad_off, batch_size_per_feature=BAD_SIZES)
     fwd = check_forward(m.layout, m.weights.detach(), ref.indices, ref.offsets, None, 2, m.pooling, out.detach(),
                         batch_size_per_feature=BAD_SIZES)
     assert fwd.ok, fwd
@@ -166,7 +170,7 @@ def test_vbe_bounds_check_per_feature(fused, mode):
 def test_vbe_broken_offsets_name_the_feature():
     m = module(KernelConfig(), bounds_check="fatal")
     with pytest.raises(BoundsCheckError) as e:
-        m(BAD_IDX, torch.tensor([0, 2, 1, 5]), batch_size_per_feature=BAD_SIZES)
+        m(*on(m, BAD_IDX, torch.tensor([0, 2, 1, 5])), batch_size_per_feature=BAD_SIZES)
     assert e.value.kind == "offsets" and (e.value.table, e.value.sample) == (0, 1)
 
 
@@ -208,13 +212,14 @@ def test_fbgemm_cpu_vbe_agrees(weighted, optimizer, pooling):
     ([2, 0.5, 1], BAD_OFF, TypeError, r"batch_size_per_feature\[1\] must be an int"),
 ])
 def test_bad_batch_sizes_are_named(sizes, off, error, text):
+    m = module(KernelConfig())
     with pytest.raises(error, match=text):
-        module(KernelConfig())(BAD_IDX, off, batch_size_per_feature=sizes)
+        m(*on(m, BAD_IDX, off), batch_size_per_feature=sizes)
 
 
 def test_grad_output_must_be_flat():
     m = module(KernelConfig())
     vbe = vbe_tensors(VariableBatch((1, 1, 1), tuple(m.layout.feature_dims)), m.device)
     with pytest.raises(ValueError, match=r"expected \[sum B_f \* D_f\] = \[16\]"):
-        check_grad_output(m, torch.ones(1, 16), 1, vbe)
-    assert check_grad_output(m, torch.ones(16), 1, vbe).shape == (16,)
+        check_grad_output(m, torch.ones(1, 16, device=m.device), 1, vbe)
+    assert check_grad_output(m, torch.ones(16, device=m.device), 1, vbe).shape == (16,)
