@@ -129,6 +129,7 @@ class Facts:
     bad_ids: tuple[tuple[str, str, str], ...] = ()  # (kind, bag position, id position) as placed
     bad_offsets: tuple[str, ...] = ()
     features_per_table: int = 1             # the most features reading one table (``feature_table_map``)
+    batch_sizes: tuple[int, ...] = ()       # VBE: each feature's number of bags; () for a fixed batch
 
 
 def facts_of(case: AnyCase, t: CaseTensors, segment_hist: Sequence[tuple[int, int]] = ()) -> Facts:
@@ -152,6 +153,7 @@ def facts_of(case: AnyCase, t: CaseTensors, segment_hist: Sequence[tuple[int, in
         segment_lengths=tuple(sorted({int(length) for length, _ in segment_hist})), exact=spec.values == "dyadic",
         bad=case.bad is not None, bad_ids=bad_ids, bad_offsets=bad_offsets,
         features_per_table=max(fmap.count(t) for t in set(fmap)),
+        batch_sizes=tuple(spec.batch_size_per_feature or ()),
     )
 
 
@@ -182,7 +184,7 @@ def forward_path(f: Facts, config: KernelConfig) -> Path:
 
 def _forward_path(f: Facts, weights_dtype: torch.dtype, output_dtype: torch.dtype, config: KernelConfig) -> Path:
     return choose_path(list(f.dims), list(f.rows), f.lookups, f.batch_size, weights_dtype, output_dtype,
-                       f.weighted, config)
+                       f.weighted, config, vbe=bool(f.batch_sizes))
 
 
 def paths_of(f: Facts, config: KernelConfig) -> set[Path]:
