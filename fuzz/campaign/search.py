@@ -614,7 +614,8 @@ def _plan_aimed(res: CampaignResult, config: KernelConfig, share: TourShare, end
     from fuzz.judge import coverage
 
     reachable = sorted(coverage.reachable(config, res.search_config, max_lookups=res.budget.max_lookups,
-                                          feature_map=caps.feature_table_map), key=coverage.cell_order)
+                                          feature_map=caps.feature_table_map, vbe=caps.vbe),
+                       key=coverage.cell_order)
     zero = [c for c in share.pick(reachable) if not res.coverage.counts[c]]
     planned = [d for d in (fit_case(d, caps) for _, d in aim.plan(zero, config, res.budget.max_lookups, deadline=end))
                if d is not None]
