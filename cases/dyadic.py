@@ -70,11 +70,12 @@ def _signed_ints(n: int, k: int, g: torch.Generator, device=None) -> torch.Tenso
 
 
 def dyadic_grads(spec, g: torch.Generator, out_dtype: torch.dtype, device=None) -> list[torch.Tensor]:
-    """One [B, sum D] upstream gradient per step, nonzero multiples of ``D_GRID``, on ``device``."""
+    """One [B, sum D] upstream gradient per step (flat [sum B_f * D_f] under VBE), nonzero multiples of
+    ``D_GRID``, on ``device``."""
     kd = magnitudes(spec)[0]
     total_dim = spec.total_dim
-    n = spec.batch_size * total_dim
-    return [(_signed_ints(n, kd, g, device) * D_GRID).view(spec.batch_size, total_dim).to(out_dtype)
+    shape = (spec.output_size,) if spec.vbe else (spec.batch_size, total_dim)
+    return [(_signed_ints(math.prod(shape), kd, g, device) * D_GRID).view(shape).to(out_dtype)
             for _ in range(spec.steps)]
 
 

@@ -11,7 +11,8 @@ the SUT and one pass of the references check them all, and a failure is named by
 that holds its worst table (``sub_of_table``).
 
 FATAL bounds checking raises on the first bad input of the whole batch, so a FATAL sub-case never
-shares a pack (``packable``).
+shares a pack (``packable``); nor does a VBE sub-case (its batch is not padded per table, and one module takes
+either a fixed batch or a batch size per feature).
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ MODE_FIELDS = ("pooling", "weights_dtype", "output_dtype", "index_dtype", "weigh
 
 
 def packable(spec: CaseSpec) -> bool:
-    """Whether ``spec`` may share a step with other sub-cases (FATAL runs alone: it stops the whole batch)."""
-    return spec.bounds_check != "fatal"
+    """Whether ``spec`` may share a step with other sub-cases (FATAL runs alone: it stops the whole batch; VBE
+    runs alone: its bags are laid out per feature, not padded to one batch)."""
+    return spec.bounds_check != "fatal" and not spec.vbe
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +58,10 @@ class PackCase:
                 if getattr(sub, name) != getattr(first, name):
                     raise ValueError(f"PackCase.subs[{i}].{name} is {getattr(sub, name)!r}, sub-case 0's is "
                                      f"{getattr(first, name)!r}: a pack's sub-cases share one module's modes")
+        for i, sub in enumerate(self.subs):
+            if sub.vbe:
+                raise ValueError(f"PackCase.subs[{i}].batch_size_per_feature is {list(sub.batch_size_per_feature)}: "
+                                 f"a VBE case runs alone, never in a pack")
         if len(self.subs) > 1 and not packable(first):
             raise ValueError(f"PackCase.subs[0].bounds_check is {first.bounds_check!r}: such a sub-case runs alone")
 
@@ -133,7 +139,7 @@ def assemble(subs: list[CaseSpec], max_lookups: int) -> CaseSpec | PackCase:
     kept, total = [first], first.expected_lookups()
     for s in subs[1:]:
         u = unify(first, s)
-        if total + u.expected_lookups() <= max_lookups:
+        if packable(u) and total + u.expected_lookups() <= max_lookups:
             kept.append(u)
             total += u.expected_lookups()
     if len(kept) == 1:

@@ -1,13 +1,14 @@
 """CaseSpec (what Hypothesis draws) and its materialization into a batch (what kernels run).
 
-A spec names the tables, the table each feature reads, batch size, dtypes, modes, a bag-length
-profile, hot rows with exact segment lengths and a seed. ``materialize`` is deterministic in the spec, so a
+A spec names the tables, the table each feature reads, batch size (or one per feature: VBE), dtypes, modes, a
+bag-length profile, hot rows with exact segment lengths and a seed. ``materialize`` is deterministic in the spec, so a
 saved spec is a complete, replayable failing case.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import math
 from typing import Any, ClassVar, Optional
@@ -17,7 +18,7 @@ import torch
 from cases.dyadic import VALUE_KINDS, dyadic_grads, dyadic_psw
 from cases.protocol import CaseKind
 from tbe import draws
-from tbe.layout import TableLayout, TableSpec, check_feature_table_map
+from tbe.layout import TableLayout, TableSpec, VariableBatch, check_batch_sizes, check_feature_table_map
 from tbe.modes import BoundsCheckMode, Optimizer, Pooling, parse_enum, parse_float_dtype, parse_index_dtype
 
 LENGTH_PROFILES = ("fixed", "uniform", "log_uniform", "zipf", "empty")
@@ -58,6 +59,8 @@ class CaseSpec:
     seed: int = 0
     values: str = "random"  # "dyadic": exact-value data (cases.dyadic), "random": random magnitudes
     feature_table_map: tuple[int, ...] = ()  # the table each feature reads (tbe.layout); empty: feature t, table t
+    batch_size_per_feature: Optional[tuple[int, ...]] = None  # VBE: feature f has B_f bags and batch_size is
+                                                              # max B_f; None: every feature has batch_size bags
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tables", tuple(tuple(int(x) for x in t) for t in self.tables))
@@ -66,6 +69,8 @@ class CaseSpec:
                                check_feature_table_map(self.feature_table_map, len(self.tables)))
         except (TypeError, ValueError) as e:
             raise type(e)(f"CaseSpec.{e}") from None
+        if self.batch_size_per_feature is not None:
+            self._check_vbe()
         for name, cls in (("pooling", Pooling), ("optimizer", Optimizer), ("bounds_check", BoundsCheckMode)):
             object.__setattr__(self, name, parse_enum(cls, f"CaseSpec.{name}", getattr(self, name)))
         object.__setattr__(
@@ -78,6 +83,20 @@ class CaseSpec:
         for h in self.hot_rows:
             if not 0 <= h.table < len(self.tables) or not 0 <= h.row < self.tables[h.table][0] or h.count < 1:
                 raise ValueError(f"CaseSpec.hot_rows: {h} does not fit tables {self.tables}")
+            if self.vbe and not any(self.batch_sizes[f] for f, t in enumerate(self.feature_tables) if t == h.table):
+                raise ValueError(f"CaseSpec.hot_rows: {h} has no bag to go in (every feature of table {h.table} "
+                                 f"has batch 0)")
+
+    def _check_vbe(self) -> None:
+        """One B_f >= 0 per feature, and ``batch_size`` their maximum (what the references take as B)."""
+        try:
+            sizes = check_batch_sizes(self.batch_size_per_feature, self.num_features)
+        except (TypeError, ValueError) as e:
+            raise type(e)(f"CaseSpec.{e}") from None
+        object.__setattr__(self, "batch_size_per_feature", sizes)
+        if self.batch_size != max(sizes, default=0):
+            raise ValueError(f"CaseSpec.batch_size={self.batch_size} must be max(batch_size_per_feature="
+                             f"{list(sizes)}) = {max(sizes, default=0)}")
 
     @property
     def layout(self) -> TableLayout:
@@ -102,6 +121,30 @@ class CaseSpec:
         return sum(self.tables[t][1] for t in self.feature_tables)
 
     @property
+    def vbe(self) -> bool:
+        """Whether each feature has its own batch size (VBE: offsets hold sum B_f + 1 entries, outputs are flat)."""
+        return self.batch_size_per_feature is not None
+
+    @property
+    def batch_sizes(self) -> tuple[int, ...]:
+        """Every feature's number of bags."""
+        return self.batch_size_per_feature if self.vbe else (self.batch_size,) * self.num_features
+
+    @property
+    def variable_batch(self) -> Optional[VariableBatch]:
+        """The VBE layout of the batch (tbe.layout), None for a fixed batch."""
+        return VariableBatch(self.batch_size_per_feature, self.layout.feature_dims) if self.vbe else None
+
+    @property
+    def num_bags(self) -> int:
+        return sum(self.batch_sizes)
+
+    @property
+    def output_size(self) -> int:
+        """Entries of the output (and of each upstream gradient): sum B_f * D_f."""
+        return sum(b * self.tables[t][1] for b, t in zip(self.batch_sizes, self.feature_tables))
+
+    @property
     def spec(self) -> "CaseSpec":
         return self
 
@@ -110,7 +153,7 @@ class CaseSpec:
         return (self,)
 
     def size(self) -> tuple[int, int, int]:
-        return self.num_tables, self.num_features * self.batch_size, self.expected_lookups()
+        return self.num_tables, self.num_bags, self.expected_lookups()
 
     def with_modes(self, **fields: Any) -> "CaseSpec":
         return dataclasses.replace(self, **fields)
@@ -126,6 +169,10 @@ class CaseSpec:
         d["feature_table_map"] = list(self.feature_table_map)
         if not self.feature_table_map:  # the identity: records (and their hashes) stay as before the field
             del d["feature_table_map"]
+        if self.batch_size_per_feature is None:  # a fixed batch: records stay as before the field
+            del d["batch_size_per_feature"]
+        else:
+            d["batch_size_per_feature"] = list(self.batch_size_per_feature)
         return d
 
     @classmethod
@@ -141,9 +188,8 @@ class CaseSpec:
 
     def expected_lookups(self) -> int:
         """Upper estimate of the batch's lookups, for budgeting before materializing."""
-        per_table = self.batch_size * (0 if self.length_profile == "empty" else self.max_length)
         hot = sum(h.count for h in self.hot_rows)
-        return per_table * self.num_features + hot
+        return self.num_bags * (0 if self.length_profile == "empty" else self.max_length) + hot
 
 
 def multi_step_rate(learning_rate: float, longest: int, steps: int) -> float:
@@ -177,18 +223,24 @@ class Case:
     def segment_lengths(self) -> torch.Tensor:
         """SL of every run (distinct (table, row), over every feature that reads the table) in the batch."""
         layout = self.spec.layout
-        B = self.spec.batch_size
-        off = self.offsets.to(torch.int64)
         cs = torch.tensor([layout.hash_size_cumsum[t] for t in layout.feature_tables], dtype=torch.int64)
-        feature_of = torch.repeat_interleave(
-            torch.arange(layout.num_features), off[B:: B].cpu() - off[: -1: B].cpu(), output_size=self.num_lookups
-        ) if B > 0 else torch.zeros(0, dtype=torch.int64)
+        feature_of = lookup_features(self.spec, self.offsets.cpu(), self.num_lookups)
         lin = cs[feature_of].to(self.indices.device) + self.indices.to(torch.int64)
         return torch.unique(lin, return_counts=True)[1]
 
 
+def lookup_features(spec: CaseSpec, offsets: torch.Tensor, num_lookups: int) -> torch.Tensor:
+    """The feature of every lookup of ``spec``'s valid batch (``offsets``' device): feature f's bags are the
+    ``batch_sizes[f]`` after the features before it."""
+    off = offsets.to(torch.int64)
+    base = torch.tensor(list(itertools.accumulate(spec.batch_sizes, initial=0)), dtype=torch.int64, device=off.device)
+    return torch.repeat_interleave(torch.arange(spec.num_features, device=off.device), off[base[1:]] - off[base[:-1]],
+                                   output_size=num_lookups)
+
+
 def _bag_lengths(spec: CaseSpec, g: torch.Generator) -> torch.Tensor:
-    """[F, B] bag lengths (F features) before hot rows are added, from the spec's profile."""
+    """[F, B] bag lengths (F features) before hot rows are added, from the spec's profile; under VBE, B = max B_f
+    and feature f's bags are its row's first B_f (``_flat_lengths``)."""
     T, B, m = spec.num_features, spec.batch_size, spec.max_length
     if spec.length_profile == "empty" or m == 0:
         return torch.zeros(T, B, dtype=torch.int64)
@@ -233,13 +285,14 @@ def _place_hot(spec: CaseSpec, table: int, hot: list[HotRow], lengths: torch.Ten
     it (so duplicates also fall within a bag, and a shared table's hot row spans features): its readers' hot
     ids into ``hot_of``, their bags' lengths grown."""
     readers = [f for f, t in enumerate(spec.feature_tables) if t == table]
-    B = spec.batch_size
+    sizes = [spec.batch_sizes[f] for f in readers]
+    start = list(itertools.accumulate(sizes, initial=0))
     hot_ids = torch.cat([torch.full((h.count,), h.row, dtype=torch.int64, device=dev) for h in hot])
-    where = draws.integers(0, len(readers) * B, hot_ids.numel(), g, dev)
+    where = draws.integers(0, start[-1], hot_ids.numel(), g, dev)
     for j, f in enumerate(readers):
-        mine = where // B == j
+        mine = (where >= start[j]) & (where < start[j + 1])
         hot_of[f] = hot_ids[mine]
-        lengths[f] += torch.bincount(where[mine] % B, minlength=B)
+        lengths[f, :sizes[j]] += torch.bincount(where[mine] - start[j], minlength=sizes[j])
 
 
 def materialize(spec: CaseSpec, device: Optional[torch.device | str] = None) -> Case:
@@ -249,6 +302,8 @@ def materialize(spec: CaseSpec, device: Optional[torch.device | str] = None) -> 
     g = torch.Generator().manual_seed(spec.seed)
     T, B = spec.num_features, spec.batch_size
     lengths = _bag_lengths(spec, g).to(dev)
+    if spec.vbe:  # bags past a feature's B_f hold nothing
+        lengths *= (torch.arange(B, device=dev)[None, :] < torch.tensor(spec.batch_sizes, device=dev)[:, None])
     per_table_ids = []
     hot_of: dict[int, torch.Tensor] = {}  # feature -> the hot ids placed in its bags
     for f, t in enumerate(spec.feature_tables):
@@ -269,8 +324,10 @@ def materialize(spec: CaseSpec, device: Optional[torch.device | str] = None) -> 
         per_table_ids.append(ids)
     idx_dtype = parse_index_dtype("index_dtype", spec.index_dtype)
     indices = torch.cat(per_table_ids).to(idx_dtype)
-    offsets = torch.zeros(T * B + 1, dtype=torch.int64, device=dev)
-    offsets[1:] = torch.cumsum(lengths.reshape(-1), 0)
+    flat = lengths.reshape(-1) if not spec.vbe else \
+        torch.cat([lengths[f, :b] for f, b in enumerate(spec.batch_sizes)] + [lengths.new_zeros(0)])
+    offsets = torch.zeros(flat.numel() + 1, dtype=torch.int64, device=dev)
+    offsets[1:] = torch.cumsum(flat, 0)
     offsets = offsets.to(idx_dtype)
     out_dtype = parse_float_dtype("output_dtype", spec.output_dtype)
     if spec.values == "dyadic":
@@ -283,5 +340,8 @@ def materialize(spec: CaseSpec, device: Optional[torch.device | str] = None) -> 
             draws.uniform(indices.numel(), g, device=dev) < 0.2, -1.0, 1.0
         )
     total_dim = spec.total_dim
-    grads = [draws.normal(B * total_dim, g, dev).view(B, total_dim).to(out_dtype) for _ in range(spec.steps)]
+    if spec.vbe:  # flat: feature f's [B_f, D_f] block after the one before
+        grads = [draws.normal(spec.output_size, g, dev).to(out_dtype) for _ in range(spec.steps)]
+    else:
+        grads = [draws.normal(B * total_dim, g, dev).view(B, total_dim).to(out_dtype) for _ in range(spec.steps)]
     return Case(spec, indices.contiguous(), offsets.contiguous(), psw, grads)

@@ -173,7 +173,7 @@ def wide_row_specs(draw: st.DrawFn, dims: list[int]) -> CaseSpec:
 def campaign_cases(config: KernelConfig, max_lookups: int, search_config: bool = True,
                    fixed: frozenset[str] = frozenset(), max_column_blocks: Optional[int] = None,
                    pack: int = 1, max_chunks: Optional[int] = None, max_work: Optional[int] = None,
-                   profiles: Optional[Any] = None, shared_tables: bool = False) -> st.SearchStrategy:
+                   profiles: Optional[Any] = None, shared_tables: bool = False, vbe: bool = False) -> st.SearchStrategy:
     """What a campaign draws: ``cases.Drawn`` (a case and KernelConfig overrides drawn
     around ``config``, never of ``fixed`` fields), or with ``search_config=False`` plain cases.
     ``max_column_blocks`` caps the column blocks of a row wider than 1,024 under the effective config
@@ -181,7 +181,8 @@ def campaign_cases(config: KernelConfig, max_lookups: int, search_config: bool =
     that many sub-cases (``strategies.pack``); ``max_chunks`` caps a case's lookups at that many long-tier
     chunks of the effective config and ``max_work`` its general cases' lookups times column blocks (None: no cap);
     ``profiles``: the override profiles drawn (a SUT's own; default ``strategies.config_space.PROFILES``);
-    ``shared_tables``: general cases may give several features one table (a SUT declaring it)."""
+    ``shared_tables``: general cases may give several features one table (a SUT declaring it); ``vbe``: general
+    cases may give each feature its own batch size (a SUT declaring it)."""
     if search_config:
         from strategies.config_space import drawn_cases
         from strategies.field_groups import BOUNDS_FIELDS
@@ -190,7 +191,7 @@ def campaign_cases(config: KernelConfig, max_lookups: int, search_config: bool =
         # give it a different run, so it draws among them (the others' draws go to the cases they change)
         rest = drawn_cases(config, lambda c: plain_cases(c, max_lookups, max_column_blocks, pack, bad_ids=False,
                                                          max_chunks=max_chunks, max_work=max_work,
-                                                         shared_tables=shared_tables), fixed,
+                                                         shared_tables=shared_tables, vbe=vbe), fixed,
                            profiles=profiles)
         bad = drawn_cases(config, lambda c: bad_id_cases(), fixed, touching=BOUNDS_FIELDS, profiles=profiles)
         # bad-id cases keep their one share among plain_cases' distinct branches (a sampled index: st.one_of
@@ -198,19 +199,21 @@ def campaign_cases(config: KernelConfig, max_lookups: int, search_config: bool =
         others = 2 + (pack > 1) + bool(wide_dims(config, max_column_blocks))
         return st.sampled_from([rest] * others + [bad]).flatmap(lambda s: s)
     return plain_cases(config, max_lookups, max_column_blocks, pack, max_chunks=max_chunks, max_work=max_work,
-                       shared_tables=shared_tables)
+                       shared_tables=shared_tables, vbe=vbe)
 
 
 def general_cases(config: KernelConfig, max_lookups: int, max_work: Optional[int] = None,
-                  max_column_blocks: Optional[int] = None, shared_tables: bool = False) -> st.SearchStrategy[CaseSpec]:
+                  max_column_blocks: Optional[int] = None, shared_tables: bool = False,
+                  vbe: bool = False) -> st.SearchStrategy[CaseSpec]:
     """General cases of one to three steps at ``config``'s segment-length edges, random or exact-value data;
     ``max_work``: see ``within_work``; ``max_column_blocks``: rows of at most that many blocks of the widest bucket;
-    ``shared_tables``: some with features sharing tables (``strategies.specs.feature_table_maps``)."""
+    ``shared_tables``: some with features sharing tables (``strategies.specs.feature_table_maps``); ``vbe``: some
+    with a batch size per feature (``strategies.specs.batch_sizes``)."""
     max_dim = MAX_DIM if max_column_blocks is None else min(MAX_DIM, max_column_blocks * max(config.dim_buckets))
     cases = st.tuples(
         case_specs(max_lookups=max_lookups, max_batch=max_batch(max_lookups), max_dim=max_dim,
                    hot_row_counts=hot_row_counts(config, max_lookups), values=VALUE_KINDS,
-                   shared_tables=shared_tables),
+                   shared_tables=shared_tables, vbe=vbe),
         learning_rates(), step_counts(),
     ).map(lambda x: with_rate_and_steps(*x))
     return cases if max_work is None else cases.map(lambda spec: within_work(spec, config, max_work))
@@ -220,8 +223,8 @@ def work(spec: CaseSpec, config: KernelConfig) -> int:
     """Lookups times the column blocks of their table's rows under ``config`` (at most; before materializing),
     times the steps: every step runs the batch through the forward and the backward again."""
     per_table = [0] * spec.num_tables
-    for t in spec.feature_tables:
-        per_table[t] += spec.batch_size * (0 if spec.length_profile == "empty" else spec.max_length)
+    for t, b in zip(spec.feature_tables, spec.batch_sizes):
+        per_table[t] += b * (0 if spec.length_profile == "empty" else spec.max_length)
     for h in spec.hot_rows:
         per_table[h.table] += h.count
     return max(1, spec.steps) * sum(n * _column_blocks(d, config) for n, (_, d) in zip(per_table, spec.tables))
@@ -251,7 +254,7 @@ def within_work(spec: CaseSpec, config: KernelConfig, max_work: int) -> CaseSpec
 
 def plain_cases(config: KernelConfig, max_lookups: int, max_column_blocks: Optional[int] = None,
                 pack: int = 1, bad_ids: bool = True, max_chunks: Optional[int] = None,
-                max_work: Optional[int] = None, shared_tables: bool = False) -> st.SearchStrategy:
+                max_work: Optional[int] = None, shared_tables: bool = False, vbe: bool = False) -> st.SearchStrategy:
     """Cases at ``config``'s edges, one branch each: general cases of one to three steps (shrinking prefers them),
     some bad-id batches, some single fp16 tables at the small-table (histogram + tl.dot) path's edges
     and some rows wider than 1,024 columns (where ``max_column_blocks`` allows one). With ``pack`` > 1
@@ -259,13 +262,13 @@ def plain_cases(config: KernelConfig, max_lookups: int, max_column_blocks: Optio
     (``strategies.pack.packs``); the others run alone, since a neighbour would move them off the forward
     path they are drawn for. ``max_chunks``: at most that many chunks of ``config``'s long tier (one row may
     take every lookup), so a small chunk size keeps the batch small; ``max_work``: general cases at most that
-    many lookups times column blocks (``within_work``); ``shared_tables``: see ``general_cases``."""
+    many lookups times column blocks (``within_work``); ``shared_tables``, ``vbe``: see ``general_cases``."""
     if max_chunks is not None:
         max_lookups = min(max_lookups, max_chunks * config.chunk_size)
-    whole = general_cases(config, max_lookups, max_work, max_column_blocks, shared_tables)
+    whole = general_cases(config, max_lookups, max_work, max_column_blocks, shared_tables, vbe)
     # a general branch of packs of smaller cases, that share the budget
     packed = (packs(general_cases(config, max(1, max_lookups // pack), max_work and max(1, max_work // pack),
-                                  max_column_blocks, shared_tables), pack, max_lookups) if pack > 1 else whole)
+                                  max_column_blocks, shared_tables, vbe), pack, max_lookups) if pack > 1 else whole)
     dims = wide_dims(config, max_column_blocks)
     wide = [wide_row_specs(dims)] if dims else []
     # one share each: st.one_of merges equal branches, so listing one twice would not draw it more often

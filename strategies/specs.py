@@ -48,11 +48,13 @@ def case_specs(
     steps: int = 1,
     values: Sequence[str] = ("random",),
     shared_tables: bool = False,
+    vbe: bool = False,
 ) -> st.SearchStrategy[CaseSpec]:
     """A CaseSpec whose batch holds at most ``max_lookups`` ids: ordinary lookups take at most
     half, hot rows what the ordinary ones leave. ``values`` are the value kinds drawn from
     (``cases.VALUE_KINDS``); ``shared_tables``: some draws give several features one table
-    (``feature_table_maps``). The strategies of the fixed choices are built here, once,
+    (``feature_table_maps``); ``vbe``: some draws give each feature its own batch size (``batch_sizes``). The
+    strategies of the fixed choices are built here, once,
     not at every draw (building and validating them was a third of a draw's time)."""
     tables_st = table_shapes(max_tables, max_rows, max_dim, dim_multiple)
     batch_st = st.integers(0, max_batch) | st.sampled_from([1, max_batch])
@@ -74,6 +76,10 @@ def case_specs(
         fmap = draw(feature_table_maps(len(tables))) if shared_tables else ()
         T = len(fmap) or len(tables)  # features: each has a bag per sample
         batch_size = draw(batch_st)
+        sizes = draw(batch_sizes(T, max_batch)) if vbe else None
+        if sizes is not None:
+            batch_size = max(sizes)
+        readers = sizes or (batch_size,) * T
         profile = draw(profile_st)
         per_bag = max_lookups // max(1, 2 * T * max(1, batch_size))
         max_length = draw(st.integers(0, max(0, min(64, per_bag))))
@@ -81,7 +87,9 @@ def case_specs(
         if batch_size > 0 and hot_row_counts is not None:
             budget = max_lookups - T * batch_size * (0 if profile == "empty" else max_length)
             # a hot row keeps an exact count only if its table has another row for ordinary ids
-            roomy = [t for t, (rows, _) in enumerate(tables) if rows >= 2]
+            # (and a reader with a bag to put it in)
+            fed = {t for f, t in enumerate(fmap or range(T)) if readers[f] > 0}
+            roomy = [t for t, (rows, _) in enumerate(tables) if rows >= 2 and t in fed]
             for _ in range(draw(hot_n_st) if roomy else 0):
                 t = draw(st.sampled_from(roomy))
                 count = min(draw(hot_row_counts), budget)
@@ -106,9 +114,24 @@ def case_specs(
             seed=draw(seed_st),
             values=draw(values_st),
             feature_table_map=fmap,
+            batch_size_per_feature=sizes,
         )
 
     return one()
+
+
+@st.composite
+def batch_sizes(draw: st.DrawFn, num_features: int, max_batch: int) -> Optional[tuple[int, ...]]:
+    """VBE batch sizes, one per feature, or None (a fixed batch) for about half the draws; of the rest about a
+    third put a feature of batch 0 beside one of ``max_batch`` (the adversarial extremes), the others draw
+    each B_f in [0, max_batch]."""
+    if not draw(st.booleans()):
+        return None
+    sizes = draw(st.lists(st.integers(0, max_batch), min_size=num_features, max_size=num_features))
+    if num_features >= 2 and draw(st.integers(0, 2)) == 0:
+        zero, large = draw(st.permutations(range(num_features)))[:2]
+        sizes[zero], sizes[large] = 0, max_batch
+    return tuple(sizes)
 
 
 MAX_EXTRA_FEATURES = 6  # features beyond one per table that a shared map adds

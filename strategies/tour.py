@@ -143,6 +143,10 @@ def tour(config: KernelConfig, max_lookups: int, fixed: frozenset[str] = frozens
          CaseSpec(tables=((12, 6), (7, 4)), feature_table_map=(0, 1, 0, 0, 0), batch_size=3, max_length=3,
                   weighted=True, optimizer="exact_rowwise_adagrad", hot_rows=(HotRow(0, 2, 9),), seed=22),
          {"bwd_short_runs_per_program": 4}),
+        # VBE: feature 1 of batch 0 between two that read table 0 with their own batches, a hot row across both
+        ("a batch size per feature: batch 0 beside batch 6, a hot row over two features of one table, weighted sgd",
+         CaseSpec(tables=((12, 6), (7, 4)), feature_table_map=(0, 1, 0), batch_size=6, batch_size_per_feature=(6, 0, 2),
+                  max_length=3, weighted=True, hot_rows=(HotRow(0, 3, 7),), seed=23), {}),
         ("rows wider than the largest bucket, weighted mean adagrad (psw gradient loops columns)",
          CaseSpec(tables=((20, wide), (6, 5)), batch_size=3, max_length=4, weighted=True, pooling="mean",
                   optimizer="exact_rowwise_adagrad", hot_rows=(HotRow(0, 19, 4),), learning_rate=0.5, seed=4), narrow),

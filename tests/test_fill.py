@@ -141,3 +141,17 @@ def test_feature_map_cells_are_aimed_at_with_shared_tables():
                            c, 2000) is None
     assert any(len(set(d.case.feature_table_map)) < len(d.case.feature_table_map)
                for d in tour(c, 2000) if hasattr(d.case, "feature_table_map"))
+
+
+def test_vbe_cells_are_aimed_at_with_a_batch_size_per_feature():
+    """Each VBE cell's aimed case gives its last feature batch 0 (or 1) beside the others' batch; the small-table
+    forward takes no VBE, so its cells get none; the tour holds a VBE case with a feature of batch 0."""
+    from strategies.tour import tour
+
+    c = KernelConfig()
+    for value, last in zip(coverage.VBE_CLASSES, (0, 1)):
+        for path in (Path.FWD_GENERIC, Path.BWD_SHORT):
+            drawn = fill.aimed_case((path, Edge(EdgeGroup.VBE, value)), c, 2000)
+            assert drawn is not None and drawn.case.batch_size_per_feature[-1] == last
+    assert fill.aimed_case((Path.FWD_SMALL_TABLE, Edge(EdgeGroup.VBE, coverage.VBE_CLASSES[0])), c, 2000) is None
+    assert any(0 in (getattr(d.case, "batch_size_per_feature", None) or ()) for d in tour(c, 2000))

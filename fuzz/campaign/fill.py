@@ -93,7 +93,8 @@ def plan(zero: Iterable[Cell], base: KernelConfig, max_lookups: int, fixed: froz
 # ----------------------------------------------------------------------------- recipes
 @dataclasses.dataclass(frozen=True)
 class _Recipe:
-    """Part of a case: CaseSpec fields, and the D, hot-row count, bad input or features on table 0 it needs."""
+    """Part of a case: CaseSpec fields, and the D, hot-row count, bad input, features on table 0 or the batch size
+    of its last feature (VBE, the others keeping the batch) it needs."""
 
     fields: tuple[tuple[str, Any], ...] = ()
     dim: Optional[int] = None
@@ -101,11 +102,13 @@ class _Recipe:
     bad_id: Optional[BadId] = None
     bad_offsets: tuple[str, ...] = ()
     features: Optional[int] = None
+    last_batch: Optional[int] = None
 
 
 def _r(dim: Optional[int] = None, hot: Optional[int] = None, bad_id: Optional[BadId] = None,
-       bad_offsets: tuple[str, ...] = (), features: Optional[int] = None, **fields: Any) -> _Recipe:
-    return _Recipe(tuple(sorted(fields.items())), dim, hot, bad_id, bad_offsets, features)
+       bad_offsets: tuple[str, ...] = (), features: Optional[int] = None, last_batch: Optional[int] = None,
+       **fields: Any) -> _Recipe:
+    return _Recipe(tuple(sorted(fields.items())), dim, hot, bad_id, bad_offsets, features, last_batch)
 
 
 _GENERIC_TABLES = ((24, 8), (10, 5))
@@ -190,6 +193,9 @@ def _edge_recipes(edge: coverage.Edge, c: KernelConfig, max_lookups: int) -> lis
     if g == EdgeGroup.FEATURE_MAP:  # a hot row of table 0, spread over its features
         n = coverage.MANY_FEATURES if v == coverage.FEATURE_MAP_CLASSES[1] else 2
         return [_r(features=n, hot=2 * n), _r(features=n)]
+    if g == EdgeGroup.VBE:  # the last feature's batch 0 (or 1) beside the others' whole batch
+        last = 0 if v == coverage.VBE_CLASSES[0] else 1
+        return [_r(last_batch=last, hot=3), _r(last_batch=last)]
     return []
 
 
@@ -209,6 +215,12 @@ def _compose(path: _Recipe, edge: _Recipe, seed: int) -> Optional[Any]:
         fields["hot_rows"] = (HotRow(0, 0, hot),)
     if edge.features is not None:  # table 0 read by ``features`` features, the last after the other tables
         fields["feature_table_map"] = tuple(range(len(tables))) + (0,) * (edge.features - 1)
+    if edge.last_batch is not None:  # at least two features, the last of its own batch size
+        fmap = fields.get("feature_table_map") or tuple(range(len(tables)))
+        fmap = fmap if len(fmap) >= 2 else fmap + (0,)
+        batch = max(2, fields.get("batch_size", 4))
+        fields.update(feature_table_map=fmap, batch_size=batch,
+                      batch_size_per_feature=(batch,) * (len(fmap) - 1) + (edge.last_batch,))
     steps = fields.pop("steps", 1)
     rate = fields.pop("learning_rate", 0.05)
     try:
@@ -234,8 +246,7 @@ def _candidates(cell: Cell, base: KernelConfig, max_lookups: int, fixed: frozens
         c = base.replace(**ov) if ov else base
         for p, e, seed in itertools.product(_path_recipes(path, c), _edge_recipes(edge, c, max_lookups), SEEDS):
             case = _compose(p, e, seed)
-            spec = case.spec
-            if case is None or spec.expected_lookups() > max_lookups:
+            if case is None or case.spec.expected_lookups() > max_lookups:
                 continue
             yield Drawn(case, tuple(sorted(ov.items())))
 

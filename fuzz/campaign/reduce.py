@@ -4,7 +4,8 @@ Hypothesis shrinks the choices behind a drawn spec, and stops where no smaller c
 draws a failing case; dropping one table of a spec re-draws every value from the seed, so it
 stalls at cases of a few tables and tens of bags. This reducer edits the spec itself: it drops a
 table (half of them, then all but one, first, with the features that read it), drops a feature that
-shares its table with another, cuts the batch size, the bag length and each hot
+shares its table with another, cuts the batch size (under VBE each feature's own, and a VBE batch tried as
+the fixed one), the bag length and each hot
 row's count (by a half, a quarter, an eighth ... down to one), drops a hot row (a pack,
 ``cases.PackCase``: each sub-case alone first, the named one before the others, then the
 pack without one sub-case), and keeps an edit whenever the smaller case still fails the same way
@@ -57,13 +58,21 @@ def _table_cuts(n: int) -> list[tuple[int, ...]]:
     return halves + singles + [tuple(i for i in range(n) if i != t) for t in range(n)] if n > 1 else []
 
 
+def _with_sizes(spec: CaseSpec, sizes: Optional[tuple[int, ...]], **fields) -> CaseSpec:
+    """``spec`` with the per-feature batch sizes ``sizes`` (None: its fixed batch) and ``fields``, its batch size
+    their maximum."""
+    batch = spec.batch_size if sizes is None else max(sizes, default=0)
+    return dataclasses.replace(spec, batch_size=batch, batch_size_per_feature=sizes, **fields)
+
+
 def _keep_tables(spec: CaseSpec, keep: tuple[int, ...]) -> CaseSpec:
-    """``spec`` with only the tables ``keep``, and only the features that read them (renumbered)."""
+    """``spec`` with only the tables ``keep``, and only the features that read them (renumbered, their batch
+    sizes kept)."""
     new = {t: i for i, t in enumerate(keep)}
     hot = tuple(HotRow(new[h.table], h.row, h.count) for h in spec.hot_rows if h.table in new)
     fmap = tuple(new[t] for t in spec.feature_table_map if t in new)
-    return dataclasses.replace(spec, tables=tuple(spec.tables[t] for t in keep), hot_rows=hot,
-                               feature_table_map=fmap)
+    sizes = None if not spec.vbe else tuple(b for b, t in zip(spec.batch_sizes, spec.feature_tables) if t in new)
+    return _with_sizes(spec, sizes, tables=tuple(spec.tables[t] for t in keep), hot_rows=hot, feature_table_map=fmap)
 
 
 def _drop_features(spec: CaseSpec) -> Iterator[CaseSpec]:
@@ -71,15 +80,28 @@ def _drop_features(spec: CaseSpec) -> Iterator[CaseSpec]:
     ft = spec.feature_table_map
     for f, t in enumerate(ft):
         if ft.count(t) > 1:
-            yield dataclasses.replace(spec, feature_table_map=ft[:f] + ft[f + 1:])
+            sizes = None if not spec.vbe else spec.batch_sizes[:f] + spec.batch_sizes[f + 1:]
+            yield _with_sizes(spec, sizes, feature_table_map=ft[:f] + ft[f + 1:])
+
+
+def _batch_cuts(spec: CaseSpec) -> Iterator[CaseSpec]:
+    """Smaller batches: the fixed batch's size; under VBE the fixed batch of max B_f, then each feature's B_f."""
+    if not spec.vbe:
+        for b in _cuts(spec.batch_size, 1):
+            yield dataclasses.replace(spec, batch_size=b)
+        return
+    yield _with_sizes(spec, None)
+    sizes = spec.batch_sizes
+    for f, b in enumerate(sizes):
+        for c in _cuts(b, 0):
+            yield _with_sizes(spec, sizes[:f] + (c,) + sizes[f + 1:])
 
 
 def _spec_candidates(spec: CaseSpec) -> Iterator[CaseSpec]:
     for keep in _table_cuts(spec.num_tables):
         yield _keep_tables(spec, keep)
     yield from _drop_features(spec)
-    for b in _cuts(spec.batch_size, 1):
-        yield dataclasses.replace(spec, batch_size=b)
+    yield from _batch_cuts(spec)
     for m in _cuts(spec.max_length, 0):
         yield dataclasses.replace(spec, max_length=m)
     for i, h in enumerate(spec.hot_rows):

@@ -201,7 +201,8 @@ def coverage_json(r: CampaignResult) -> Optional[dict[str, Any]]:
     if not _caps(r).project_kernels:
         return None
     return r.coverage.to_json(coverage.reachable(r.config, r.search_config, max_lookups=r.budget.max_lookups,
-                                                 feature_map=_caps(r).feature_table_map))
+                                                 feature_map=_caps(r).feature_table_map,
+                                                 vbe=_caps(r).vbe))
 
 
 def campaign_json(r: CampaignResult) -> dict[str, Any]:

@@ -238,7 +238,8 @@ class CampaignRunner:
             self.strategy = fit_strategy(campaign_cases(
                 config, budget.max_lookups, search_config=caps.kernel_config,
                 max_column_blocks=size.max_column_blocks, pack=budget.pack, max_chunks=size.max_chunks,
-                max_work=size.max_work, profiles=caps.config_profiles, shared_tables=caps.feature_table_map), caps)
+                max_work=size.max_work, profiles=caps.config_profiles, shared_tables=caps.feature_table_map,
+                vbe=caps.vbe), caps)
             if o.tour_share is not None:
                 res.tour_shares = (o.tour_share,)
                 self.opening = [d for d in (fit_case(d, caps) for d in o.tour_share.pick(
@@ -613,7 +614,8 @@ def _plan_aimed(res: CampaignResult, config: KernelConfig, share: TourShare, end
     from fuzz.judge import coverage
 
     reachable = sorted(coverage.reachable(config, res.search_config, max_lookups=res.budget.max_lookups,
-                                          feature_map=caps.feature_table_map), key=coverage.cell_order)
+                                          feature_map=caps.feature_table_map, vbe=caps.vbe),
+                       key=coverage.cell_order)
     zero = [c for c in share.pick(reachable) if not res.coverage.counts[c]]
     planned = [d for d in (fit_case(d, caps) for _, d in aim.plan(zero, config, res.budget.max_lookups, deadline=end))
                if d is not None]

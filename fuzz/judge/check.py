@@ -18,6 +18,7 @@ from typing import Optional
 import torch
 
 from cases import AnyCase, CaseKind, CaseTensors, base_spec, tensors
+from cases.spec import lookup_features
 from fuzz.judge import coverage
 from fuzz.judge.differential import check_batch
 from fuzz.compile import CompileCounts
@@ -26,7 +27,7 @@ from fuzz.judge.teeth import Teeth
 from fuzz.status import FailureKind
 from fuzz.time_split import Phases
 from oracles.compare import Check, Oracle, Report
-from oracles.elements import layout_tensors, lookups
+from oracles.elements import layout_tensors
 from oracles.error_model import ErrorModel
 from fuzz.sut import DEFAULT as DEFAULT_SUT
 from fuzz.sut import get as get_sut
@@ -202,12 +203,12 @@ def tiers_of(case: AnyCase, t: CaseTensors, config: KernelConfig,
         return frozenset(found), 0, ()
     found.add(choose_path(
         layout.feature_dims, layout.feature_rows, t.indices.numel(), B, parse_float_dtype("w", spec.weights_dtype),
-        parse_float_dtype("o", spec.output_dtype), spec.weighted, config,
+        parse_float_dtype("o", spec.output_dtype), spec.weighted, config, vbe=spec.vbe,
     ).value)
     if not t.grad_outputs or t.indices.numel() == 0:
         return frozenset(found), 0, ()
     dev = device or torch.device("cpu")
-    table_of = lookups(t.offsets.to(dev), layout.num_features, B, t.indices.numel()).table
+    table_of = lookup_features(spec, t.offsets.to(dev), t.indices.numel())
     lin = layout_tensors(layout, dev).hash_size_cumsum[table_of] + t.indices.to(dev, torch.int64)
     sl = torch.unique(lin, return_counts=True)[1]
     routing = route(sl, t.indices.numel(), config)

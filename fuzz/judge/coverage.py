@@ -51,6 +51,7 @@ class EdgeGroup(enum.Enum):
     OPTIMIZER = "optimizer"
     STEPS = "steps"
     FEATURE_MAP = "feature map"
+    VBE = "VBE"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,6 +73,7 @@ INDEX_DTYPES = ("int32", "int64")
 STEP_CLASSES = ("0 (forward only)", "1", "> 1")
 MANY_FEATURES = 4  # features on one table that make "many"
 FEATURE_MAP_CLASSES = ("a table shared by features", f"many features (>= {MANY_FEATURES}) on one table")
+VBE_CLASSES = ("a feature with batch 0", "batch sizes differ")
 _DTYPES = {d: parse_float_dtype("dtype", d) for d in WEIGHT_DTYPES}
 
 
@@ -99,6 +101,7 @@ EDGES: tuple[Edge, ...] = (
     *(Edge(EdgeGroup.OPTIMIZER, o.value) for o in Optimizer),
     *(Edge(EdgeGroup.STEPS, s) for s in STEP_CLASSES),
     *(Edge(EdgeGroup.FEATURE_MAP, m) for m in FEATURE_MAP_CLASSES),
+    *(Edge(EdgeGroup.VBE, v) for v in VBE_CLASSES),
 )
 PATHS: tuple[Path, ...] = tuple(Path)
 PAST_COUNTER_EDGE = Edge(EdgeGroup.LONG_RUN, _LONG_EDGE_VALUES[PAST_COUNTER])
@@ -129,6 +132,7 @@ class Facts:
     bad_ids: tuple[tuple[str, str, str], ...] = ()  # (kind, bag position, id position) as placed
     bad_offsets: tuple[str, ...] = ()
     features_per_table: int = 1             # the most features reading one table (``feature_table_map``)
+    batch_sizes: tuple[int, ...] = ()       # VBE: each feature's number of bags; () for a fixed batch
 
 
 def facts_of(case: AnyCase, t: CaseTensors, segment_hist: Sequence[tuple[int, int]] = ()) -> Facts:
@@ -152,6 +156,7 @@ def facts_of(case: AnyCase, t: CaseTensors, segment_hist: Sequence[tuple[int, in
         segment_lengths=tuple(sorted({int(length) for length, _ in segment_hist})), exact=spec.values == "dyadic",
         bad=case.bad is not None, bad_ids=bad_ids, bad_offsets=bad_offsets,
         features_per_table=max(fmap.count(t) for t in set(fmap)),
+        batch_sizes=tuple(spec.batch_size_per_feature or ()),
     )
 
 
@@ -182,7 +187,7 @@ def forward_path(f: Facts, config: KernelConfig) -> Path:
 
 def _forward_path(f: Facts, weights_dtype: torch.dtype, output_dtype: torch.dtype, config: KernelConfig) -> Path:
     return choose_path(list(f.dims), list(f.rows), f.lookups, f.batch_size, weights_dtype, output_dtype,
-                       f.weighted, config)
+                       f.weighted, config, vbe=bool(f.batch_sizes))
 
 
 def paths_of(f: Facts, config: KernelConfig) -> set[Path]:
@@ -227,6 +232,13 @@ def feature_map_edges(features_per_table: int) -> set[Edge]:
     return {Edge(EdgeGroup.FEATURE_MAP, m) for m, hit in zip(FEATURE_MAP_CLASSES, hits) if hit}
 
 
+def vbe_edges(batch_sizes: Sequence[int]) -> set[Edge]:
+    """The VBE classes of a batch whose features have ``batch_sizes`` bags (empty: a fixed batch): a feature of
+    batch 0 beside one with bags, and sizes that differ at all."""
+    hits = (0 in batch_sizes and max(batch_sizes) > 0, len(set(batch_sizes)) > 1)
+    return {Edge(EdgeGroup.VBE, v) for v, hit in zip(VBE_CLASSES, hits) if hit}
+
+
 def _steps_edge(steps: int) -> Edge:
     return Edge(EdgeGroup.STEPS, STEP_CLASSES[min(steps, 2)])
 
@@ -244,7 +256,7 @@ def edges_of(f: Facts, config: KernelConfig) -> set[Edge]:
     out.add(Edge(EdgeGroup.POOLING, _pooling_value(f.pooling, f.weighted)))
     out.add(Edge(EdgeGroup.OPTIMIZER, f.optimizer))
     out.add(_steps_edge(f.steps))
-    return out | feature_map_edges(f.features_per_table)
+    return out | feature_map_edges(f.features_per_table) | vbe_edges(f.batch_sizes)
 
 
 def cells_of(f: Facts, config: KernelConfig) -> frozenset[Cell]:
@@ -255,21 +267,22 @@ def cells_of(f: Facts, config: KernelConfig) -> frozenset[Cell]:
 
 # ----------------------------------------------------------------------------- reachability
 def reachable(config: KernelConfig, search_config: bool = True, forward_only: bool = False,
-              max_lookups: Optional[int] = None, feature_map: bool = True) -> frozenset[Cell]:
+              max_lookups: Optional[int] = None, feature_map: bool = True, vbe: bool = True) -> frozenset[Cell]:
     """The cells a campaign under ``config`` can hit: under ``config`` alone, or with ``search_config``
     under every config its config-space search runs (``strategies.config_space.campaign_configs``).
     ``forward_only``: the run also checks forward-only cases (a test session does; a campaign never
     does, since every case it draws runs at least one step), so "0 steps" cells count. ``max_lookups``:
     the most lookups a case may hold (a campaign's budget), so no segment, or lookup count a tier needs,
     is longer (None: no limit). ``feature_map``: the SUT takes features sharing tables (its capability), else
-    no feature-map cell is reachable."""
+    no feature-map cell is reachable; ``vbe``: likewise for a batch size per feature."""
     if not search_config:
         cells = _reachable_one(config, forward_only, max_lookups)
     else:
         from strategies.config_space import campaign_configs
 
         cells = frozenset().union(*(_reachable_one(c, forward_only, max_lookups) for c in campaign_configs(config)))
-    return cells if feature_map else frozenset(c for c in cells if c[1].group != EdgeGroup.FEATURE_MAP)
+    off = {g for g, on in ((EdgeGroup.FEATURE_MAP, feature_map), (EdgeGroup.VBE, vbe)) if not on}
+    return frozenset(c for c in cells if c[1].group not in off)
 
 
 @functools.lru_cache(maxsize=64)
@@ -314,6 +327,8 @@ def _reachable_one(config: KernelConfig, forward_only: bool = False,
         keys.add((_forward_path(f, _DTYPES[w], _DTYPES[o], c), d, w, o, weighted, bool(f.lookups), empty, features))
     for path, d, w, o, weighted, lookups, empty, features in keys:
         edges = dim_edges(d, c) | _dtype_edges(w, o, "int64") | shared | feature_map_edges(features)
+        if path == Path.FWD_GENERIC and features > 1:  # VBE takes the generic forward, and two features
+            edges |= vbe_edges((0, 1))
         edges |= {Edge(EdgeGroup.POOLING, _pooling_value(p.value, weighted)) for p in Pooling}
         edges |= ({_steps_edge(0)} if forward_only else set()) | (
             {_steps_edge(1), _steps_edge(2)} | all_segments if lookups else set())
@@ -323,6 +338,7 @@ def _reachable_one(config: KernelConfig, forward_only: bool = False,
     # backward: its tiers depend on the segment lengths and the lookups
     anything = all_dims | shared | {Edge(EdgeGroup.EMPTY_BAG, "yes"), _steps_edge(1), _steps_edge(2)}
     anything |= feature_map_edges(MANY_FEATURES)  # a run's tier is its length's, whichever features it spans
+    anything |= vbe_edges((0, 1))  # and whichever bags hold it
     anything |= {Edge(EdgeGroup.DTYPE, f"{k} {d}") for k in ("weights", "output") for d in WEIGHT_DTYPES}
     for ss in seg_sets:
         for lookups in sorted(n for n in {sum(ss), max(sum(ss), c.fused_long_min_lookups)} if n <= cap):

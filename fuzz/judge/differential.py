@@ -120,6 +120,8 @@ def check_batch(
     if why is not None:
         raise SUTError(f"SUT {sut!r} cannot run this case: {why}")
     layout, B = spec.layout, spec.batch_size
+    sizes = spec.batch_size_per_feature  # VBE: the references take each feature's B_f, outputs are flat
+    vbe = {} if sizes is None else {"batch_size_per_feature": sizes}
     if initial_weights is None:
         initial_weights = spec_weights(spec, indices.device)
     tables = [table_rows(layout, initial_weights, t).clone() for t in range(layout.num_tables)]
@@ -133,7 +135,7 @@ def check_batch(
     if mode == BoundsCheckMode.NONE:
         ref_idx, ref_off, fatal, expected_warn = indices, offsets, False, 0
     else:
-        rb = reference_bounds_check(layout.feature_rows, indices, offsets, mode)
+        rb = reference_bounds_check(layout.feature_rows, indices, offsets, mode, batch_size_per_feature=sizes)
         ref_idx, ref_off, fatal, expected_warn = rb.indices, rb.offsets, rb.fatal, rb.warnings
         first_bad = rb.first_bad
     ref_idx, ref_off = ref_idx.to(device), ref_off.to(device)
@@ -149,7 +151,7 @@ def check_batch(
         warn0 = warnings_count(instance) if mode == BoundsCheckMode.WARNING else 0
         try:
             with torch.set_grad_enabled(backward), phases.timed("sut", device):
-                out = instance.forward(indices.clone(), offsets.clone(), psw_in)
+                out = instance.forward(indices.clone(), offsets.clone(), psw_in, **vbe)
         except FatalBoundsCheck as e:
             # it must name the first offender, where the SUT says which it found
             ok = fatal and (e.position is None or (e.kind, e.position) == first_bad)
@@ -165,14 +167,16 @@ def check_batch(
             reports.append(_scalar_report(f"step {k} bounds-check warnings", expected_warn,
                                           warnings_count(instance) - warn0, Check.WARNINGS, k))
         fwd = check_forward(layout, w_before, ref_idx, ref_off, ref_psw, B, pooling,
-                            out.detach().to(device), what=f"step {k} forward vs fp64", model=model)
+                            out.detach().to(device), what=f"step {k} forward vs fp64", model=model,
+                            batch_size_per_feature=sizes)
         fwd.check, fwd.step = Check.FORWARD, k
         reports.append(fwd)
         if not backward:
             break
         grad = grad_outputs[k]
         ref = reference_backward(layout, w_before, m_before, ref_idx, ref_off, ref_psw, B,
-                                 pooling, params.optimizer, params.learning_rate, params.eps, grad.to(device))
+                                 pooling, params.optimizer, params.learning_rate, params.eps, grad.to(device),
+                                 batch_size_per_feature=sizes)
         with phases.timed("sut", device):
             psw_grad = instance.backward(grad.clone())
         if per_sample_weights is not None and per_sample_weights.numel() and psw_grad is None \

@@ -78,7 +78,7 @@ def run(case: Any, t: CaseTensors) -> list[Report]:
     FBGEMM's tensors are."""
     t = t.to("cpu")
     spec = base_spec(case)
-    layout, B = spec.layout, spec.batch_size
+    layout, B, sizes = spec.layout, spec.batch_size, spec.batch_size_per_feature
     wdt, odt = parse_float_dtype("w", spec.weights_dtype), parse_float_dtype("o", spec.output_dtype)
     pooling, opt = Pooling(spec.pooling), Optimizer(spec.optimizer)
     fb = fbgemm_cpu.FbgemmTBE(spec.tables, opt, spec.learning_rate, spec.eps, wdt, odt, pooling,
@@ -91,16 +91,17 @@ def run(case: Any, t: CaseTensors) -> list[Report]:
         w_before = torch.cat([w.flatten() for w in fb.weights()])
         m_list = fb.momentum()
         m_before = torch.cat(m_list) if m_list else torch.zeros(0)
-        out, psw_grad = fb.step(idx, off, psw, grad)
+        out, psw_grad = fb.step(idx, off, psw, grad, batch_size_per_feature=sizes)
         if fbgemm_forward_difference(pooling, spec.weighted, odt) is None:
-            fwd = check_forward(layout, w_before, idx, off, psw, B, pooling, out, what=f"step {k} fbgemm forward vs fp64")
+            fwd = check_forward(layout, w_before, idx, off, psw, B, pooling, out, what=f"step {k} fbgemm forward vs fp64",
+                                batch_size_per_feature=sizes)
             fwd.check, fwd.step, fwd.oracle = Check.FORWARD, k, Oracle.FBGEMM
             reports.append(fwd)
         if fbgemm_update_difference(opt, wdt, spec.feature_table_map) is not None:
             continue  # triaged: FBGEMM's update is outside the one-rounding bound here
         fb_pool = Pooling.SUM if fbgemm_backward_difference(pooling, spec.weighted) else pooling
         ref = reference_backward(layout, w_before, m_before, idx, off, psw, B, fb_pool, opt,
-                                 spec.learning_rate, spec.eps, grad)
+                                 spec.learning_rate, spec.eps, grad, batch_size_per_feature=sizes)
         after = torch.cat([w.flatten() for w in fb.weights()])
         m_after = fb.momentum()
         violations = check_step(ref, layout, w_before, after, torch.cat(m_after) if m_after else None, psw_grad)

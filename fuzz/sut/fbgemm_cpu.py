@@ -30,7 +30,7 @@ from tbe.modes import BoundsCheckMode, Optimizer, Pooling
 CAPABILITIES = Capabilities(
     weights_dtypes=fbgemm_cpu.SUPPORTED_NAMES, output_dtypes=fbgemm_cpu.SUPPORTED_NAMES, dim_multiple=4,
     devices=("cpu",), memory_safe=True,  # its bounds check runs in every mode fed bad ids (fatal, warning, ignore)
-    feature_table_map=True,
+    feature_table_map=True, vbe=True,  # batch_size_per_feature_per_rank, one rank
 )
 
 
@@ -106,14 +106,16 @@ class FbgemmInstance:
             return []
         return [s[0] for s in self.tbe.split_optimizer_states()]
 
-    def forward(self, indices, offsets, per_sample_weights=None) -> torch.Tensor:
+    def forward(self, indices, offsets, per_sample_weights=None, batch_size_per_feature=None) -> torch.Tensor:
         psw = None
         if per_sample_weights is not None:
             psw = per_sample_weights.to(self.device, torch.float32).clone().requires_grad_(torch.is_grad_enabled())
         self.tbe.bounds_check_warning.zero_()
+        vbe = {} if batch_size_per_feature is None else \
+            {"batch_size_per_feature_per_rank": [[int(b)] for b in batch_size_per_feature]}
         try:
             with quiet_stderr(self.mode == BoundsCheckMode.WARNING and torch.device(self.device).type == "cpu"):
-                out = self.tbe(indices.to(self.device).clone(), offsets.to(self.device).clone(), psw)
+                out = self.tbe(indices.to(self.device).clone(), offsets.to(self.device).clone(), psw, **vbe)
         except RuntimeError as e:
             if self.mode == BoundsCheckMode.FATAL and _from_bounds_check(e):  # its TORCH_CHECK rejected the batch
                 raise FatalBoundsCheck(str(e).splitlines()[0]) from e

@@ -5,7 +5,8 @@ rounded up to the SUT's multiple (63 -> 64, 65 -> 68: the power-of-two edges sur
 an unsupported dtype becomes the supported one nearest in width (bf16 -> fp16), an
 unsupported pooling, optimizer or index dtype the SUT's first supported one, per-sample
 weights are dropped where unsupported, an empty batch gets one bag; a case whose features share
-tables is left out for a SUT that cannot take a feature_table_map. A bad-id case needs
+tables is left out for a SUT that cannot take a feature_table_map, a VBE case (a batch size per feature) for one
+without the vbe capability. A bad-id case needs
 a mode that repairs or rejects (WARNING, IGNORE or FATAL); a SUT with none of them gets
 no bad-id cases, and kinds of invalid input a SUT cannot be fed safely are left out. For a SUT that can run everything nothing changes."""
 
@@ -45,7 +46,7 @@ def _tables(tables: tuple[tuple[int, int], ...], caps: Capabilities) -> tuple[tu
 
 def fit_spec(spec: CaseSpec, caps: Capabilities, bad_ids: bool = False) -> Optional[CaseSpec]:
     """``spec`` moved within ``caps`` (None when no such case exists)."""
-    if spec.feature_table_map and not caps.feature_table_map:
+    if spec.feature_table_map and not caps.feature_table_map or spec.vbe and not caps.vbe:
         return None
     if bad_ids:
         modes = [m for m in BAD_ID_MODES if m in caps.bounds_modes]
@@ -54,10 +55,14 @@ def fit_spec(spec: CaseSpec, caps: Capabilities, bad_ids: bool = False) -> Optio
         mode = spec.bounds_check if spec.bounds_check in modes else modes[0]
     else:
         mode = _pick(spec.bounds_check, caps.bounds_modes)
+    sizes = spec.batch_size_per_feature
+    if sizes is not None and not caps.empty_batch:
+        sizes = tuple(max(1, b) for b in sizes)
     return dataclasses.replace(
         spec,
         tables=_tables(spec.tables, caps),
-        batch_size=spec.batch_size if spec.batch_size > 0 or caps.empty_batch else 1,
+        batch_size=max(sizes) if sizes else spec.batch_size if spec.batch_size > 0 or caps.empty_batch else 1,
+        batch_size_per_feature=sizes,
         pooling=_pick(spec.pooling, caps.poolings),
         weights_dtype=_pick(spec.weights_dtype, caps.weights_dtypes),
         output_dtype=_pick(spec.output_dtype, caps.output_dtypes),
@@ -118,6 +123,8 @@ def refusal(case: AnyCase, caps: Capabilities) -> Optional[str]:
         return "weighted=True (no per-sample weights)"
     if spec.feature_table_map and not caps.feature_table_map:
         return f"feature_table_map={list(spec.feature_table_map)} (no features sharing tables)"
+    if spec.vbe and not caps.vbe:
+        return f"batch_size_per_feature={list(spec.batch_size_per_feature)} (no VBE)"
     if spec.batch_size == 0 and not caps.empty_batch:
         return "batch_size=0 (no empty batches)"
     if case.bad is not None:

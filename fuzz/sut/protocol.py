@@ -4,12 +4,14 @@ A SUT is a ``SUT`` record: a name, its ``Capabilities`` (what it can be asked to
 strategies draw only that), ``build(params) -> instance`` and ``available() -> reason or
 None``. An instance is duck-typed:
 
-- ``forward(indices, offsets, per_sample_weights=None) -> [B, sum D]`` in the output dtype.
+- ``forward(indices, offsets, per_sample_weights=None) -> [B, sum D]`` in the output dtype; a SUT with the
+  ``vbe`` capability also takes ``batch_size_per_feature`` (feature f has B_f bags, offsets sum B_f + 1 entries)
+  and then returns the flat [sum B_f * D_f] output, feature f's [B_f, D_f] block after the one before.
   Inputs arrive as CPU tensors (the instance moves them; an optional ``device`` attribute
   names where it computes, and the FP64 references run there too); with grad enabled the
   forward keeps what its ``backward`` needs. Under FATAL it raises ``FatalBoundsCheck`` on
   invalid input.
-- ``backward(grad_output) -> per-sample-weight gradient or None``: backward of the last
+- ``backward(grad_output) -> per-sample-weight gradient or None`` (``grad_output`` shaped as the output): backward of the last
   forward with the optimizer update applied in place, once per distinct row.
 - ``weights() -> [E_t, D_t] per table`` (or ``packed_weights()``, flat in table order) and
   ``momentum() -> [E_t] fp32 per table`` (row-wise Adagrad; None for SGD).
@@ -67,6 +69,7 @@ class Capabilities:
     bad_offsets: tuple[str, ...] = OFFSET_KINDS  # broken offsets it may be fed
     per_sample_weights: bool = True
     feature_table_map: bool = False             # several features may read one table (TBEParams.feature_table_map)
+    vbe: bool = False                           # forward takes batch_size_per_feature (a batch size per feature)
     psw_grad: bool = True                       # backward returns the per-sample-weight gradient
     empty_batch: bool = True                    # accepts B = 0
     devices: tuple[str, ...] = ("cpu",)
@@ -108,7 +111,7 @@ class Capabilities:
                     ("weights_dtypes", "output_dtypes", "index_dtypes", "poolings", "optimizers", "bounds_modes",
                      "bad_ids", "bad_offsets"))
                 and self.dim_multiple == 1 and self.max_dim is None
-                and self.per_sample_weights and self.empty_batch and self.feature_table_map)
+                and self.per_sample_weights and self.empty_batch and self.feature_table_map and self.vbe)
 
     def dims_text(self) -> str:
         text = f"D % {self.dim_multiple} == 0" if self.dim_multiple > 1 else "any D"
@@ -118,7 +121,7 @@ class Capabilities:
         return (f"weights {'/'.join(self.weights_dtypes)}, output {'/'.join(self.output_dtypes)}, {self.dims_text()}, "
                 f"pooling {'/'.join(self.poolings)}, {'/'.join(self.optimizers)}, "
                 f"bounds {'/'.join(self.bounds_modes)}, per-sample weights {'yes' if self.per_sample_weights else 'no'}, "
-                f"shared tables {'yes' if self.feature_table_map else 'no'}, "
+                f"shared tables {'yes' if self.feature_table_map else 'no'}, VBE {'yes' if self.vbe else 'no'}, "
                 f"devices {'/'.join(self.devices)}, KernelConfig {'yes' if self.kernel_config else 'no'}, "
                 f"planted faults {'yes' if self.planted_faults else 'no'}")
 

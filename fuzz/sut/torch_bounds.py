@@ -11,7 +11,7 @@ to 0 and counted. FATAL raises on any of these; NONE checks nothing.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Optional, Sequence
 
 import torch
 
@@ -20,9 +20,11 @@ from tbe.modes import BoundsCheckMode
 
 
 def check_bounds(
-    rows: Sequence[int], indices: torch.Tensor, offsets: torch.Tensor, mode: BoundsCheckMode
+    rows: Sequence[int], indices: torch.Tensor, offsets: torch.Tensor, mode: BoundsCheckMode,
+    batch_size_per_feature: Optional[Sequence[int]] = None,
 ) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """(repaired int64 indices, repaired int64 offsets, warnings of this call) under ``mode``."""
+    """(repaired int64 indices, repaired int64 offsets, warnings of this call) under ``mode``; ``rows`` per
+    feature, each with ``batch_size_per_feature[f]`` bags (VBE) or an equal share of them."""
     ids = indices.to(torch.int64)
     off = offsets.to(torch.int64)
     if mode == BoundsCheckMode.NONE:
@@ -46,8 +48,13 @@ def check_bounds(
         moved[0] |= bool(off[0] != 0)
     offset_warnings = last_bad + int(moved.sum())
     lengths = repaired[1:] - repaired[:-1]
-    table = torch.repeat_interleave(torch.arange(TB, device=ids.device) // max(B, 1), lengths.to(ids.device),
-                                    output_size=n)
+    if batch_size_per_feature is None:
+        feature_of_bag = torch.arange(TB, device=ids.device) // max(B, 1)
+    else:
+        feature_of_bag = torch.repeat_interleave(torch.arange(T, device=ids.device),
+                                                 torch.tensor(list(batch_size_per_feature), device=ids.device),
+                                                 output_size=TB)
+    table = torch.repeat_interleave(feature_of_bag, lengths.to(ids.device), output_size=n)
     limit = torch.tensor(list(rows), dtype=torch.int64, device=ids.device)[table] if n else ids
     bad = (ids < 0) | (ids >= limit)
     if mode == BoundsCheckMode.FATAL:

@@ -8,7 +8,9 @@ output is rounded once to the output dtype. Autograd yields each distinct row's 
 and the per-sample-weight gradient; the backward then applies exact SGD or exact row-wise
 Adagrad once per distinct row (``lr / (sqrt(m) + eps)`` as one correctly rounded division)
 and rounds the new rows to the weights' dtype. Features sharing a table (``feature_table_map``) gather
-its rows once, so autograd sums a row's gradient over them. Bounds checking is ``fuzz.sut.torch_bounds``.
+its rows once, so autograd sums a row's gradient over them. With a batch size per feature (VBE) each feature
+pools its own bags and the output is the features' [B_f, D_f] blocks flattened one after another. Bounds
+checking is ``fuzz.sut.torch_bounds``.
 """
 
 from __future__ import annotations
@@ -43,12 +45,15 @@ class TorchInstance:
         self._psw: Optional[torch.Tensor] = None
         self._gathered: list[tuple[int, torch.Tensor, torch.Tensor]] = []
 
-    def forward(self, indices, offsets, per_sample_weights=None) -> torch.Tensor:
+    def forward(self, indices, offsets, per_sample_weights=None, batch_size_per_feature=None) -> torch.Tensor:
         ft = self.feature_tables
-        B = (offsets.numel() - 1) // len(ft)
+        sizes = [(offsets.numel() - 1) // len(ft)] * len(ft) if batch_size_per_feature is None else \
+            [int(b) for b in batch_size_per_feature]
+        base = [sum(sizes[:f]) for f in range(len(ft) + 1)]  # each feature's first bag, then the bag count
         try:
             ids, off, warnings = check_bounds([self.rows[t] for t in ft], indices.to(self.device),
-                                              offsets.to(self.device), BoundsCheckMode(self.p.bounds_check))
+                                              offsets.to(self.device), BoundsCheckMode(self.p.bounds_check),
+                                              batch_size_per_feature)
         except TorchBoundsError as e:
             raise FatalBoundsCheck(str(e)) from e
         self.warnings += warnings
@@ -58,12 +63,12 @@ class TorchInstance:
             psw = per_sample_weights.to(self.device).clone().requires_grad_(grad)
         mean = Pooling(self.p.pooling) == Pooling.MEAN
         outs, self._gathered = {}, []
-        span = [(int(off[f * B]), int(off[(f + 1) * B])) for f in range(len(ft))]
+        span = [(int(off[base[f]]), int(off[base[f + 1]])) for f in range(len(ft))]
         for t in range(len(self.tables)):
             readers = [f for f, x in enumerate(ft) if x == t]
             for f in readers:
-                outs[f] = torch.zeros(B, self.dims[t], device=self.device)
-            if B == 0 or all(hi == lo for lo, hi in (span[f] for f in readers)):
+                outs[f] = torch.zeros(sizes[f], self.dims[t], device=self.device)
+            if all(hi == lo for lo, hi in (span[f] for f in readers)):
                 continue
             # one gather of the table's rows for all its features: a row's gradient sums over them
             uniq, inverse = torch.unique(torch.cat([ids[slice(*span[f])] for f in readers]), return_inverse=True)
@@ -74,17 +79,20 @@ class TorchInstance:
                 if hi == lo:
                     continue
                 inv, at = inverse[at: at + hi - lo], at + hi - lo
-                bags = off[f * B: (f + 1) * B] - lo
+                bags = off[base[f]: base[f + 1]] - lo
                 if psw is None:
                     outs[f] = F.embedding_bag(inv, rows, bags, mode="mean" if mean else "sum")
                 else:
                     pooled = F.embedding_bag(inv, rows, bags, mode="sum", per_sample_weights=psw[lo:hi].float())
                     if mean:
-                        lengths = (off[f * B + 1: (f + 1) * B + 1] - off[f * B: (f + 1) * B]).clamp(min=1)
+                        lengths = (off[base[f] + 1: base[f + 1] + 1] - off[base[f]: base[f + 1]]).clamp(min=1)
                         pooled = pooled / lengths.to(torch.float32)[:, None]
                     outs[f] = pooled
             self._gathered.append((t, uniq, rows))
-        out = torch.cat([outs[f] for f in range(len(ft))], 1).to(self.p.output_dtype)
+        if batch_size_per_feature is None:
+            out = torch.cat([outs[f] for f in range(len(ft))], 1).to(self.p.output_dtype)
+        else:  # flat: feature f's [B_f, D_f] block after the one before
+            out = torch.cat([outs[f].reshape(-1) for f in range(len(ft))]).to(self.p.output_dtype)
         self._out, self._psw = out, psw
         return out
 
@@ -121,5 +129,6 @@ class TorchInstance:
 
 
 def factory() -> SUT:
-    return SUT("torch", Capabilities(devices=("cpu", "cuda"), memory_safe=True, feature_table_map=True), TorchInstance,
+    return SUT("torch", Capabilities(devices=("cpu", "cuda"), memory_safe=True, feature_table_map=True, vbe=True),
+               TorchInstance,
                description="F.embedding_bag with exact SGD / row-wise Adagrad in torch ops")

@@ -31,12 +31,13 @@ class TritonInstance:
         self._out: Optional[torch.Tensor] = None
         self._psw: Optional[torch.Tensor] = None
 
-    def forward(self, indices, offsets, per_sample_weights=None) -> torch.Tensor:
+    def forward(self, indices, offsets, per_sample_weights=None, batch_size_per_feature=None) -> torch.Tensor:
         psw = None
         if per_sample_weights is not None:
             psw = per_sample_weights.to(self.device).clone().requires_grad_(torch.is_grad_enabled())
         try:
-            out = self.module(indices.to(self.device), offsets.to(self.device), psw)
+            out = self.module(indices.to(self.device), offsets.to(self.device), psw,
+                              batch_size_per_feature=batch_size_per_feature)
         except BoundsCheckError as e:
             raise FatalBoundsCheck(str(e), e.kind, e.position) from e
         self._out, self._psw = out, psw
@@ -66,7 +67,7 @@ class TritonInstance:
 
 def factory() -> SUT:
     caps = Capabilities(devices=("cpu",) if INTERPRETED else ("cuda",), kernel_config=True, planted_faults=True,
-                        project_kernels=True, triton_kernels=True, feature_table_map=True,
+                        project_kernels=True, triton_kernels=True, feature_table_map=True, vbe=True,
                         config_fields=tuple(f.name for f in dataclasses.fields(KernelConfig)
                                             if f.name != "stochastic_rounding"))
     return SUT("triton", caps, TritonInstance,

@@ -41,6 +41,12 @@ def constructor_args(loaded: Loaded) -> frozenset[str]:
     return frozenset(inspect.signature(loaded.module.TritonTableBatchedEmbeddingBags.__init__).parameters)
 
 
+def takes_vbe(loaded: Loaded) -> bool:
+    """Whether this version's forward takes ``batch_size_per_feature_per_rank`` (a batch size per feature)."""
+    forward = loaded.module.TritonTableBatchedEmbeddingBags.forward
+    return "batch_size_per_feature_per_rank" in inspect.signature(forward).parameters
+
+
 def config_fields(loaded: Loaded) -> frozenset[str]:
     """The KernelConfig fields this version reads: the switches its constructor takes."""
     args = constructor_args(loaded)

@@ -62,7 +62,8 @@ def capabilities(loaded: Optional[Loaded]) -> Capabilities:
         return base
     fields = tuple(f for f in adapter.SWITCHES if f in adapter.config_fields(loaded))
     return dataclasses.replace(base, config_fields=fields, config_profiles=profiles(fields),
-                               feature_table_map="feature_table_map" in adapter.constructor_args(loaded))
+                               feature_table_map="feature_table_map" in adapter.constructor_args(loaded),
+                               vbe=adapter.takes_vbe(loaded))
 
 
 def probe_params() -> TBEParams:
@@ -124,9 +125,10 @@ def paths(loaded: Loaded, case: Any, t: Any, config: Any) -> frozenset[str]:
             found.add("fwd:generic_4_bags" if histogram else "fwd:generic_unroll8" if wide else "fwd:generic")
     if t is None or not t.grad_outputs or t.indices.numel() == 0 or case.bad is not None:
         return frozenset(found)
-    from oracles.elements import layout_tensors, lookups
+    from cases.spec import lookup_features
+    from oracles.elements import layout_tensors
 
-    table_of = lookups(t.offsets.cpu(), spec.num_features, B, t.indices.numel()).table
+    table_of = lookup_features(spec, t.offsets.cpu(), t.indices.numel())
     lin = layout_tensors(spec.layout, torch.device("cpu")).hash_size_cumsum[table_of] + t.indices.cpu().to(torch.int64)
     sl = torch.unique(lin, return_counts=True)[1]
     prefix = "bwd:weighted_" if weighted else "bwd:"
