@@ -105,6 +105,19 @@ def probes() -> list[tuple[str, AnyCase, KernelConfig]]:
         ("shared tables: one short run per program, fused long tier, sgd",
          CaseSpec(tables=((30, 16),), batch_size=4, feature_table_map=(0, 0), hot_rows=(HotRow(0, 1, 10),),
                   max_length=5, seed=31), SMALL.replace(bwd_short_runs_per_program=1, fused_long_tier=True)),
+        ("VBE: a feature of batch 0, short runs side by side, grad-accum long tier, weighted mean adagrad",
+         CaseSpec(tables=((30, 16), (9, 8), (12, 4)), batch_size=5, batch_size_per_feature=(5, 0, 3), weighted=True,
+                  pooling="mean", optimizer="exact_rowwise_adagrad", hot_rows=(HotRow(0, 2, 12),), max_length=6,
+                  seed=33),
+         SMALL.replace(bwd_short_runs_per_program=4, short_grid_multiplier=1)),
+        ("VBE on shared tables: one short run per program, fused long tier, fused check, sgd",
+         CaseSpec(tables=((30, 16),), batch_size=4, feature_table_map=(0, 0), batch_size_per_feature=(4, 2),
+                  hot_rows=(HotRow(0, 1, 10),), max_length=5, seed=34),
+         SMALL.replace(bwd_short_runs_per_program=1, fused_long_tier=True, fused_bounds_check=True)),
+        ("VBE: per-gather long sum, rows wider than the bucket, hoisted transpose, weighted sgd",
+         CaseSpec(tables=((20, 9), (7, 5)), batch_size=3, batch_size_per_feature=(3, 1), weighted=True,
+                  hot_rows=(HotRow(0, 3, 9),), max_length=4, seed=35),
+         SMALL.replace(bwd_long_vector=False, dim_buckets=(4,), hoist_transpose=True)),
         ("shared tables: per-gather long sum, rows wider than the bucket, fused check",
          CaseSpec(tables=((20, 9), (7, 5)), batch_size=3, feature_table_map=(1, 0, 1), hot_rows=(HotRow(1, 3, 9),),
                   max_length=4, seed=32),
@@ -144,7 +157,7 @@ def fingerprint(case: AnyCase, config: KernelConfig) -> list[Any]:
     for grad in t.grad_outputs or [None]:
         psw = None if t.per_sample_weights is None else t.per_sample_weights.clone().requires_grad_(True)
         try:
-            y = module(t.indices, t.offsets, psw)
+            y = module(t.indices, t.offsets, psw, batch_size_per_feature=spec.batch_size_per_feature)
             rec = {"out": _h(y), "warnings": int(module.bounds_check_warnings[0])}
             if grad is not None:
                 y.backward(grad)
