@@ -40,6 +40,13 @@ FBGEMM_FP16_OUTPUT_UNSORTED_FEATURE_MAP = (
     "table size) when its feature_table_map is not non-decreasing ([1, 0], [0, 1, 0]), whatever the weights and "
     "optimizer; with fp32 output it runs. Seen in 1.8.0."
 )
+FBGEMM_CPU_VBE_INT32_HEAP = (
+    "fbgemm-gpu-cpu's VBE path (batch_size_per_feature_per_rank) with int32 indices corrupts the process heap: glibc "
+    "aborts ('corrupted size vs. prev_size', 'malloc_consolidate(): invalid chunk size', SIGABRT) in the step, "
+    "deterministically for one table of 1 x 4 with B 75 and for 2 tables with B (4, 4), under SGD and row-wise "
+    "Adagrad, fp16 and fp32 output, with and without its bounds check; the same batch with int64 indices, or as a "
+    "fixed batch, runs clean. Seen in 1.8.0. Campaigns feed fbgemm-cpu VBE batches with int64 indices only."
+)
 FBGEMM_SGD_SPLIT_FEATURE_RUNS = (
     "fbgemm-gpu-cpu EXACT_SGD updates a table once per run of adjacent features reading it, so when a table's "
     "features are not adjacent in feature_table_map ([0, 1, 0]) a row read by both runs is stepped twice, "

@@ -17,6 +17,8 @@ from fuzz.judge.check import run_case
 from fuzz.sut import fit_case
 from fuzz.sut.fit import refusal
 from fuzz.sut.protocol import Capabilities, get
+from oracles import fbgemm_cpu
+from oracles.findings import FBGEMM_CPU_VBE_INT32_HEAP
 from strategies.specs import case_specs
 from tbe import KernelConfig
 
@@ -140,3 +142,48 @@ def test_vbe_draws_are_frequent_and_adversarial():
     assert len(vbe) >= 10
     assert any(0 in s.batch_sizes and 16 in s.batch_sizes for s in vbe)  # batch 0 beside the largest
     assert any(s.feature_table_map for s in vbe) and any(s.hot_rows for s in vbe) and any(s.weighted for s in vbe)
+
+
+# ----------------------------------------------------------------------------- FBGEMM's CPU TBE under VBE
+_HEAP_CASE = CaseSpec(tables=((1, 4),), batch_size=75, batch_size_per_feature=(75,), index_dtype="int32",
+                      optimizer="exact_rowwise_adagrad", output_dtype="fp16", max_length=15, learning_rate=0.5,
+                      eps=1e-4, steps=3, seed=325)
+_RUN = """
+import json, sys
+from cases import case_from_dict, tensors
+from fuzz.sut.protocol import get, params_for
+spec = case_from_dict(json.loads(sys.argv[1]))
+t = tensors(spec)
+sut = get("fbgemm-cpu").build(params_for(spec, None, None))  # past the campaign's refusal: FBGEMM itself
+for grad in t.grad_outputs:
+    sut.forward(t.indices, t.offsets, t.per_sample_weights, spec.batch_size_per_feature)
+    sut.backward(grad)
+print("ran")
+"""
+
+
+def test_fbgemm_cpu_is_fed_vbe_with_int64_ids_only():
+    caps = get("fbgemm-cpu").capabilities
+    fitted = fit_case(_HEAP_CASE, caps)
+    assert fitted.vbe and fitted.index_dtype == "int64"
+    assert "index_dtype='int32' with VBE" in refusal(_HEAP_CASE, caps)
+    assert fit_case(dataclasses.replace(_HEAP_CASE, batch_size_per_feature=None), caps).index_dtype == "int32"
+
+
+@pytest.mark.skipif(not fbgemm_cpu.available(), reason="fbgemm_gpu CPU ops did not load")
+def test_fbgemm_cpu_vbe_with_int32_ids_aborts_and_with_int64_runs():
+    """Pins FBGEMM_CPU_VBE_INT32_HEAP in a process of its own: fails once FBGEMM runs the int32 batch, so
+    campaigns can feed it again."""
+    import json
+    import subprocess
+    import sys
+
+    from cases import case_to_dict
+
+    def run(spec):
+        return subprocess.run([sys.executable, "-c", _RUN, json.dumps(case_to_dict(spec))], capture_output=True,
+                              text=True, timeout=120)
+    crashed = run(_HEAP_CASE)
+    assert crashed.returncode < 0 and "ran" not in crashed.stdout, FBGEMM_CPU_VBE_INT32_HEAP
+    clean = run(dataclasses.replace(_HEAP_CASE, index_dtype="int64"))
+    assert clean.returncode == 0 and clean.stdout.strip() == "ran", clean.stderr[-500:]

@@ -31,6 +31,7 @@ CAPABILITIES = Capabilities(
     weights_dtypes=fbgemm_cpu.SUPPORTED_NAMES, output_dtypes=fbgemm_cpu.SUPPORTED_NAMES, dim_multiple=4,
     devices=("cpu",), memory_safe=True,  # its bounds check runs in every mode fed bad ids (fatal, warning, ignore)
     feature_table_map=True, vbe=True,  # batch_size_per_feature_per_rank, one rank
+    vbe_index_dtypes=("int64",),  # int32 ids with VBE corrupt its heap: oracles.findings.FBGEMM_CPU_VBE_INT32_HEAP
 )
 
 

@@ -44,6 +44,12 @@ def _tables(tables: tuple[tuple[int, int], ...], caps: Capabilities) -> tuple[tu
     return tuple((e, _dim(d, caps)) for e, d in tables)
 
 
+def _index_dtypes(vbe: bool, caps: Capabilities) -> tuple[str, ...]:
+    """The index dtypes ``caps`` is fed: with VBE, those of them it also takes there (never none)."""
+    both = tuple(d for d in caps.index_dtypes if d in caps.vbe_index_dtypes) if vbe else ()
+    return both or caps.index_dtypes
+
+
 def fit_spec(spec: CaseSpec, caps: Capabilities, bad_ids: bool = False) -> Optional[CaseSpec]:
     """``spec`` moved within ``caps`` (None when no such case exists)."""
     if spec.feature_table_map and not caps.feature_table_map or spec.vbe and not caps.vbe:
@@ -66,7 +72,7 @@ def fit_spec(spec: CaseSpec, caps: Capabilities, bad_ids: bool = False) -> Optio
         pooling=_pick(spec.pooling, caps.poolings),
         weights_dtype=_pick(spec.weights_dtype, caps.weights_dtypes),
         output_dtype=_pick(spec.output_dtype, caps.output_dtypes),
-        index_dtype=_pick(spec.index_dtype, caps.index_dtypes),
+        index_dtype=_pick(spec.index_dtype, _index_dtypes(sizes is not None, caps)),
         weighted=spec.weighted and caps.per_sample_weights,
         optimizer=_pick(spec.optimizer, caps.optimizers),
         bounds_check=mode,
@@ -125,6 +131,8 @@ def refusal(case: AnyCase, caps: Capabilities) -> Optional[str]:
         return f"feature_table_map={list(spec.feature_table_map)} (no features sharing tables)"
     if spec.vbe and not caps.vbe:
         return f"batch_size_per_feature={list(spec.batch_size_per_feature)} (no VBE)"
+    if spec.vbe and spec.index_dtype not in caps.vbe_index_dtypes:
+        return f"index_dtype={spec.index_dtype!r} with VBE (supported: {', '.join(caps.vbe_index_dtypes)})"
     if spec.batch_size == 0 and not caps.empty_batch:
         return "batch_size=0 (no empty batches)"
     if case.bad is not None:

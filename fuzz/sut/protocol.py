@@ -70,6 +70,7 @@ class Capabilities:
     per_sample_weights: bool = True
     feature_table_map: bool = False             # several features may read one table (TBEParams.feature_table_map)
     vbe: bool = False                           # forward takes batch_size_per_feature (a batch size per feature)
+    vbe_index_dtypes: tuple[str, ...] = ("int32", "int64")  # the index dtypes it is fed with VBE
     psw_grad: bool = True                       # backward returns the per-sample-weight gradient
     empty_batch: bool = True                    # accepts B = 0
     devices: tuple[str, ...] = ("cpu",)
@@ -87,7 +88,8 @@ class Capabilities:
 
     def __post_init__(self) -> None:
         for field, allowed in (("weights_dtypes", ALL_DTYPES), ("output_dtypes", ALL_DTYPES),
-                               ("index_dtypes", ("int32", "int64")), ("poolings", ("sum", "mean")),
+                               ("index_dtypes", ("int32", "int64")), ("vbe_index_dtypes", ("int32", "int64")),
+                               ("poolings", ("sum", "mean")),
                                ("optimizers", tuple(o.value for o in Optimizer)), ("bounds_modes", ALL_BOUNDS),
                                ("bad_ids", ID_KINDS), ("bad_offsets", OFFSET_KINDS)):
             values = tuple(getattr(self, field))
