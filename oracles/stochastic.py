@@ -46,6 +46,9 @@ class StochasticVerdict:
                                  # fp32 interval crosses at most one change of spacing)
     outside: int                 # stores that are no neighbour of any fp32 result the bounds allow
     worst: int                   # position of the store farthest outside, else of the largest error
+    worst_exact: float           # its exact value, its store and the farthest a neighbour may lie from the value
+    worst_stored: float
+    worst_reach: float
     bias: float                  # sum of the rounding errors, in units of each element's spacing
     bias_away: float             # the same, each error signed away from zero
     allowance: float             # sum d + t: what a correct rounding may reach, for either sum
@@ -95,6 +98,9 @@ def judge(exact: torch.Tensor, stored: torch.Tensor, pre_lo: torch.Tensor, pre_h
     bias, away, V = float(e[tame].sum()), float((torch.sign(x) * e)[tame].sum()), float(var[tame].sum())
     d = d[tame]
     worst_of = miss if outside else torch.where(tame, e.abs(), torch.zeros_like(e))
-    worst = int(pos[int(worst_of.argmax())]) if worst_of.numel() else -1
-    return StochasticVerdict(int(keep.sum()), outside, worst, bias, away, float(d.sum()) + bernstein(V, alpha=ALPHA / 2),
+    i = int(worst_of.argmax()) if worst_of.numel() else -1
+    worst = int(pos[i]) if i >= 0 else -1
+    reach = float(torch.maximum(x[i] - lo[i], hi[i] - x[i])) if i >= 0 else 0.0
+    return StochasticVerdict(int(keep.sum()), outside, worst, float(x[i]) if i >= 0 else 0.0,
+                             float(s[i]) if i >= 0 else 0.0, reach, bias, away, float(d.sum()) + bernstein(V, alpha=ALPHA / 2),
                              V)

@@ -99,8 +99,9 @@ def _step_reports(k: int, ref, layout, w_before: torch.Tensor, instance, psw_gra
 
 
 def _stochastic_reports(k: int, ref, after: torch.Tensor, bounds) -> list[Report]:
-    """The neighbour and bias Reports of step ``k``'s stochastic stores (every touched weight at once; a worst
-    entry's sample is its row, a count's none)."""
+    """The neighbour and bias Reports of step ``k``'s stochastic stores (every touched weight at once): the first's
+    worst entry is a store (sample = row) against the farthest neighbour a correct step may store, the second's the
+    summed error against its bound."""
     rows = ref.rows
     v = judge_stochastic(rows.w_new, after[rows.weight_index], bounds.pre_lo, bounds.pre_hi, after.dtype)
     where = (-1, -1, -1)
@@ -108,8 +109,8 @@ def _stochastic_reports(k: int, ref, after: torch.Tensor, bounds) -> list[Report
         a, b = sp.elements
         if a <= v.worst < b:
             where = (sp.table, int(rows.rows[rows.row_of[v.worst]]), (v.worst - a) % sp.dim)
-    near = Report(f"step {k} stochastic rounding to a neighbour", v.neighbours_ok,
-                  Mismatch(*where, 0.0, float(v.outside), 0.0), v.outside, v.checked, graded=False,
+    near = Report(f"step {k} stochastic rounding to a neighbour (bound: the farthest neighbour)", v.neighbours_ok,
+                  Mismatch(*where, v.worst_exact, v.worst_stored, v.worst_reach), v.outside, v.checked,
                   check=Check.SR_NEIGHBOURS, step=k)
     worse, label = max((abs(v.bias), "errors"), (abs(v.bias_away), "errors away from zero"))
     bias = Report(f"step {k} stochastic rounding unbiased (sum of {label} in spacings, false alarm {ALPHA:g})",
