@@ -85,6 +85,8 @@ class StepBounds:
     w_hi: torch.Tensor
     w_bound: torch.Tensor             # [N] max distance from the exact new weights
     m_bound: Optional[torch.Tensor]   # [U]
+    pre_lo: Optional[torch.Tensor] = None  # [N] the fp32 new weights before the store into the weights' dtype
+    pre_hi: Optional[torch.Tensor] = None
 
 
 def _term_underflow(seg_len: torch.Tensor, ref: BackwardReference) -> torch.Tensor:
@@ -139,11 +141,12 @@ def step_bounds(ref: BackwardReference, weights_dtype: torch.dtype,
         rate_lo, rate_hi = widen(l_lo / d_hi, l_hi / d_lo, Op.DIV)
         st_lo, st_hi = widen(*_mul(rate_lo[s.row_of], rate_hi[s.row_of], g_lo, g_hi), Op.MUL)
     w_lo, w_hi = widen(s.w_old - st_hi, s.w_old - st_lo, Op.ADD)
+    slack = FP64_SLACK * (s.w_old.abs() + st_hi.abs().nan_to_num(0) + st_lo.abs().nan_to_num(0))
+    pre_lo, pre_hi = w_lo - slack, w_hi + slack
     if weights_dtype != torch.float32:
         w_lo, w_hi = widen(w_lo, w_hi, Op.STORE, u_w, eta_w, weights_dtype)
-    slack = FP64_SLACK * (s.w_old.abs() + st_hi.abs().nan_to_num(0) + st_lo.abs().nan_to_num(0))
     w_bound = torch.maximum(w_hi - s.w_new, s.w_new - w_lo) + slack
-    return StepBounds(w_lo, w_hi, w_bound, m_bound)
+    return StepBounds(w_lo, w_hi, w_bound, m_bound, pre_lo, pre_hi)
 
 
 def table_bounds(ref: BackwardReference, weights_dtype: torch.dtype, model: Optional[ErrorModel] = None,

@@ -44,6 +44,8 @@ class Check(enum.StrEnum):
     WARNINGS = "bounds-check warnings"
     FATAL_RAISED = "FATAL bounds check raised"
     FATAL_SILENT = "FATAL bounds check did not raise on invalid input"
+    SR_NEIGHBOURS = "stochastic rounding to a neighbour"  # each stochastic store one of its two neighbours
+    SR_BIAS = "stochastic rounding unbiased"          # the stochastic stores' summed error within its bound
     UPDATE = "update vs fp64"                         # a second oracle's whole update step
     RAISED = "raised"                                 # a second oracle raised
 

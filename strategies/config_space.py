@@ -57,6 +57,10 @@ PROFILES: tuple[tuple[str, dict[str, Any]], ...] = (
                                   "bounds_check_block": 16}),
     ("small-table path off, long tier", {"small_table_path": False, "long_run_threshold": 12, "chunk_size": 5,
                                          "bwd_short_runs_per_program": 2}),
+    # general cases under these draw fp16 or bf16 weights (``strategies.space.general_cases``)
+    ("stochastic rounding", {"stochastic_rounding": True}),
+    ("stochastic rounding, fused long tier", {"stochastic_rounding": True, "long_run_threshold": 5, "chunk_size": 2,
+                                              "fused_long_tier": True, "long_grid_multiplier": 1}),
 )
 
 

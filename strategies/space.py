@@ -208,7 +208,8 @@ def general_cases(config: KernelConfig, max_lookups: int, max_work: Optional[int
     """General cases of one to three steps at ``config``'s segment-length edges, random or exact-value data;
     ``max_work``: see ``within_work``; ``max_column_blocks``: rows of at most that many blocks of the widest bucket;
     ``shared_tables``: some with features sharing tables (``strategies.specs.feature_table_maps``); ``vbe``: some
-    with a batch size per feature (``strategies.specs.batch_sizes``)."""
+    with a batch size per feature (``strategies.specs.batch_sizes``). Under ``stochastic_rounding`` fp32 weights
+    (nothing to round) are drawn as fp16."""
     max_dim = MAX_DIM if max_column_blocks is None else min(MAX_DIM, max_column_blocks * max(config.dim_buckets))
     cases = st.tuples(
         case_specs(max_lookups=max_lookups, max_batch=max_batch(max_lookups), max_dim=max_dim,
@@ -216,7 +217,14 @@ def general_cases(config: KernelConfig, max_lookups: int, max_work: Optional[int
                    shared_tables=shared_tables, vbe=vbe),
         learning_rates(), step_counts(),
     ).map(lambda x: with_rate_and_steps(*x))
+    if config.stochastic_rounding:
+        cases = cases.map(rounded_weights)
     return cases if max_work is None else cases.map(lambda spec: within_work(spec, config, max_work))
+
+
+def rounded_weights(spec: CaseSpec) -> CaseSpec:
+    """``spec`` with fp16 weights where it drew fp32: stochastic rounding acts on fp16 and bf16 stores alone."""
+    return dataclasses.replace(spec, weights_dtype="fp16") if spec.weights_dtype == "fp32" else spec
 
 
 def work(spec: CaseSpec, config: KernelConfig) -> int:

@@ -17,7 +17,7 @@ from tbe.backward_long import backward_long
 from tbe.backward_short import backward_short
 from tbe.buckets import block_for_dim, bucket_tables
 from tbe.classify import classify
-from tbe.rounding import to_storage
+from tbe.rounding import rounding_of, to_storage
 from tbe.routing import fused_long
 from tbe.transpose import Transposed, transpose
 from tbe.vbe import VbeTensors, bag_args, feature_of
@@ -76,12 +76,14 @@ def backward_and_update(
     dims = module.layout.feature_dims
     buckets = sorted(bucket_tables(dims, cfg).items())
     fused = fused_long(n, cfg)
+    rounding = rounding_of(cfg.stochastic_rounding, module.weights.dtype)
+    seed = module.next_rounding_seed()
     for k, (block_d, tables) in enumerate(buckets):
         max_dim = max(dims[t] for t in tables)
         wide = max_dim > block_d
-        backward_short(module, tr, k, grad, block_d, wide)
+        backward_short(module, tr, k, grad, block_d, wide, seed, rounding)
         cls = classify(tr, k, cfg)
-        backward_long(module, tr, cls, grad, block_d, wide, max_dim, fused)
+        backward_long(module, tr, cls, grad, block_d, wide, max_dim, fused, seed, rounding)
     return psw_grad
 
 

@@ -31,11 +31,12 @@ import triton.language as tl
 from tbe.backward_short import gather_grad, grad_row, lookup_coef, row_of_run
 from tbe.classify import Classified, persistent_grid
 from tbe.faults import (
-    FAULT_ACC_W, FAULT_DROP_CHUNK, FAULT_HANG_NARROW, FAULT_NO_BARRIER, FAULT_SKIP_LAST_CHUNK, FAULT_ZERO_LONG,
-    kernel_faults,
+    FAULT_ACC_W, FAULT_BIASED_SR, FAULT_DROP_CHUNK, FAULT_HANG_NARROW, FAULT_NO_BARRIER, FAULT_SKIP_LAST_CHUNK,
+    FAULT_ZERO_LONG, kernel_faults,
 )
 from tbe.layout import row_vector
 from tbe.optimizers import update_row
+from tbe.rounding import NEAREST, rounding_faults
 from tbe.vbe import bag_args, row_strides
 
 FAULT_CHUNK_LIMIT = 4096  # chunks per run past which the large-run faults act
@@ -45,9 +46,11 @@ APPLY_PARTS = tl.constexpr(8)  # workspace rows the apply kernel loads a step: N
 
 # ----------------------------------------------------------------------------- launch
 def backward_long(
-    module, tr, cls: Classified, grad: torch.Tensor, block_d: int, wide: bool, max_dim: int, fused: bool
+    module, tr, cls: Classified, grad: torch.Tensor, block_d: int, wide: bool, max_dim: int, fused: bool,
+    seed: int, rounding: int,
 ) -> None:
-    """Apply the update to every long run of one bucket (``max_dim``: widest table in it)."""
+    """Apply the update to every long run of one bucket (``max_dim``: widest table in it; ``seed``, ``rounding``:
+    the stores' rounding, ``tbe.rounding``)."""
     cfg = module.config
     weighted = tr.sorted_psw is not None
     lt = module.layout_tensors
@@ -71,7 +74,7 @@ def backward_long(
         tr.run_linear, tr.run_start, tr.sorted_bag,
         tr.sorted_psw if weighted else tr.run_start, tr.offsets,
         lt["weights_offsets"], lt["dims"], lt["col_offsets"], lt["hash_size_cumsum"],
-        tr.batch_size, module.learning_rate, module.eps, cfg.chunk_size, ws_stride,
+        tr.batch_size, module.learning_rate, module.eps, cfg.chunk_size, ws_stride, seed,
     )
     chunk_grid = persistent_grid(cfg.long_grid_multiplier, cls.chunk_upper, device)
     if fused:
@@ -79,13 +82,13 @@ def backward_long(
         slots = max(1, tr.n // cfg.long_run_threshold)
         ws = torch.zeros((slots, ws_stride), dtype=torch.float32, device=device)
         _chunk_kernel[(chunk_grid,)](
-            *run_args, ws, cls.countdown, FUSED=True,
+            *run_args, ws, cls.countdown, FUSED=True, ROUNDING=rounding,
             SEM="relaxed" if (cfg.has_fault("no_fence") or not cfg.fence) else "acq_rel",
-            FAULTS=kernel_faults(cfg.faults, *chunk_faults, FAULT_NO_BARRIER), **common,
+            FAULTS=kernel_faults(cfg.faults, *chunk_faults, FAULT_NO_BARRIER, *rounding_faults(rounding)), **common,
         )
         return
     ws = torch.empty((cls.chunk_upper, ws_stride), dtype=torch.float32, device=device)
-    _chunk_kernel[(chunk_grid,)](*run_args, ws, ws, FUSED=False, SEM="relaxed",
+    _chunk_kernel[(chunk_grid,)](*run_args, ws, ws, FUSED=False, SEM="relaxed", ROUNDING=NEAREST.value,
                                  FAULTS=kernel_faults(cfg.faults, *chunk_faults), **common)
     apply_grid = persistent_grid(cfg.long_grid_multiplier, max(1, tr.n // cfg.long_run_threshold), device)
     # the apply kernel reads only the workspace and the rows: no gradient, weight or offsets pointer and no
@@ -93,9 +96,10 @@ def backward_long(
     _apply_kernel[(apply_grid,)](
         module.weights, module.momentum, cls.counts, cls.long_runs, cls.chunk_base, cls.num_chunks,
         tr.run_linear, tr.run_start, tr.sorted_bag, lt["weights_offsets"], lt["dims"], lt["col_offsets"],
-        lt["hash_size_cumsum"], tr.batch_size, module.learning_rate, module.eps, ws_stride, ws,
+        lt["hash_size_cumsum"], tr.batch_size, module.learning_rate, module.eps, ws_stride, ws, seed,
         ADAGRAD=common["ADAGRAD"], BLOCK_D=block_d, WIDE=wide, bag_feature_ptr=common["bag_feature_ptr"],
-        VBE=common["VBE"], num_warps=cfg.bwd_long_num_warps,
+        VBE=common["VBE"], ROUNDING=rounding, FAULTS=kernel_faults(cfg.faults, *rounding_faults(rounding)),
+        num_warps=cfg.bwd_long_num_warps,
     )
 
 
@@ -171,25 +175,25 @@ def _workspace_block(src, flags: tl.constexpr, d0, cols, cmask):
 def _apply_from_workspace(
     ws_ptr, nparts, ws_stride, w_row, momentum_ptr, lin, D, lr, eps,
     ADAGRAD: tl.constexpr, BLOCK_D: tl.constexpr, WIDE: tl.constexpr, VOLATILE: tl.constexpr,
-    PARTS: tl.constexpr,
+    PARTS: tl.constexpr, seed, ROUNDING: tl.constexpr, BIASED: tl.constexpr,
 ):
     """Sum ``nparts`` consecutive workspace rows, ``PARTS`` at a time in a fixed order (the row's gradient), and
-    update the row."""
+    update the row (its stores rounded by ``ROUNDING``)."""
     update_row(_workspace_block, (ws_ptr, nparts, ws_stride), (VOLATILE, PARTS), w_row, tl.arange(0, BLOCK_D), D,
-               momentum_ptr, lin, lr, eps, ADAGRAD, BLOCK_D, WIDE)
+               momentum_ptr, lin, lr, eps, ADAGRAD, BLOCK_D, WIDE, seed, ROUNDING, BIASED)
 
 
-@triton.jit(do_not_specialize=["grad_stride", "B", "CHUNK", "ws_stride"])
+@triton.jit(do_not_specialize=["grad_stride", "B", "CHUNK", "ws_stride", "seed"])
 def _chunk_kernel(
     weights_ptr, momentum_ptr, grad_ptr, grad_stride,
     counts_ptr, long_ptr, chunk_base_ptr, num_chunks_ptr, chunk_slot_ptr, chunk_index_ptr,
     run_linear_ptr, run_start_ptr, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr,
     weights_offsets_ptr, dims_ptr, col_offsets_ptr, hcs_ptr,
-    B, lr, eps, CHUNK, ws_stride, ws_ptr, countdown_ptr,
+    B, lr, eps, CHUNK, ws_stride, seed, ws_ptr, countdown_ptr,
     WEIGHTED: tl.constexpr, MEAN: tl.constexpr, ADAGRAD: tl.constexpr, GATHER: tl.constexpr, STAGES: tl.constexpr,
     VECTOR: tl.constexpr, VEC: tl.constexpr, BLOCK_D: tl.constexpr, WIDE: tl.constexpr,
     FUSED: tl.constexpr, SEM: tl.constexpr, FAULTS: tl.constexpr, SHARED: tl.constexpr,
-    bag_feature_ptr, bag_row_ptr, VBE: tl.constexpr,
+    bag_feature_ptr, bag_row_ptr, VBE: tl.constexpr, ROUNDING: tl.constexpr,
 ):
     """One program per chunk (grid-stride). Two-kernel tier: the chunk writes its fp32 partial into
     workspace row ``c`` (no atomics, no order effects). Fused: it adds the partial atomically into its
@@ -234,19 +238,20 @@ def _chunk_kernel(
                 remaining = tl.atomic_add(countdown_ptr + s, -1, sem=SEM, scope="gpu")
             if remaining == 1:
                 _apply_from_workspace(ws_ptr + s * ws_stride, 1, ws_stride, w_row, momentum_ptr, lin, D, lr, eps,
-                                      ADAGRAD, BLOCK_D, WIDE, True, 1)
+                                      ADAGRAD, BLOCK_D, WIDE, True, 1, seed, ROUNDING, FAULT_BIASED_SR & FAULTS)
         if FAULT_HANG_NARROW & FAULTS:  # planted: a narrow row's chunk loop stops advancing
             c += tl.where(D < 32, 0, step)
         else:
             c += step
 
 
-@triton.jit(do_not_specialize=["B", "ws_stride"])
+@triton.jit(do_not_specialize=["B", "ws_stride", "seed"])
 def _apply_kernel(
     weights_ptr, momentum_ptr, counts_ptr, long_ptr, chunk_base_ptr, num_chunks_ptr,
     run_linear_ptr, run_start_ptr, sorted_bag_ptr, weights_offsets_ptr, dims_ptr, col_offsets_ptr, hcs_ptr,
-    B, lr, eps, ws_stride, ws_ptr,
+    B, lr, eps, ws_stride, ws_ptr, seed,
     ADAGRAD: tl.constexpr, BLOCK_D: tl.constexpr, WIDE: tl.constexpr, bag_feature_ptr, VBE: tl.constexpr,
+    ROUNDING: tl.constexpr, FAULTS: tl.constexpr,
 ):
     """One program per long run (grid-stride): sum its chunk partials in chunk order, update once."""
     num_long = tl.load(counts_ptr + 0)
@@ -260,5 +265,5 @@ def _apply_kernel(
         base = tl.load(chunk_base_ptr + s)
         nparts = tl.load(num_chunks_ptr + s)
         _apply_from_workspace(ws_ptr + base * ws_stride, nparts, ws_stride, w_row, momentum_ptr, lin, D, lr, eps,
-                              ADAGRAD, BLOCK_D, WIDE, False, APPLY_PARTS)
+                              ADAGRAD, BLOCK_D, WIDE, False, APPLY_PARTS, seed, ROUNDING, FAULT_BIASED_SR & FAULTS)
         s += step

@@ -22,18 +22,19 @@ import triton
 import triton.language as tl
 
 from tbe.classify import persistent_grid
-from tbe.faults import FAULT_ACC_W, FAULT_LANE_MASK, FAULT_MOMENTUM_BF16, kernel_faults
+from tbe.faults import FAULT_ACC_W, FAULT_BIASED_SR, FAULT_LANE_MASK, FAULT_MOMENTUM_BF16, kernel_faults
 from tbe.layout import row_vector
 from tbe.optimizers import update_row
-from tbe.rounding import to_storage
+from tbe.rounding import round_for_storage, rounding_faults
 from tbe.vbe import bag_args, feature_of, row_strides
 
 
 # ----------------------------------------------------------------------------- launch
 def backward_short(
-    module, tr, bucket: int, grad: torch.Tensor, block_d: int, wide: bool
+    module, tr, bucket: int, grad: torch.Tensor, block_d: int, wide: bool, seed: int, rounding: int
 ) -> None:
-    """Apply the update to every short run of dimension bucket ``bucket``."""
+    """Apply the update to every short run of dimension bucket ``bucket`` (``seed``, ``rounding``: the stores'
+    rounding, ``tbe.rounding``)."""
     cfg = module.config
     weighted = tr.sorted_psw is not None
     lt = module.layout_tensors
@@ -42,25 +43,26 @@ def backward_short(
         tr.run_start, tr.run_linear, tr.run_wrow, tr.run_table, tr.run_bucket,
         tr.sorted_bag, tr.sorted_psw if weighted else tr.run_start, tr.offsets, lt["dims"], lt["col_offsets"],
         lt["weights_offsets"], lt["hash_size_cumsum"], tr.batch_size, bucket, cfg.long_run_threshold,
-        module.learning_rate, module.eps,
+        module.learning_rate, module.eps, seed,
     )
     flags = dict(
         WEIGHTED=weighted, MEAN=module.pooling.value == "mean",
         ADAGRAD=module.optimizer.value == "exact_rowwise_adagrad",
         BLOCK_D=block_d, SHARED=module.layout.shared, **bag_args(tr.vbe, tr.run_start),
-        num_warps=cfg.bwd_short_num_warps,
+        ROUNDING=rounding, num_warps=cfg.bwd_short_num_warps,
     )
     runs = cfg.bwd_short_runs_per_program
     if runs > 1 and not wide:
         grid = persistent_grid(cfg.short_grid_multiplier, triton.cdiv(tr.n, runs), grad.device)
         vec = row_vector(module.layout.dims, module.weights.element_size(), *row_strides(grad, tr.vbe))
         _short_rows_kernel[(grid,)](*args, RUNS=runs, VEC=vec, **flags,
-                                    FAULTS=kernel_faults(cfg.faults, FAULT_ACC_W, FAULT_LANE_MASK, FAULT_MOMENTUM_BF16))
+                                    FAULTS=kernel_faults(cfg.faults, FAULT_ACC_W, FAULT_LANE_MASK, FAULT_MOMENTUM_BF16,
+                                                         *rounding_faults(rounding)))
         return
     grid = persistent_grid(cfg.short_grid_multiplier, tr.n, grad.device)
     _short_kernel[(grid,)](
         *args, GATHER=cfg.bwd_short_gather_weighted if weighted else cfg.bwd_short_gather_unweighted,
-        WIDE=wide, **flags, FAULTS=kernel_faults(cfg.faults, FAULT_ACC_W),
+        WIDE=wide, **flags, FAULTS=kernel_faults(cfg.faults, FAULT_ACC_W, *rounding_faults(rounding)),
     )
 
 
@@ -158,16 +160,16 @@ def _short_run(r, num_runs, run_start_ptr, run_linear_ptr, run_wrow_ptr, table_p
     return short, start, end, lin, D, col0, w_row
 
 
-@triton.jit(do_not_specialize=["grad_stride", "B", "BUCKET", "THRESHOLD"])
+@triton.jit(do_not_specialize=["grad_stride", "B", "BUCKET", "THRESHOLD", "seed"])
 def _short_kernel(
     weights_ptr, momentum_ptr, grad_ptr, grad_stride, num_runs_ptr,
     run_start_ptr, run_linear_ptr, run_wrow_ptr, table_ptr, run_bucket_ptr,
     sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, dims_ptr, col_offsets_ptr,
     weights_offsets_ptr, hcs_ptr,  # unread: the table layout, named for the interpreter's sanitizer
-    B, BUCKET, THRESHOLD, lr, eps,
+    B, BUCKET, THRESHOLD, lr, eps, seed,
     WEIGHTED: tl.constexpr, MEAN: tl.constexpr, ADAGRAD: tl.constexpr, GATHER: tl.constexpr,
     BLOCK_D: tl.constexpr, WIDE: tl.constexpr, FAULTS: tl.constexpr, SHARED: tl.constexpr,
-    bag_feature_ptr, bag_row_ptr, VBE: tl.constexpr,
+    bag_feature_ptr, bag_row_ptr, VBE: tl.constexpr, ROUNDING: tl.constexpr,
 ):
     """One run at a time (grid-stride over the runs, skipping those not short in this bucket)."""
     num_runs = tl.load(num_runs_ptr)
@@ -183,20 +185,20 @@ def _short_kernel(
                    end, weights_ptr, bag_row_ptr)
             update_row(_run_block, src, (WEIGHTED, MEAN, GATHER, BLOCK_D, FAULTS, SHARED, VBE), weights_ptr + w_off,
                        cols, D,
-                       momentum_ptr, lin, lr, eps, ADAGRAD, BLOCK_D, WIDE)
+                       momentum_ptr, lin, lr, eps, ADAGRAD, BLOCK_D, WIDE, seed, ROUNDING, FAULT_BIASED_SR & FAULTS)
         r += step
 
 
-@triton.jit(do_not_specialize=["grad_stride", "B", "BUCKET", "THRESHOLD"])
+@triton.jit(do_not_specialize=["grad_stride", "B", "BUCKET", "THRESHOLD", "seed"])
 def _short_rows_kernel(
     weights_ptr, momentum_ptr, grad_ptr, grad_stride, num_runs_ptr,
     run_start_ptr, run_linear_ptr, run_wrow_ptr, table_ptr, run_bucket_ptr,
     sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, dims_ptr, col_offsets_ptr,
     weights_offsets_ptr, hcs_ptr,  # unread: the table layout, named for the interpreter's sanitizer
-    B, BUCKET, THRESHOLD, lr, eps,
+    B, BUCKET, THRESHOLD, lr, eps, seed,
     WEIGHTED: tl.constexpr, MEAN: tl.constexpr, ADAGRAD: tl.constexpr, RUNS: tl.constexpr,
     BLOCK_D: tl.constexpr, VEC: tl.constexpr, FAULTS: tl.constexpr, SHARED: tl.constexpr,
-    bag_feature_ptr, bag_row_ptr, VBE: tl.constexpr,
+    bag_feature_ptr, bag_row_ptr, VBE: tl.constexpr, ROUNDING: tl.constexpr,
 ):
     """RUNS runs at once (rows within one column block), lanes of runs not short in this bucket
     idle: one gradient row of each per step. Every D and row offset is a multiple of VEC
@@ -245,7 +247,8 @@ def _short_rows_kernel(
             w_new = w - tl.div_rn(lr + tl.zeros_like(m_new), tl.sqrt_rn(m_new) + eps) * acc
         else:
             w_new = w - lr * acc
-        tl.store(weights_ptr + w_rows + cols, to_storage(w_new, wdt), mask=cmask)
+        tl.store(weights_ptr + w_rows + cols, round_for_storage(w_new, wdt, seed, lin, cols, ROUNDING,
+                                                                FAULT_BIASED_SR & FAULTS), mask=cmask)
         base += step
 
 

@@ -71,8 +71,8 @@ class KernelConfig:
     fence: bool = True
     # column blocks: launches are bucketed by next_pow2(D) up to this width, wider rows loop
     dim_buckets: tuple[int, ...] = (8, 16, 32, 64, 128, 256)
-    # round each updated weight to one of its two neighbours in the weights' dtype, with probability by distance
-    # (TorchRec's Triton TBE has the switch); this project's kernels round to nearest and refuse it
+    # round each updated fp16 or bf16 weight to one of its two neighbours in the weights' dtype, with probability by
+    # distance (``tbe.rounding``); fp32 weights have nothing to round and ignore it
     stochastic_rounding: bool = False
     # planted bugs, for proving the fuzzers' power; refused outside tests and the fuzz driver
     faults: tuple[str, ...] = ()

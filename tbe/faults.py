@@ -87,6 +87,11 @@ FAULT_RUNS_PER_FEATURE = register(
                         "features of one table gets one read-modify-write per feature instead of one merged "
                         "update (Adagrad's momentum counts the features apart; concurrent runs overwrite)")
 
+FAULT_BIASED_SR = register(
+    "biased_stochastic_rounding", "stochastic rounding of the updated weights rounds away from zero with "
+                                  "probability p + 0.1 (clamped to 1) instead of the fractional distance p: every "
+                                  "store is still one of the two neighbours, only its mean is off")
+
 
 def allowed() -> bool:
     return ALLOW_FAULTS.flag()

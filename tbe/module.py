@@ -4,6 +4,8 @@ The module owns the packed weights and optimizer state; its output takes part in
 autograd, and ``backward()`` applies the exact optimizer update in place, once per
 distinct (table, row), as FBGEMM's training TBE does. ``feature_table_map`` (as FBGEMM's)
 names the table each feature of a batch reads; features of one table update its rows once.
+``config.stochastic_rounding`` rounds fp16 and bf16 updates stochastically (``tbe.rounding``; fp32 weights
+have nothing to round), each step drawing from ``rounding_seed``, which the step then advances by one.
 ``batch_size_per_feature`` (FBGEMM's ``batch_size_per_feature_per_rank`` for one rank) gives each feature its own
 batch size (VBE); the output is then flat, each feature's [B_f, D_f] block after the one before.
 """
@@ -67,9 +69,8 @@ class TritonTBE(nn.Module):
             config = KernelConfig()
         if not isinstance(config, KernelConfig):
             raise TypeError(f"config must be a KernelConfig, got {type(config).__name__}")
-        if config.stochastic_rounding:
-            raise ValueError("KernelConfig.stochastic_rounding=True: this TBE rounds every update to nearest")
         self.config = config
+        self.rounding_seed = int(seed)  # the next step's stochastic-rounding seed
         self.device = torch.device(device) if device is not None else backend.default_device()
         if backend.INTERPRETED and self.device.type != "cpu":
             raise ValueError(f"device={self.device} but kernels run in the Triton interpreter (CPU only)")
@@ -118,6 +119,12 @@ class TritonTBE(nn.Module):
                 raise ValueError(f"load_weights: table {t} has shape {tuple(src.shape)}, expected {tuple(dst.shape)}")
             with torch.no_grad():
                 dst.copy_(src)
+
+    def next_rounding_seed(self) -> int:
+        """The seed of this step's stochastic rounding; advances ``rounding_seed`` so the next step draws anew."""
+        seed = self.rounding_seed
+        self.rounding_seed = (seed + 1) % (1 << 62)
+        return seed
 
     # ------------------------------------------------------------------ forward
     def forward(

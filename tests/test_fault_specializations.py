@@ -35,6 +35,8 @@ TOUCHES = {
     "lane_mask_narrow": {"_short_rows_kernel"},
     "momentum_low_precision": {"_short_rows_kernel"},
     "runs_per_feature": {"_count_runs_kernel", "_write_runs_kernel"},
+    # the stochastic-rounding profiles' stores: the short tier's, the fused long tier's and the apply kernel's
+    "biased_stochastic_rounding": {"_short_kernel", "_short_rows_kernel", "_chunk_kernel", "_apply_kernel"},
 }
 
 # forces int32 linear ids where a profile asks for int64: fewer variants of the backward kernels, none new

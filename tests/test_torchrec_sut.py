@@ -102,8 +102,7 @@ def test_config_fields_it_does_not_read_are_refused():
     with pytest.raises(SUTError, match="chunk_size"):
         require(sut(), config=KernelConfig(chunk_size=8))
     require(sut(), config=KernelConfig(hoist_transpose=True, stochastic_rounding=True))
-    with pytest.raises(SUTError, match="stochastic_rounding"):
-        require("triton", config=KernelConfig(stochastic_rounding=True))
+    require("triton", config=KernelConfig(stochastic_rounding=True))  # this project's TBE reads it too
 
 
 def test_amd_stand_in_raises_if_called_and_hides_dunder_names():
@@ -289,7 +288,7 @@ def test_stochastic_rounding_puts_small_bf16_weights_on_fp16s_subnormal_grid():
     config = KernelConfig(stochastic_rounding=True, fused_bounds_check=True)
     on = run_case(spec, config, sut=sut())
     bad = [r for r in on.reports if not r.ok]
-    assert bad and {r.check for r in bad} == {Check.WEIGHTS}, on.text()
+    assert bad and {r.check for r in bad} == {Check.WEIGHTS, Check.SR_NEIGHBOURS}, on.text()
     for r in bad:
         got = torch.tensor(r.worst.got, dtype=torch.float64)
         assert got.half().double() == got and abs(r.worst.expected) < 2.0 ** -14, str(r)

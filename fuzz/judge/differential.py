@@ -15,7 +15,9 @@ Contract of ``check_case(spec, config, steps=True, sut="triton") -> list[Report]
   before the step and the reference-repaired batch); per table, a Report of the updated
   touched rows against ``reference_backward`` under ``bounds_backward.step_bounds`` (its
   ``worst.sample`` is the row id); one failing Report per other ``check_step`` violation
-  (momentum, untouched rows changed, per-sample-weight gradient); under WARNING, a Report
+  (momentum, untouched rows changed, per-sample-weight gradient); with stochastic rounding of fp16 or bf16
+  weights, two Reports of the step's stores (``oracles.stochastic``: each a neighbour, their mean error within
+  its bound); under WARNING, a Report
   of the warning count; under FATAL with invalid input, a Report of whether it raised.
 - ``model`` (``oracles.error_model``; default ``$TBE_FUZZ_BOUND`` or worst case) picks the
   accumulation bound; ``teeth`` (a ``fuzz.judge.teeth.Teeth``), when given, collects each
@@ -44,6 +46,7 @@ from oracles.error_model import ErrorModel, from_env
 from oracles.reference import table_rows
 from oracles.reference_backward import reference_backward
 from oracles.reference_bounds import reference_bounds_check
+from oracles.stochastic import ALPHA, GRID, judge as judge_stochastic
 from cases import CaseSpec, initial_weights as spec_weights, materialize
 from tbe import KernelConfig
 from tbe.modes import BoundsCheckMode, Optimizer
@@ -83,6 +86,8 @@ def _step_reports(k: int, ref, layout, w_before: torch.Tensor, instance, psw_gra
         reports.append(Report(f"step {k} table {sp.table} weights after update (sample = row)", num_bad == 0,
                               Mismatch(sp.table, row, pos % sp.dim, expected, got, bound), num_bad, checked,
                               check=Check.WEIGHTS, step=k, table=sp.table))
+    if stochastic and after.dtype in GRID:
+        reports += _stochastic_reports(k, ref, after, bounds)
     violations = check_step(ref, layout, w_before, after, momentum, psw_grad, psw_dtype, model, bounds)
     weights_failed = any(not r.ok for r in reports)
     for v in violations:
@@ -91,6 +96,27 @@ def _step_reports(k: int, ref, layout, w_before: torch.Tensor, instance, psw_gra
         reports.append(Report(f"step {k} {v.what} at {v.where}", False,
                               Mismatch(-1, -1, -1, v.exact, v.got, v.bound), 1, 1, check=Check(v.what), step=k))
     return reports
+
+
+def _stochastic_reports(k: int, ref, after: torch.Tensor, bounds) -> list[Report]:
+    """The neighbour and bias Reports of step ``k``'s stochastic stores (every touched weight at once): the first's
+    worst entry is a store (sample = row) against the farthest neighbour a correct step may store, the second's the
+    summed error against its bound."""
+    rows = ref.rows
+    v = judge_stochastic(rows.w_new, after[rows.weight_index], bounds.pre_lo, bounds.pre_hi, after.dtype)
+    where = (-1, -1, -1)
+    for sp in ref.spans if v.worst >= 0 else ():
+        a, b = sp.elements
+        if a <= v.worst < b:
+            where = (sp.table, int(rows.rows[rows.row_of[v.worst]]), (v.worst - a) % sp.dim)
+    near = Report(f"step {k} stochastic rounding to a neighbour (bound: the farthest neighbour)", v.neighbours_ok,
+                  Mismatch(*where, v.worst_exact, v.worst_stored, v.worst_reach), v.outside, v.checked,
+                  check=Check.SR_NEIGHBOURS, step=k)
+    worse, label = max((abs(v.bias), "errors"), (abs(v.bias_away), "errors away from zero"))
+    bias = Report(f"step {k} stochastic rounding unbiased (sum of {label} in spacings, false alarm {ALPHA:g})",
+                  v.unbiased, Mismatch(-1, -1, -1, 0.0, worse, v.allowance), 0 if v.unbiased else 1, 1,
+                  check=Check.SR_BIAS, step=k)
+    return [near, bias]
 
 
 def check_batch(

@@ -144,7 +144,7 @@ TRIAGE: tuple[KnownFinding, ...] = (
     KnownFinding("torchrec-broken-offsets-out-of-bounds", (TORCHREC,), findings.TORCHREC_BROKEN_OFFSETS_OUT_OF_BOUNDS,
                  _bad(offset_kind="first_positive"), kinds=MEMORY_FAULT),
     KnownFinding("torchrec-stochastic-rounding-through-fp16", (TORCHREC,), findings.TORCHREC_STOCHASTIC_ROUNDING_FP16,
-                 _spec(lambda s: s.weights_dtype in ("fp32", "bf16")), (Check.WEIGHTS,),
+                 _spec(lambda s: s.weights_dtype in ("fp32", "bf16")), (Check.WEIGHTS, Check.SR_NEIGHBOURS),
                  under=lambda config: config is not None and config.stochastic_rounding, worst=_stored_through_fp16),
 )
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from fuzz.budgets import Budget
-from fuzz.selftest import hangs, int32_check, large_runs, oob  # noqa: F401  (register their detectors)
+from fuzz.selftest import hangs, int32_check, large_runs, oob, stochastic  # noqa: F401  (register their detectors)
 from fuzz.selftest.detectors import CAUGHT, MASKED, MISSED, SKIPPED, Context, Detection, detectors_for
 from fuzz.status import DetectionStatus
 from strategies.tour import ALL, TourShare

@@ -5,7 +5,6 @@ Under the Triton interpreter it runs on the CPU, compiled on a CUDA device other
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Optional
 
 import torch
@@ -67,8 +66,6 @@ class TritonInstance:
 
 def factory() -> SUT:
     caps = Capabilities(devices=("cpu",) if INTERPRETED else ("cuda",), kernel_config=True, planted_faults=True,
-                        project_kernels=True, triton_kernels=True, feature_table_map=True, vbe=True,
-                        config_fields=tuple(f.name for f in dataclasses.fields(KernelConfig)
-                                            if f.name != "stochastic_rounding"))
+                        project_kernels=True, triton_kernels=True, feature_table_map=True, vbe=True)
     return SUT("triton", caps, TritonInstance,
                description="this project's Triton TBE (" + ("Triton interpreter" if INTERPRETED else "compiled") + ")")
