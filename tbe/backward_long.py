@@ -31,7 +31,7 @@ import triton.language as tl
 from tbe.backward_short import gather_grad, grad_row, lookup_coef, row_of_run
 from tbe.classify import Classified, persistent_grid
 from tbe.faults import (
-    FAULT_ACC_W, FAULT_BIASED_SR, FAULT_DROP_CHUNK, FAULT_HANG_NARROW, FAULT_NO_BARRIER, FAULT_SKIP_LAST_CHUNK,
+    FAULT_ACC_W, FAULT_DROP_CHUNK, FAULT_HANG_NARROW, FAULT_NO_BARRIER, FAULT_SKIP_LAST_CHUNK,
     FAULT_ZERO_LONG, kernel_faults,
 )
 from tbe.layout import row_vector
@@ -175,12 +175,12 @@ def _workspace_block(src, flags: tl.constexpr, d0, cols, cmask):
 def _apply_from_workspace(
     ws_ptr, nparts, ws_stride, w_row, momentum_ptr, lin, D, lr, eps,
     ADAGRAD: tl.constexpr, BLOCK_D: tl.constexpr, WIDE: tl.constexpr, VOLATILE: tl.constexpr,
-    PARTS: tl.constexpr, seed, ROUNDING: tl.constexpr, BIASED: tl.constexpr,
+    PARTS: tl.constexpr, seed, ROUNDING: tl.constexpr, FAULTS: tl.constexpr,
 ):
     """Sum ``nparts`` consecutive workspace rows, ``PARTS`` at a time in a fixed order (the row's gradient), and
     update the row (its stores rounded by ``ROUNDING``)."""
     update_row(_workspace_block, (ws_ptr, nparts, ws_stride), (VOLATILE, PARTS), w_row, tl.arange(0, BLOCK_D), D,
-               momentum_ptr, lin, lr, eps, ADAGRAD, BLOCK_D, WIDE, seed, ROUNDING, BIASED)
+               momentum_ptr, lin, lr, eps, ADAGRAD, BLOCK_D, WIDE, seed, ROUNDING, FAULTS)
 
 
 @triton.jit(do_not_specialize=["grad_stride", "B", "CHUNK", "ws_stride", "seed"])
@@ -238,7 +238,7 @@ def _chunk_kernel(
                 remaining = tl.atomic_add(countdown_ptr + s, -1, sem=SEM, scope="gpu")
             if remaining == 1:
                 _apply_from_workspace(ws_ptr + s * ws_stride, 1, ws_stride, w_row, momentum_ptr, lin, D, lr, eps,
-                                      ADAGRAD, BLOCK_D, WIDE, True, 1, seed, ROUNDING, FAULT_BIASED_SR & FAULTS)
+                                      ADAGRAD, BLOCK_D, WIDE, True, 1, seed, ROUNDING, FAULTS)
         if FAULT_HANG_NARROW & FAULTS:  # planted: a narrow row's chunk loop stops advancing
             c += tl.where(D < 32, 0, step)
         else:
@@ -265,5 +265,5 @@ def _apply_kernel(
         base = tl.load(chunk_base_ptr + s)
         nparts = tl.load(num_chunks_ptr + s)
         _apply_from_workspace(ws_ptr + base * ws_stride, nparts, ws_stride, w_row, momentum_ptr, lin, D, lr, eps,
-                              ADAGRAD, BLOCK_D, WIDE, False, APPLY_PARTS, seed, ROUNDING, FAULT_BIASED_SR & FAULTS)
+                              ADAGRAD, BLOCK_D, WIDE, False, APPLY_PARTS, seed, ROUNDING, FAULTS)
         s += step

@@ -22,7 +22,7 @@ import triton
 import triton.language as tl
 
 from tbe.classify import persistent_grid
-from tbe.faults import FAULT_ACC_W, FAULT_BIASED_SR, FAULT_LANE_MASK, FAULT_MOMENTUM_BF16, kernel_faults
+from tbe.faults import FAULT_ACC_W, FAULT_LANE_MASK, FAULT_MOMENTUM_BF16, kernel_faults
 from tbe.layout import row_vector
 from tbe.optimizers import update_row
 from tbe.rounding import round_for_storage, rounding_faults
@@ -185,7 +185,7 @@ def _short_kernel(
                    end, weights_ptr, bag_row_ptr)
             update_row(_run_block, src, (WEIGHTED, MEAN, GATHER, BLOCK_D, FAULTS, SHARED, VBE), weights_ptr + w_off,
                        cols, D,
-                       momentum_ptr, lin, lr, eps, ADAGRAD, BLOCK_D, WIDE, seed, ROUNDING, FAULT_BIASED_SR & FAULTS)
+                       momentum_ptr, lin, lr, eps, ADAGRAD, BLOCK_D, WIDE, seed, ROUNDING, FAULTS)
         r += step
 
 
@@ -248,7 +248,7 @@ def _short_rows_kernel(
         else:
             w_new = w - lr * acc
         tl.store(weights_ptr + w_rows + cols, round_for_storage(w_new, wdt, seed, lin, cols, ROUNDING,
-                                                                FAULT_BIASED_SR & FAULTS), mask=cmask)
+                                                                FAULTS), mask=cmask)
         base += step
 
 

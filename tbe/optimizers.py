@@ -30,39 +30,39 @@ def adagrad_rate(momentum_ptr, linear_idx, sq_sum, D, lr, eps):
 
 @triton.jit
 def update_columns(w_row_ptr, cols, cmask, g, rate, seed, linear_idx, d0, ROUNDING: tl.constexpr,
-                   BIASED: tl.constexpr):
+                   FAULTS: tl.constexpr):
     """w[cols] -= rate * g[cols] in fp32, stored rounded in the weights' dtype by ``ROUNDING`` (columns ``d0 +
     cols`` of row ``linear_idx``; SGD passes rate = lr, Adagrad the rate from ``adagrad_rate``)."""
     w = tl.load(w_row_ptr + cols, mask=cmask, other=0.0).to(tl.float32)
     w_new = w - rate * g
     tl.store(w_row_ptr + cols, round_for_storage(w_new, w_row_ptr.dtype.element_ty, seed, linear_idx, d0 + cols,
-                                                 ROUNDING, BIASED), mask=cmask)
+                                                 ROUNDING, FAULTS), mask=cmask)
 
 
 @triton.jit
 def apply_row(w_row_ptr, cols, cmask, g, momentum_ptr, linear_idx, D, lr, eps, ADAGRAD: tl.constexpr, seed,
-              ROUNDING: tl.constexpr, BIASED: tl.constexpr):
+              ROUNDING: tl.constexpr, FAULTS: tl.constexpr):
     """Update one row from its finished gradient ``g`` (one column block holds the whole row)."""
     rate = lr
     if ADAGRAD:
         rate = adagrad_rate(momentum_ptr, linear_idx, tl.sum(g * g, axis=0), D, lr, eps)
-    update_columns(w_row_ptr, cols, cmask, g, rate, seed, linear_idx, 0, ROUNDING, BIASED)
+    update_columns(w_row_ptr, cols, cmask, g, rate, seed, linear_idx, 0, ROUNDING, FAULTS)
 
 
 @triton.jit
 def update_row(block_grad: tl.constexpr, src, flags: tl.constexpr, w_row_ptr, cols, D, momentum_ptr, linear_idx,
                lr, eps, ADAGRAD: tl.constexpr, BLOCK_D: tl.constexpr, WIDE: tl.constexpr, seed,
-               ROUNDING: tl.constexpr, BIASED: tl.constexpr):
+               ROUNDING: tl.constexpr, FAULTS: tl.constexpr):
     """Update one row whose gradient ``block_grad(src, flags, d0, cols, cmask)`` forms one column block
     (columns ``d0 + cols``) at a time: the short tier gathers it, the long tier sums workspace rows;
     ``src`` holds the source's run-time values, ``flags`` its constexprs (a constexpr passed inside a
     run-time tuple would turn into a tensor). One block, or with ``WIDE`` a loop over blocks, twice
-    under Adagrad (its rate needs the whole row's sum of squares first). ``seed``, ``ROUNDING``, ``BIASED``: the
+    under Adagrad (its rate needs the whole row's sum of squares first). ``seed``, ``ROUNDING``, ``FAULTS``: the
     store's rounding (``tbe.rounding.round_for_storage``)."""
     if not WIDE:
         cmask = cols < D
         g = block_grad(src, flags, 0, cols, cmask)
-        apply_row(w_row_ptr, cols, cmask, g, momentum_ptr, linear_idx, D, lr, eps, ADAGRAD, seed, ROUNDING, BIASED)
+        apply_row(w_row_ptr, cols, cmask, g, momentum_ptr, linear_idx, D, lr, eps, ADAGRAD, seed, ROUNDING, FAULTS)
     else:
         rate = lr
         if ADAGRAD:
@@ -74,4 +74,4 @@ def update_row(block_grad: tl.constexpr, src, flags: tl.constexpr, w_row_ptr, co
         for d0 in range(0, D, BLOCK_D):
             cm = (d0 + cols) < D
             g = block_grad(src, flags, d0, cols, cm)
-            update_columns(w_row_ptr + d0, cols, cm, g, rate, seed, linear_idx, d0, ROUNDING, BIASED)
+            update_columns(w_row_ptr + d0, cols, cm, g, rate, seed, linear_idx, d0, ROUNDING, FAULTS)

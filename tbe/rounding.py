@@ -14,6 +14,8 @@ replays bit for bit given its seed.
 import triton
 import triton.language as tl
 
+from tbe.faults import FAULT_BIASED_SR
+
 NEAREST = tl.constexpr(0)     # ``ROUNDING`` of a launch: round to nearest even
 STOCHASTIC = tl.constexpr(1)  # round to a neighbour with probability by distance
 BIAS = 0.1  # the planted fault ``biased_stochastic_rounding`` rounds away from zero with this much more probability
@@ -31,8 +33,6 @@ def rounding_of(stochastic: bool, weights_dtype) -> int:
 def rounding_faults(rounding: int) -> tuple:
     """The fault bits a store under ``rounding`` reads: the biased rounding's only where it rounds stochastically,
     so the planted fault changes no other launch's specialization."""
-    from tbe.faults import FAULT_BIASED_SR
-
     return (FAULT_BIASED_SR,) if rounding == STOCHASTIC.value else ()
 
 
@@ -50,12 +50,12 @@ def to_storage(x, dtype: tl.constexpr):
 
 
 @triton.jit
-def stochastic_to_storage(x, dtype: tl.constexpr, seed, row, col, BIASED: tl.constexpr):
+def stochastic_to_storage(x, dtype: tl.constexpr, seed, row, col, FAULTS: tl.constexpr):
     """Cast fp32 ``x`` to fp16 or bf16 ``dtype`` by stochastic rounding: the nearest value ``r`` and its
     neighbour on ``x``'s other side bracket ``x`` (both exact in fp32, as are ``|x| - |lo|`` and the power of two
     between them), and a 24-bit uniform draw picks the outer one with probability p = (|x| - |lo|) / (|hi| - |lo|)
     (exact where p has at most 24 fraction bits, always for normal results). Past the largest finite value it stays
-    finite; NaN and infinities pass through. ``BIASED`` (a planted fault) adds ``BIAS`` to p."""
+    finite; NaN and infinities pass through. The planted fault biased_stochastic_rounding adds ``_BIAS`` to p."""
     r = to_storage(x, dtype)
     rf = r.to(tl.float32)
     ax = tl.abs(x)
@@ -66,7 +66,7 @@ def stochastic_to_storage(x, dtype: tl.constexpr, seed, row, col, BIASED: tl.con
     hi = tl.where(below, other, r)
     lo_mag = tl.abs(lo.to(tl.float32))
     p = tl.div_rn(ax - lo_mag, tl.abs(hi.to(tl.float32)) - lo_mag)
-    if BIASED:
+    if FAULT_BIASED_SR & FAULTS:  # planted
         p = tl.where(p > 0, tl.minimum(p + _BIAS, 1.0), p)
     counter = (row.to(tl.int64) << 32) | col.to(tl.int64)
     u = (tl.randint(seed, counter) >> 8).to(tl.float32) * (1.0 / 16777216.0)
@@ -75,9 +75,9 @@ def stochastic_to_storage(x, dtype: tl.constexpr, seed, row, col, BIASED: tl.con
 
 
 @triton.jit
-def round_for_storage(x, dtype: tl.constexpr, seed, row, col, ROUNDING: tl.constexpr, BIASED: tl.constexpr):
+def round_for_storage(x, dtype: tl.constexpr, seed, row, col, ROUNDING: tl.constexpr, FAULTS: tl.constexpr):
     """``x`` in the weights' ``dtype`` by the launch's ``ROUNDING`` (``row``, ``col``: each element's counter)."""
     if ROUNDING == STOCHASTIC:
-        return stochastic_to_storage(x, dtype, seed, row, col, BIASED)
+        return stochastic_to_storage(x, dtype, seed, row, col, FAULTS)
     else:
         return to_storage(x, dtype)
