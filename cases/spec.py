@@ -108,12 +108,12 @@ class CaseSpec:
 
     @property
     def feature_tables(self) -> tuple[int, ...]:
-        """The table of every feature (the identity when ``feature_table_map`` is empty)."""
-        return self.feature_table_map or tuple(range(self.num_tables))
+        """The table of every feature (``tbe.layout.TableLayout``'s rule: the identity when the map is empty)."""
+        return self.layout.feature_tables
 
     @property
     def num_features(self) -> int:
-        return len(self.feature_tables)
+        return self.layout.num_features
 
     @property
     def total_dim(self) -> int:
