@@ -49,6 +49,7 @@ def row_strides(out: torch.Tensor, vbe: Optional[VbeTensors]) -> tuple[int, ...]
 @triton.jit
 def feature_of(bag, m, B, bag_feature_ptr, VBE: tl.constexpr):
     """The feature of each bag: ``bag // B``, or with VBE its ``bag_feature`` entry (lanes off ``m`` read 0)."""
-    if VBE:
-        return tl.load(bag_feature_ptr + bag, mask=m, other=0)
-    return bag // B
+    f = bag // B
+    if VBE:  # in ``bag // B``'s type: a compiled function returns one type
+        f = tl.load(bag_feature_ptr + bag, mask=m, other=0).to(f.dtype)
+    return f
