@@ -108,6 +108,21 @@ def test_stochastic_rounding_through_fp16_is_matched_on_the_worst_entry(weights,
     assert _stored_through_fp16(case, Mismatch(0, 0, 0, expected, got, 1e-9)) is explained
 
 
+def test_a_finding_of_wrong_weights_explains_the_stochastic_rounding_checks_of_those_weights():
+    """The stochastic-rounding checks judge the stored weights as "weights after update" does: wrong weights (a
+    TorchRec argsort case, say) fail all three, and a finding that explains the first explains the others; a
+    finding of the forward explains none of them."""
+    from oracles.compare import Check, Report
+
+    case = CaseSpec(tables=((8, 4),), batch_size=1, weights_dtype="fp16", weighted=True)
+    weights = KnownFinding("w", ("torch",), "test entry: wrong weights", lambda c: True, (Check.WEIGHTS,))
+    forward = KnownFinding("f", ("torch",), "test entry: wrong forward", lambda c: True, (Check.FORWARD,))
+    for check in (Check.WEIGHTS, Check.SR_NEIGHBOURS, Check.SR_BIAS):
+        report = Report(f"step 0 {check.value}", False, None, 1, 1, check=check)
+        assert weights.explains(report, case) and not forward.explains(report, case)
+    assert not weights.explains(Report("step 0 momentum", False, None, 1, 1, check=Check.MOMENTUM), case)
+
+
 # A table's features split into two runs ([0, 1, 2, 0]): FBGEMM's row-wise Adagrad raises, its SGD steps twice.
 SPLIT = CaseSpec(tables=((1, 4), (1, 4), (1, 4)), feature_table_map=(0, 1, 2, 0), batch_size=1, max_length=1,
                  length_profile="fixed", index_dtype="int32", seed=1)
