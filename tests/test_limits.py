@@ -26,10 +26,10 @@ def short_positions_sut():
     from fuzz.sut.torch_tbe import TorchInstance, factory
 
     class ShortPositions(TorchInstance):
-        def forward(self, indices, offsets, per_sample_weights=None):
+        def forward(self, indices, offsets, per_sample_weights=None, batch_size_per_feature=None):
             if indices.numel() > POSITIONS:
                 indices = indices[torch.arange(indices.numel(), device=indices.device) % POSITIONS]
-            return super().forward(indices, offsets, per_sample_weights)
+            return super().forward(indices, offsets, per_sample_weights, batch_size_per_feature)
 
     return dataclasses.replace(factory(), name="short-positions", build=ShortPositions)
 

@@ -72,6 +72,17 @@ def _spec(tables, w, o, idx, weighted, pooling, opt, mode, hot: int = 0) -> Case
                     hot_rows=(HotRow(0, 0, hot),) if hot else ())
 
 
+def _input_forms(spec: CaseSpec) -> list[CaseSpec]:
+    """``spec`` and its forms with features sharing its first table and with a batch size per feature (VBE),
+    alone and together: each is a constexpr of the kernels that read the batch by feature."""
+    shared = dataclasses.replace(spec, feature_table_map=(0,) + tuple(range(len(spec.tables))))
+    forms = [spec, shared]
+    for s in (spec, shared):
+        sizes = tuple(spec.batch_size if f % 2 == 0 else 1 for f in range(s.num_features))
+        forms.append(dataclasses.replace(s, batch_size_per_feature=sizes))
+    return forms
+
+
 def group_cases(config: KernelConfig, w: str, o: str, idx: str, weighted: bool) -> list[WarmCase]:
     """Every case of one (weights, output, index dtype, weighted) group, for one worker: the cases in
     a group share forward kernels, so one process compiles each of those once."""
@@ -81,10 +92,12 @@ def group_cases(config: KernelConfig, w: str, o: str, idx: str, weighted: bool) 
     if config.fused_long_tier and config.fused_long_min_lookups > 0:
         hots.append(config.fused_long_min_lookups)  # the fused tier runs only from this many lookups
     for pooling, opt, tables, hot in itertools.product(POOLINGS, OPTIMIZERS, shapes, hots):
-        out.append(WarmCase(config, _spec(tables, w, o, idx, weighted, pooling, opt, MATRIX_MODE, hot)))
+        for spec in _input_forms(_spec(tables, w, o, idx, weighted, pooling, opt, MATRIX_MODE, hot)):
+            out.append(WarmCase(config, spec))
     # the bounds check's kernels (and the fused forward's flags) per mode
     for mode, tables in itertools.product([m for m in MODES if m != MATRIX_MODE], mode_shapes):
-        out.append(WarmCase(config, _spec(tables, w, o, idx, weighted, "sum", OPTIMIZERS[0], mode)))
+        for spec in _input_forms(_spec(tables, w, o, idx, weighted, "sum", OPTIMIZERS[0], mode)):
+            out.append(WarmCase(config, spec))
     return out
 
 
@@ -131,7 +144,8 @@ def exercise(case: Any, config: KernelConfig, backward: bool = True) -> None:
     from tbe.bounds_check import BoundsCheckError
 
     t = tensors(case, steps=backward, weights=False)
-    module = build_module(base_spec(case), config)
+    spec = base_spec(case)
+    module = build_module(spec, config)
     dev = module.device
     psw = None
     steps = t.grad_outputs
@@ -139,7 +153,7 @@ def exercise(case: Any, config: KernelConfig, backward: bool = True) -> None:
         psw = t.per_sample_weights.to(dev).clone().requires_grad_(bool(steps))
     try:
         with torch.set_grad_enabled(bool(steps)):
-            out = module(t.indices.to(dev), t.offsets.to(dev), psw)
+            out = module(t.indices.to(dev), t.offsets.to(dev), psw, batch_size_per_feature=spec.batch_size_per_feature)
     except BoundsCheckError:
         return
     if steps:

@@ -91,7 +91,7 @@ def run(case: Any, t: CaseTensors) -> list[Report]:
         w_before = torch.cat([w.flatten() for w in fb.weights()])
         m_list = fb.momentum()
         m_before = torch.cat(m_list) if m_list else torch.zeros(0)
-        out, psw_grad = fb.step(idx, off, psw, grad, batch_size_per_feature=sizes)
+        out, psw_grad = fb.step(idx, off, psw, grad, **({} if sizes is None else {"batch_size_per_feature": sizes}))
         if fbgemm_forward_difference(pooling, spec.weighted, odt) is None:
             fwd = check_forward(layout, w_before, idx, off, psw, B, pooling, out, what=f"step {k} fbgemm forward vs fp64",
                                 batch_size_per_feature=sizes)
