@@ -100,7 +100,8 @@ def _step_reports(k: int, ref, layout, w_before: torch.Tensor, instance, psw_gra
 
 def _stochastic_reports(k: int, ref, after: torch.Tensor, bounds) -> list[Report]:
     """The neighbour and bias Reports of step ``k``'s stochastic stores (every touched weight at once): the first's
-    worst entry is a store (sample = row) against the farthest neighbour a correct step may store, the second's the
+    worst entry is a store (sample = row) against the farthest neighbour a correct step may store (a yes/no check: a
+    correct store to the far neighbour sits exactly at it), the second's the
     summed error against its bound."""
     rows = ref.rows
     v = judge_stochastic(rows.w_new, after[rows.weight_index], bounds.pre_lo, bounds.pre_hi, after.dtype)
@@ -111,7 +112,7 @@ def _stochastic_reports(k: int, ref, after: torch.Tensor, bounds) -> list[Report
             where = (sp.table, int(rows.rows[rows.row_of[v.worst]]), (v.worst - a) % sp.dim)
     near = Report(f"step {k} stochastic rounding to a neighbour (bound: the farthest neighbour)", v.neighbours_ok,
                   Mismatch(*where, v.worst_exact, v.worst_stored, v.worst_reach), v.outside, v.checked,
-                  check=Check.SR_NEIGHBOURS, step=k)
+                  graded=False, check=Check.SR_NEIGHBOURS, step=k)  # one of two values or not: no margin to show
     worse, label = max((abs(v.bias), "errors"), (abs(v.bias_away), "errors away from zero"))
     bias = Report(f"step {k} stochastic rounding unbiased (sum of {label} in spacings, false alarm {ALPHA:g})",
                   v.unbiased, Mismatch(-1, -1, -1, 0.0, worse, v.allowance), 0 if v.unbiased else 1, 1,
