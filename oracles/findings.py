@@ -35,6 +35,12 @@ FBGEMM_ADAGRAD_UNSORTED_FEATURE_MAP = (
     "c_block size' when its feature_table_map is not non-decreasing (a later feature reads an earlier table: "
     "[1, 0], [0, 1, 0]); non-decreasing maps ([0, 0, 1]) and EXACT_SGD train. Seen in 1.8.0."
 )
+FBGEMM_ADAGRAD_UNSORTED_FEATURE_MAP_VBE = (
+    "Under VBE the same row-wise Adagrad backward on a feature_table_map that is not non-decreasing need not raise: "
+    "with a feature of batch 0 between two features of one table (map [0, 1, 0], batch sizes [8, 0, 7]) it updates "
+    "that table's rows and momentum wrongly and returns (64 of 768 weights, ratio 1.5e6), where batch sizes [8, 3, "
+    "7] or a fixed batch raise 'does not match c_block size'; a non-decreasing map and EXACT_SGD train. Seen in 1.8.0."
+)
 FBGEMM_FP16_OUTPUT_UNSORTED_FEATURE_MAP = (
     "fbgemm-gpu-cpu's forward with fp16 output raises 'Index i is out of bounds: 0, range 0 to -n' (a negative "
     "table size) when its feature_table_map is not non-decreasing ([1, 0], [0, 1, 0]), whatever the weights and "

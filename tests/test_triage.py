@@ -152,3 +152,22 @@ def test_fbgemm_cpu_feature_map_findings_are_known(output, optimizer, known, kin
         assert explain("fbgemm-cpu", dataclasses.replace(r, case=dataclasses.replace(spec, output_dtype="fp32"))) is None
     adjacent = dataclasses.replace(r, case=dataclasses.replace(spec, feature_table_map=(0, 0, 1, 2)))
     assert explain("fbgemm-cpu", adjacent) is None  # nor does either entry cover a map with each table's features adjacent
+
+
+def test_fbgemm_cpu_adagrad_on_an_unsorted_map_under_vbe_updates_wrongly_and_is_known():
+    """Under VBE, with a feature of batch 0 between a table's two features, FBGEMM's row-wise Adagrad returns wrong
+    rows instead of raising; the VBE entry explains it, and not the same case as a fixed batch (which raises)."""
+    from fuzz.judge.check import run_case
+    from fuzz.judge.known import explain
+
+    spec = CaseSpec(tables=((64, 64), (300, 64)), batch_size=8, batch_size_per_feature=(8, 0, 7),
+                    feature_table_map=(0, 1, 0), optimizer="exact_rowwise_adagrad", length_profile="fixed",
+                    max_length=1, learning_rate=2.0, values="dyadic", seed=0)
+    r = run_case(spec, KernelConfig(), sut="fbgemm-cpu")
+    assert not r.ok and r.kind == FailureKind.MISMATCH
+    assert [f.id for f in explain("fbgemm-cpu", r) or ()] == ["fbgemm-adagrad-unsorted-feature-map-vbe"]
+    fixed = run_case(dataclasses.replace(spec, batch_size_per_feature=None), KernelConfig(), sut="fbgemm-cpu")
+    assert fixed.kind == FailureKind.EXCEPTION
+    assert [f.id for f in explain("fbgemm-cpu", fixed) or ()] == ["fbgemm-adagrad-unsorted-feature-map"]
+    sgd = run_case(spec.with_modes(optimizer="exact_sgd"), KernelConfig(), sut="fbgemm-cpu")
+    assert sgd.ok

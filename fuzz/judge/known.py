@@ -73,6 +73,11 @@ def _bad(id_kind: str = "", offset_kind: str = "") -> Callable[[AnyCase], bool]:
     return pred
 
 
+def _vbe(pred: Callable[[AnyCase], bool]) -> Callable[[AnyCase], bool]:
+    """``pred`` on VBE cases only."""
+    return lambda case: base_spec(case).vbe and bool(pred(case))
+
+
 def _fbgemm_forward(case: AnyCase) -> bool:
     s = base_spec(case)
     out = parse_float_dtype("output_dtype", s.output_dtype)
@@ -126,6 +131,8 @@ TRIAGE: tuple[KnownFinding, ...] = (
                  _fbgemm_update(findings.FBGEMM_SGD_SPLIT_FEATURE_RUNS), (Check.WEIGHTS,)),
     KnownFinding("fbgemm-adagrad-unsorted-feature-map", (CPU,), findings.FBGEMM_ADAGRAD_UNSORTED_FEATURE_MAP,
                  _fbgemm_feature_map(findings.FBGEMM_ADAGRAD_UNSORTED_FEATURE_MAP), error=r"does not match c_block size"),
+    KnownFinding("fbgemm-adagrad-unsorted-feature-map-vbe", (CPU,), findings.FBGEMM_ADAGRAD_UNSORTED_FEATURE_MAP_VBE,
+                 _vbe(_fbgemm_feature_map(findings.FBGEMM_ADAGRAD_UNSORTED_FEATURE_MAP)), (Check.WEIGHTS, Check.MOMENTUM)),
     KnownFinding("fbgemm-fp16-output-unsorted-feature-map", (CPU,), findings.FBGEMM_FP16_OUTPUT_UNSORTED_FEATURE_MAP,
                  _fbgemm_feature_map(findings.FBGEMM_FP16_OUTPUT_UNSORTED_FEATURE_MAP),
                  error=r"is out of bounds: \d+, range 0 to -\d+"),
