@@ -7,7 +7,7 @@ machine for the static checks."""
 from fuzz.lazy import face
 
 __all__, __getattr__, __dir__ = face(__name__, {
-    ".launches": ("Launch", "Probe", "run_probe", "recording"),
+    ".launches": ("Launch", "Probe", "run_probe", "recording", "launch_hook", "bound_arguments"),
     ".cuda_target": ("SM90", "Compiled", "compile_launches", "triton_version"),
     ".warmup": ("WarmCase", "warm_campaigns", "default_processes", "campaign_units", "unit_groups", "run_group"),
     ".dry_run": ("count_specializations", "DryRunResult", "keys_by_kernel", "reach_cases"),

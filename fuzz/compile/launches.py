@@ -15,7 +15,8 @@ import contextlib
 import dataclasses
 import inspect
 import json
-from typing import Any, Iterator
+import threading
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -100,17 +101,24 @@ def _is_constexpr(param: inspect.Parameter) -> bool:
     return "constexpr" in (ann if isinstance(ann, str) else getattr(ann, "__name__", repr(ann)))
 
 
-def make_launch(fn: Any, args: tuple, kwargs: dict[str, Any]) -> Launch:
-    """The Launch of ``fn(*args, **kwargs)``: parameters in order, constexprs by name."""
-    kwargs = dict(kwargs)
-    num_warps = int(kwargs.pop("num_warps", 4))
-    for opt in ("num_stages", "num_ctas", "maxnreg"):
-        kwargs.pop(opt, None)
+LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+
+
+def bound_arguments(fn: Any, args: tuple, kwargs: dict[str, Any]) -> tuple[inspect.Signature, dict[str, Any]]:
+    """(signature, arguments by parameter name, defaults applied) of ``fn(*args, **kwargs)``, launch options left out."""
+    kwargs = {k: v for k, v in kwargs.items() if k not in LAUNCH_OPTIONS}
     sig = inspect.signature(fn)
     bound = sig.bind(*args, **kwargs)
     bound.apply_defaults()
+    return sig, dict(bound.arguments)
+
+
+def make_launch(fn: Any, args: tuple, kwargs: dict[str, Any]) -> Launch:
+    """The Launch of ``fn(*args, **kwargs)``: parameters in order, constexprs by name."""
+    num_warps = int(kwargs.get("num_warps", 4))
+    sig, arguments = bound_arguments(fn, args, kwargs)
     specs, consts = [], []
-    for name, value in bound.arguments.items():
+    for name, value in arguments.items():
         if _is_constexpr(sig.parameters[name]):
             consts.append((name, json.dumps(constexpr_value(value), sort_keys=True)))
         else:
@@ -139,8 +147,10 @@ def interpreter_compat() -> None:
 
 
 @contextlib.contextmanager
-def recording(execute: bool = True) -> Iterator[list[Launch]]:
-    """Collect every interpreted kernel launch made inside the block (distinct, in first-seen order)."""
+def launch_hook(hook: Callable[[Any, tuple, dict[str, Any], Any], bool], runs_only: bool = False) -> Iterator[None]:
+    """Call ``hook(fn, args, kwargs, grid)`` before every kernel launch inside the block (interpreted or
+    compiled, whichever this process runs); the launch runs only where the hook returns True. ``runs_only``:
+    launches of other threads (a background warm-up) and warm-up compiles pass unseen."""
     from tbe.backend import INTERPRETED
 
     if INTERPRETED:
@@ -150,23 +160,35 @@ def recording(execute: bool = True) -> Iterator[list[Launch]]:
     else:
         from triton.runtime.jit import JITFunction as cls
     original = cls.run
-    seen: dict[str, Launch] = {}
-    out: list[Launch] = []
+    thread = threading.get_ident()
 
     def run(self, *args, grid, warmup, **kwargs):
-        launch = make_launch(self.fn, args, kwargs)
-        if launch.key() not in seen:
-            seen[launch.key()] = launch
-            out.append(launch)
-        if execute:
+        if (runs_only and (warmup or threading.get_ident() != thread)) or hook(self.fn, args, kwargs, grid):
             return original(self, *args, grid=grid, warmup=warmup, **kwargs)
         return None
 
     cls.run = run
     try:
-        yield out
+        yield
     finally:
         cls.run = original
+
+
+@contextlib.contextmanager
+def recording(execute: bool = True) -> Iterator[list[Launch]]:
+    """Collect every kernel launch made inside the block (distinct, in first-seen order)."""
+    seen: dict[str, Launch] = {}
+    out: list[Launch] = []
+
+    def note(fn, args, kwargs, grid) -> bool:
+        launch = make_launch(fn, args, kwargs)
+        if launch.key() not in seen:
+            seen[launch.key()] = launch
+            out.append(launch)
+        return execute
+
+    with launch_hook(note):
+        yield out
 
 
 # ----------------------------------------------------------------------------- probe runs
