@@ -31,12 +31,14 @@ import triton.language as tl
 from tbe.backward_short import gather_grad, grad_row, lookup_coef, row_of_run
 from tbe.classify import Classified, persistent_grid
 from tbe.faults import (
-    FAULT_ACC_W, FAULT_DROP_CHUNK, FAULT_HANG_NARROW, FAULT_NO_BARRIER, FAULT_SKIP_LAST_CHUNK,
-    FAULT_ZERO_LONG, kernel_faults,
+    FAULT_ACC_W, FAULT_APPLY_WHOLE_PARTS, FAULT_DROP_CHUNK, FAULT_HANG_NARROW, FAULT_NO_BARRIER,
+    FAULT_SKIP_LAST_CHUNK, FAULT_ZERO_LONG, kernel_faults,
 )
 from tbe.layout import row_vector
+from tbe.loops import Loop, LoopKind, register_loops
 from tbe.optimizers import update_row
 from tbe.rounding import NEAREST, rounding_faults
+from tbe.routing import Path
 from tbe.vbe import bag_args, row_strides
 
 FAULT_CHUNK_LIMIT = 4096  # chunks per run past which the large-run faults act
@@ -80,14 +82,16 @@ def backward_long(
     if fused:
         # one fp32 row per long slot; at most n / threshold long runs
         slots = max(1, tr.n // cfg.long_run_threshold)
-        ws = torch.zeros((slots, ws_stride), dtype=torch.float32, device=device)
+        ws = module.workspaces.take("fused partial sums", (slots, ws_stride), torch.float32)
+        if not cfg.has_fault("fused_workspace_uninitialized"):  # planted: the last step's sums stay
+            ws.zero_()
         _chunk_kernel[(chunk_grid,)](
             *run_args, ws, cls.countdown, FUSED=True, ROUNDING=rounding,
             SEM="relaxed" if (cfg.has_fault("no_fence") or not cfg.fence) else "acq_rel",
             FAULTS=kernel_faults(cfg.faults, *chunk_faults, FAULT_NO_BARRIER, *rounding_faults(rounding)), **common,
         )
         return
-    ws = torch.empty((cls.chunk_upper, ws_stride), dtype=torch.float32, device=device)
+    ws = module.workspaces.take("chunk partial sums", (cls.chunk_upper, ws_stride), torch.float32)
     _chunk_kernel[(chunk_grid,)](*run_args, ws, ws, FUSED=False, SEM="relaxed", ROUNDING=NEAREST.value,
                                  FAULTS=kernel_faults(cfg.faults, *chunk_faults), **common)
     apply_grid = persistent_grid(cfg.long_grid_multiplier, max(1, tr.n // cfg.long_run_threshold), device)
@@ -98,7 +102,8 @@ def backward_long(
         tr.run_linear, tr.run_start, tr.sorted_bag, lt["weights_offsets"], lt["dims"], lt["col_offsets"],
         lt["hash_size_cumsum"], tr.batch_size, module.learning_rate, module.eps, ws_stride, ws, seed,
         ADAGRAD=common["ADAGRAD"], BLOCK_D=block_d, WIDE=wide, bag_feature_ptr=common["bag_feature_ptr"],
-        VBE=common["VBE"], ROUNDING=rounding, FAULTS=kernel_faults(cfg.faults, *rounding_faults(rounding)),
+        VBE=common["VBE"], ROUNDING=rounding,
+        FAULTS=kernel_faults(cfg.faults, FAULT_APPLY_WHOLE_PARTS, *rounding_faults(rounding)),
         num_warps=cfg.bwd_long_num_warps,
     )
 
@@ -161,12 +166,17 @@ def _workspace_block(src, flags: tl.constexpr, d0, cols, cmask):
     ws_ptr, nparts, ws_stride = src
     VOLATILE: tl.constexpr = flags[0]
     PARTS: tl.constexpr = flags[1]
+    FAULTS: tl.constexpr = flags[2]
     g = tl.zeros(cols.shape, dtype=tl.float32)
     k = tl.arange(0, PARTS)
     for p in range(0, nparts, PARTS):
         part = p + k
+        if FAULT_APPLY_WHOLE_PARTS & FAULTS:  # planted: a partial group of PARTS rows is dropped
+            pm = part < nparts // PARTS * PARTS
+        else:
+            pm = part < nparts
         rows = tl.load(ws_ptr + part[:, None] * ws_stride + d0 + cols[None, :],
-                       mask=(part < nparts)[:, None] & cmask[None, :], other=0.0, volatile=VOLATILE)
+                       mask=pm[:, None] & cmask[None, :], other=0.0, volatile=VOLATILE)
         g += tl.sum(rows, axis=0)
     return g
 
@@ -179,7 +189,7 @@ def _apply_from_workspace(
 ):
     """Sum ``nparts`` consecutive workspace rows, ``PARTS`` at a time in a fixed order (the row's gradient), and
     update the row (its stores rounded by ``ROUNDING``)."""
-    update_row(_workspace_block, (ws_ptr, nparts, ws_stride), (VOLATILE, PARTS), w_row, tl.arange(0, BLOCK_D), D,
+    update_row(_workspace_block, (ws_ptr, nparts, ws_stride), (VOLATILE, PARTS, FAULTS), w_row, tl.arange(0, BLOCK_D), D,
                momentum_ptr, lin, lr, eps, ADAGRAD, BLOCK_D, WIDE, seed, ROUNDING, FAULTS)
 
 
@@ -267,3 +277,45 @@ def _apply_kernel(
         _apply_from_workspace(ws_ptr + base * ws_stride, nparts, ws_stride, w_row, momentum_ptr, lin, D, lr, eps,
                               ADAGRAD, BLOCK_D, WIDE, False, APPLY_PARTS, seed, ROUNDING, FAULTS)
         s += step
+
+
+# ----------------------------------------------------------------------------- loops
+def _long_lengths(a) -> torch.Tensor:
+    """Lengths of the long runs of the launch's bucket (``tbe.classify``'s list)."""
+    start = a["run_start_ptr"].to(torch.int64)
+    runs = a["long_ptr"][: int(a["counts_ptr"][0])].to(torch.int64)
+    return start[runs + 1] - start[runs]
+
+
+def _chunk_lengths(a) -> torch.Tensor:
+    """The distinct chunk lengths of those runs: whole chunks of CHUNK and each run's last, shorter one."""
+    lengths, chunk = _long_lengths(a), a["CHUNK"]
+    whole = torch.full((int((lengths >= chunk).any()),), chunk, dtype=torch.int64, device=lengths.device)
+    return torch.cat([whole, lengths % chunk])
+
+
+def _long_loops(path: Path, fused: bool) -> list[Loop]:
+    when = (lambda a: bool(a["FUSED"])) if fused else (lambda a: not a["FUSED"])
+    launched = (lambda c: c.fused_long_tier) if fused else (lambda c: True)
+    busy = lambda a: when(a) and int(a["counts_ptr"][1]) > 0  # noqa: E731  (a workspace is used only with chunks)
+    loops = [
+        Loop("_chunk_kernel", path, "chunks", LoopKind.GRID_STRIDE, lambda a, grid: [(int(a["counts_ptr"][1]), grid[0])],
+             when=when, programs=lambda c, sms: c.long_grid_multiplier * sms, launched=launched),
+        Loop("_chunk_kernel", path, "a long run's chunks", LoopKind.TILE,
+             lambda a, grid: [(_long_lengths(a), a["CHUNK"])], when=when, launched=launched),
+        Loop("_chunk_kernel", path, "a chunk's lookups", LoopKind.TILE,
+             lambda a, grid: [(_chunk_lengths(a), a["GATHER"])], when=when, launched=launched),
+        Loop("_chunk_kernel", path, "partial sums", LoopKind.WORKSPACE, lambda a, grid: "ws_ptr", when=busy,
+             launched=launched),
+    ]
+    return loops
+
+
+register_loops(
+    *_long_loops(Path.BWD_LONG, fused=False),
+    *_long_loops(Path.BWD_FUSED, fused=True),
+    Loop("_apply_kernel", Path.BWD_LONG, "long runs", LoopKind.GRID_STRIDE,
+         lambda a, grid: [(int(a["counts_ptr"][0]), grid[0])], programs=lambda c, sms: c.long_grid_multiplier * sms),
+    Loop("_apply_kernel", Path.BWD_LONG, "a run's chunk partials", LoopKind.TILE,
+         lambda a, grid: [(a["num_chunks_ptr"][: int(a["counts_ptr"][0])], APPLY_PARTS.value)]),
+)

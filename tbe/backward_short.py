@@ -22,10 +22,12 @@ import triton
 import triton.language as tl
 
 from tbe.classify import persistent_grid
-from tbe.faults import FAULT_ACC_W, FAULT_LANE_MASK, FAULT_MOMENTUM_BF16, kernel_faults
+from tbe.faults import FAULT_ACC_W, FAULT_LANE_MASK, FAULT_MOMENTUM_BF16, FAULT_SHORT_ONE_PASS, kernel_faults
 from tbe.layout import row_vector
+from tbe.loops import Loop, LoopKind, register_loops
 from tbe.optimizers import update_row
 from tbe.rounding import round_for_storage, rounding_faults
+from tbe.routing import Path
 from tbe.vbe import bag_args, feature_of, row_strides
 
 
@@ -52,18 +54,23 @@ def backward_short(
         ROUNDING=rounding, num_warps=cfg.bwd_short_num_warps,
     )
     runs = cfg.bwd_short_runs_per_program
-    if runs > 1 and not wide:
+    if side_by_side(cfg) and not wide:
         grid = persistent_grid(cfg.short_grid_multiplier, triton.cdiv(tr.n, runs), grad.device)
         vec = row_vector(module.layout.dims, module.weights.element_size(), *row_strides(grad, tr.vbe))
         _short_rows_kernel[(grid,)](*args, RUNS=runs, VEC=vec, **flags,
                                     FAULTS=kernel_faults(cfg.faults, FAULT_ACC_W, FAULT_LANE_MASK, FAULT_MOMENTUM_BF16,
-                                                         *rounding_faults(rounding)))
+                                                         FAULT_SHORT_ONE_PASS, *rounding_faults(rounding)))
         return
     grid = persistent_grid(cfg.short_grid_multiplier, tr.n, grad.device)
     _short_kernel[(grid,)](
         *args, GATHER=cfg.bwd_short_gather_weighted if weighted else cfg.bwd_short_gather_unweighted,
         WIDE=wide, **flags, FAULTS=kernel_faults(cfg.faults, FAULT_ACC_W, *rounding_faults(rounding)),
     )
+
+
+def side_by_side(cfg) -> bool:
+    """Rows that fit one column block take the side-by-side kernel (``bwd_short_runs_per_program`` runs at once)."""
+    return cfg.bwd_short_runs_per_program > 1
 
 
 # ----------------------------------------------------------------------------- kernels
@@ -249,7 +256,10 @@ def _short_rows_kernel(
             w_new = w - lr * acc
         tl.store(weights_ptr + w_rows + cols, round_for_storage(w_new, wdt, seed, lin, cols, ROUNDING,
                                                                 FAULTS), mask=cmask)
-        base += step
+        if FAULT_SHORT_ONE_PASS & FAULTS:  # planted: the grid-stride loop stops after its first pass
+            base = num_runs
+        else:
+            base += step
 
 
 @triton.jit
@@ -261,3 +271,30 @@ def row_of_run(run, run_linear_ptr, run_start_ptr, sorted_bag_ptr, weights_offse
     D = tl.load(dims_ptr + t)
     w_row = weights_ptr + tl.load(weights_offsets_ptr + t) + (lin - tl.load(hcs_ptr + t)) * D
     return lin, D, tl.load(col_offsets_ptr + t), w_row
+
+
+# ----------------------------------------------------------------------------- loops
+def _short_lengths(a) -> torch.Tensor:
+    """Lengths of the runs ``_short_kernel`` updates: short ones of its bucket."""
+    n = int(a["num_runs_ptr"].reshape(-1)[0])
+    start = a["run_start_ptr"][: n + 1].to(torch.int64)
+    length = start[1:] - start[:-1]
+    mine = (a["run_bucket_ptr"][:n].to(torch.int64) == a["BUCKET"]) & (length < a["THRESHOLD"])
+    return length[mine]
+
+
+def _num_runs(a) -> int:
+    return int(a["num_runs_ptr"].reshape(-1)[0])
+
+
+register_loops(
+    Loop("_short_kernel", Path.BWD_SHORT, "runs", LoopKind.GRID_STRIDE, lambda a, grid: [(_num_runs(a), grid[0])],
+         programs=lambda c, sms: c.short_grid_multiplier * sms),
+    Loop("_short_kernel", Path.BWD_SHORT, "a run's lookups", LoopKind.TILE,
+         lambda a, grid: [(_short_lengths(a), a["GATHER"])]),
+    Loop("_short_rows_kernel", Path.BWD_SHORT, "runs", LoopKind.GRID_STRIDE,
+         lambda a, grid: [(_num_runs(a), grid[0] * a["RUNS"])],
+         programs=lambda c, sms: c.short_grid_multiplier * sms * c.bwd_short_runs_per_program, launched=side_by_side),
+    Loop("_short_rows_kernel", Path.BWD_SHORT, "runs side by side", LoopKind.TILE,
+         lambda a, grid: [(_num_runs(a), a["RUNS"])], launched=side_by_side),
+)

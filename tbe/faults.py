@@ -92,6 +92,18 @@ FAULT_BIASED_SR = register(
                                   "probability p + 0.1 (clamped to 1) instead of the fractional distance p: every "
                                   "store is still one of the two neighbours, only its mean is off")
 
+# one bug of each loop class coverage counts (``tbe.loops``): a second grid-stride pass, a remainder tile, a reused
+# workspace
+FAULT_SHORT_ONE_PASS = register(
+    "short_rows_one_pass", "the side-by-side short kernel's grid-stride loop stops after its first pass: runs past "
+                           "the first programs x runs_per_program are never updated")
+FAULT_APPLY_WHOLE_PARTS = register(
+    "apply_drops_partial_group", "the apply kernel sums a run's chunk partials 8 rows at a time and drops the last "
+                                 "group when the run's chunk count is not a multiple of 8")
+register("fused_workspace_uninitialized", "the fused long tier does not zero its workspace before a step: right on "
+                                          "its first use (fresh memory is zeroed), wrong when a later step reuses "
+                                          "it and adds onto the last step's partial sums")
+
 
 def allowed() -> bool:
     return ALLOW_FAULTS.flag()

@@ -19,8 +19,10 @@ from tbe.buckets import bucket_tensors
 from tbe.config import KernelConfig
 from tbe.faults import FAULT_DROP_WIDE, FAULT_FWD_SKIP_LAST, FAULT_MEAN_RAW_LEN, kernel_faults
 from tbe.layout import row_vector
+from tbe.loops import Loop, LoopKind, register_loops
 from tbe.modes import Pooling
 from tbe.rounding import to_storage
+from tbe.routing import Path
 from tbe.vbe import VbeTensors
 
 
@@ -146,3 +148,27 @@ def _forward_kernel(
                 if FAULT_DROP_WIDE & FAULTS:  # planted: columns past 1,024 come out zero
                     acc = tl.where(c < 1024, acc, 0.0)
                 tl.store(out_ptr + out_row + c, to_storage(acc, out_ptr.dtype.element_ty), mask=cmask)
+
+
+# ----------------------------------------------------------------------------- loops
+def _bags(a) -> list[tuple[int, int]]:
+    """(first bag, bag count) of each table the launch pools."""
+    tables = a["table_ids_ptr"].tolist()
+    if a["VBE"]:
+        base = a["bag_base_ptr"].tolist()
+        return [(base[t], base[t + 1] - base[t]) for t in tables]
+    return [(t * a["B"], a["B"]) for t in tables]
+
+
+def _bag_lengths(a) -> torch.Tensor:
+    off = a["offsets_ptr"].to(torch.int64)
+    lengths = off[1:] - off[:-1]
+    return torch.cat([lengths[first: first + n] for first, n in _bags(a)])
+
+
+register_loops(
+    Loop("_forward_kernel", Path.FWD_GENERIC, "bags of a program", LoopKind.TILE,
+         lambda a, grid: [(n, a["BAGS"]) for _, n in _bags(a)]),
+    Loop("_forward_kernel", Path.FWD_GENERIC, "a bag's ids", LoopKind.TILE,
+         lambda a, grid: [(_bag_lengths(a), a["GATHER"])]),
+)

@@ -27,6 +27,7 @@ from tbe.forward_dispatch import prepare_bounds
 from tbe.layout import TableLayout, VariableBatch, check_feature_table_map, parse_specs, seeded_weights
 from tbe.modes import BoundsCheckMode, Optimizer, Pooling, parse_enum, parse_float_dtype
 from tbe.vbe import vbe_tensors
+from tbe.workspace import Workspaces
 
 
 def _check_hyper(name: str, value: object) -> float:
@@ -87,6 +88,7 @@ class TritonTBE(nn.Module):
         # gives the output a grad_fn; the real update is applied in place by the backward
         self.placeholder = nn.Parameter(torch.zeros(0, device=self.device))
         self.layout_tensors = device_layout(layout, config, self.device)
+        self.workspaces = Workspaces(self.device)
         self.reset_weights(seed)
 
     # ------------------------------------------------------------------ weights and state
