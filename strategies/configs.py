@@ -27,6 +27,8 @@ NAMED: dict[str, KernelConfig] = {
     "fused_bounds": SMALL.replace(fused_bounds_check=True),       # ids checked inside the forward kernel
     "hoisted": SMALL.replace(hoist_transpose=True, fused_long_tier=True),  # transpose sorted in the forward
     "short_rows": SMALL.replace(bwd_short_runs_per_program=4),    # short runs side by side in one tile
+    # one program per SM (2 on the interpreter): the grid-stride loops take a second pass on a CPU-sized batch
+    "strided": SMALL.replace(bwd_short_runs_per_program=4, short_grid_multiplier=1, long_grid_multiplier=1),
 }
 
 

@@ -110,6 +110,8 @@ def tour(config: KernelConfig, max_lookups: int, fixed: frozenset[str] = frozens
     long_ov = _long(c, max_lookups)
     th = long_ov.get("long_run_threshold", c.long_run_threshold)
     ch = long_ov.get("chunk_size", c.chunk_size)
+    loop_ov = long_ov if 2 * 3 * 8 * ch <= max_lookups else {"long_run_threshold": 8, "chunk_size": 3}
+    loop_ch = loop_ov.get("chunk_size", c.chunk_size)
     wide = 2 * c.dim_buckets[-1] + 1 if 2 * c.dim_buckets[-1] + 1 <= 160 else None
     narrow = {} if wide else {"dim_buckets": (4, 16)}
     wide = wide or 33  # 1 past a multiple of every bucket: a column loop one block short drops a column
@@ -160,9 +162,16 @@ def tour(config: KernelConfig, max_lookups: int, fixed: frozenset[str] = frozens
                   learning_rate=2.0, seed=15), {**long_ov, "fused_long_tier": False, "dim_buckets": (4,)}),
         ("long runs, fused tier, wide rows, sgd",
          CaseSpec(tables=((30, 9),), batch_size=3, max_length=2, weights_dtype="fp16",
-                  hot_rows=(HotRow(0, 3, 2 * ch + 1), HotRow(0, 7, th)), learning_rate=2.0, seed=6),
+                  hot_rows=(HotRow(0, 3, 2 * ch + 1), HotRow(0, 7, th), HotRow(0, 11, 2 * ch)), learning_rate=2.0,
+                  seed=6),
          {**long_ov, "fused_long_tier": True, "fused_long_min_lookups": 0, "dim_buckets": (4,),
           "long_grid_multiplier": 1}),  # two programs on the CPU: the grid-stride loop turns
+        # loop cells (tbe.loops): 24 chunks and 3 long runs on two programs, 8 whole chunks a run (the apply
+        # kernel's full group of partials), and a second step on the workspace the first one left
+        ("three long runs of eight whole chunks, two steps, one program per SM, two-kernel tier, adagrad",
+         CaseSpec(tables=((30, 8),), batch_size=3, max_length=2, optimizer="exact_rowwise_adagrad", steps=2,
+                  hot_rows=tuple(HotRow(0, r, 8 * loop_ch) for r in (1, 2, 3)), seed=24),
+         {**loop_ov, "fused_long_tier": False, "long_grid_multiplier": 1}),
         ("long run one short of the threshold and one of a single chunk",
          CaseSpec(tables=((12, 4),), batch_size=2, max_length=2, hot_rows=(HotRow(0, 5, th - 1),), seed=7),
          {**long_ov, "fused_long_tier": False}),

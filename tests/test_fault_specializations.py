@@ -37,6 +37,9 @@ TOUCHES = {
     "runs_per_feature": {"_count_runs_kernel", "_write_runs_kernel"},
     # the stochastic-rounding profiles' stores: the short tier's, the fused long tier's and the apply kernel's
     "biased_stochastic_rounding": {"_short_kernel", "_short_rows_kernel", "_chunk_kernel", "_apply_kernel"},
+    "short_rows_one_pass": {"_short_rows_kernel"},
+    "apply_drops_partial_group": {"_apply_kernel"},
+    "fused_workspace_uninitialized": set(),  # host-side: the workspace is not zeroed
 }
 
 # forces int32 linear ids where a profile asks for int64: fewer variants of the backward kernels, none new

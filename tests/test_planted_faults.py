@@ -32,6 +32,8 @@ def multi_step_adagrad(fc) -> bool:
 
 
 MULTI_STEP_ADAGRAD = ADVERSARIAL.filter(multi_step_adagrad)  # optimizer state carried between steps
+MULTI_STEP = ADVERSARIAL.filter(lambda fc: fc.spec.steps > 1)  # a later step meets the state an earlier one left
+STRIDED = st.builds(FuzzCase, case_specs(max_lookups=200), st.just("strided"))  # one program per SM
 # features sharing a table (every non-empty drawn map reads some table twice), under the configs of each tier
 SHARED_MAPS = st.builds(FuzzCase, case_specs(max_lookups=200, shared_tables=True).filter(lambda s: s.feature_table_map),
                         st.sampled_from(["default", "small", "short_rows", "small_fused"]))
@@ -63,6 +65,11 @@ PROPERTIES = {
     # a row read by two features of one table: its update misses one feature's gradient (or Adagrad's momentum
     # counts the features apart)
     "runs_per_feature": (SHARED_MAPS, check_fuzz_case, ("weights after update", "momentum")),
+    # loop classes (tbe.loops): runs past the first grid-stride pass, a run whose chunk count leaves a partial
+    # group of 8, a workspace a later step reuses
+    "short_rows_one_pass": (STRIDED, check_fuzz_case, ("weights after update", "momentum")),
+    "apply_drops_partial_group": (ADVERSARIAL, check_fuzz_case, ("weights after update", "momentum")),
+    "fused_workspace_uninitialized": (MULTI_STEP, check_fuzz_case, ("weights after update", "momentum")),
 }
 SEARCH = settings(max_examples=MAX_TRIES, phases=[Phase.generate], database=None, derandomize=True,
                   deadline=None, suppress_health_check=list(HealthCheck), print_blob=False)

@@ -25,16 +25,21 @@ from typing import Any, Iterable, Iterator, Optional
 
 from fuzz.judge import coverage
 from fuzz.judge import case_result
-from fuzz.judge import Cell, EdgeGroup
+from fuzz.judge import Cell, EdgeGroup, loop_cells, run_observed
 from cases import BadBatchSpec, BadId, BadIdCase, CaseSpec, Drawn, HotRow, tensors, with_rate_and_steps
 from strategies.config_space import usable_profiles
 from strategies.tiers import past_counter_fits, past_counter_length
 from tbe import KernelConfig
+from tbe.backend import INTERPRETED
+from tbe.loops import LoopClass, all_loops
 from tbe.routing import Path
 
 FILL_SHARE = 0.2     # of a campaign's search time, kept for aimed cases when it has zero cells
 SEEDS = (11, 12)     # materialization seeds tried per recipe (an empty bag, say, can depend on it)
 PLAN_SECONDS = 1.0   # longest search for one cell's case
+LOOP_PLAN_SECONDS = 2.0  # for a loop cell, whose candidates run on the kernels to show what they reach
+LOOP_PLAN_SHARE = 0.3    # of the time left to a plan's deadline, for each group of loop cells
+LOOP_PLAN_MIN_S = 5.0    # no loop cell is planned with less time than this left
 
 
 def aimed_case(cell: Cell, base: KernelConfig, max_lookups: int, fixed: frozenset[str] = frozenset(),
@@ -53,41 +58,73 @@ def _aimed(cell: Cell, base: KernelConfig, max_lookups: int, fixed: frozenset[st
     for drawn in _candidates(cell, base, max_lookups, fixed):
         if time.perf_counter() > end:
             return None
-        cells = predicted_cells(drawn, base)
+        try:
+            cells = predicted_cells(drawn, base, loops=cell[1].group == EdgeGroup.LOOP)
+        except ValueError:  # a recipe the case cannot hold (more hot rows than rows): not a candidate
+            continue
         if cell in cells:
             return drawn, cells
     return None
 
 
-def predicted_cells(drawn: Drawn, base: KernelConfig) -> frozenset[Cell]:
-    """The cells ``drawn`` counts in once run (materialized here, no kernel launched)."""
+@functools.lru_cache(maxsize=1024)
+def predicted_cells(drawn: Drawn, base: KernelConfig, loops: bool = False) -> frozenset[Cell]:
+    """The cells ``drawn`` counts in once run (materialized here, no kernel launched); with ``loops``, its loop
+    cells too, which only its launches show: its steps run on the kernels, unjudged (``run_observed``)."""
     cfg = drawn.config(base)
-    return case_result(drawn.case, tensors(drawn.case, weights=False), cfg, 0.0, None, None).cells
+    cells = case_result(drawn.case, tensors(drawn.case, weights=False), cfg, 0.0, None, None).cells
+    return cells | loop_cells(run_observed(drawn.case, cfg).seen) if loops else cells
 
 
 def plan(zero: Iterable[Cell], base: KernelConfig, max_lookups: int, fixed: frozenset[str] = frozenset(),
          deadline: Optional[float] = None) -> list[tuple[Cell, Drawn]]:
     """Aimed cases for the ``zero`` cells, the paths taken in turn (a short run then aims at every path it can),
     one case per cell it hits first; a case that also hits later cells of ``zero`` covers them (they get none
-    of their own)."""
+    of their own). Loop cells' candidates run on the kernels, so they are planned only under the interpreter (on
+    a GPU that run would compile in this process), the classes the draws reach least (``RARE_LOOPS``) before the
+    other cells and the rest after them, each of the two groups within ``LOOP_PLAN_SHARE`` of the time left when
+    it starts (none with less than ``LOOP_PLAN_MIN_S`` left), so the planned cases keep time to run."""
     turn: collections.Counter = collections.Counter()
     keyed = []
     for cell in zero:  # the n-th zero cell of a path goes in the n-th round
-        keyed.append(((turn[cell[0]], coverage.PATHS.index(cell[0])), cell))
-        turn[cell[0]] += 1
-    todo = [cell for _, cell in sorted(keyed, key=lambda kc: kc[0])]
+        group = _plan_group(cell)
+        if group != PLAIN and not INTERPRETED:
+            continue
+        rank = LOOP_RANK.get(coverage.LOOP_CLASS.get(cell[1]), 0)
+        keyed.append(((group, rank, turn[cell[0], group], coverage.PATHS.index(cell[0])), cell))
+        turn[cell[0], group] += 1
     out: list[tuple[Cell, Drawn]] = []
     covered: set[Cell] = set()
-    for cell in todo:
-        if cell in covered:
-            continue
-        if deadline is not None and time.perf_counter() > deadline:
-            break
-        found = _aimed(cell, base, max_lookups, fixed, PLAN_SECONDS)
-        if found is not None:
-            out.append((cell, found[0]))
-            covered |= found[1]
+    for group, cells in itertools.groupby(sorted(keyed, key=lambda kc: kc[0]), key=lambda kc: kc[0][0]):
+        end = deadline
+        if group != PLAIN and deadline is not None:
+            left = deadline - time.perf_counter()
+            if left < LOOP_PLAN_MIN_S:
+                continue
+            end = time.perf_counter() + LOOP_PLAN_SHARE * left
+        for _, cell in cells:
+            if cell in covered:
+                continue
+            if end is not None and time.perf_counter() > end:
+                break
+            seconds = PLAN_SECONDS if group == PLAIN else LOOP_PLAN_SECONDS
+            if end is not None:
+                seconds = min(seconds, end - time.perf_counter())
+            found = _aimed(cell, base, max_lookups, fixed, seconds)
+            if found is not None:
+                out.append((cell, found[0]))
+                covered |= found[1]
     return out
+
+
+RARE_LOOPS, PLAIN, OTHER_LOOPS = 0, 1, 2  # plan groups, in planning order
+LOOP_RANK = {LoopClass.REUSE: 0, LoopClass.MORE_PASSES: 1}  # within the rare group: one cell per path first
+
+
+def _plan_group(cell: Cell) -> int:
+    if cell[1].group != EdgeGroup.LOOP:
+        return PLAIN
+    return RARE_LOOPS if coverage.LOOP_CLASS[cell[1]] in (LoopClass.REUSE, LoopClass.MORE_PASSES) else OTHER_LOOPS
 
 
 # ----------------------------------------------------------------------------- recipes
@@ -103,12 +140,13 @@ class _Recipe:
     bad_offsets: tuple[str, ...] = ()
     features: Optional[int] = None
     last_batch: Optional[int] = None
+    hots: int = 1  # hot rows of ``hot`` lookups each (rows 0, 1, ... of table 0)
 
 
 def _r(dim: Optional[int] = None, hot: Optional[int] = None, bad_id: Optional[BadId] = None,
        bad_offsets: tuple[str, ...] = (), features: Optional[int] = None, last_batch: Optional[int] = None,
-       **fields: Any) -> _Recipe:
-    return _Recipe(tuple(sorted(fields.items())), dim, hot, bad_id, bad_offsets, features, last_batch)
+       hots: int = 1, **fields: Any) -> _Recipe:
+    return _Recipe(tuple(sorted(fields.items())), dim, hot, bad_id, bad_offsets, features, last_batch, hots)
 
 
 _GENERIC_TABLES = ((24, 8), (10, 5))
@@ -196,7 +234,31 @@ def _edge_recipes(edge: coverage.Edge, c: KernelConfig, max_lookups: int) -> lis
     if g == EdgeGroup.VBE:  # the last feature's batch 0 (or 1) beside the others' whole batch
         last = 0 if v == coverage.VBE_CLASSES[0] else 1
         return [_r(last_batch=last, hot=3), _r(last_batch=last)]
+    if g == EdgeGroup.LOOP:
+        return _loop_recipes(coverage.LOOP_CLASS[edge], c, max_lookups)
     return []
+
+
+def _loop_recipes(cls: LoopClass, c: KernelConfig, max_lookups: int) -> list[_Recipe]:
+    """Candidates for a loop cell of class ``cls``: which loop one reaches only a run tells (``predicted_cells``),
+    so each names a few shapes that give the class in most loops: long runs of whole and partial chunks (8 chunks
+    fill the apply kernel's group), a second step on the same workspace, several long runs, many short runs,
+    fixed bag lengths, and rows wider than the largest bucket (the one-run-at-a-time short kernel)."""
+    th, ch = c.long_run_threshold, c.chunk_size
+    wide = c.dim_buckets[-1] + 1
+    many = dict(batch_size=32, max_length=8, tables=((4096, 8), (4096, 16)))
+    recipes = {
+        LoopClass.FIRST_USE: [_r(hot=th)],
+        LoopClass.REUSE: [_r(hot=th, steps=2), _r(hot=3 * ch + 1, steps=2)],
+        LoopClass.ONE_PASS: [_r(hot=th), _r(dim=wide)],
+        LoopClass.MORE_PASSES: [_r(hot=3 * ch + 1), _r(hot=th, hots=9, tables=((17, 8),)), _r(**many),
+                                _r(dim=wide, **many)],
+        LoopClass.WHOLE: [_r(hot=8 * ch), _r(hot=2 * ch), _r(length_profile="fixed", batch_size=4, max_length=16),
+                          _r(dim=wide, hot=16)],
+        LoopClass.REMAINDER: [_r(hot=8 * ch + 1), _r(hot=2 * ch + 1), _r(length_profile="fixed", batch_size=5,
+                                                                           max_length=3), _r(dim=wide, hot=5)],
+    }[cls]
+    return [r for r in recipes if r.hot is None or r.hot * r.hots <= max_lookups // 2]
 
 
 def _compose(path: _Recipe, edge: _Recipe, seed: int) -> Optional[Any]:
@@ -210,9 +272,9 @@ def _compose(path: _Recipe, edge: _Recipe, seed: int) -> Optional[Any]:
     hot = edge.hot if edge.hot is not None else path.hot
     rows = tables[0][0]
     if hot is not None:
-        if rows < 2:
-            tables = ((2, tables[0][1]),) + tables[1:]
-        fields["hot_rows"] = (HotRow(0, 0, hot),)
+        if rows < max(2, edge.hots):
+            tables = ((max(2, edge.hots), tables[0][1]),) + tables[1:]
+        fields["hot_rows"] = tuple(HotRow(0, r, hot) for r in range(edge.hots))
     if edge.features is not None:  # table 0 read by ``features`` features, the last after the other tables
         fields["feature_table_map"] = tuple(range(len(tables))) + (0,) * (edge.features - 1)
     if edge.last_batch is not None:  # at least two features, the last of its own batch size
@@ -242,9 +304,15 @@ def _compose(path: _Recipe, edge: _Recipe, seed: int) -> Optional[Any]:
 
 def _candidates(cell: Cell, base: KernelConfig, max_lookups: int, fixed: frozenset[str]) -> Iterator[Drawn]:
     path, edge = cell
-    for ov in _path_configs(path, base, fixed):
+    configs = _path_configs(path, base, fixed)
+    if coverage.LOOP_CLASS.get(edge) == LoopClass.MORE_PASSES:  # the fewest programs first: work outgrows them soonest
+        loops = [lp for lp in all_loops() if lp.path == path and coverage.loop_value(lp.label, LoopClass.MORE_PASSES)
+                 == edge.value]
+        configs.sort(key=lambda ov: min(lp.programs(base.replace(**ov), 1) for lp in loops))
+    for ov in configs:
         c = base.replace(**ov) if ov else base
-        for p, e, seed in itertools.product(_path_recipes(path, c), _edge_recipes(edge, c, max_lookups), SEEDS):
+        seeds = SEEDS[:1] if edge.group == EdgeGroup.LOOP else SEEDS  # a loop candidate costs a run
+        for p, e, seed in itertools.product(_path_recipes(path, c), _edge_recipes(edge, c, max_lookups), seeds):
             case = _compose(p, e, seed)
             if case is None or case.spec.expected_lookups() > max_lookups:
                 continue

@@ -6,7 +6,8 @@ from fuzz.lazy import face
 
 __all__, __getattr__, __dir__ = face(__name__, {
     ".check": ("CaseResult", "run_case", "case_result", "draw_device"),
-    ".coverage": ("Cell", "Coverage", "merge_json", "reachable", "EdgeGroup"),
+    ".coverage": ("Cell", "Coverage", "merge_json", "reachable", "EdgeGroup", "loop_cells"),
+    ".loop_use": ("run_observed",),
     ".differential": ("check_case", "failures"),
     ".known": ("KnownFinding", "explain", "for_sut", "TRIAGE"),
     ".teeth": ("Teeth",),

@@ -10,10 +10,11 @@ outside the process, a crash (a signal or an exit) or a hang.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 import traceback
-from typing import Optional
+from typing import Iterable, Optional
 
 import torch
 
@@ -21,6 +22,7 @@ from cases import AnyCase, CaseKind, CaseTensors, base_spec, tensors
 from cases.spec import lookup_features
 from fuzz.judge import coverage
 from fuzz.judge.differential import check_batch
+from fuzz.judge.loop_use import LoopUse, observing
 from fuzz.compile import CompileCounts
 from fuzz.errors import MemoryViolation
 from fuzz.judge.teeth import Teeth
@@ -246,13 +248,14 @@ def run_case(
     error = kind = None
     teeth = Teeth()
     t1 = time.perf_counter()
-    try:
-        reports = check_batch(spec, config, t.indices, t.offsets, t.per_sample_weights, grads, model, teeth,
-                              sut=sut, initial_weights=t.initial_weights, phases=phases)
-    except Exception as e:  # a failure on a case is a finding, kept with its traceback
-        kind, error = classify(e)
-    phases.seconds["oracles"] += max(0.0, time.perf_counter() - t1 - phases.seconds["sut"])
     beside = get_sut(sut).capabilities.project_kernels  # the sample is an oracle beside this project's kernels
+    with (observing() if beside else contextlib.nullcontext(LoopUse())) as loops:
+        try:
+            reports = check_batch(spec, config, t.indices, t.offsets, t.per_sample_weights, grads, model, teeth,
+                                  sut=sut, initial_weights=t.initial_weights, phases=phases)
+        except Exception as e:  # a failure on a case is a finding, kept with its traceback
+            kind, error = classify(e)
+    phases.seconds["oracles"] += max(0.0, time.perf_counter() - t1 - phases.seconds["sut"])
     fb_status = "" if beside else f"n/a: SUT {sut}"
     if error is None and grads and beside:
         with phases.timed("fbgemm"):
@@ -261,14 +264,14 @@ def run_case(
     with phases.timed("bookkeeping"):
         # counted beside the kernels unless the check failed (a CUDA error leaves the device unusable)
         where = default_device() if error is None else None
-        result = case_result(case, t, config, time.perf_counter() - t0, kind, error, reports, sut, where)
+        result = case_result(case, t, config, time.perf_counter() - t0, kind, error, reports, sut, where, loops.seen)
     result.fbgemm, result.teeth, result.phases = fb_status, teeth, phases.to_dict()
     return result
 
 
 def case_result(case: AnyCase, t: CaseTensors, config: KernelConfig, seconds: float, kind: Optional[FailureKind],
                 error: Optional[str], reports: Optional[list[Report]] = None, sut: str = DEFAULT_SUT,
-                device: Optional[torch.device] = None) -> CaseResult:
+                device: Optional[torch.device] = None, loops: Iterable = ()) -> CaseResult:
     """The CaseResult of ``case`` (materialized as ``t``) with ``error`` of ``kind`` (None: judged by reports).
     After a CUDA error the device's tensors cannot be read: the same batch is rebuilt on the CPU to count."""
     if kind == FailureKind.CUDA_ERROR and t.indices.device.type != "cpu":
@@ -276,7 +279,7 @@ def case_result(case: AnyCase, t: CaseTensors, config: KernelConfig, seconds: fl
     tiers, max_segment, hist = tiers_of(case, t, config, device)
     target = get_sut(sut)
     caps = target.capabilities
-    cells = coverage.cells_of(coverage.facts_of(case, t, hist), config) if caps.project_kernels else frozenset()
+    cells = coverage.cells_of(coverage.facts_of(case, t, hist, loops), config) if caps.project_kernels else frozenset()
     if target.paths is not None:  # a SUT that names its own kernel paths
         tiers = target.paths(case, t if error is None else None, config)
     elif not caps.project_kernels:  # not this project's kernels: the segment-length classes only

@@ -31,6 +31,9 @@ from cases import BAG_POSITIONS, ID_KINDS, OFFSET_KINDS, AnyCase, BadIdCase, Cas
 from strategies.tiers import LONG_EDGES, PAST_COUNTER, past_counter_fits, past_counter_length, tier_report
 from tbe import KernelConfig
 from tbe.buckets import block_for_dim
+from tbe.backend import default_device
+from tbe.classify import num_sms
+from tbe.loops import CLASSES, LoopClass, all_loops
 from tbe.forward_dispatch import choose_path
 from tbe.routing import Path, bounds_path
 from tbe.modes import FLOAT_NAMES, BoundsCheckMode, Optimizer, Pooling, parse_float_dtype
@@ -52,6 +55,7 @@ class EdgeGroup(enum.Enum):
     STEPS = "steps"
     FEATURE_MAP = "feature map"
     VBE = "VBE"
+    LOOP = "loop"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,6 +86,15 @@ _DTYPES = {d: parse_float_dtype("dtype", d) for d in WEIGHT_DTYPES}
 _LONG_EDGE_VALUES = {e: e for e in LONG_EDGES} | {PAST_COUNTER: f"{PAST_COUNTER}, exact values"}
 
 
+def loop_value(label: str, cls: LoopClass) -> str:
+    return f"{label}: {cls.value}"
+
+
+def loop_cells(seen: Iterable[tuple[Path, str, LoopClass]]) -> frozenset[Cell]:
+    """The cells of loop classes a check's launches ran (``fuzz.judge.loop_use``)."""
+    return frozenset((p, Edge(EdgeGroup.LOOP, loop_value(label, c))) for p, label, c in seen)
+
+
 def _pooling_value(pooling: str, weighted: bool) -> str:
     return f"{pooling}, {'weighted' if weighted else 'unweighted'}"
 
@@ -102,7 +115,10 @@ EDGES: tuple[Edge, ...] = (
     *(Edge(EdgeGroup.STEPS, s) for s in STEP_CLASSES),
     *(Edge(EdgeGroup.FEATURE_MAP, m) for m in FEATURE_MAP_CLASSES),
     *(Edge(EdgeGroup.VBE, v) for v in VBE_CLASSES),
+    *dict.fromkeys(Edge(EdgeGroup.LOOP, loop_value(loop.label, c)) for loop in all_loops() for c in CLASSES[loop.kind]),
 )
+LOOP_CLASS: dict[Edge, LoopClass] = {Edge(EdgeGroup.LOOP, loop_value(loop.label, c)): c
+                                     for loop in all_loops() for c in CLASSES[loop.kind]}  # a loop edge's class
 PATHS: tuple[Path, ...] = tuple(Path)
 PAST_COUNTER_EDGE = Edge(EdgeGroup.LONG_RUN, _LONG_EDGE_VALUES[PAST_COUNTER])
 _BAD_GROUPS = (EdgeGroup.BAD_ID_BAG, EdgeGroup.BAD_ID_SLOT, EdgeGroup.BAD_OFFSETS)
@@ -133,11 +149,14 @@ class Facts:
     bad_offsets: tuple[str, ...] = ()
     features_per_table: int = 1             # the most features reading one table (``feature_table_map``)
     batch_sizes: tuple[int, ...] = ()       # VBE: each feature's number of bags; () for a fixed batch
+    loops: frozenset[Cell] = frozenset()    # the loop cells its launches ran (``loop_cells``)
 
 
-def facts_of(case: AnyCase, t: CaseTensors, segment_hist: Sequence[tuple[int, int]] = ()) -> Facts:
+def facts_of(case: AnyCase, t: CaseTensors, segment_hist: Sequence[tuple[int, int]] = (),
+             loops: Iterable[tuple[Path, str, LoopClass]] = ()) -> Facts:
     """The facts of ``case`` materialized as ``t``; ``segment_hist`` is the (SL, runs) histogram of its
-    backward (``fuzz.judge.check.tiers_of``; empty when no backward ran)."""
+    backward (``fuzz.judge.check.tiers_of``; empty when no backward ran); ``loops``: the loop classes its
+    launches ran (``fuzz.judge.loop_use``; empty when not observed)."""
     spec = base_spec(case)
     off = t.offsets.to(torch.int64)
     empty = bool((off[1:] - off[:-1] == 0).any()) if off.numel() > 1 else False
@@ -157,6 +176,7 @@ def facts_of(case: AnyCase, t: CaseTensors, segment_hist: Sequence[tuple[int, in
         bad=case.bad is not None, bad_ids=bad_ids, bad_offsets=bad_offsets,
         features_per_table=max(fmap.count(t) for t in set(fmap)),
         batch_sizes=tuple(spec.batch_size_per_feature or ()),
+        loops=loop_cells(loops),
     )
 
 
@@ -262,7 +282,8 @@ def edges_of(f: Facts, config: KernelConfig) -> set[Edge]:
 def cells_of(f: Facts, config: KernelConfig) -> frozenset[Cell]:
     """Every cell the example counts in under ``config`` (the config it ran with)."""
     edges = edges_of(f, config)
-    return frozenset((p, e) for p in paths_of(f, config) for e in edges)
+    cells = {(p, e) for p in paths_of(f, config) for e in edges}
+    return frozenset(cells | f.loops)
 
 
 # ----------------------------------------------------------------------------- reachability
@@ -351,7 +372,22 @@ def _reachable_one(config: KernelConfig, forward_only: bool = False,
     bad = {e for e in EDGES if e.group in _BAD_GROUPS}
     valid = {e for p, e in cells}
     add({bounds_path(c)}, bad | valid)
-    return frozenset(cells)
+    return frozenset(cells | _loop_cells(c, {p for p, _ in cells}, max_lookups))
+
+
+def _loop_cells(c: KernelConfig, paths: set[Path], max_lookups: Optional[int]) -> set[Cell]:
+    """The loop cells of the paths a config reaches: every class of every loop its kernels can launch with, but a
+    second grid-stride pass only where a case may hold more work items (lookups bound them) than programs."""
+    sms = num_sms(default_device())
+    out = set()
+    for loop in all_loops():
+        if loop.path not in paths or not loop.launched(c):
+            continue
+        for cls in CLASSES[loop.kind]:
+            if cls == LoopClass.MORE_PASSES and max_lookups is not None and max_lookups <= loop.programs(c, sms):
+                continue
+            out.add((loop.path, Edge(EdgeGroup.LOOP, loop_value(loop.label, cls))))
+    return out
 
 
 # ----------------------------------------------------------------------------- counting
