@@ -35,6 +35,9 @@ MULTI_STEP_ADAGRAD = ADVERSARIAL.filter(multi_step_adagrad)  # optimizer state c
 # features sharing a table (every non-empty drawn map reads some table twice), under the configs of each tier
 SHARED_MAPS = st.builds(FuzzCase, case_specs(max_lookups=200, shared_tables=True).filter(lambda s: s.feature_table_map),
                         st.sampled_from(["default", "small", "short_rows", "small_fused"]))
+# a batch size per feature (VBE, alone or with shared tables): the forward writes each feature's own block
+VBE_CASES = st.builds(FuzzCase, case_specs(max_lookups=60, shared_tables=True, vbe=True).filter(lambda s: s.vbe),
+                      st.sampled_from(["default", "small_fused"]))
 
 
 # fault -> (the fuzz test's strategy, its check, a phrase (or phrases, any of) the failure must contain)
@@ -63,6 +66,8 @@ PROPERTIES = {
     # a row read by two features of one table: its update misses one feature's gradient (or Adagrad's momentum
     # counts the features apart)
     "runs_per_feature": (SHARED_MAPS, check_fuzz_case, ("weights after update", "momentum")),
+    # the last feature's rows are rotated by one: its forward block is off wherever two of its bags differ
+    "vbe_last_feature_offset": (VBE_CASES, check_fuzz_case, "forward vs fp64"),
 }
 SEARCH = settings(max_examples=MAX_TRIES, phases=[Phase.generate], database=None, derandomize=True,
                   deadline=None, suppress_health_check=list(HealthCheck), print_blob=False)
