@@ -126,6 +126,8 @@ def test_fitting_to_a_sut_keeps_the_layout_and_its_index_dtype():
     fitted = fit_case(c, get("fbgemm-cpu").capabilities)
     assert fitted.bad.index_dtype == fitted.spec.index_dtype == "int64", "fbgemm-cpu takes int64 ids under VBE"
     assert fitted.bad.batch_size_per_feature == SIZES and fitted.bad.feature_table_map == MAP
+    no_empty = dataclasses.replace(get("fbgemm-cpu").capabilities, empty_batch=False)
+    assert fit_case(c, no_empty).bad.batch_size_per_feature == (3, 1, 2), "both halves get feature 1 a bag"
     no_vbe = dataclasses.replace(get("fbgemm-cpu").capabilities, vbe=False)
     assert fit_case(c, no_vbe) is None
 
