@@ -69,8 +69,9 @@ def tensors(case: AnyCase, *, steps: bool = True, weights: bool = True,
         g = torch.Generator().manual_seed(case.bad.seed ^ 0x6EAD)
         out_dtype = parse_float_dtype("output_dtype", spec.output_dtype)
         total_dim = spec.total_dim
+        shape = (spec.output_size,) if spec.vbe else (spec.batch_size, total_dim)  # VBE: the flat output's
         grads = dyadic_grads(spec, g, out_dtype) if spec.values == "dyadic" else \
-            [torch.randn(spec.batch_size, total_dim, generator=g).to(out_dtype) for _ in range(spec.steps)]
+            [torch.randn(*shape, generator=g).to(out_dtype) for _ in range(spec.steps)]
         indices, offsets, psw = batch.indices, batch.offsets, batch.per_sample_weights
     else:
         m = materialize(spec, device)

@@ -29,9 +29,11 @@ class BadIdCase:
     def __post_init__(self) -> None:
         if tuple(self.spec.tables) != tuple(self.bad.tables) or self.spec.batch_size != self.bad.batch_size:
             raise ValueError("BadIdCase: spec and bad batch must have the same tables and batch_size")
-        if self.spec.feature_table_map:  # a bad batch is laid out one feature per table
-            raise ValueError(f"BadIdCase: spec.feature_table_map={list(self.spec.feature_table_map)}, but a bad-id "
-                             f"batch reads one feature per table")
+        for field in ("feature_table_map", "batch_size_per_feature"):  # the batch's layout is the module's
+            ours, theirs = getattr(self.spec, field), getattr(self.bad, field)
+            if ours != theirs:
+                raise ValueError(f"BadIdCase: spec.{field}={_shown(ours)} but bad.{field}={_shown(theirs)}; "
+                                 f"spec and bad batch must agree on it")
         if self.spec.weighted != self.bad.weighted or self.spec.index_dtype != self.bad.index_dtype:
             raise ValueError("BadIdCase: spec and bad batch must agree on weighted and index_dtype")
 
@@ -41,7 +43,7 @@ class BadIdCase:
 
     def size(self) -> tuple[int, int, int]:
         spec = self.spec
-        return spec.num_tables, spec.num_tables * spec.batch_size, spec.num_tables * spec.batch_size * self.bad.max_length
+        return spec.num_tables, spec.num_bags, spec.num_bags * self.bad.max_length
 
     def with_modes(self, **fields: Any) -> "BadIdCase":
         bad = {k: v for k, v in fields.items() if k in ("weighted", "index_dtype")}
@@ -52,6 +54,11 @@ class BadIdCase:
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": CaseKind.BAD_IDS.value, "spec": self.spec.to_dict(), "bad": json.loads(self.bad.to_json())}
+
+
+def _shown(value: Any) -> Any:
+    """A per-feature field as a record shows it: a list, or None when unset."""
+    return None if value is None else list(value)
 
 
 AnyCase = Union[CaseSpec, BadIdCase, PackCase]

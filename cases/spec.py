@@ -18,7 +18,8 @@ import torch
 from cases.dyadic import VALUE_KINDS, dyadic_grads, dyadic_psw
 from cases.protocol import CaseKind
 from tbe import draws
-from tbe.layout import TableLayout, TableSpec, VariableBatch, check_batch_sizes, check_feature_table_map
+from cases.features import FeatureBatches, checked_map, checked_sizes
+from tbe.layout import TableLayout, TableSpec, VariableBatch
 from tbe.modes import BoundsCheckMode, Optimizer, Pooling, parse_enum, parse_float_dtype, parse_index_dtype
 
 LENGTH_PROFILES = ("fixed", "uniform", "log_uniform", "zipf", "empty")
@@ -35,7 +36,7 @@ class HotRow:
 
 
 @dataclasses.dataclass(frozen=True)
-class CaseSpec:
+class CaseSpec(FeatureBatches):
     """A valid batch and the module it runs on: tables, batch size, modes, dtypes, bag lengths, hot rows, seed."""
 
     kind: ClassVar[CaseKind] = CaseKind.SPEC
@@ -64,13 +65,10 @@ class CaseSpec:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tables", tuple(tuple(int(x) for x in t) for t in self.tables))
-        try:
-            object.__setattr__(self, "feature_table_map",
-                               check_feature_table_map(self.feature_table_map, len(self.tables)))
-        except (TypeError, ValueError) as e:
-            raise type(e)(f"CaseSpec.{e}") from None
+        object.__setattr__(self, "feature_table_map", checked_map("CaseSpec", self.feature_table_map, len(self.tables)))
         if self.batch_size_per_feature is not None:
-            self._check_vbe()
+            object.__setattr__(self, "batch_size_per_feature", checked_sizes(
+                "CaseSpec", self.batch_size_per_feature, self.num_features, self.batch_size))
         for name, cls in (("pooling", Pooling), ("optimizer", Optimizer), ("bounds_check", BoundsCheckMode)):
             object.__setattr__(self, name, parse_enum(cls, f"CaseSpec.{name}", getattr(self, name)))
         object.__setattr__(
@@ -86,17 +84,6 @@ class CaseSpec:
             if self.vbe and not any(self.batch_sizes[f] for f, t in enumerate(self.feature_tables) if t == h.table):
                 raise ValueError(f"CaseSpec.hot_rows: {h} has no bag to go in (every feature of table {h.table} "
                                  f"has batch 0)")
-
-    def _check_vbe(self) -> None:
-        """One B_f >= 0 per feature, and ``batch_size`` their maximum (what the references take as B)."""
-        try:
-            sizes = check_batch_sizes(self.batch_size_per_feature, self.num_features)
-        except (TypeError, ValueError) as e:
-            raise type(e)(f"CaseSpec.{e}") from None
-        object.__setattr__(self, "batch_size_per_feature", sizes)
-        if self.batch_size != max(sizes, default=0):
-            raise ValueError(f"CaseSpec.batch_size={self.batch_size} must be max(batch_size_per_feature="
-                             f"{list(sizes)}) = {max(sizes, default=0)}")
 
     @property
     def layout(self) -> TableLayout:
@@ -119,16 +106,6 @@ class CaseSpec:
     def total_dim(self) -> int:
         """Width of the pooled output: every feature's table's D."""
         return sum(self.tables[t][1] for t in self.feature_tables)
-
-    @property
-    def vbe(self) -> bool:
-        """Whether each feature has its own batch size (VBE: offsets hold sum B_f + 1 entries, outputs are flat)."""
-        return self.batch_size_per_feature is not None
-
-    @property
-    def batch_sizes(self) -> tuple[int, ...]:
-        """Every feature's number of bags."""
-        return self.batch_size_per_feature if self.vbe else (self.batch_size,) * self.num_features
 
     @property
     def variable_batch(self) -> Optional[VariableBatch]:

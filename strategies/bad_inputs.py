@@ -1,17 +1,21 @@
 """Hypothesis strategies for bad input (``cases.BadBatchSpec``): out-of-range ids and broken offsets.
 
 ``fbgemm_comparable=True`` leaves out the two inputs on which our semantics and FBGEMM's
-differ by design (id -1 and a positive first offset; see oracles/reference_bounds.py).
+differ by design (id -1 and a positive first offset; see oracles/reference_bounds.py). ``shared_tables`` and
+``vbe`` lay some batches out with several features on one table and a batch size per feature (for a SUT that
+declares them).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from typing import Any, Optional
 
 from hypothesis import strategies as st
 
 from cases import (BAG_POSITIONS, DIVERGENT_ID_KINDS, DIVERGENT_OFFSET_KINDS, ID_KINDS, OFFSET_KINDS, BadBatch,
                    BadBatchSpec, BadId, materialize_bad)
+from strategies.specs import batch_sizes, feature_table_maps
 
 def bad_ids(fbgemm_comparable: bool = False, max_size: int = 3) -> st.SearchStrategy[tuple[BadId, ...]]:
     kinds = [k for k in ID_KINDS if not (fbgemm_comparable and k in DIVERGENT_ID_KINDS)]
@@ -60,11 +64,15 @@ def bad_batch_specs(
     index_dtypes: tuple[str, ...] = ("int32", "int64"),
     allow_empty_batch: bool = True,
     max_bad_ids: int = 3,
+    shared_tables: bool = False,
+    vbe: bool = False,
 ) -> st.SearchStrategy[BadBatchSpec]:
-    """Specs of small batches carrying bad ids (up to ``max_bad_ids``) and/or broken offsets."""
+    """Specs of small batches carrying bad ids (up to ``max_bad_ids``) and/or broken offsets; ``shared_tables``:
+    some with features sharing tables, ``vbe``: some with a batch size per feature (``per_feature_layouts``).
+    Without either the draws are those of a batch laid out one feature per table."""
     table = st.tuples(st.integers(1, max_rows), st.integers(1, max_dim))
-    return st.builds(
-        BadBatchSpec,
+    base = st.builds(
+        _placeable,
         tables=st.lists(table, min_size=1, max_size=max_tables).map(tuple),
         batch_size=st.integers(0 if allow_empty_batch else 1, max_batch),
         max_length=st.integers(0, max_length),
@@ -74,7 +82,33 @@ def bad_batch_specs(
         bad_ids=bad_ids(fbgemm_comparable, max_bad_ids),
         bad_offsets=bad_offsets(fbgemm_comparable),
         seed=st.integers(0, 2**31 - 1),
-    ).filter(lambda s: s.batch_size > 0 or not s.bad_ids)
+    ).filter(lambda s: s is not None)
+    if not (shared_tables or vbe):
+        return base
+    return base.flatmap(lambda s: per_feature_layouts(s, shared_tables, vbe, max_batch, allow_empty_batch))
+
+
+def _placeable(**fields: Any) -> Optional[BadBatchSpec]:
+    """The spec of ``fields``, or None where its bad ids have no bag to go in (a batch of size 0)."""
+    return BadBatchSpec(**fields) if fields["batch_size"] > 0 or not fields["bad_ids"] else None
+
+
+@st.composite
+def per_feature_layouts(draw: st.DrawFn, spec: BadBatchSpec, shared_tables: bool, vbe: bool, max_batch: int,
+                        allow_empty_batch: bool = True) -> BadBatchSpec:
+    """``spec`` with a drawn ``feature_table_map`` (``shared_tables``) and batch size per feature (``vbe``; batch
+    0 beside a full one at times). A feature a bad id goes to keeps a bag at least, as does feature 0 when every
+    feature drew 0 and an empty batch is not allowed."""
+    fmap = draw(feature_table_maps(len(spec.tables))) if shared_tables else ()
+    features = len(fmap) or len(spec.tables)
+    sizes = draw(batch_sizes(features, max(1, max_batch))) if vbe else None
+    if sizes is None:
+        return dataclasses.replace(spec, feature_table_map=fmap)
+    needs_bag = {0 if b.table == "first" else features - 1 for b in spec.bad_ids}
+    if not allow_empty_batch and not any(sizes):
+        needs_bag.add(0)
+    sizes = tuple(max(1, b) if f in needs_bag else b for f, b in enumerate(sizes))
+    return dataclasses.replace(spec, feature_table_map=fmap, batch_size=max(sizes), batch_size_per_feature=sizes)
 
 
 def bad_batches(**kwargs: Any) -> st.SearchStrategy[BadBatch]:

@@ -18,7 +18,7 @@ from typing import Any, Optional
 
 from hypothesis import strategies as st
 
-from cases import VALUE_KINDS, BadIdCase, CaseSpec, with_rate_and_steps
+from cases import VALUE_KINDS, BadBatchSpec, BadIdCase, CaseSpec, with_rate_and_steps
 from strategies.bad_inputs import bad_batch_specs, spread_bad_ids
 from strategies.pack import packs
 from strategies.specs import MAX_DIM, case_specs
@@ -71,14 +71,27 @@ def max_batch(max_lookups: int) -> int:
 MAX_BAD_IDS = 8
 
 
+def with_middle_bags(bad: BadBatchSpec, bad_ids: tuple) -> BadBatchSpec:
+    """``bad`` carrying ``bad_ids`` instead, its first and last features (where bad ids go) given at least
+    three bags, so that the first, a middle and the last bag differ."""
+    if not bad.vbe:
+        return dataclasses.replace(bad, batch_size=max(3, bad.batch_size), bad_ids=bad_ids)
+    ends = {0, bad.num_features - 1}
+    sizes = tuple(max(3, b) if f in ends else b for f, b in enumerate(bad.batch_sizes))
+    return dataclasses.replace(bad, batch_size=max(sizes), batch_size_per_feature=sizes, bad_ids=bad_ids)
+
+
 @st.composite
-def bad_id_cases(draw: st.DrawFn) -> BadIdCase:
-    """A bad-id batch with a module spec that matches it (pooling, mode, optimizer drawn)."""
-    bad = draw(bad_batch_specs(allow_empty_batch=False, max_bad_ids=MAX_BAD_IDS))
+def bad_id_cases(draw: st.DrawFn, shared_tables: bool = False, vbe: bool = False) -> BadIdCase:
+    """A bad-id batch with a module spec that matches it (pooling, mode, optimizer drawn); ``shared_tables``,
+    ``vbe``: some batches with features sharing tables and a batch size per feature (a SUT declaring them)."""
+    bad = draw(bad_batch_specs(allow_empty_batch=False, max_bad_ids=MAX_BAD_IDS, shared_tables=shared_tables,
+                               vbe=vbe))
     if draw(st.booleans()):  # every kind once, spread over the places (bad offsets kept), with a middle bag
-        bad = dataclasses.replace(bad, batch_size=max(3, bad.batch_size), bad_ids=draw(spread_bad_ids()))
+        bad = with_middle_bags(bad, draw(spread_bad_ids()))
     spec = CaseSpec(
-        tables=bad.tables, batch_size=bad.batch_size, pooling=draw(st.sampled_from(["mean", "sum"])),
+        tables=bad.tables, feature_table_map=bad.feature_table_map, batch_size=bad.batch_size,
+        batch_size_per_feature=bad.batch_size_per_feature, pooling=draw(st.sampled_from(["mean", "sum"])),
         index_dtype=bad.index_dtype, weighted=bad.weighted,
         optimizer=draw(st.sampled_from(["exact_sgd", "exact_rowwise_adagrad"])),
         bounds_check=draw(st.sampled_from(["warning", "ignore", "fatal"])), max_length=bad.max_length,
@@ -193,7 +206,8 @@ def campaign_cases(config: KernelConfig, max_lookups: int, search_config: bool =
                                                          max_chunks=max_chunks, max_work=max_work,
                                                          shared_tables=shared_tables, vbe=vbe), fixed,
                            profiles=profiles)
-        bad = drawn_cases(config, lambda c: bad_id_cases(), fixed, touching=BOUNDS_FIELDS, profiles=profiles)
+        bad = drawn_cases(config, lambda c: bad_id_cases(shared_tables, vbe), fixed, touching=BOUNDS_FIELDS,
+                          profiles=profiles)
         # bad-id cases keep their one share among plain_cases' distinct branches (a sampled index: st.one_of
         # merges equal branches, as ``packed`` is ``whole`` without packs)
         others = 2 + (pack > 1) + bool(wide_dims(config, max_column_blocks))
@@ -282,4 +296,4 @@ def plain_cases(config: KernelConfig, max_lookups: int, max_column_blocks: Optio
     # one share each: st.one_of merges equal branches, so listing one twice would not draw it more often
     # (real double shares were measured with benchmarks.draw_coverage and left more cells at zero)
     small = small_table_specs(config, max_lookups)
-    return st.one_of(whole, packed, *([bad_id_cases()] if bad_ids else []), small, *wide)
+    return st.one_of(whole, packed, *([bad_id_cases(shared_tables, vbe)] if bad_ids else []), small, *wide)

@@ -87,6 +87,12 @@ FAULT_RUNS_PER_FEATURE = register(
                         "features of one table gets one read-modify-write per feature instead of one merged "
                         "update (Adagrad's momentum counts the features apart; concurrent runs overwrite)")
 
+FAULT_VBE_LAST_OFFSET = register(
+    "vbe_last_feature_offset", "under VBE the forward writes the last feature's output block as if it started one "
+                               "row late: its sample b lands in row b + 1 and its last sample wraps to the block's "
+                               "first row (no write leaves the block); the backward reads each gradient at the "
+                               "right row, so only the forward is off")
+
 FAULT_BIASED_SR = register(
     "biased_stochastic_rounding", "stochastic rounding of the updated weights rounds away from zero with "
                                   "probability p + 0.1 (clamped to 1) instead of the fractional distance p: every "

@@ -17,7 +17,7 @@ import triton.language as tl
 from tbe.bounds_check import ForwardCheck, check_id_tile, kernel_args
 from tbe.buckets import bucket_tensors
 from tbe.config import KernelConfig
-from tbe.faults import FAULT_DROP_WIDE, FAULT_FWD_SKIP_LAST, FAULT_MEAN_RAW_LEN, kernel_faults
+from tbe.faults import FAULT_DROP_WIDE, FAULT_FWD_SKIP_LAST, FAULT_MEAN_RAW_LEN, FAULT_VBE_LAST_OFFSET, kernel_faults
 from tbe.layout import row_vector
 from tbe.loops import Loop, LoopKind, register_loops
 from tbe.modes import Pooling
@@ -67,21 +67,22 @@ def forward_generic(
         _forward_kernel[grid](
             weights, layout_tensors["weights_offsets"], layout_tensors["dims"], layout_tensors["col_offsets"],
             tables, indices, offsets, psw, out, batch_size, out.stride(0) if vbe is None else 0,
-            offsets if vbe is None else vbe.bag_base, offsets if vbe is None else vbe.out_base,
+            offsets if vbe is None else vbe.bag_base, offsets if vbe is None else vbe.out_base, len(dims),
             MEAN=int(pooling == Pooling.MEAN), WEIGHTED=weighted, BAGS=bags, GATHER=gather, BLOCK_D=block_d, VEC=vec,
             VBE=vbe is not None,
             **kernel_args(check, indices, offsets,
-                          kernel_faults(config.faults, FAULT_FWD_SKIP_LAST, FAULT_MEAN_RAW_LEN, FAULT_DROP_WIDE)),
+                          kernel_faults(config.faults, FAULT_FWD_SKIP_LAST, FAULT_MEAN_RAW_LEN, FAULT_DROP_WIDE,
+                                        FAULT_VBE_LAST_OFFSET)),
             num_warps=warps,
         )
     return out
 
 
 # ----------------------------------------------------------------------------- kernel
-@triton.jit(do_not_specialize=["B", "out_stride", "num_indices", "MEAN"])
+@triton.jit(do_not_specialize=["B", "out_stride", "num_features", "num_indices", "MEAN"])
 def _forward_kernel(
     weights_ptr, weights_offsets_ptr, dims_ptr, col_offsets_ptr, table_ids_ptr,
-    indices_ptr, offsets_ptr, psw_ptr, out_ptr, B, out_stride, bag_base_ptr, out_base_ptr, MEAN,
+    indices_ptr, offsets_ptr, psw_ptr, out_ptr, B, out_stride, bag_base_ptr, out_base_ptr, num_features, MEAN,
     WEIGHTED: tl.constexpr, BAGS: tl.constexpr, GATHER: tl.constexpr,
     BLOCK_D: tl.constexpr, VEC: tl.constexpr, VBE: tl.constexpr,
     rows_ptr, ids_out_ptr, warn_ptr, record_ptr, raw_offsets_ptr, num_indices,
@@ -91,7 +92,7 @@ def _forward_kernel(
     """``BAGS`` bags of one table. Every D and row offset is a multiple of VEC (``tbe.layout.row_vector``);
     rounding them down to one changes nothing and lets the compiler read and write VEC-wide vectors. With
     ``VBE`` feature t has its own count of bags from ``bag_base[t]`` and its rows, D apart, from ``out_base[t]``
-    (``B`` is then the largest count)."""
+    (``B`` is then the largest count; ``num_features``, F, is read by a planted fault alone)."""
     t = tl.load(table_ids_ptr + tl.program_id(1))
     D = tl.load(dims_ptr + t) // VEC * VEC
     w_base = tl.load(weights_offsets_ptr + t) // VEC * VEC
@@ -117,7 +118,12 @@ def _forward_kernel(
             if FAULT_FWD_SKIP_LAST & FAULTS:
                 if end - start > 1:
                     stop = end - 1
-            out_row = (b * out_stride + col0) // VEC * VEC
+            out_b = b
+            if VBE:
+                if FAULT_VBE_LAST_OFFSET & FAULTS:  # planted: the last feature's rows one late, wrapping in its block
+                    if t == num_features - 1:
+                        out_b = (b + 1) % num_bags
+            out_row = (out_b * out_stride + col0) // VEC * VEC
             for d0 in range(0, D, BLOCK_D):
                 c = d0 + cols
                 cmask = c < D

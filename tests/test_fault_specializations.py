@@ -35,6 +35,7 @@ TOUCHES = {
     "lane_mask_narrow": {"_short_rows_kernel"},
     "momentum_low_precision": {"_short_rows_kernel"},
     "runs_per_feature": {"_count_runs_kernel", "_write_runs_kernel"},
+    "vbe_last_feature_offset": {"_forward_kernel"},  # read under VBE alone, but its bit is in every launch's mask
     # the stochastic-rounding profiles' stores: the short tier's, the fused long tier's and the apply kernel's
     "biased_stochastic_rounding": {"_short_kernel", "_short_rows_kernel", "_chunk_kernel", "_apply_kernel"},
     "short_rows_one_pass": {"_short_rows_kernel"},

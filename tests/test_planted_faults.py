@@ -37,6 +37,9 @@ STRIDED = st.builds(FuzzCase, case_specs(max_lookups=200), st.just("strided"))  
 # features sharing a table (every non-empty drawn map reads some table twice), under the configs of each tier
 SHARED_MAPS = st.builds(FuzzCase, case_specs(max_lookups=200, shared_tables=True).filter(lambda s: s.feature_table_map),
                         st.sampled_from(["default", "small", "short_rows", "small_fused"]))
+# a batch size per feature (VBE, alone or with shared tables): the forward writes each feature's own block
+VBE_CASES = st.builds(FuzzCase, case_specs(max_lookups=60, shared_tables=True, vbe=True).filter(lambda s: s.vbe),
+                      st.sampled_from(["default", "small_fused"]))
 
 
 # fault -> (the fuzz test's strategy, its check, a phrase (or phrases, any of) the failure must contain)
@@ -70,6 +73,8 @@ PROPERTIES = {
     "short_rows_one_pass": (STRIDED, check_fuzz_case, ("weights after update", "momentum")),
     "apply_drops_partial_group": (ADVERSARIAL, check_fuzz_case, ("weights after update", "momentum")),
     "fused_workspace_uninitialized": (MULTI_STEP, check_fuzz_case, ("weights after update", "momentum")),
+    # the last feature's rows are rotated by one: its forward block is off wherever two of its bags differ
+    "vbe_last_feature_offset": (VBE_CASES, check_fuzz_case, "forward vs fp64"),
 }
 SEARCH = settings(max_examples=MAX_TRIES, phases=[Phase.generate], database=None, derandomize=True,
                   deadline=None, suppress_health_check=list(HealthCheck), print_blob=False)

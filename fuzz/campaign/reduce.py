@@ -16,6 +16,7 @@ kept edit; written here because the reductions are specific to CaseSpec and BadI
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from typing import Callable, Iterator, Optional
 
 from cases import AnyCase, BadIdCase, CaseKind, CaseSpec, HotRow, PackCase, case_size
@@ -114,11 +115,17 @@ def _spec_candidates(spec: CaseSpec) -> Iterator[CaseSpec]:
 
 
 def _bad_candidates(case: BadIdCase) -> Iterator[BadIdCase]:
+    """Fewer tables, features and bags (the spec's cuts, the bad batch laid out alike), then shorter bags. A cut
+    that leaves a bad id without a bag (its feature at batch 0) is not a candidate."""
     spec, bad = case.spec, case.bad
-    for keep in _table_cuts(spec.num_tables):
-        yield BadIdCase(_keep_tables(spec, keep), dataclasses.replace(bad, tables=tuple(bad.tables[t] for t in keep)))
-    for b in _cuts(spec.batch_size, 1):
-        yield BadIdCase(dataclasses.replace(spec, batch_size=b), dataclasses.replace(bad, batch_size=b))
+    shapes = [_keep_tables(spec, keep) for keep in _table_cuts(spec.num_tables)]
+    for smaller in itertools.chain(shapes, _drop_features(spec), _batch_cuts(spec)):
+        try:
+            yield BadIdCase(smaller, dataclasses.replace(
+                bad, tables=smaller.tables, batch_size=smaller.batch_size, feature_table_map=smaller.feature_table_map,
+                batch_size_per_feature=smaller.batch_size_per_feature))
+        except ValueError:
+            continue
     for m in _cuts(bad.max_length, 0):
         yield BadIdCase(spec, dataclasses.replace(bad, max_length=m))
     if spec.steps > 1:

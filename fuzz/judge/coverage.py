@@ -182,15 +182,16 @@ def facts_of(case: AnyCase, t: CaseTensors, segment_hist: Sequence[tuple[int, in
 
 def _placements(case: BadIdCase) -> list[tuple[str, str, str]]:
     """(kind, bag position, id position) of each bad id the batch keeps (a later id at the same place
-    overwrites an earlier one, as ``cases.materialize_bad`` writes them)."""
-    B, T = case.bad.batch_size, len(case.bad.tables)
+    overwrites an earlier one, as ``cases.materialize_bad`` writes them); positions are within the bags of the
+    id's feature (under VBE, its own batch size)."""
+    sizes = case.bad.batch_sizes
     placed: dict[tuple[int, int, str], str] = {}
     for bad in case.bad.bad_ids:
-        t = 0 if bad.table == "first" else T - 1
-        placed[(t, bag_index(bad.bag, B), bad.element)] = bad.kind
+        f = case.bad.feature_of(bad)
+        placed[(f, bag_index(bad.bag, sizes[f]), bad.element)] = bad.kind
     out = []
-    for (_, b, element), kind in placed.items():
-        where = [p for p, hit in (("first", b == 0), ("last", b == B - 1)) if hit] or ["middle"]
+    for (f, b, element), kind in placed.items():
+        where = [p for p, hit in (("first", b == 0), ("last", b == sizes[f] - 1)) if hit] or ["middle"]
         out += [(kind, w, element) for w in where]
     return out
 

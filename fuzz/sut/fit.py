@@ -92,6 +92,8 @@ def fit_case(case: AnyCase, caps: Capabilities) -> Optional[AnyCase]:
         if spec is None:
             return None
         bad = dataclasses.replace(case.bad, tables=spec.tables, batch_size=spec.batch_size,
+                                  feature_table_map=spec.feature_table_map,
+                                  batch_size_per_feature=spec.batch_size_per_feature,
                                   weighted=spec.weighted, index_dtype=spec.index_dtype,
                                   bad_ids=tuple(b for b in case.bad.bad_ids if b.kind in caps.bad_ids),
                                   bad_offsets=tuple(k for k in case.bad.bad_offsets if k in caps.bad_offsets))
