@@ -18,6 +18,7 @@ import threading
 import time
 
 import pytest
+import torch
 
 from fuzz.execution.forced_crash import FORCE_CRASH
 from fuzz.execution import artifacts
@@ -131,6 +132,20 @@ def test_cuda_error_is_its_own_kind_and_retires_the_worker(sup, monkeypatch):
     assert sup.run(SPEC, KernelConfig()).ok and sup.started > started
     assert classify(RuntimeError("Triton Error [CUDA]: an illegal memory access was encountered"))[0] == "cuda_error"
     assert classify(ValueError("bad"))[0] == "exception"
+
+
+def test_cuda_errors_are_told_by_type_and_triton_s_by_its_launcher_s_text():
+    """torch's CUDA error is a type of its own, found anywhere in the chain; a message that only mentions CUDA is
+    no CUDA error (the traceback's text is not searched)."""
+    try:
+        try:
+            raise torch.AcceleratorError("CUDA error: an illegal memory access was encountered")
+        except RuntimeError as inner:
+            raise ValueError("the check failed") from inner
+    except ValueError as e:
+        assert classify(e)[0] == "cuda_error"
+    assert classify(ValueError("expected a CUDA error: illegal memory access"))[0] == "exception"
+    assert classify(RuntimeError("cudaErrorIllegalAddress from the launcher"))[0] == "cuda_error"
 
 
 def test_hang_is_killed_after_its_timeout(monkeypatch):

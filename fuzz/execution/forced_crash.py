@@ -58,7 +58,8 @@ class ForcedCrash:
             while True:
                 time.sleep(3600)
         elif self.how == "cuda":
-            raise RuntimeError(f"CUDA error: an illegal memory access was encountered (forced by {FORCE_CRASH.name})")
+            error = getattr(torch, "AcceleratorError", RuntimeError)  # what torch raises for a CUDA error
+            raise error(f"CUDA error: an illegal memory access was encountered (forced by {FORCE_CRASH.name})")
         x = torch.zeros(1, device=device)
         _wild_store[(1,)](x)
         x.cpu()  # on a GPU the error surfaces at the next synchronization

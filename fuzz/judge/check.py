@@ -172,22 +172,23 @@ ERROR_KINDS = {
     FailureKind.CRASH: "worker crashed",
     FailureKind.HANG: "worker hung",
 }
-_CUDA_MARKS = ("CUDA error", "Triton Error [CUDA]", "cudaError", "illegal memory access", "AcceleratorError")
+# torch raises CUDA errors as one type; Triton's launcher raises them as RuntimeError, told only by its text
+_CUDA_TYPES = tuple(t for t in (getattr(torch, "AcceleratorError", None),) if t is not None)
+_TRITON_CUDA_MARKS = ("Triton Error [CUDA]", "CUDA error", "cudaError", "illegal memory access")
 
 
 def classify(exc: BaseException) -> tuple[FailureKind, str]:
     """(kind, text) of an exception a check raised: a sanitizer finding anywhere in its chain, a CUDA
     error (the process's context is then poisoned), or a plain exception with its traceback."""
-    seen, e = set(), exc
+    seen, e, cuda = set(), exc, False
     while e is not None and id(e) not in seen:
         seen.add(id(e))
         if isinstance(e, MemoryViolation):
             return FailureKind.SANITIZER, str(e.finding)
+        cuda |= isinstance(e, _CUDA_TYPES) or (isinstance(e, RuntimeError) and any(m in str(e) for m in _TRITON_CUDA_MARKS))
         e = e.__cause__ or e.__context__
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=8))
-    if any(mark in text for mark in _CUDA_MARKS):
-        return FailureKind.CUDA_ERROR, text
-    return FailureKind.EXCEPTION, text
+    return (FailureKind.CUDA_ERROR if cuda else FailureKind.EXCEPTION), text
 
 
 def tiers_of(case: AnyCase, t: CaseTensors, config: KernelConfig,
