@@ -127,6 +127,7 @@ def campaign_text(r: CampaignResult) -> str:
         + (", ".join(f"{t} x{n}" for t, n in sorted(r.tiers.items())) or "none"),
         f"  bound: {r.model.describe()}",
         _tour_line(r),
+        _inputs_line(r),
         *_fill_lines(r),
         f"  max error/bound ratio per check ({RATIO_NOTE}):",
         *_ratios(r.max_ratio),
@@ -166,6 +167,13 @@ def _fill_lines(r: CampaignResult) -> list[str]:
         return []
     return [f"  aimed cases: {r.fill_examples} of {r.fill_planned} checked, built for the {r.fill_zero} reachable "
             f"cell(s) the draws left at zero ({see(Term.AIMED, Term.FILL)})"]
+
+
+def _inputs_line(r: CampaignResult) -> str:
+    from fuzz.execution import InputForm
+
+    held = ", ".join(f"{r.inputs[f]} with {f.value}" for f in InputForm if r.inputs[f])
+    return f"  production inputs: {held or 'none'} (sub-cases; the forms the SUT declares are drawn)"
 
 
 def _tour_line(r: CampaignResult) -> str:

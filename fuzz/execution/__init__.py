@@ -12,5 +12,5 @@ __all__, __getattr__, __dir__ = face(__name__, {
     ".verdict": ("assert_passes",),
     ".gpu_pin": ("pin_xdist_worker", "core_share"),
     ".worker_process": ("start_early", "end_early"),
-    ".stats": ("CampaignStats",),
+    ".stats": ("CampaignStats", "InputForm"),
 })

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import enum
 from pathlib import Path
 from typing import Any, Optional
 
@@ -24,8 +25,36 @@ from fuzz.judge import Margins
 from fuzz.judge import Teeth
 from fuzz.status import Status
 from fuzz.time_split import TimeSplit
+from oracles.compare import Check
 from cases import sub_cases
 from strategies.tour import TourShare
+
+
+class InputForm(enum.Enum):
+    """A production input form a checked sub-case held (counted per sub-case: a pack of K counts up to K)."""
+
+    SHARED_TABLES = "features sharing a table"
+    VBE = "a batch size per feature (VBE)"
+    EMPTY_FEATURE = "a feature of batch 0"
+    STOCHASTIC = "stochastic rounding"
+    BAD_INPUT = "bad ids or offsets"
+
+
+def input_forms(result: CaseResult) -> collections.Counter:
+    """The production input forms of ``result``'s sub-cases (``InputForm``); stochastic rounding where its check
+    judged the stores (a SUT that reads the config field, fp16 or bf16 weights)."""
+    out: collections.Counter = collections.Counter()
+    stochastic = any(r.check == Check.SR_NEIGHBOURS for r in result.reports)  # judged as stochastic stores
+    for spec in result.case.subs:
+        sizes = spec.batch_size_per_feature
+        out.update(form for form, held in (
+            (InputForm.SHARED_TABLES, len(set(spec.feature_table_map)) < len(spec.feature_table_map)),
+            (InputForm.VBE, sizes is not None),
+            (InputForm.EMPTY_FEATURE, sizes is not None and 0 in sizes),
+            (InputForm.STOCHASTIC, stochastic),
+            (InputForm.BAD_INPUT, result.case.bad is not None),
+        ) if held)
+    return out
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -55,6 +84,7 @@ class CampaignStats:
     stopped_for_time: int = 0         # examples stopped at the budget's end (EXAMPLE_CAP_S past it), not judged
     reduce_steps: int = 0             # candidates the spec reducer (fuzz.campaign.reduce) checked
     coverage: Coverage = dataclasses.field(default_factory=Coverage)  # examples per (kernel path, edge) cell
+    inputs: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # InputForm -> sub-cases
 
     def record(self, result: CaseResult, ratios: bool = True) -> None:
         """One checked example; ``ratios=False`` leaves its error ratios out of ``max_ratio``."""
@@ -62,6 +92,7 @@ class CampaignStats:
         self.sub_cases += sub_cases(result.case)
         self.lookups += result.lookups
         self.tiers.update(result.tiers)
+        self.inputs.update(input_forms(result))
         self.coverage.add(result.cells)
         self.fbgemm[result.fbgemm or Status.NOT_RUN] += 1
         for name, ratio in (result.ratios_by_check() if ratios else {}).items():
@@ -80,6 +111,7 @@ class CampaignStats:
         self.lookups += other.lookups
         self.seconds += other.seconds
         self.tiers.update(other.tiers)
+        self.inputs.update(other.inputs)
         self.coverage.merge(other.coverage)
         for name, ratio in other.max_ratio.items():
             self.max_ratio[name] = max(self.max_ratio.get(name, 0.0), ratio)
@@ -115,6 +147,7 @@ class CampaignStats:
             "tour": {"cases": self.tour_examples, "shares": [dataclasses.asdict(s) for s in self.tour_shares]}
             if self.tour_shares else None,
             "fill": {"zero_cells": self.fill_zero, "cases": self.fill_planned, "checked": self.fill_examples},
+            "inputs": {form.name.lower(): self.inputs[form] for form in InputForm},
         }
 
     @classmethod
@@ -134,4 +167,6 @@ class CampaignStats:
             fill_zero=int((d.get("fill") or {}).get("zero_cells", 0)),
             fill_planned=int((d.get("fill") or {}).get("cases", 0)),
             fill_examples=int((d.get("fill") or {}).get("checked", 0)),
+            inputs=collections.Counter({form: int((d.get("inputs") or {}).get(form.name.lower(), 0))
+                                        for form in InputForm}),
         )
