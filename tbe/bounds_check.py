@@ -52,6 +52,9 @@ class BoundsCheckError(ValueError):
 
 
 # ----------------------------------------------------------------------------- host side
+FOLD_BLOCKS = 4  # up to this many blocks of block maxima, the offsets repair takes two launches instead of three
+
+
 @dataclasses.dataclass
 class CheckState:
     """Device buffers of one check: the warning counter and the first-offender record.
@@ -114,18 +117,22 @@ def repair_offsets(
 ) -> torch.Tensor:
     """Repaired copy of ``offsets`` (same dtype); counts bad bags and records the first bad entry.
 
-    The repair is a prefix maximum, computed in three launches so that no program walks all the offsets:
-    each block's maximum, a scan of those maxima into each block's carry, then each block's own scan."""
+    The repair is a prefix maximum, computed so that no program walks all the offsets: each block's maximum,
+    each block's carry (the maximum of the blocks before it), then each block's own scan. Up to ``FOLD_BLOCKS``
+    blocks, each repair program takes its carry from the block maxima itself (two launches; the reads grow as the
+    square of the blocks); past that a third launch, between the two, scans them."""
     fixed = torch.empty_like(offsets)
     n, block = offsets.numel(), config.bounds_check_block
     blocks = triton.cdiv(n, block)
+    fold = blocks <= FOLD_BLOCKS * block
     block_max = torch.empty(blocks, dtype=torch.int64, device=offsets.device)
-    carry = torch.empty(blocks + 1, dtype=torch.int64, device=offsets.device)
+    carry = block_max if fold else torch.empty(blocks + 1, dtype=torch.int64, device=offsets.device)
     _offsets_block_max_kernel[(blocks,)](offsets, block_max, n, indices.numel(), BLOCK=block, num_warps=4)
-    _carry_scan_kernel[(1,)](block_max, carry, blocks, BLOCK=block, num_warps=4)
+    if not fold:
+        _carry_scan_kernel[(1,)](block_max, carry, blocks, BLOCK=block, num_warps=4)
     _repair_offsets_kernel[(blocks,)](
         offsets, fixed, carry, state.warning, state.record, n, indices.numel(),
-        COUNT=state.count, BLOCK=block, num_warps=4,
+        COUNT=state.count, FOLD=fold, BLOCK=block, num_warps=4,
     )
     return fixed
 
@@ -342,9 +349,10 @@ def _carry_scan_kernel(block_max_ptr, carry_ptr, num_blocks, BLOCK: tl.constexpr
 @triton.jit(do_not_specialize=["num_entries", "num_indices"])
 def _repair_offsets_kernel(
     offsets_ptr, out_ptr, carry_ptr, warn_ptr, record_ptr, num_entries, num_indices,
-    COUNT: tl.constexpr, BLOCK: tl.constexpr,
+    COUNT: tl.constexpr, FOLD: tl.constexpr, BLOCK: tl.constexpr,
 ):
-    """Program b repairs block b: its own prefix maximum over the carry of the blocks before it."""
+    """Program b repairs block b: its own prefix maximum over the carry of the blocks before it. ``FOLD``: the carry
+    pointer holds the block maxima, and the program takes the maximum of those before b."""
     b = tl.program_id(0)
     n = num_indices.to(tl.int64)
     last = num_entries.to(tl.int64) - 1
@@ -352,7 +360,15 @@ def _repair_offsets_kernel(
     i = b.to(tl.int64) * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
     m = i <= last
     raw, v = _clamped_offsets(offsets_ptr, i, m, n, last)
-    fixed = tl.maximum(tl.associative_scan(v, 0, _max_combine), tl.load(carry_ptr + b))
+    if FOLD:
+        lane = tl.arange(0, BLOCK)
+        carry = tl.zeros([BLOCK], dtype=tl.int64)  # 0 for block 0, as the scan's
+        for s in range(0, b, BLOCK):
+            carry = tl.maximum(carry, tl.load(carry_ptr + s + lane, mask=s + lane < b, other=0))
+        carry = tl.max(carry, axis=0)
+    else:
+        carry = tl.load(carry_ptr + b)
+    fixed = tl.maximum(tl.associative_scan(v, 0, _max_combine), carry)
     tl.store(out_ptr + i, fixed.to(out_ptr.dtype.element_ty), mask=m)
     if COUNT:
         # bag i-1 ends at entry i: it needed repair iff its end moved (bag 0 also if its start did)

@@ -329,3 +329,21 @@ def test_fault_mean_wrong_length_is_caught():
     _mean_after_repair(spec, SMALL_BLOCK)
     with pytest.raises(AssertionError):
         _mean_after_repair(spec, fault_cfg)
+
+
+@pytest.mark.parametrize("entries", [9, 64, 200], ids=["one block of maxima", "folded, four blocks", "scanned"])
+def test_offsets_repair_takes_the_carry_both_ways(entries):
+    """Blocks of 4: up to FOLD_BLOCKS x 4 blocks each repair program takes its carry from the block maxima itself,
+    past that a scan launch makes it; either way the repair equals the sequential reference's prefix maximum."""
+    from tbe.bounds_check import FOLD_BLOCKS, new_state, repair_offsets
+
+    g = torch.Generator().manual_seed(entries)
+    n = 3 * entries
+    off = torch.randint(-5, n + 6, (entries,), generator=g)  # out of order, negative, past the end
+    idx = torch.zeros(n, dtype=torch.int64)
+    blocks = -(-entries // 4)
+    assert (blocks <= FOLD_BLOCKS * 4) == (entries <= 64)
+    ref = reference_bounds_check([1], idx, off, BoundsCheckMode.WARNING)
+    idx, off = idx.to(DEV), off.to(DEV)
+    fixed = repair_offsets(idx, off, new_state(BoundsCheckMode.WARNING, idx, off, None), KernelConfig(bounds_check_block=4))
+    assert fixed.cpu().tolist() == ref.offsets.tolist()
