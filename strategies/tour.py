@@ -111,6 +111,7 @@ def tour(config: KernelConfig, max_lookups: int, fixed: frozenset[str] = frozens
     th = long_ov.get("long_run_threshold", c.long_run_threshold)
     ch = long_ov.get("chunk_size", c.chunk_size)
     loop_ov = long_ov if 2 * 3 * 8 * ch <= max_lookups else {"long_run_threshold": 8, "chunk_size": 3}
+    strided_rows = 1024 if 2 * 1024 <= max_lookups // 4 else 32  # past 4 x the SMs of any GPU, or of the interpreter
     loop_ch = loop_ov.get("chunk_size", c.chunk_size)
     wide = 2 * c.dim_buckets[-1] + 1 if 2 * c.dim_buckets[-1] + 1 <= 160 else None
     narrow = {} if wide else {"dim_buckets": (4, 16)}
@@ -172,6 +173,11 @@ def tour(config: KernelConfig, max_lookups: int, fixed: frozenset[str] = frozens
          CaseSpec(tables=((30, 8),), batch_size=3, max_length=2, optimizer="exact_rowwise_adagrad", steps=2,
                   hot_rows=tuple(HotRow(0, r, 8 * loop_ch) for r in (1, 2, 3)), seed=24),
          {**loop_ov, "fused_long_tier": False, "long_grid_multiplier": 1}),
+        # more distinct rows than one pass of the side-by-side kernel takes on one program per SM (4 x SMs: 528 on
+        # an H100, 8 under the interpreter): its grid-stride loop turns
+        ("runs past one pass of the side-by-side short kernel, one program per SM",
+         CaseSpec(tables=((4 * strided_rows, 8),), batch_size=strided_rows, max_length=2, length_profile="fixed",
+                  seed=25), {"bwd_short_runs_per_program": 4, "short_grid_multiplier": 1}),
         ("long run one short of the threshold and one of a single chunk",
          CaseSpec(tables=((12, 4),), batch_size=2, max_length=2, hot_rows=(HotRow(0, 5, th - 1),), seed=7),
          {**long_ov, "fused_long_tier": False}),

@@ -19,8 +19,9 @@ from tbe.classify import num_sms
 from tbe.loops import CLASSES, Loop, LoopClass, LoopKind, all_loops
 from tbe.routing import Path
 
-# a long tier on the interpreter's scale: runs of 3 or more lookups are long, chunks of 2, one program per SM (2)
+# a long tier on the interpreter's scale: runs of 3 or more lookups are long, chunks of 2, one program per SM
 LONG = dict(long_run_threshold=3, chunk_size=2, long_grid_multiplier=1, short_grid_multiplier=1)
+SMS = num_sms(default_device())  # 2 under the interpreter
 
 
 def loop_cells(result, path: Path, label: str) -> set[LoopClass]:
@@ -28,7 +29,7 @@ def loop_cells(result, path: Path, label: str) -> set[LoopClass]:
     return {LOOP_CLASS[e] for p, e in result.cells if p == path and e in LOOP_CLASS and e.value.startswith(label + ":")}
 
 
-def hot_case(count: int, steps: int = 1, tables=((20, 8),), batch_size: int = 2) -> CaseSpec:
+def hot_case(count: int, steps: int = 1, tables=((400, 8),), batch_size: int = 2) -> CaseSpec:
     return CaseSpec(tables=tables, batch_size=batch_size, max_length=1, optimizer="exact_rowwise_adagrad", steps=steps,
                     seed=5, hot_rows=(HotRow(0, 0, count),))
 
@@ -69,9 +70,9 @@ def test_a_run_of_whole_chunks_and_one_past_them(fused):
 
 
 def test_more_chunks_than_programs_take_a_second_pass():
-    # two programs on the interpreter (long_grid_multiplier 1 x 2 SMs): 2 chunks are one pass, 3 are two
-    one = checked(hot_case(4), **LONG)
-    two = checked(hot_case(6), **LONG)
+    # one program per SM: as many chunks of 2 as SMs are one pass, one chunk more is two
+    one = checked(hot_case(2 * SMS), **LONG)
+    two = checked(hot_case(2 * SMS + 2), **LONG)
     assert loop_cells(one, Path.BWD_LONG, "chunk_kernel, chunks") == {LoopClass.ONE_PASS}
     assert loop_cells(two, Path.BWD_LONG, "chunk_kernel, chunks") == {LoopClass.MORE_PASSES}
 
@@ -93,10 +94,13 @@ def test_the_second_step_reuses_the_workspace():
 
 
 def test_more_runs_than_side_by_side_lanes_take_a_second_pass():
-    # runs_per_program 4 on 2 programs: one pass holds 8 runs; 2 x 8 bags of one id each over 40 rows hold more
+    # runs_per_program 4 on one program per SM: a pass holds 4 x SMs runs; bags of two ids over 5 x that many rows
+    # hold more distinct rows than one pass takes
     config = dict(bwd_short_runs_per_program=4, short_grid_multiplier=1)
-    few = checked(CaseSpec(tables=((40, 8),), batch_size=2, max_length=1, seed=1), **config)
-    many = checked(CaseSpec(tables=((40, 8),), batch_size=16, max_length=2, length_profile="fixed", seed=1), **config)
+    rows = 20 * SMS
+    few = checked(CaseSpec(tables=((rows, 8),), batch_size=2, max_length=1, seed=1), **config)
+    many = checked(CaseSpec(tables=((rows, 8),), batch_size=8 * SMS, max_length=2, length_profile="fixed", seed=1),
+                   **config)
     assert loop_cells(few, Path.BWD_SHORT, "short_rows_kernel, runs") == {LoopClass.ONE_PASS}
     assert loop_cells(many, Path.BWD_SHORT, "short_rows_kernel, runs") == {LoopClass.MORE_PASSES}
 

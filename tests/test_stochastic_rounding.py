@@ -15,6 +15,7 @@ from fuzz.judge.differential import check_case, failures
 from oracles.compare import Check
 from oracles.stochastic import bernstein, floor_ceil, judge
 from tbe import KernelConfig, TritonTBE, faults
+from tbe.backend import default_device
 
 SR = KernelConfig(stochastic_rounding=True)
 
@@ -58,8 +59,9 @@ def test_bernstein_bound_is_sound_and_can_fail():
 
 def test_every_store_is_a_neighbour_and_replays_from_its_seed():
     m = TritonTBE([(16, 32)], weights_dtype="fp16", learning_rate=0.3, config=SR, seed=3)
-    idx, off = torch.arange(16).repeat(3), torch.arange(0, 49, 6)
-    grad = torch.randn(8, 32, generator=torch.Generator().manual_seed(1))
+    dev = default_device()
+    idx, off = torch.arange(16).repeat(3).to(dev), torch.arange(0, 49, 6).to(dev)
+    grad = torch.randn(8, 32, generator=torch.Generator().manual_seed(1)).to(dev)
     runs = []
     for _ in range(2):
         m.reset_weights(3)
@@ -73,8 +75,8 @@ def test_every_store_is_a_neighbour_and_replays_from_its_seed():
     m.rounding_seed = 8
     m(idx, off).backward(grad)
     assert not torch.equal(m.weights, runs[0]), "another seed draws other roundings"
-    exact = w0.view(16, 32) - 0.3 * grad.double().view(8, 32)[torch.arange(48) // 6].new_zeros(16, 32).index_add(
-        0, idx, grad.double()[torch.arange(48) // 6])
+    bag = (torch.arange(48) // 6).to(dev)
+    exact = w0.view(16, 32) - 0.3 * grad.double().view(8, 32)[bag].new_zeros(16, 32).index_add(0, idx, grad.double()[bag])
     lo, hi = floor_ceil(exact.flatten(), torch.float16)
     got = runs[0].double()
     assert bool(((got == lo) | (got == hi) | ((got - exact.flatten()).abs() < 1e-6)).all())
@@ -111,8 +113,9 @@ def test_nearest_rounding_is_caught_where_it_drops_small_updates():
     from tbe.modes import Optimizer, Pooling
 
     lr, rows, dim = 1e-4, 48, 32
-    idx, off = torch.arange(rows), torch.arange(rows + 1)
-    grad = torch.ones(rows, dim)
+    dev = default_device()
+    idx, off = torch.arange(rows, device=dev), torch.arange(rows + 1, device=dev)
+    grad = torch.ones(rows, dim, device=dev)
     for config, unbiased in ((KernelConfig(), False), (SR, True)):
         m = TritonTBE([(rows, dim)], weights_dtype="fp16", learning_rate=lr, config=config)
         m.weights.fill_(1.5)

@@ -15,7 +15,6 @@ import contextlib
 import dataclasses
 import inspect
 import json
-import threading
 from typing import Any, Callable, Iterator
 
 import torch
@@ -150,7 +149,8 @@ def interpreter_compat() -> None:
 def launch_hook(hook: Callable[[Any, tuple, dict[str, Any], Any], bool], runs_only: bool = False) -> Iterator[None]:
     """Call ``hook(fn, args, kwargs, grid)`` before every kernel launch inside the block (interpreted or
     compiled, whichever this process runs); the launch runs only where the hook returns True. ``runs_only``:
-    launches of other threads (a background warm-up) and warm-up compiles pass unseen."""
+    warm-up compiles pass unseen. Launches of every thread are seen: autograd runs a CUDA backward on a
+    thread of its own."""
     from tbe.backend import INTERPRETED
 
     if INTERPRETED:
@@ -160,10 +160,9 @@ def launch_hook(hook: Callable[[Any, tuple, dict[str, Any], Any], bool], runs_on
     else:
         from triton.runtime.jit import JITFunction as cls
     original = cls.run
-    thread = threading.get_ident()
 
     def run(self, *args, grid, warmup, **kwargs):
-        if (runs_only and (warmup or threading.get_ident() != thread)) or hook(self.fn, args, kwargs, grid):
+        if (runs_only and warmup) or hook(self.fn, args, kwargs, grid):
             return original(self, *args, grid=grid, warmup=warmup, **kwargs)
         return None
 

@@ -1,6 +1,7 @@
 """Which behaviours of the kernels' own loops one check ran (``tbe.loops``), read from its launches.
 
-``observing()`` watches this thread's launches while a check runs: for each loop its kernel declares, the
+``observing()`` watches the launches while a check runs (its own thread's and autograd's, which runs a CUDA
+backward on a thread of its own): for each loop its kernel declares, the
 launch's arguments and grid give the loop's classes (one pass or more, whole tiles or a remainder). A workspace
 is on its first use unless its memory overlaps what the same workspace held in an earlier launch of the check
 (kept by the module, or handed back by the allocator): then the kernel meets its own leftovers.
@@ -58,7 +59,7 @@ class LoopUse:
 
 @contextlib.contextmanager
 def observing() -> Iterator[LoopUse]:
-    """The loop classes of every launch this thread makes inside the block."""
+    """The loop classes of every launch made inside the block (a check runs one at a time in its process)."""
     use = LoopUse()
     with launch_hook(use.launch, runs_only=True):
         yield use
