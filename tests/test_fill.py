@@ -46,16 +46,15 @@ def test_every_reachable_cell_gets_an_aimed_case_that_hits_it(config, max_lookup
     assert not missed, [(p.value, e.label) for p, e in missed]
 
 
-def test_every_reachable_loop_cell_gets_a_planned_case_whose_check_reaches_it(monkeypatch):
+def test_every_reachable_loop_cell_gets_a_planned_case_whose_check_reaches_it():
     """Loop cells show only in a run: the plan's cases for them, checked for real (``run_case``, which watches
-    the launches), reach every loop cell a CPU campaign under the defaults can reach (the recipes are under test,
-    not their speed: each cell may search for 10 s)."""
-    monkeypatch.setattr(fill, "LOOP_PLAN_SECONDS", 10.0)
+    the launches), reach every loop cell a CPU campaign under the defaults can reach."""
     config, max_lookups = KernelConfig(), 4000
     loops = sorted((c for c in coverage.reachable(config, True, max_lookups=max_lookups) if c[1] in coverage.LOOP_CLASS),
                    key=coverage.cell_order)
     reached = set()
-    for _, drawn in fill.plan(loops, config, max_lookups):
+    assert fill.plan(loops, config, max_lookups) == []  # only a campaign whose checks observe loops aims at them
+    for _, drawn in fill.plan(loops, config, max_lookups, loops=True):
         case, cfg, _ = split_draw(drawn, config)
         result = run_case(case, cfg)
         assert result.error is None and all(r.ok for r in result.reports), result.error

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, Phase, find, settings
 from strategies.adversarial import FuzzCase, fuzz_cases
 from strategies.int32_edges import Int32EdgeSpec
 from tests.test_planted_faults import (  # noqa: F401 (_artifacts_in_tmp: autouse fixture)
-    ADVERSARIAL, MULTI_STEP_ADAGRAD, PROPERTIES, _artifacts_in_tmp, fault_params, multi_step_adagrad)
+    ADVERSARIAL, MULTI_STEP, MULTI_STEP_ADAGRAD, PROPERTIES, _artifacts_in_tmp, fault_params, multi_step_adagrad)
 
 MAX_TABLES, MAX_BAGS = 2, 8
 # fault -> (tables, bags) it may shrink to, and why more than 2 tables / 8 bags
@@ -47,7 +47,8 @@ def size(x) -> tuple[int, int, str]:
 
 SHRINK_CASES = fuzz_cases(max_lookups=1500, max_runs=60, max_total_dim=64, max_tables=8)
 # a fault property's strategy -> the same strategy at the shrinking budget (others shrink as they are)
-AT_SHRINK_BUDGET = ((ADVERSARIAL, SHRINK_CASES), (MULTI_STEP_ADAGRAD, SHRINK_CASES.filter(multi_step_adagrad)))
+AT_SHRINK_BUDGET = ((ADVERSARIAL, SHRINK_CASES), (MULTI_STEP_ADAGRAD, SHRINK_CASES.filter(multi_step_adagrad)),
+                    (MULTI_STEP, SHRINK_CASES.filter(lambda fc: fc.spec.steps > 1)))
 
 
 @pytest.mark.parametrize("fault", fault_params(SLOW_SHRINKS))

@@ -37,9 +37,7 @@ from tbe.routing import Path
 FILL_SHARE = 0.2     # of a campaign's search time, kept for aimed cases when it has zero cells
 SEEDS = (11, 12)     # materialization seeds tried per recipe (an empty bag, say, can depend on it)
 PLAN_SECONDS = 1.0   # longest search for one cell's case
-LOOP_PLAN_SECONDS = 2.0  # for a loop cell, whose candidates run on the kernels to show what they reach
-LOOP_PLAN_SHARE = 0.3    # of the time left to a plan's deadline, for each group of loop cells
-LOOP_PLAN_MIN_S = 5.0    # no loop cell is planned with less time than this left
+LOOP_CANDIDATES = 6  # candidates tried for a loop cell, each run on the kernels to show what it reaches
 
 
 def aimed_case(cell: Cell, base: KernelConfig, max_lookups: int, fixed: frozenset[str] = frozenset(),
@@ -51,12 +49,13 @@ def aimed_case(cell: Cell, base: KernelConfig, max_lookups: int, fixed: frozense
 
 
 @functools.lru_cache(maxsize=4096)
-def _aimed(cell: Cell, base: KernelConfig, max_lookups: int, fixed: frozenset[str],
-           seconds: float) -> Optional[tuple[Drawn, frozenset[Cell]]]:
-    """The first candidate that hits ``cell``, with every cell it hits."""
-    end = time.perf_counter() + seconds
-    for drawn in _candidates(cell, base, max_lookups, fixed):
-        if time.perf_counter() > end:
+def _aimed(cell: Cell, base: KernelConfig, max_lookups: int, fixed: frozenset[str], seconds: Optional[float],
+           candidates: Optional[int] = None) -> Optional[tuple[Drawn, frozenset[Cell]]]:
+    """The first candidate that hits ``cell``, with every cell it hits, within ``seconds`` and ``candidates``
+    (None: no limit)."""
+    end = None if seconds is None else time.perf_counter() + seconds
+    for n, drawn in enumerate(_candidates(cell, base, max_lookups, fixed)):
+        if (end is not None and time.perf_counter() > end) or (candidates is not None and n >= candidates):
             return None
         try:
             cells = predicted_cells(drawn, base, loops=cell[1].group == EdgeGroup.LOOP)
@@ -77,43 +76,35 @@ def predicted_cells(drawn: Drawn, base: KernelConfig, loops: bool = False) -> fr
 
 
 def plan(zero: Iterable[Cell], base: KernelConfig, max_lookups: int, fixed: frozenset[str] = frozenset(),
-         deadline: Optional[float] = None) -> list[tuple[Cell, Drawn]]:
+         deadline: Optional[float] = None, loops: bool = False) -> list[tuple[Cell, Drawn]]:
     """Aimed cases for the ``zero`` cells, the paths taken in turn (a short run then aims at every path it can),
     one case per cell it hits first; a case that also hits later cells of ``zero`` covers them (they get none
-    of their own). Loop cells' candidates run on the kernels, so they are planned only under the interpreter (on
-    a GPU that run would compile in this process), the classes the draws reach least (``RARE_LOOPS``) before the
-    other cells and the rest after them, each of the two groups within ``LOOP_PLAN_SHARE`` of the time left when
-    it starts (none with less than ``LOOP_PLAN_MIN_S`` left), so the planned cases keep time to run."""
+    of their own). With ``loops`` (the campaign's checks observe loop cells) loop cells are aimed at too, under
+    the interpreter only (their candidates run on the kernels: on a GPU that run would compile in this process):
+    the classes the draws reach least (a reused workspace, a second pass) before the other cells, the rest after
+    them, each loop cell trying at most ``LOOP_CANDIDATES`` candidates. No step depends on the clock but the
+    ``deadline``, which only cuts the plan short, so a repeated campaign plans the same cases in the same order."""
     turn: collections.Counter = collections.Counter()
     keyed = []
     for cell in zero:  # the n-th zero cell of a path goes in the n-th round
         group = _plan_group(cell)
-        if group != PLAIN and not INTERPRETED:
+        if group != PLAIN and not (loops and INTERPRETED):
             continue
         rank = LOOP_RANK.get(coverage.LOOP_CLASS.get(cell[1]), 0)
         keyed.append(((group, rank, turn[cell[0], group], coverage.PATHS.index(cell[0])), cell))
         turn[cell[0], group] += 1
     out: list[tuple[Cell, Drawn]] = []
     covered: set[Cell] = set()
-    for group, cells in itertools.groupby(sorted(keyed, key=lambda kc: kc[0]), key=lambda kc: kc[0][0]):
-        end = deadline
-        if group != PLAIN and deadline is not None:
-            left = deadline - time.perf_counter()
-            if left < LOOP_PLAN_MIN_S:
-                continue
-            end = time.perf_counter() + LOOP_PLAN_SHARE * left
-        for _, cell in cells:
-            if cell in covered:
-                continue
-            if end is not None and time.perf_counter() > end:
-                break
-            seconds = PLAN_SECONDS if group == PLAIN else LOOP_PLAN_SECONDS
-            if end is not None:
-                seconds = min(seconds, end - time.perf_counter())
-            found = _aimed(cell, base, max_lookups, fixed, seconds)
-            if found is not None:
-                out.append((cell, found[0]))
-                covered |= found[1]
+    for key, cell in sorted(keyed, key=lambda kc: kc[0]):
+        if cell in covered:
+            continue
+        if deadline is not None and time.perf_counter() > deadline:
+            break
+        loop = key[0] != PLAIN
+        found = _aimed(cell, base, max_lookups, fixed, None if loop else PLAN_SECONDS, LOOP_CANDIDATES if loop else None)
+        if found is not None:
+            out.append((cell, found[0]))
+            covered |= found[1]
     return out
 
 
@@ -251,12 +242,12 @@ def _loop_recipes(cls: LoopClass, c: KernelConfig, max_lookups: int) -> list[_Re
         LoopClass.FIRST_USE: [_r(hot=th)],
         LoopClass.REUSE: [_r(hot=th, steps=2), _r(hot=3 * ch + 1, steps=2)],
         LoopClass.ONE_PASS: [_r(hot=th), _r(dim=wide)],
-        LoopClass.MORE_PASSES: [_r(hot=3 * ch + 1), _r(hot=th, hots=9, tables=((17, 8),)), _r(**many),
-                                _r(dim=wide, **many)],
-        LoopClass.WHOLE: [_r(hot=8 * ch), _r(hot=2 * ch), _r(length_profile="fixed", batch_size=4, max_length=16),
-                          _r(dim=wide, hot=16)],
-        LoopClass.REMAINDER: [_r(hot=8 * ch + 1), _r(hot=2 * ch + 1), _r(length_profile="fixed", batch_size=5,
-                                                                           max_length=3), _r(dim=wide, hot=5)],
+        LoopClass.MORE_PASSES: [_r(dim=wide, **many), _r(hot=th, hots=9, tables=((17, 8),)), _r(**many),
+                                _r(hot=3 * ch + 1)],
+        LoopClass.WHOLE: [_r(dim=wide, hot=16), _r(hot=8 * ch), _r(hot=2 * ch),
+                          _r(length_profile="fixed", batch_size=4, max_length=16)],
+        LoopClass.REMAINDER: [_r(dim=wide, hot=5), _r(hot=8 * ch + 1), _r(hot=2 * ch + 1),
+                              _r(length_profile="fixed", batch_size=5, max_length=3)],
     }[cls]
     return [r for r in recipes if r.hot is None or r.hot * r.hots <= max_lookups // 2]
 
@@ -309,6 +300,8 @@ def _candidates(cell: Cell, base: KernelConfig, max_lookups: int, fixed: frozens
         loops = [lp for lp in all_loops() if lp.path == path and coverage.loop_value(lp.label, LoopClass.MORE_PASSES)
                  == edge.value]
         configs.sort(key=lambda ov: min(lp.programs(base.replace(**ov), 1) for lp in loops))
+    elif edge.group == EdgeGroup.LOOP:  # the config under test first: its own tiles and chunks, not the cheapest ones
+        configs.sort(key=lambda ov: ov != {})
     for ov in configs:
         c = base.replace(**ov) if ov else base
         seeds = SEEDS[:1] if edge.group == EdgeGroup.LOOP else SEEDS  # a loop candidate costs a run

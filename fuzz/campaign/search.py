@@ -617,8 +617,10 @@ def _plan_aimed(res: CampaignResult, config: KernelConfig, share: TourShare, end
                                           feature_map=caps.feature_table_map, vbe=caps.vbe),
                        key=coverage.cell_order)
     zero = [c for c in share.pick(reachable) if not res.coverage.counts[c]]
-    planned = [d for d in (fit_case(d, caps) for _, d in aim.plan(zero, config, res.budget.max_lookups, deadline=end))
-               if d is not None]
+    # loop cells are aimed at where the checks observe them (a stand-in SUT or supervisor that runs no kernel does not)
+    loops = any(n and c[1].group == coverage.EdgeGroup.LOOP for c, n in res.coverage.counts.items())
+    planned = [d for d in (fit_case(d, caps) for _, d in aim.plan(zero, config, res.budget.max_lookups, deadline=end,
+                                                                  loops=loops)) if d is not None]
     return zero, planned
 
 

@@ -203,8 +203,8 @@ def check_config(config, level: str = "ci", target: tuple = SM90, jobs: Optional
 
 
 def discovery_probes(config) -> list[tuple[Probe, Any]]:
-    """Probes that together launch every kernel of the TBE: both long tiers, both bounds checks,
-    both short-tier kernels, the per-sample-weight gradient and the small-table forward."""
+    """Probes that together launch every kernel of the TBE: both long tiers, both bounds checks (and both forms
+    of the offsets repair), both short-tier kernels, the per-sample-weight gradient and the small-table forward."""
     edges = (_tables(config, wide=True)[0], _tables(config, wide=True)[-1])
     checked = dict(tables=edges, weighted=True, bounds_check="warning")
     return [
@@ -212,6 +212,8 @@ def discovery_probes(config) -> list[tuple[Probe, Any]]:
         (Probe(**checked), config.replace(fused_long_tier=False, fused_bounds_check=True,
                                           bwd_short_runs_per_program=4)),
         (Probe(tables=((64, 64),), weights_dtype="fp16", lookups_per_bag=64), config.replace(small_table_path=True)),
+        # 81 offsets in blocks of 4: more block maxima than the offsets repair folds, so its carry scan launches
+        (Probe(tables=((8, 4), (8, 4)), batch_size=40, bounds_check="warning"), config.replace(bounds_check_block=4)),
     ]
 
 

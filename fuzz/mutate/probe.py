@@ -134,6 +134,11 @@ def probes() -> list[tuple[str, AnyCase, KernelConfig]]:
         ("bad ids and offsets, standalone check, warning, multi-block",
          _bad(((6, 5), (9, 3)), "warning", "mean", _EVERY_ID, ("decreasing", "last_long", "first_positive"),
               weighted=True, seed=23), SMALL.replace(bounds_check_block=4)),
+        # 81 offsets in blocks of 4: more block maxima than the repair folds, so the carry scan launches
+        ("broken offsets over many blocks, standalone check, warning (the repair's carry scanned)",
+         BadIdCase(CaseSpec(tables=((6, 5), (9, 3)), batch_size=40, bounds_check="warning", max_length=2, seed=28),
+                   BadBatchSpec(((6, 5), (9, 3)), 40, max_length=2, bad_offsets=("decreasing", "last_long"), seed=28)),
+         SMALL.replace(bounds_check_block=4)),
         ("bad ids and offsets, fused check, ignore",
          _bad(((6, 5), (9, 3)), "ignore", "sum", _EVERY_ID, ("past_end", "first_negative"), seed=24),
          SMALL.replace(fused_bounds_check=True, bounds_check_block=4)),
