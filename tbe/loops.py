@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import Any, Callable, Iterable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 import torch
 
@@ -98,13 +98,3 @@ LOOPS: dict[str, list[Loop]] = {}  # kernel name -> its loops
 def register_loops(*loops: Loop) -> None:
     for loop in loops:
         LOOPS.setdefault(loop.kernel, []).append(loop)
-
-
-def all_loops() -> Iterable[Loop]:
-    """Every registered loop, in registration order (the modules that declare loops are imported first)."""
-    import tbe.backward_long  # noqa: F401
-    import tbe.backward_short  # noqa: F401
-    import tbe.forward  # noqa: F401
-
-    for loops in LOOPS.values():
-        yield from loops

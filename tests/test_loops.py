@@ -16,7 +16,8 @@ from fuzz.judge.coverage import EDGES, LOOP_CLASS, Edge, EdgeGroup, loop_value, 
 from tbe import KernelConfig
 from tbe.backend import default_device
 from tbe.classify import num_sms
-from tbe.loops import CLASSES, Loop, LoopClass, LoopKind, all_loops
+from tbe.loops import CLASSES, Loop, LoopClass, LoopKind
+from tbe.kernel_loops import all_loops
 from tbe.routing import Path
 
 # a long tier on the interpreter's scale: runs of 3 or more lookups are long, chunks of 2, one program per SM

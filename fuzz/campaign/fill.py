@@ -31,7 +31,8 @@ from strategies.config_space import usable_profiles
 from strategies.tiers import past_counter_fits, past_counter_length
 from tbe import KernelConfig
 from tbe.backend import INTERPRETED
-from tbe.loops import LoopClass, all_loops
+from tbe.loops import LoopClass
+from tbe.kernel_loops import all_loops
 from tbe.routing import Path
 
 FILL_SHARE = 0.2     # of a campaign's search time, kept for aimed cases when it has zero cells

@@ -33,7 +33,8 @@ from tbe import KernelConfig
 from tbe.buckets import block_for_dim
 from tbe.backend import default_device
 from tbe.classify import num_sms
-from tbe.loops import CLASSES, LoopClass, all_loops
+from tbe.loops import CLASSES, LoopClass
+from tbe.kernel_loops import all_loops
 from tbe.forward_dispatch import choose_path
 from tbe.routing import Path, bounds_path
 from tbe.modes import FLOAT_NAMES, BoundsCheckMode, Optimizer, Pooling, parse_float_dtype
