@@ -100,15 +100,15 @@ def per_feature_layouts(draw: st.DrawFn, spec: BadBatchSpec, shared_tables: bool
     0 beside a full one at times). A feature a bad id goes to keeps a bag at least, as does feature 0 when every
     feature drew 0 and an empty batch is not allowed."""
     fmap = draw(feature_table_maps(len(spec.tables))) if shared_tables else ()
-    features = len(fmap) or len(spec.tables)
-    sizes = draw(batch_sizes(features, max(1, max_batch))) if vbe else None
+    spec = dataclasses.replace(spec, feature_table_map=fmap)
+    sizes = draw(batch_sizes(spec.num_features, max(1, max_batch))) if vbe else None
     if sizes is None:
-        return dataclasses.replace(spec, feature_table_map=fmap)
-    needs_bag = {0 if b.table == "first" else features - 1 for b in spec.bad_ids}
+        return spec
+    needs_bag = {spec.feature_of(b) for b in spec.bad_ids}
     if not allow_empty_batch and not any(sizes):
         needs_bag.add(0)
     sizes = tuple(max(1, b) if f in needs_bag else b for f, b in enumerate(sizes))
-    return dataclasses.replace(spec, feature_table_map=fmap, batch_size=max(sizes), batch_size_per_feature=sizes)
+    return dataclasses.replace(spec, batch_size=max(sizes), batch_size_per_feature=sizes)
 
 
 def bad_batches(**kwargs: Any) -> st.SearchStrategy[BadBatch]:

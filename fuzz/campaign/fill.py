@@ -116,7 +116,7 @@ LOOP_RANK = {LoopClass.REUSE: 0, LoopClass.MORE_PASSES: 1}  # within the rare gr
 def _plan_group(cell: Cell) -> int:
     if cell[1].group != EdgeGroup.LOOP:
         return PLAIN
-    return RARE_LOOPS if coverage.LOOP_CLASS[cell[1]] in (LoopClass.REUSE, LoopClass.MORE_PASSES) else OTHER_LOOPS
+    return RARE_LOOPS if coverage.LOOP_CLASS[cell[1]] in LOOP_RANK else OTHER_LOOPS
 
 
 # ----------------------------------------------------------------------------- recipes

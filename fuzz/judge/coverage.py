@@ -100,6 +100,8 @@ def _pooling_value(pooling: str, weighted: bool) -> str:
     return f"{pooling}, {'weighted' if weighted else 'unweighted'}"
 
 
+LOOP_CLASS: dict[Edge, LoopClass] = {Edge(EdgeGroup.LOOP, loop_value(loop.label, c)): c
+                                     for loop in all_loops() for c in CLASSES[loop.kind]}  # a loop edge's class
 EDGES: tuple[Edge, ...] = (
     *(Edge(EdgeGroup.BAD_ID_BAG, f"{k} @ {p}") for k in ID_KINDS for p in BAG_POSITIONS),
     *(Edge(EdgeGroup.BAD_ID_SLOT, f"{k} @ {p}") for k in ID_KINDS for p in SLOT_POSITIONS),
@@ -116,10 +118,8 @@ EDGES: tuple[Edge, ...] = (
     *(Edge(EdgeGroup.STEPS, s) for s in STEP_CLASSES),
     *(Edge(EdgeGroup.FEATURE_MAP, m) for m in FEATURE_MAP_CLASSES),
     *(Edge(EdgeGroup.VBE, v) for v in VBE_CLASSES),
-    *dict.fromkeys(Edge(EdgeGroup.LOOP, loop_value(loop.label, c)) for loop in all_loops() for c in CLASSES[loop.kind]),
+    *LOOP_CLASS,
 )
-LOOP_CLASS: dict[Edge, LoopClass] = {Edge(EdgeGroup.LOOP, loop_value(loop.label, c)): c
-                                     for loop in all_loops() for c in CLASSES[loop.kind]}  # a loop edge's class
 PATHS: tuple[Path, ...] = tuple(Path)
 PAST_COUNTER_EDGE = Edge(EdgeGroup.LONG_RUN, _LONG_EDGE_VALUES[PAST_COUNTER])
 _BAD_GROUPS = (EdgeGroup.BAD_ID_BAG, EdgeGroup.BAD_ID_SLOT, EdgeGroup.BAD_OFFSETS)
@@ -374,10 +374,10 @@ def _reachable_one(config: KernelConfig, forward_only: bool = False,
     bad = {e for e in EDGES if e.group in _BAD_GROUPS}
     valid = {e for p, e in cells}
     add({bounds_path(c)}, bad | valid)
-    return frozenset(cells | _loop_cells(c, {p for p, _ in cells}, max_lookups))
+    return frozenset(cells | _reachable_loop_cells(c, {p for p, _ in cells}, max_lookups))
 
 
-def _loop_cells(c: KernelConfig, paths: set[Path], max_lookups: Optional[int]) -> set[Cell]:
+def _reachable_loop_cells(c: KernelConfig, paths: set[Path], max_lookups: Optional[int]) -> set[Cell]:
     """The loop cells of the paths a config reaches: every class of every loop its kernels can launch with, but a
     second grid-stride pass only where a case may hold more work items (lookups bound them) than programs."""
     sms = num_sms(default_device())

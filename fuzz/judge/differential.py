@@ -37,7 +37,7 @@ from fuzz.sut import DEFAULT as DEFAULT_SUT
 from fuzz.errors import FatalBoundsCheck, SUTError
 from fuzz.sut import packed_momentum, packed_weights, params_for, warnings_count
 from fuzz.sut import get as get_sut
-from fuzz.sut import refusal
+from fuzz.sut import batch_kwargs, refusal
 from oracles.bounds import unit_roundoff
 from oracles.bounds_backward import check_step, step_bounds
 from oracles.checks import check_forward
@@ -148,7 +148,7 @@ def check_batch(
         raise SUTError(f"SUT {sut!r} cannot run this case: {why}")
     layout, B = spec.layout, spec.batch_size
     sizes = spec.batch_size_per_feature  # VBE: the references take each feature's B_f, outputs are flat
-    vbe = {} if sizes is None else {"batch_size_per_feature": sizes}
+    vbe = batch_kwargs(spec)
     if initial_weights is None:
         initial_weights = spec_weights(spec, indices.device)
     tables = [table_rows(layout, initial_weights, t).clone() for t in range(layout.num_tables)]

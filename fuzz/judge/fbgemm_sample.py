@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from cases import CaseTensors, base_spec, initial_weights
+from fuzz.sut import batch_kwargs
 from oracles import fbgemm_cpu
 from oracles.bounds_backward import check_step
 from oracles.checks import check_forward
@@ -91,7 +92,7 @@ def run(case: Any, t: CaseTensors) -> list[Report]:
         w_before = torch.cat([w.flatten() for w in fb.weights()])
         m_list = fb.momentum()
         m_before = torch.cat(m_list) if m_list else torch.zeros(0)
-        out, psw_grad = fb.step(idx, off, psw, grad, **({} if sizes is None else {"batch_size_per_feature": sizes}))
+        out, psw_grad = fb.step(idx, off, psw, grad, **batch_kwargs(spec))
         if fbgemm_forward_difference(pooling, spec.weighted, odt) is None:
             fwd = check_forward(layout, w_before, idx, off, psw, B, pooling, out, what=f"step {k} fbgemm forward vs fp64",
                                 batch_size_per_feature=sizes)

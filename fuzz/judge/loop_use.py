@@ -18,6 +18,7 @@ import torch
 from cases import AnyCase, base_spec, tensors
 from fuzz.compile import bound_arguments, launch_hook
 from fuzz.sut import DEFAULT as DEFAULT_SUT
+from fuzz.sut import batch_kwargs
 from fuzz.sut import get as get_sut
 from fuzz.sut import params_for
 from tbe import KernelConfig
@@ -71,8 +72,7 @@ def run_observed(case: AnyCase, config: KernelConfig) -> LoopUse:
     with what ran before it; the case's real check reports the error."""
     spec = base_spec(case)
     t = tensors(case, weights=False)
-    sizes = spec.batch_size_per_feature
-    vbe = {} if sizes is None else {"batch_size_per_feature": sizes}
+    vbe = batch_kwargs(spec)
     with observing() as use:
         try:
             instance = get_sut(DEFAULT_SUT).build(params_for(spec, config, None))

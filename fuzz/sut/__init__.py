@@ -6,7 +6,7 @@ module a case describes."""
 from fuzz.lazy import face
 
 __all__, __getattr__, __dir__ = face(__name__, {
-    ".protocol": ("SUT", "Capabilities", "TBEParams", "DEFAULT", "get", "names", "address", "split_address",
+    ".protocol": ("SUT", "Capabilities", "TBEParams", "DEFAULT", "get", "batch_kwargs", "names", "address", "split_address",
                   "require", "params_for", "packed_weights", "packed_momentum", "warnings_count"),
     ".fit": ("fit_case", "fit_strategy", "refusal"),
     ".build": ("build_module", "device_batch"),

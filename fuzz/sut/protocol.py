@@ -295,6 +295,13 @@ def require(name: str, kernel_config: bool = False, planted_faults: bool = False
     return sut
 
 
+def batch_kwargs(spec: Any) -> dict[str, Any]:
+    """The keyword a forward takes for ``spec``'s batch: its batch size per feature under VBE, none for a fixed
+    batch (so a SUT written before VBE keeps its old call)."""
+    sizes = spec.batch_size_per_feature
+    return {} if sizes is None else {"batch_size_per_feature": sizes}
+
+
 def params_for(spec: Any, config: Any, initial_weights: Optional[Sequence[torch.Tensor]]) -> TBEParams:
     """TBEParams for a ``cases.CaseSpec``."""
     from tbe.modes import parse_enum, parse_float_dtype
