@@ -21,9 +21,10 @@ import torch
 
 from benchmarks.baselines import fbgemm_cuda, fbgemm_cuda_error, torch_forward, torch_iteration
 from benchmarks.timing import copy_bandwidth_GBps, time_ms
-from fuzz.gate.shapes import PRESETS, WEIGHT_DTYPES, PerfShape, load_shapes, make_workload
+from fuzz.gate.shapes import PRESETS, PerfShape, load_shapes, make_workload
 from fuzz.gate.timing import build_module, instance_fns, sut_instance
 from tbe import KernelConfig
+from tbe.modes import FloatDtype
 
 SHAPES = PRESETS["bench"]  # the gate's ``--shapes bench``: one list, one batch recipe, one module for both
 
@@ -49,7 +50,7 @@ def bench_shape(shape: PerfShape, device, config, copy_gbps, impls=("triton", "f
     wl = make_workload(shape, device)
     ids, offsets, psw, grad = wl.indices, wl.offsets, wl.per_sample_weights, wl.grad
     specs, bags = shape.specs, shape.bags
-    wdtype, odtype = WEIGHT_DTYPES[shape.weights_dtype], WEIGHT_DTYPES[shape.output_dtype]
+    wdtype, odtype = FloatDtype(shape.weights_dtype).torch, FloatDtype(shape.output_dtype).torch
     dims = [d for _, d in specs]
     n = ids.numel()
     adagrad = shape.optimizer == "exact_rowwise_adagrad"

@@ -38,7 +38,7 @@ import torch  # noqa: E402
 from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
 
 from fuzz.judge import run_case  # noqa: E402
-from cases import CaseSpec, split_draw, sub_cases, tensors  # noqa: E402
+from cases import CaseSpec, split_draw, tensors  # noqa: E402
 from strategies.pack import packs  # noqa: E402
 from strategies.space import campaign_cases, general_cases  # noqa: E402
 from tbe import KernelConfig  # noqa: E402
@@ -103,22 +103,20 @@ def oracles_all(items: list, sut: str) -> tuple[float, int]:
     from oracles.bounds_backward import step_bounds
     from oracles.checks import forward_expectation
     from oracles.reference_backward import reference_backward
-    from cases import base_spec
-    from tbe.modes import Optimizer, Pooling, parse_float_dtype
 
     device = draw_device(sut)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     secs, lookups = 0.0, 0
     for case, _ in items:
-        spec, t = base_spec(case), tensors(case, device=device)
-        layout, B, w, pooling = spec.layout, spec.batch_size, t.initial_weights, Pooling(spec.pooling)
+        spec, t = case.spec, tensors(case, device=device)
+        layout, B, w, pooling = spec.layout, spec.batch_size, t.initial_weights, spec.pooling
         momentum = torch.zeros(layout.total_rows, device=device)
         sync()
         t0 = time.perf_counter()
         forward_expectation(layout, w, t.indices, t.offsets, t.per_sample_weights, B, pooling,
-                            parse_float_dtype("output_dtype", spec.output_dtype))
+                            spec.output_dtype.torch)
         ref = reference_backward(layout, w, momentum, t.indices, t.offsets, t.per_sample_weights, B, pooling,
-                                 Optimizer(spec.optimizer), spec.learning_rate, spec.eps, t.grad_outputs[0])
+                                 spec.optimizer, spec.learning_rate, spec.eps, t.grad_outputs[0])
         step_bounds(ref, w.dtype)
         sync()
         secs += time.perf_counter() - t0
@@ -186,7 +184,7 @@ def main() -> int:
 
         runnable = (None, fbgemm_sample.TOO_LARGE)
         items = [(case, cfg) for case, cfg in items if fbgemm_sample.not_applicable(case, 1) in runnable]
-    subs = sum(sub_cases(case) for case, _ in items)
+    subs = sum(len(case.subs) for case, _ in items)
     print(f"generated {len(items)} examples ({subs} cases) in {gen:.2f}s ({1000 * gen / len(items):.1f} ms each)")
     unit = "example" if args.pack > 1 else "case"
     if args.draws_only:

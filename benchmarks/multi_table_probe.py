@@ -20,7 +20,7 @@ import sys
 import torch
 
 from benchmarks.timing import time_ms
-from fuzz.gate.shapes import WEIGHT_DTYPES
+from tbe.modes import FloatDtype
 from fuzz.gate.timing import build_tables, sut_tables
 
 
@@ -44,7 +44,7 @@ def main(argv=None) -> int:
     p.add_argument("--dim", type=int, default=128)
     p.add_argument("--batch", type=int, default=16_384)
     p.add_argument("--pooling", type=int, default=40)
-    p.add_argument("--weights", default="fp32", choices=sorted(WEIGHT_DTYPES))
+    p.add_argument("--weights", default="fp32", choices=[d.value for d in FloatDtype])
     p.add_argument("--bounds-check", default="none", choices=("none", "warning", "fatal"),
                    help="both modules' bounds-check mode (default none, as bench_tbe)")
     p.add_argument("--config", default=None, help="KernelConfig JSON for this project's TBE (default: defaults)")
@@ -65,7 +65,7 @@ def main(argv=None) -> int:
     from tbe import KernelConfig
 
     config = KernelConfig.load(args.config) if args.config else KernelConfig()
-    device, wdt = torch.device("cuda"), WEIGHT_DTYPES[args.weights]
+    device, wdt = torch.device("cuda"), FloatDtype(args.weights).torch
     T, E, D = args.tables, args.rows, args.dim
     ids, offsets, folded, grad = workload(T, E, args.batch, args.pooling, D, device)
     folded_grad = grad.reshape(args.batch, T, D).permute(1, 0, 2).reshape(T * args.batch, D).contiguous()

@@ -19,9 +19,10 @@ from torch.profiler import ProfilerActivity, profile
 
 from benchmarks.baselines import fbgemm_cuda
 from benchmarks.bench_tbe import SHAPES
-from fuzz.gate.shapes import WEIGHT_DTYPES, PerfShape, make_workload
+from fuzz.gate.shapes import PerfShape, make_workload
 from fuzz.gate.timing import build_module
 from tbe import KernelConfig
+from tbe.modes import FloatDtype
 
 # (stage, pattern on the kernel name), first match wins
 STAGES = [
@@ -75,8 +76,8 @@ def profile_shape(shape: PerfShape, config, iters, device):
     m = build_module(shape, config, device)
     res["triton"] = summarise(kernel_times(lambda: m(ids, offsets, psw).backward(grad), iters))
     del m
-    fb = fbgemm_cuda(shape.specs, WEIGHT_DTYPES[shape.weights_dtype], shape.optimizer,
-                     output_dtype=WEIGHT_DTYPES[shape.output_dtype])
+    fb = fbgemm_cuda(shape.specs, FloatDtype(shape.weights_dtype).torch, shape.optimizer,
+                     output_dtype=FloatDtype(shape.output_dtype).torch)
     if fb is not None:
         fpsw = None if psw is None else psw.float()
         res["fbgemm"] = summarise(kernel_times(lambda: fb(ids, offsets, fpsw).backward(grad), iters))

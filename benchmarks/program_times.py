@@ -25,7 +25,7 @@ from fuzz.execution import stall  # noqa: E402
 from fuzz.execution.envelope import expected_seconds, stall_for, timeout_for  # noqa: E402
 from fuzz.judge import run_case  # noqa: E402
 from fuzz.profiles import MAX_CHUNKS, MAX_COLUMN_BLOCKS, MAX_WORK  # noqa: E402
-from cases import case_size, split_draw, tensors  # noqa: E402
+from cases import split_draw, tensors  # noqa: E402
 from strategies.space import campaign_cases  # noqa: E402
 from tbe import KernelConfig  # noqa: E402
 
@@ -66,7 +66,7 @@ def main(argv=None) -> int:
         run_case(case, cfg, t)
         seconds = time.perf_counter() - t0
         watch.disarm()
-        tables, bags, lookups = case_size(case)
+        tables, bags, lookups = case.size()
         rows.append({"lookups": lookups, "bags": bags, "tables": tables, "seconds": round(seconds, 3),
                      "longest_program": round(watch.longest, 3), "expected": round(expected_seconds(case), 2),
                      "stall_for": round(stall_for(case), 1), "timeout_for": round(timeout_for(case), 1)})

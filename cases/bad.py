@@ -22,13 +22,12 @@ import torch
 
 from cases.features import FeatureBatches, bag_base, checked_map, checked_sizes
 from tbe.layout import TableLayout, TableSpec
-from tbe.modes import INDEX_BY_NAME
+from tbe.modes import IndexDtype, index_dtype
 
 ID_KINDS = ("negative", "minus_one", "rows", "rows_plus_one", "dtype_max", "dtype_min")
 OFFSET_KINDS = ("first_positive", "first_negative", "decreasing", "past_end", "last_short", "last_long")
 DIVERGENT_ID_KINDS = ("minus_one",)
 DIVERGENT_OFFSET_KINDS = ("first_positive",)
-INDEX_DTYPES = INDEX_BY_NAME
 BAG_POSITIONS = ("first", "middle", "last")  # where in a table's bags a bad id goes
 
 
@@ -52,7 +51,7 @@ class BadBatchSpec(FeatureBatches):
     tables: tuple[tuple[int, int], ...]  # (E, D) per table
     batch_size: int
     max_length: int = 4
-    index_dtype: str = "int64"
+    index_dtype: IndexDtype = IndexDtype.INT64
     weighted: bool = False
     duplicates: bool = False  # ids drawn from at most two rows per table
     bad_ids: tuple[BadId, ...] = ()
@@ -78,8 +77,7 @@ class BadBatchSpec(FeatureBatches):
         for k in self.bad_offsets:
             if k not in OFFSET_KINDS:
                 raise ValueError(f"BadBatchSpec.bad_offsets: unknown kind {k!r} (known: {OFFSET_KINDS})")
-        if self.index_dtype not in INDEX_DTYPES:
-            raise ValueError(f"BadBatchSpec.index_dtype must be int32 or int64, got {self.index_dtype!r}")
+        object.__setattr__(self, "index_dtype", index_dtype("BadBatchSpec.index_dtype", self.index_dtype))
         self._check_bags_for_bad_ids()
 
     def _check_bags_for_bad_ids(self) -> None:
@@ -191,7 +189,7 @@ def materialize_bad(spec: BadBatchSpec) -> BadBatch:
     """Tensors for ``spec`` (CPU), deterministic in the spec. Bag lengths are drawn [F, max B_f] and feature f keeps
     its first B_f (under a fixed batch, all of them: the draws of a fixed batch are as before VBE)."""
     g = torch.Generator().manual_seed(spec.seed)
-    sizes, dtype = spec.batch_sizes, INDEX_DTYPES[spec.index_dtype]
+    sizes, dtype = spec.batch_sizes, spec.index_dtype.torch
     lengths = torch.randint(0, spec.max_length + 1, (spec.num_features, spec.batch_size), generator=g)
     targets = _place_targets(spec, lengths)
     indices = _valid_ids(spec, lengths, g)

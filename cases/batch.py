@@ -9,11 +9,10 @@ import torch
 
 from cases.bad import materialize_bad
 from cases.dyadic import dyadic_grads, dyadic_weights
-from cases.kinds import AnyCase, BadIdCase, base_spec
+from cases.kinds import AnyCase, BadIdCase
 from cases.pack import PackCase
 from cases.spec import CaseSpec, materialize
 from tbe.layout import seeded_weights
-from tbe.modes import parse_float_dtype
 
 
 @dataclasses.dataclass
@@ -48,7 +47,7 @@ def initial_weights(spec: CaseSpec | PackCase, device: Optional[torch.device | s
     pack's are its sub-cases', one after another."""
     if isinstance(spec, PackCase):
         return torch.cat([initial_weights(s, device) for s in spec.subs])
-    dtype = parse_float_dtype("weights_dtype", spec.weights_dtype)
+    dtype = spec.weights_dtype.torch
     if spec.values == "dyadic":
         return dyadic_weights(spec, spec.seed, device).to(dtype)
     return seeded_weights(spec.layout, dtype, spec.seed, device)
@@ -60,14 +59,14 @@ def tensors(case: AnyCase, *, steps: bool = True, weights: bool = True,
     on each); ``weights=False`` skips the initial weights where the spec alone gives them (a pack's are its
     sub-cases', so it always carries them). A plain spec's large draws run on the device itself; packs and
     bad-input batches, whose sub-cases are small, are drawn on the CPU and moved."""
-    spec = base_spec(case)
+    spec = case.spec
     if isinstance(case, PackCase):
         t = _pack_tensors(case, steps)
         return t if device is None else t.to(device)
     if isinstance(case, BadIdCase):
         batch = materialize_bad(case.bad)
         g = torch.Generator().manual_seed(case.bad.seed ^ 0x6EAD)
-        out_dtype = parse_float_dtype("output_dtype", spec.output_dtype)
+        out_dtype = spec.output_dtype.torch
         total_dim = spec.total_dim
         shape = (spec.output_size,) if spec.vbe else (spec.batch_size, total_dim)  # VBE: the flat output's
         grads = dyadic_grads(spec, g, out_dtype) if spec.values == "dyadic" else \

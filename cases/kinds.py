@@ -2,7 +2,7 @@
 
 ``CaseSpec`` materializes only valid batches, so bad ids and broken offsets come from a ``BadBatchSpec``;
 ``BadIdCase`` pairs the two (tables, modes and dtypes from the CaseSpec, tensors from the BadBatchSpec);
-``PackCase`` runs several CaseSpecs as one step. All kinds serialize to JSON (``case_to_dict``,
+``PackCase`` runs several CaseSpecs as one step. All kinds serialize to JSON (``to_dict``,
 ``case_from_dict``); ``cases.batch.tensors`` materializes each.
 """
 
@@ -64,12 +64,8 @@ def _shown(value: Any) -> Any:
 AnyCase = Union[CaseSpec, BadIdCase, PackCase]
 
 
-def case_to_dict(case: AnyCase) -> dict[str, Any]:
-    return case.to_dict()
-
-
 def case_from_dict(data: dict[str, Any]) -> AnyCase:
-    """Inverse of ``case_to_dict``; a plain CaseSpec dict (no ``kind``) is accepted as is."""
+    """Inverse of ``to_dict``; a plain CaseSpec dict (no ``kind``) is accepted as is."""
     if not isinstance(data, dict):
         raise ValueError(f"case JSON must be an object, got {type(data).__name__}")
     if data.get("kind") == CaseKind.BAD_IDS.value:
@@ -77,23 +73,3 @@ def case_from_dict(data: dict[str, Any]) -> AnyCase:
     if data.get("kind") == CaseKind.PACK.value:
         return PackCase.from_dict(data)
     return CaseSpec.from_dict({k: v for k, v in data.items() if k != "kind"})
-
-
-def base_spec(case: AnyCase) -> CaseSpec:
-    """The module and batch shape ``case`` runs with (a pack's: all its sub-cases' tables)."""
-    return case.spec
-
-
-def with_modes(case: AnyCase, **fields: Any) -> AnyCase:
-    """``case`` with module fields (dtypes, weighting, ...) replaced in every part that holds them."""
-    return case.with_modes(**fields)
-
-
-def sub_cases(case: AnyCase) -> int:
-    """How many independent cases ``case`` checks (a pack's sub-cases, else one)."""
-    return len(case.subs)
-
-
-def case_size(case: AnyCase) -> tuple[int, int, int]:
-    """(tables, bags, expected lookups): how big a (shrunk) failing case is."""
-    return case.size()

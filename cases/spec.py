@@ -20,7 +20,7 @@ from cases.protocol import CaseKind
 from tbe import draws
 from cases.features import FeatureBatches, checked_map, checked_sizes
 from tbe.layout import TableLayout, TableSpec, VariableBatch
-from tbe.modes import BoundsCheckMode, Optimizer, Pooling, parse_enum, parse_float_dtype, parse_index_dtype
+from tbe.modes import BoundsCheckMode, FloatDtype, IndexDtype, Optimizer, Pooling, float_dtype, index_dtype, parse_enum
 
 LENGTH_PROFILES = ("fixed", "uniform", "log_uniform", "zipf", "empty")
 
@@ -44,9 +44,9 @@ class CaseSpec(FeatureBatches):
     tables: tuple[tuple[int, int], ...]
     batch_size: int
     pooling: Pooling = Pooling.SUM
-    weights_dtype: str = "fp32"
-    output_dtype: str = "fp32"
-    index_dtype: str = "int64"
+    weights_dtype: FloatDtype = FloatDtype.FP32
+    output_dtype: FloatDtype = FloatDtype.FP32
+    index_dtype: IndexDtype = IndexDtype.INT64
     weighted: bool = False
     optimizer: Optimizer = Optimizer.EXACT_SGD
     learning_rate: float = 0.05
@@ -71,6 +71,8 @@ class CaseSpec(FeatureBatches):
                 "CaseSpec", self.batch_size_per_feature, self.num_features, self.batch_size))
         for name, cls in (("pooling", Pooling), ("optimizer", Optimizer), ("bounds_check", BoundsCheckMode)):
             object.__setattr__(self, name, parse_enum(cls, f"CaseSpec.{name}", getattr(self, name)))
+        for name, parse in (("weights_dtype", float_dtype), ("output_dtype", float_dtype), ("index_dtype", index_dtype)):
+            object.__setattr__(self, name, parse(f"CaseSpec.{name}", getattr(self, name)))
         object.__setattr__(
             self, "hot_rows", tuple(h if isinstance(h, HotRow) else HotRow(**h) for h in self.hot_rows)
         )
@@ -299,14 +301,14 @@ def materialize(spec: CaseSpec, device: Optional[torch.device | str] = None) -> 
         if hot_ids is not None or n <= draws.SMALL:  # i.i.d. ids need no shuffle; small draws stay as they were
             ids = ids[draws.permutation(n, g, dev)]
         per_table_ids.append(ids)
-    idx_dtype = parse_index_dtype("index_dtype", spec.index_dtype)
+    idx_dtype = spec.index_dtype.torch
     indices = torch.cat(per_table_ids).to(idx_dtype)
     flat = lengths.reshape(-1) if not spec.vbe else \
         torch.cat([lengths[f, :b] for f, b in enumerate(spec.batch_sizes)] + [lengths.new_zeros(0)])
     offsets = torch.zeros(flat.numel() + 1, dtype=torch.int64, device=dev)
     offsets[1:] = torch.cumsum(flat, 0)
     offsets = offsets.to(idx_dtype)
-    out_dtype = parse_float_dtype("output_dtype", spec.output_dtype)
+    out_dtype = spec.output_dtype.torch
     if spec.values == "dyadic":
         psw = dyadic_psw(spec, offsets, g, spec.pooling == "mean") if spec.weighted else None
         return Case(spec, indices.contiguous(), offsets.contiguous(), psw, dyadic_grads(spec, g, out_dtype, dev))

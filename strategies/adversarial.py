@@ -23,7 +23,7 @@ from strategies.configs import NAMED, config_names, named_config
 from strategies.segments import segment_lengths
 from strategies.shapes import batch_shapes
 from tbe import KernelConfig
-from tbe.modes import FLOAT_NAMES
+from tbe.modes import FloatDtype
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,8 +98,8 @@ def fuzz_cases(
         tables=shape.tables,
         batch_size=B,
         pooling=draw(st.sampled_from(["sum", "mean"])),
-        weights_dtype=draw(st.sampled_from(FLOAT_NAMES)),
-        output_dtype=draw(st.sampled_from(FLOAT_NAMES)),
+        weights_dtype=draw(st.sampled_from(FloatDtype)),
+        output_dtype=draw(st.sampled_from(FloatDtype)),
         index_dtype=draw(st.sampled_from(["int64", "int32"])),
         weighted=draw(st.booleans()) if weighted is None else weighted,
         optimizer=draw(st.sampled_from(["exact_sgd", "exact_rowwise_adagrad"])),

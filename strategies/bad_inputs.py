@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from cases import (BAG_POSITIONS, DIVERGENT_ID_KINDS, DIVERGENT_OFFSET_KINDS, ID_KINDS, OFFSET_KINDS, BadBatch,
                    BadBatchSpec, BadId, materialize_bad)
 from strategies.specs import batch_sizes, feature_table_maps
+from tbe.modes import IndexDtype
 
 def bad_ids(fbgemm_comparable: bool = False, max_size: int = 3) -> st.SearchStrategy[tuple[BadId, ...]]:
     kinds = [k for k in ID_KINDS if not (fbgemm_comparable and k in DIVERGENT_ID_KINDS)]
@@ -61,7 +62,7 @@ def bad_batch_specs(
     max_rows: int = 12,
     max_dim: int = 20,
     fbgemm_comparable: bool = False,
-    index_dtypes: tuple[str, ...] = ("int32", "int64"),
+    index_dtypes: tuple[str, ...] = tuple(IndexDtype),
     allow_empty_batch: bool = True,
     max_bad_ids: int = 3,
     shared_tables: bool = False,

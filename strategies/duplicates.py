@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 
 from cases import BadBatchSpec, Case, CaseSpec, HotRow, materialize
 from strategies.bad_inputs import bad_batch_specs
-from strategies.segments import segment_edges
 from strategies.specs import dims
 from tbe import KernelConfig
-from tbe.modes import FLOAT_NAMES
+from tbe.modes import FloatDtype
+from tbe.routing import segment_edges
 
 
 def duplicate_specs(config: KernelConfig, max_lookups: int, steps: int = 1) -> st.SearchStrategy[CaseSpec]:
@@ -46,7 +46,7 @@ def _duplicate_specs(draw: st.DrawFn, config: KernelConfig, max_lookups: int, st
     return CaseSpec(
         tables=tables, batch_size=B, weighted=True,
         pooling=draw(st.sampled_from(["sum", "mean"])),
-        weights_dtype=draw(st.sampled_from(FLOAT_NAMES)),
+        weights_dtype=draw(st.sampled_from(FloatDtype)),
         output_dtype=draw(st.sampled_from(["fp32", "fp16"])),
         index_dtype=draw(st.sampled_from(["int64", "int32"])),
         optimizer=draw(st.sampled_from(["exact_sgd", "exact_rowwise_adagrad"])),

@@ -14,6 +14,7 @@ from typing import Iterable
 from cases import ID_KINDS, OFFSET_KINDS, AnyCase, BadBatchSpec, BadId, BadIdCase, CaseSpec, HotRow
 from strategies.field_groups import ALL_GROUPS, BOUNDS_FIELDS, DIM_FIELDS, SEGMENT_FIELDS, SMALL_TABLE_FIELDS
 from tbe import KernelConfig
+from tbe.routing import routing_edges
 
 
 def _around(values: Iterable[int]) -> list[int]:
@@ -22,8 +23,7 @@ def _around(values: Iterable[int]) -> list[int]:
 
 def segment_cases(configs: list[KernelConfig], cap: int, notes: list[str]) -> list[tuple[str, AnyCase]]:
     """A hot row read SL times, SL at every config's threshold and chunk edges (+-1, two chunks + 1)."""
-    edges = _around([c.long_run_threshold for c in configs] + [c.chunk_size for c in configs])
-    edges = sorted(set(edges) | {2 * c.chunk_size + 1 for c in configs})
+    edges = sorted(set().union(*(routing_edges(c) for c in configs)))
     out = []
     for i, sl in enumerate(edges):
         if sl > cap:

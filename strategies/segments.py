@@ -9,30 +9,13 @@ very long runs. Edges derive from the KernelConfig, so a moved threshold moves t
 
 from __future__ import annotations
 
-import math
-
 from hypothesis import strategies as st
 
 from tbe import KernelConfig
+from tbe.routing import segment_edges
 
-# SLs named by no config field: a single lookup, around a 4-wide gather, around a 32-lane warp
-FIXED_EDGES = (1, 3, 4, 31, 32, 33)
 PROFILES = ("edges", "log_uniform", "zipf", "hot", "none")
 _DRAWN = ("edges", "edges", "log_uniform", "zipf", "hot", "none")  # edges twice: the likeliest bugs
-
-
-def segment_edges(config: KernelConfig, limit: int | None = None) -> tuple[int, ...]:
-    """Exact SL edges: fixed ones, gather widths +-1, threshold +-1, chunk multiples +-1, and
-    power-of-two chunk counts (2^j chunks, exactly full and one lookup more, up to 4,097 chunks)."""
-    th, ch = config.long_run_threshold, config.chunk_size
-    values = set(FIXED_EDGES)
-    for x in (th, config.bwd_short_gather_unweighted, config.bwd_short_gather_weighted, config.bwd_long_gather):
-        values |= {x - 1, x, x + 1}
-    first_long_chunks = max(1, math.ceil(th / ch))  # chunk count of the shortest long run
-    for k in {1, 2, 3, first_long_chunks, first_long_chunks + 1}:
-        values |= {k * ch - 1, k * ch, k * ch + 1}
-    values |= {2 ** j * ch + d for j in range(13) for d in (0, 1)}
-    return tuple(sorted(v for v in values if v >= 1 and (limit is None or v <= limit)))
 
 
 def _log_uniform(draw: st.DrawFn, lo: int, hi: int) -> int:

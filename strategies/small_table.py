@@ -17,7 +17,7 @@ import torch
 from hypothesis import strategies as st
 
 from tbe.layout import TableLayout, TableSpec
-from tbe.modes import parse_float_dtype, parse_index_dtype
+from tbe.modes import IndexDtype, Pooling, parse_float_dtype, parse_index_dtype
 
 ROWS_EDGE = (64, 65)
 DIM_EDGE = (63, 64, 128, 129)
@@ -129,9 +129,9 @@ def small_table_specs(max_batch: int = 18, edges_only: bool = True) -> st.Search
             st.integers(1, max_batch),
             st.booleans(),
             st.tuples(st.integers(1, 8), st.integers(1, 8)) if crossed == "tables" else st.none(),
-            st.sampled_from(("sum", "mean")),
+            st.sampled_from(Pooling),
             dtypes,
-            st.sampled_from(("int32", "int64")), st.booleans(), st.integers(0, 2**31 - 1),
+            st.sampled_from(IndexDtype), st.booleans(), st.integers(0, 2**31 - 1),
         )
 
     return st.sampled_from((None, None, None) + EDGES).flatmap(build)

@@ -22,25 +22,10 @@ from cases import VALUE_KINDS, BadBatchSpec, BadIdCase, CaseSpec, with_rate_and_
 from strategies.bad_inputs import bad_batch_specs, spread_bad_ids
 from strategies.pack import packs
 from strategies.specs import MAX_DIM, case_specs
-from strategies.tiers import COUNTER_EDGE
 from tbe import KernelConfig
 from tbe.buckets import block_for_dim
-from tbe.modes import FLOAT_NAMES
-
-
-def segment_edges(config: KernelConfig, limit: int) -> list[int]:
-    """Segment lengths at the backward's routing and chunking edges, each +-1, within ``limit``."""
-    th, ch = config.long_run_threshold, config.chunk_size
-    around = {th - 1, th, th + 1, ch - 1, ch, ch + 1, 2 * ch, 2 * ch + 1, 3 * ch - 1}
-    return sorted(x for x in around if 1 <= x <= limit)
-
-
-def chunk_count_edges(config: KernelConfig, limit: int) -> list[int]:
-    """Runs of a power-of-two number of chunks, exactly full and one lookup into the next chunk
-    (1, 2, 4, ..., 4096 chunks, then 4,097: a counter or limit in chunks breaks at such a count)."""
-    ch = config.chunk_size
-    out = {c * ch + d for j in range(COUNTER_EDGE.bit_length()) for c in (2 ** j,) for d in (0, 1)}
-    return sorted(x for x in out if 1 <= x <= limit)
+from tbe.modes import FloatDtype
+from tbe.routing import chunk_count_edges, segment_edges
 
 
 def hot_row_counts(config: KernelConfig, max_lookups: int) -> st.SearchStrategy[int]:
@@ -174,8 +159,8 @@ def wide_row_specs(draw: st.DrawFn, dims: list[int]) -> CaseSpec:
         tables=tuple(tables), batch_size=draw(st.integers(1, 2)),
         length_profile=draw(st.sampled_from(["fixed", "uniform"])), max_length=draw(st.integers(1, 3)),
         pooling=draw(st.sampled_from(["sum", "mean"])), weighted=draw(st.booleans()),
-        weights_dtype=draw(st.sampled_from(FLOAT_NAMES)),
-        output_dtype=draw(st.sampled_from(FLOAT_NAMES)),
+        weights_dtype=draw(st.sampled_from(FloatDtype)),
+        output_dtype=draw(st.sampled_from(FloatDtype)),
         index_dtype=draw(st.sampled_from(["int64", "int32"])),
         optimizer=draw(st.sampled_from(["exact_sgd", "exact_rowwise_adagrad"])),
         seed=draw(st.integers(0, 2**31 - 1)),

@@ -12,9 +12,8 @@ from typing import Optional, Sequence
 from hypothesis import strategies as st
 
 from cases import LENGTH_PROFILES, CaseSpec, HotRow
-from tbe.modes import FLOAT_NAMES
+from tbe.modes import FloatDtype, Pooling
 
-ALL_WEIGHT_DTYPES = ALL_OUTPUT_DTYPES = FLOAT_NAMES
 MAX_DIM = 160  # the widest row a general case draws
 
 
@@ -39,9 +38,9 @@ def case_specs(
     max_rows: int = 1000,
     max_dim: int = MAX_DIM,
     dim_multiple: int = 1,
-    weights_dtypes: Sequence[str] = ALL_WEIGHT_DTYPES,
-    output_dtypes: Sequence[str] = ALL_OUTPUT_DTYPES,
-    poolings: Sequence[str] = ("sum", "mean"),
+    weights_dtypes: Sequence[str] = tuple(FloatDtype),
+    output_dtypes: Sequence[str] = tuple(FloatDtype),
+    poolings: Sequence[str] = tuple(Pooling),
     optimizers: Sequence[str] = ("exact_sgd", "exact_rowwise_adagrad"),
     weighted: Optional[bool] = None,
     hot_row_counts: Optional[st.SearchStrategy[int]] = None,

@@ -21,7 +21,8 @@ import dataclasses
 from typing import Any, Sequence, TypeVar
 
 from cases import ID_KINDS, BadBatchSpec, BadId, BadIdCase, CaseSpec, Drawn, HotRow
-from strategies.tiers import COUNTER_EDGE, past_counter_fits, past_counter_length
+from strategies.tiers import past_counter_fits
+from tbe.routing import COUNTER_CHUNKS, past_counter_length
 from tbe import KernelConfig
 
 T = TypeVar("T")
@@ -221,7 +222,7 @@ def tour(config: KernelConfig, max_lookups: int, fixed: frozenset[str] = frozens
     ]
     past = past_counter_length(c)
     if not long_ov and past_counter_fits(c, max_lookups):  # affordable on a GPU budget only
-        items.append((f"one run of {past:,} lookups, past {COUNTER_EDGE:,} chunks of the config's own size, exact values",
+        items.append((f"one run of {past:,} lookups, past {COUNTER_CHUNKS:,} chunks of the config's own size, exact values",
                       CaseSpec(tables=((64, 32),), batch_size=512, max_length=1, length_profile="fixed",
                                hot_rows=(HotRow(0, 5, past),), learning_rate=0.5, values="dyadic", seed=21), {}))
     out = []

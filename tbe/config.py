@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from tbe import faults as _faults
+from tbe.modes import IndexDtype
 
-INDEX_DTYPES = ("auto", "int32", "int64")
+INDEX_DTYPE_CHOICES = ("auto", *IndexDtype)  # "auto": int32 where the ids and offsets fit
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,8 +124,8 @@ class KernelConfig:
             if entry[0] in seen:
                 raise ValueError(f"KernelConfig.fwd_bucket_tiles names BLOCK_D={entry[0]} twice")
             seen.add(entry[0])
-        if self.index_dtype not in INDEX_DTYPES:
-            raise ValueError(f"KernelConfig.index_dtype must be one of {INDEX_DTYPES}, got {self.index_dtype!r}")
+        if self.index_dtype not in INDEX_DTYPE_CHOICES:
+            raise ValueError(f"KernelConfig.index_dtype must be one of {INDEX_DTYPE_CHOICES}, got {self.index_dtype!r}")
         if self.small_table_min_dim > self.small_table_max_dim:
             raise ValueError(
                 f"KernelConfig.small_table_min_dim ({self.small_table_min_dim}) exceeds "

@@ -1,4 +1,4 @@
-"""Enumerations shared by kernels, oracles and strategies: pooling, optimizer, bounds check.
+"""Enumerations shared by kernels, oracles and strategies: pooling, optimizer, bounds check, and the dtypes.
 
 StrEnums: a member equals, hashes and prints as its value, so a case holds members and its JSON their names."""
 
@@ -36,8 +36,33 @@ class BoundsCheckMode(_Mode):
     NONE = "none"
 
 
-FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-INDEX_DTYPES = (torch.int32, torch.int64)
+class FloatDtype(_Mode):
+    """A weights or output dtype as cases, SUTs and reports name it; ``torch`` is the tensor dtype."""
+
+    FP32 = "fp32"
+    FP16 = "fp16"
+    BF16 = "bf16"
+
+    @property
+    def torch(self) -> torch.dtype:
+        return _TORCH[self]
+
+
+class IndexDtype(_Mode):
+    """An indices and offsets dtype as cases name it; ``torch`` is the tensor dtype."""
+
+    INT32 = "int32"
+    INT64 = "int64"
+
+    @property
+    def torch(self) -> torch.dtype:
+        return _TORCH[self]
+
+
+_TORCH = {FloatDtype.FP32: torch.float32, FloatDtype.FP16: torch.float16, FloatDtype.BF16: torch.bfloat16,
+          IndexDtype.INT32: torch.int32, IndexDtype.INT64: torch.int64}
+FLOAT_DTYPES = tuple(d.torch for d in FloatDtype)
+INDEX_DTYPES = tuple(d.torch for d in IndexDtype)
 
 _DTYPE_NAMES = {
     "fp32": torch.float32, "float32": torch.float32, "float": torch.float32,
@@ -73,13 +98,22 @@ def parse_float_dtype(field: str, value: object) -> torch.dtype:
 
 
 def dtype_name(dtype: torch.dtype) -> str:
-    return {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16",
-            torch.int32: "int32", torch.int64: "int64"}[dtype]
+    return _NAMES[dtype]
 
 
-FLOAT_NAMES = tuple(dtype_name(d) for d in FLOAT_DTYPES)  # ("fp32", "fp16", "bf16"): as cases and SUTs name them
-INDEX_BY_NAME = {dtype_name(d): d for d in INDEX_DTYPES}  # {"int32": torch.int32, "int64": torch.int64}
+_NAMES = {d.torch: d for d in (*FloatDtype, *IndexDtype)}
 
 
 def parse_index_dtype(field: str, value: object) -> torch.dtype:
-    return _parse_dtype(field, value, INDEX_BY_NAME)
+    return _parse_dtype(field, value, {d.value: d.torch for d in IndexDtype})
+
+
+def float_dtype(field: str, value: object) -> FloatDtype:
+    """A ``FloatDtype`` from a member, a torch dtype or any name ``parse_float_dtype`` knows; ValueError names
+    the field."""
+    return _NAMES[parse_float_dtype(field, value)]
+
+
+def index_dtype(field: str, value: object) -> IndexDtype:
+    """An ``IndexDtype`` from a member, a torch dtype or its name; ValueError names the field."""
+    return _NAMES[parse_index_dtype(field, value)]

@@ -1,16 +1,18 @@
-"""The kernel paths of this TBE, and the backward's routing rule: which tier a run goes to.
+"""The kernel paths of this TBE, the backward's routing rule (which tier a run goes to), and its edges.
 
-One source for both. ``Path`` names every path (its value is how a checked case lists it among its tiers;
+One source for all three. ``Path`` names every path (its value is how a checked case lists it among its tiers;
 ``label`` is how the coverage matrix shows it). ``tbe.backward`` asks ``fused_long`` which long tier to launch
 (the device-side split by ``long_run_threshold`` lives in ``tbe.classify``'s kernel, which
 reads the same field); strategies and checks call ``route`` and ``backward_paths`` to name the tiers a batch
-takes without running a kernel.
+takes without running a kernel. ``segment_edges`` lists the segment lengths where a kernel's handling of a run
+changes (strategies draw them, coverage witnesses them), ``long_edges`` names the ones a batch's long runs meet.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 
 import torch
 
@@ -88,3 +90,66 @@ def route(segment_lengths: torch.Tensor, num_lookups: int, config: KernelConfig)
         fused=has_long and fused_long(num_lookups, config),
         multi_chunk=bool((sl[is_long] > config.chunk_size).any()),
     )
+
+
+# ----------------------------------------------------------------------------- edges
+COUNTER_CHUNKS = 4096  # chunks a 12-bit counter holds: a run past it (2^20 lookups at chunk size 256) is an edge
+FIXED_SEGMENT_EDGES = (1, 3, 4, 31, 32, 33)  # no config field names them: one lookup, a 4-wide gather, a 32-lane warp
+
+
+class LongEdge(enum.StrEnum):
+    """An edge within the long tiers that a batch's long runs meet; the value is its coverage name."""
+
+    EXACT_THRESHOLD = "exact_threshold"          # a run of exactly long_run_threshold lookups
+    SINGLE_CHUNK = "single_chunk"                # a long run within one chunk
+    MULTI_CHUNK = "multi_chunk"                  # a long run over several chunks
+    PARTIAL_LAST_CHUNK = "partial_last_chunk"    # a long run whose last chunk is not full
+    PAST_COUNTER = "past_4096_chunks"            # a long run past COUNTER_CHUNKS chunks
+
+
+def past_counter_length(config: KernelConfig) -> int:
+    """The shortest run past ``COUNTER_CHUNKS`` chunks of ``config``'s size: 2^20 + 1 lookups by default."""
+    return COUNTER_CHUNKS * config.chunk_size + 1
+
+
+def long_edges(segment_lengths: torch.Tensor, config: KernelConfig) -> frozenset[LongEdge]:
+    """The long-tier edges runs of lengths ``segment_lengths`` meet under ``config``."""
+    sl = segment_lengths.to(torch.int64).reshape(-1)
+    lsl, ch = sl[long_runs(sl, config)], config.chunk_size
+    hits = {
+        LongEdge.EXACT_THRESHOLD: (lsl == config.long_run_threshold).any(),
+        LongEdge.SINGLE_CHUNK: (lsl <= ch).any(),
+        LongEdge.MULTI_CHUNK: (lsl > ch).any(),
+        LongEdge.PARTIAL_LAST_CHUNK: (lsl % ch != 0).any(),
+        LongEdge.PAST_COUNTER: (lsl >= past_counter_length(config)).any(),
+    }
+    return frozenset(e for e, hit in hits.items() if bool(hit))
+
+
+def chunk_count_edges(config: KernelConfig, limit: int | None = None) -> tuple[int, ...]:
+    """Runs of a power-of-two number of chunks, exactly full and one lookup into the next chunk (1, 2, 4, ...,
+    ``COUNTER_CHUNKS`` chunks, then one past it: a counter or limit in chunks breaks at such a count)."""
+    ch = config.chunk_size
+    values = {2 ** j * ch + d for j in range(COUNTER_CHUNKS.bit_length()) for d in (0, 1)}
+    return tuple(sorted(v for v in values if v >= 1 and (limit is None or v <= limit)))
+
+
+def routing_edges(config: KernelConfig) -> tuple[int, ...]:
+    """The segment lengths that a moved ``long_run_threshold`` or ``chunk_size`` moves: each of them +-1, and one
+    lookup past two chunks."""
+    th, ch = config.long_run_threshold, config.chunk_size
+    return tuple(sorted(v for v in {th - 1, th, th + 1, ch - 1, ch, ch + 1, 2 * ch + 1} if v >= 1))
+
+
+def segment_edges(config: KernelConfig, limit: int | None = None) -> tuple[int, ...]:
+    """The segment lengths where ``config``'s kernels change how they handle a run, at most ``limit``: the fixed
+    ones, the routing edges, each gather width +-1, the first chunk multiples +-1 (and those of the
+    shortest long run), and the power-of-two chunk counts."""
+    th, ch = config.long_run_threshold, config.chunk_size
+    values = set(FIXED_SEGMENT_EDGES) | set(chunk_count_edges(config)) | set(routing_edges(config))
+    for x in (config.bwd_short_gather_unweighted, config.bwd_short_gather_weighted, config.bwd_long_gather):
+        values |= {x - 1, x, x + 1}
+    first_long_chunks = max(1, math.ceil(th / ch))  # chunk count of the shortest long run
+    for k in {1, 2, 3, first_long_chunks, first_long_chunks + 1}:
+        values |= {k * ch - 1, k * ch, k * ch + 1}
+    return tuple(sorted(v for v in values if v >= 1 and (limit is None or v <= limit)))

@@ -17,7 +17,7 @@ from fuzz.compile.background import Readiness, _BuilderPool, group_keys
 from fuzz.compile.warmup import WarmCase, group_cases, tour_groups, warm_groups
 from fuzz.judge import CaseResult
 from fuzz.status import FailureKind
-from cases import CaseSpec, base_spec, split_draw
+from cases import CaseSpec, split_draw
 from strategies.config_space import campaign_configs
 from strategies.space import campaign_cases
 from tbe import KernelConfig
@@ -53,7 +53,7 @@ def test_once_everything_is_built_the_draws_are_the_strategies_own():
 def _keys(configs, weights=None):
     """The readiness keys of ``configs``' warm-up groups (of one weights dtype, when given)."""
     return [k for c in configs for g in warm_groups([c]) if g[0].backward
-            and weights in (None, base_spec(g[0].spec).weights_dtype) for k in group_keys(g, per_case=False)]
+            and weights in (None, g[0].spec.spec.weights_dtype) for k in group_keys(g, per_case=False)]
 
 
 def _group(config, w, o, i, weighted):
@@ -70,7 +70,7 @@ def test_a_case_whose_group_is_building_is_steered_to_built_dtypes_not_checked()
     CampaignRunner(config, BUDGET, 3, CampaignOptions(
         artifacts_dir=None, use_database=False, strategy=campaign_cases(config, BUDGET.max_lookups),
         supervisor=_InstantSupervisor(),
-        observe=lambda res, result: seen.append(base_spec(result.case).weights_dtype), readiness=r)).run()
+        observe=lambda res, result: seen.append(result.case.spec.weights_dtype), readiness=r)).run()
     assert seen and "fp16" not in seen
     assert r.steered > 0 and r.deferred == 0  # every fp16 draw ran on another weights dtype
     assert r.examples == len(seen)
@@ -181,17 +181,17 @@ def test_readiness_keys_follow_the_warmup_groups():
     r.finished = False
     spec = CaseSpec(tables=((10, 8),), batch_size=2, weights_dtype="bf16", output_dtype="fp32", index_dtype="int32")
     assert not r.ready(spec, config)
-    mine = [g for g in groups if g[0].backward and base_spec(g[0].spec).weights_dtype == "bf16"
-            and base_spec(g[0].spec).output_dtype == "fp32" and base_spec(g[0].spec).index_dtype == "int32"
-            and not base_spec(g[0].spec).weighted]
+    mine = [g for g in groups if g[0].backward and g[0].spec.spec.weights_dtype == "bf16"
+            and g[0].spec.spec.output_dtype == "fp32" and g[0].spec.spec.index_dtype == "int32"
+            and not g[0].spec.spec.weighted]
     assert len(mine) == 1
     r.done(group_keys(mine[0], per_case=False))
     assert r.ready(spec, config)
     # a single fp16 table the small-table path may take also waits for that path's groups
     small = CaseSpec(tables=((32, 64),), batch_size=1, weights_dtype="fp16", output_dtype="fp32")
-    fp16 = [g for g in groups if g[0].backward and base_spec(g[0].spec).weights_dtype == "fp16"
-            and base_spec(g[0].spec).output_dtype == "fp32" and base_spec(g[0].spec).index_dtype == "int64"
-            and not base_spec(g[0].spec).weighted]
+    fp16 = [g for g in groups if g[0].backward and g[0].spec.spec.weights_dtype == "fp16"
+            and g[0].spec.spec.output_dtype == "fp32" and g[0].spec.spec.index_dtype == "int64"
+            and not g[0].spec.spec.weighted]
     r.done(group_keys(fp16[0], per_case=False))
     assert not r.ready(small, config)
     for g in groups:
@@ -469,8 +469,8 @@ def test_the_steering_targets_build_beside_the_second_half_of_the_tour():
     assert [u[0] for u, _, _ in mixed] == ["tour", "matrix"] * (tours - half)
     first = [g for u, _, g in order[half:] if u[0] == "matrix"][:12]
     assert all(u[1] == config for u, _, g in order[half:] if u[0] == "matrix" and g in first)
-    dtypes = [(base_spec(g[0].spec).weights_dtype, base_spec(g[0].spec).output_dtype,
-               base_spec(g[0].spec).index_dtype) for g in first if g[0].backward]
+    dtypes = [(g[0].spec.spec.weights_dtype, g[0].spec.spec.output_dtype,
+               g[0].spec.spec.index_dtype) for g in first if g[0].backward]
     assert dtypes and all(d == STEER_TARGET for d in dtypes)
     assert all(len(group_keys(g, per_case=False)) == 1 for g in first)  # one readiness key a piece
     kinds = [group_keys(g, per_case=False)[0][0] for g in first]

@@ -12,10 +12,10 @@ from oracles.bounds_backward import check_step
 from oracles.reference_backward import reference_backward
 from tbe import KernelConfig
 from tbe.backward import backward_and_update
+from tbe.modes import FloatDtype, IndexDtype
 from tests.backward_helpers import build, make_batch, on, train_step
 
 SMALL = KernelConfig(long_run_threshold=8, chunk_size=4)
-WDTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 OPTS = ["exact_sgd", "exact_rowwise_adagrad"]
 
 
@@ -29,8 +29,8 @@ def step_cases(draw):
     return dict(
         specs=specs, B=B, lengths=lengths,
         optimizer=draw(st.sampled_from(OPTS)), pooling=draw(st.sampled_from(["sum", "mean"])),
-        wdtype=draw(st.sampled_from(list(WDTYPES))), weighted=draw(st.booleans()),
-        psw_dtype=draw(st.sampled_from(list(WDTYPES))), idx=draw(st.sampled_from(["int32", "int64"])),
+        wdtype=draw(st.sampled_from(FloatDtype)), weighted=draw(st.booleans()),
+        psw_dtype=draw(st.sampled_from(FloatDtype)), idx=draw(st.sampled_from(IndexDtype)),
         config=draw(st.sampled_from(["default", "small", "small_fused", "narrow", "short_rows"])),
         hot=draw(st.booleans()), lr=draw(st.sampled_from([0.01, 0.3, 2.0])), steps=draw(st.integers(1, 2)),
         seed=draw(st.integers(0, 2**16)),
@@ -54,9 +54,9 @@ CONFIGS = {
 
 def run_case(c, config=None) -> list:
     specs = c["specs"]
-    idx, off, psw = make_batch(specs, c["B"], c["lengths"], getattr(torch, c["idx"]), c["seed"], c["weighted"],
-                               WDTYPES[c["psw_dtype"]], hot=[c["seed"] + t for t in range(len(specs))] if c["hot"] else None)
-    m = build(specs, c["optimizer"], c["pooling"], WDTYPES[c["wdtype"]], lr=c["lr"],
+    idx, off, psw = make_batch(specs, c["B"], c["lengths"], c["idx"].torch, c["seed"], c["weighted"],
+                               c["psw_dtype"].torch, hot=[c["seed"] + t for t in range(len(specs))] if c["hot"] else None)
+    m = build(specs, c["optimizer"], c["pooling"], c["wdtype"].torch, lr=c["lr"],
               config=config or CONFIGS[c["config"]], seed=c["seed"])
     found = []
     for s in range(c["steps"]):

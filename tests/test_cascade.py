@@ -21,7 +21,7 @@ from fuzz.status import OracleVerdict
 from fuzz.gate.timing import BaselineCache, time_shape
 from fuzz.gate.shapes import PerfShape
 from oracles import fbgemm_cpu
-from cases import case_from_dict, case_size
+from cases import case_from_dict
 from tbe import KernelConfig
 from fuzz.execution.forced_crash import FORCE_CRASH
 
@@ -80,7 +80,7 @@ def test_planted_fault_fails_at_b(tmp_path, capsys):
     (art,) = [p for p in (tmp_path / "art").iterdir() if not p.name.startswith(".")]
     assert "**fail**" in md
     # the failing case is shrunk before it is saved, and its replay line is printed, fault opt-in and all
-    drawn, saved = (case_size(case_from_dict(c))[2] for c in (seed["failing_cases"][0]["case"],
+    drawn, saved = (case_from_dict(c).size()[2] for c in (seed["failing_cases"][0]["case"],
                                                                 json.loads((art / "case.json").read_text())))
     assert saved < drawn, (saved, drawn)
     assert seed["replays"] == [f"TBE_FUZZ_ALLOW_FAULTS=1 tbe-fuzz replay {art}   (or: TBE_FUZZ_ALLOW_FAULTS=1 "

@@ -217,7 +217,7 @@ def test_interpreter_caps_bound_every_general_draw():
     """Under the interpreter's caps (``fuzz.profiles``) a drawn case needs at most ``max_chunks`` long-tier chunks
     of its config, its general cases at most ``max_work`` lookups times column blocks times steps, and its rows at
     most ``max_column_blocks`` blocks of the widest bucket: a case past them cost a whole quick budget."""
-    from cases import PackCase, base_spec, tensors
+    from cases import PackCase, tensors
     from strategies.space import work
 
     max_chunks, max_work, blocks = 40, 1500, 4
@@ -225,7 +225,7 @@ def test_interpreter_caps_bound_every_general_draw():
     for drawn in draws(campaign_cases(KernelConfig(), 4000, max_column_blocks=blocks, max_chunks=max_chunks,
                                       max_work=max_work), 300):
         case, cfg, _ = split_draw(drawn, KernelConfig())
-        specs = case.subs if isinstance(case, PackCase) else [base_spec(case)]
+        specs = case.subs if isinstance(case, PackCase) else [case.spec]
         assert tensors(case, weights=False).indices.numel() <= max_chunks * cfg.chunk_size
         for spec in specs:
             if any(d > 1024 for _, d in spec.tables) or len(spec.tables) == 1 and spec.weights_dtype == "fp16":

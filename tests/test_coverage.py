@@ -22,7 +22,7 @@ from fuzz.judge.coverage import (
     paths_of, reachable,
 )
 from tbe.routing import Path
-from cases import BadBatchSpec, BadId, BadIdCase, CaseSpec, base_spec, split_draw, tensors
+from cases import BadBatchSpec, BadId, BadIdCase, CaseSpec, split_draw, tensors
 from strategies.space import campaign_cases
 from tbe import KernelConfig
 
@@ -290,7 +290,7 @@ def test_a_bad_id_in_a_middle_bag():
 def test_every_campaign_draw_runs_a_step(drawn):
     """Why a campaign's reachable cells hold no "0 steps" edge: no draw is forward-only."""
     case, _, _ = split_draw(drawn, DEFAULT)
-    assert base_spec(case).steps >= 1
+    assert case.spec.steps >= 1
     assert all(sub.steps >= 1 for sub in getattr(case, "subs", ()))
 
 

@@ -24,7 +24,7 @@ from cases import (D_GRID, EXACT_UNITS, W_GRID, CaseSpec, HotRow, dyadic_weights
                    materialize)
 from strategies.specs import case_specs
 from tbe.layout import TableLayout, TableSpec
-from tbe.modes import Optimizer, Pooling, parse_float_dtype
+from tbe.modes import Optimizer, Pooling
 
 F64 = torch.float64
 
@@ -120,7 +120,7 @@ def _reference(spec: CaseSpec, weights=None):
     w = dyadic_weights(spec, spec.seed).float() if weights is None else weights
     m = torch.zeros(layout.total_rows)
     ref = reference_backward(layout, w, m, case.indices, case.offsets, case.per_sample_weights, spec.batch_size,
-                             Pooling(spec.pooling), Optimizer(spec.optimizer), spec.learning_rate, spec.eps,
+                             spec.pooling, spec.optimizer, spec.learning_rate, spec.eps,
                              case.grad_outputs[0])
     return case, w, ref
 
@@ -145,7 +145,7 @@ def test_dyadic_cases_are_exact_by_construction(spec):
         assert bool(rows.all()), spec.to_json()
     if spec.batch_size and spec.steps:
         _, bound = forward_expectation(spec.layout, w, case.indices, case.offsets, case.per_sample_weights,
-                                         spec.batch_size, Pooling(spec.pooling), parse_float_dtype("o", spec.output_dtype))
+                                         spec.batch_size, spec.pooling, spec.output_dtype.torch)
         if spec.pooling == "sum" and spec.output_dtype == "fp32":
             assert bool((bound <= 2.0 ** -150).all()), "an exact SUM in fp32 leaves only the underflow term"
 

@@ -74,7 +74,8 @@ def test_a_run_past_the_chunk_counter_is_aimed_at_in_exact_values():
 def test_the_run_past_the_chunk_counter_is_reachable_only_with_room_beside_it():
     """The coverage matrix and the aimed cases share one rule (``strategies.tiers.past_counter_fits``): a budget that
     holds the run but not the lookups an aimed case keeps beside it lists no such cell."""
-    from strategies.tiers import COUNTER_ROOM, past_counter_length
+    from strategies.tiers import COUNTER_ROOM
+    from tbe.routing import past_counter_length
 
     config = KernelConfig()  # under the defaults alone: the search's configs with small chunks reach it sooner
     cell = (Path.BWD_LONG, coverage.PAST_COUNTER_EDGE)

@@ -13,7 +13,7 @@ from cases import CaseSpec, materialize
 from fuzz.sut import build_module, device_batch
 from strategies.specs import case_specs
 from tbe import KernelConfig
-from tbe.modes import Optimizer, Pooling, parse_float_dtype
+from tbe.modes import Optimizer, Pooling
 
 pytestmark = pytest.mark.fuzz
 
@@ -30,7 +30,7 @@ def run_forward(spec: CaseSpec, config: KernelConfig | None = None):
 def assert_matches_reference(spec: CaseSpec, config: KernelConfig | None = None):
     case, module, (indices, offsets, psw), out = run_forward(spec, config)
     assert out.shape == (spec.batch_size, sum(d for _, d in spec.tables))
-    assert out.dtype == parse_float_dtype("output_dtype", spec.output_dtype)
+    assert out.dtype == spec.output_dtype.torch
     report = check_forward(module.layout, module.weights, indices, offsets, psw, spec.batch_size, module.pooling, out)
     assert report.ok, f"{report}\nspec: {spec.to_json()}"
     return case, module, out
@@ -64,8 +64,8 @@ def test_forward_wide_rows_loop_over_column_blocks(spec):
 def test_forward_matches_fbgemm_cpu(spec):
     case, module, out = assert_matches_reference(spec)
     fb = fbgemm_cpu.FbgemmTBE(
-        spec.tables, Optimizer(spec.optimizer), spec.learning_rate, spec.eps, module.weights_dtype,
-        module.output_dtype, Pooling(spec.pooling),
+        spec.tables, spec.optimizer, spec.learning_rate, spec.eps, module.weights_dtype,
+        module.output_dtype, spec.pooling,
     )
     fb.load(module.split_embedding_weights())
     fb_out = fb.forward(case.indices, case.offsets, case.per_sample_weights)

@@ -18,7 +18,7 @@ import torch
 from fuzz.execution import artifacts
 from fuzz.budgets import Budget
 from fuzz.campaign import CampaignOptions, CampaignRunner
-from cases import BadBatchSpec, BadId, BadIdCase, CaseSpec, HotRow, case_from_dict, case_to_dict
+from cases import BadBatchSpec, BadId, BadIdCase, CaseSpec, HotRow, case_from_dict
 from fuzz.judge.check import CaseResult, run_case
 from fuzz.cli import main
 from strategies.edges import edge_cases
@@ -94,9 +94,7 @@ def test_planted_fault_produces_a_complete_artifact(fault_artifact):
 
 @pytest.mark.fuzz
 def test_fault_shrinks_to_a_small_case(fault_artifact):
-    from cases import case_size
-
-    tables, bags, _ = case_size(fault_artifact.failure.case)
+    tables, bags, _ = fault_artifact.failure.case.size()
     assert tables <= 2 and bags <= 8, fault_artifact.failure.case
 
 
@@ -244,7 +242,7 @@ def test_case_json_round_trip():
     bad = BadBatchSpec(((5, 3), (7, 2)), 2, bad_ids=(BadId("rows"),), bad_offsets=("last_long",), seed=9)
     both = BadIdCase(CaseSpec(tables=((5, 3), (7, 2)), batch_size=2, pooling="mean"), bad)
     for case in (spec, both):
-        assert case_from_dict(json.loads(json.dumps(case_to_dict(case)))) == case
+        assert case_from_dict(json.loads(json.dumps(case.to_dict()))) == case
     with pytest.raises(ValueError, match="same tables"):
         BadIdCase(CaseSpec(tables=((5, 3),), batch_size=2), bad)
 

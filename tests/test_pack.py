@@ -21,8 +21,7 @@ from fuzz.sut.protocol import get as get_sut
 from fuzz.sut.protocol import packed_weights, params_for
 from oracles.compare import Check, Mismatch, Report
 from oracles.reference import table_rows
-from cases import (MODE_FIELDS, CaseSpec, HotRow, PackCase, assemble, base_spec, case_from_dict, initial_weights,
-                   sub_cases, tensors)
+from cases import MODE_FIELDS, CaseSpec, HotRow, PackCase, assemble, case_from_dict, initial_weights, tensors
 from strategies.pack import packs
 from strategies.space import campaign_cases
 from strategies.specs import case_specs
@@ -39,11 +38,11 @@ C = CaseSpec(tables=((10, 4),), batch_size=0, max_length=4, seed=3, **MODES)
 def test_a_pack_lays_its_sub_cases_side_by_side_and_round_trips():
     p = PackCase((A, B, C))
     assert case_from_dict(p.to_dict()) == p
-    spec = base_spec(p)
+    spec = p.spec
     assert spec.tables == A.tables + B.tables + C.tables and spec.batch_size == 5
     assert spec.hot_rows == (HotRow(2, 7, TH),)  # B's table 0 is the pack's table 2
     assert [p.sub_of_table(t) for t in range(5)] == [0, 0, 1, 2, None]
-    assert sub_cases(p) == 3 and sub_cases(A) == 1
+    assert len(p.subs) == 3 and len(A.subs) == 1
     t = tensors(p)
     off = t.offsets.to(torch.int64)
     lengths = (off[1:] - off[:-1]).reshape(4, 5)
@@ -71,7 +70,7 @@ def test_fatal_bounds_checking_runs_alone():
 def _run_alone_and_packed(pack: PackCase):
     """Per sub-case: (forward output, weights after one step) alone, and its slice of the pack's."""
     def step(case):
-        spec, t = base_spec(case), tensors(case)
+        spec, t = case.spec, tensors(case)
         tables = [table_rows(spec.layout, t.initial_weights, i).clone() for i in range(spec.num_tables)]
         sut = get_sut("triton").build(params_for(spec, KernelConfig(), tables))
         with torch.set_grad_enabled(True):
@@ -146,8 +145,8 @@ class _FailsOn63Rows:
     environment: dict = {}
 
     def run(self, case, config, pending=None, **options):
-        dims = [d for _, d in base_spec(case).tables]
-        bad = [t for t, (e, _) in enumerate(base_spec(case).tables) if e == 63]
+        dims = [d for _, d in case.spec.tables]
+        bad = [t for t, (e, _) in enumerate(case.spec.tables) if e == 63]
         reports = [Report("forward vs fp64", not bad, Mismatch(bad[0], 0, 0, 1.0, 0.0, 0.1) if bad else None,
                           len(bad), len(dims), check=Check.FORWARD, step=0)]
         return CaseResult(case, reports, 1, frozenset(), 0.0)

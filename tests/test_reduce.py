@@ -10,7 +10,7 @@ from fuzz.campaign.reduce import candidates, reduce_failure, signature
 from fuzz.execution.supervisor import Supervisor
 from fuzz.judge.check import CaseResult
 from fuzz.status import FailureKind
-from cases import BadBatchSpec, BadId, BadIdCase, CaseSpec, HotRow, case_size
+from cases import BadBatchSpec, BadId, BadIdCase, CaseSpec, HotRow
 from tbe import KernelConfig
 from tests.test_fuzz_driver import FAULT
 
@@ -20,7 +20,7 @@ BIG = CaseSpec(tables=((40, 4), (30, 3), (50, 2), (20, 5)), batch_size=12, max_l
 
 def test_candidates_are_smaller_and_keep_hot_rows_on_their_tables():
     cands = list(candidates(BIG))
-    assert cands and all(case_size(c) < case_size(BIG) or c.steps < BIG.steps for c in cands)
+    assert cands and all(c.size() < BIG.size() or c.steps < BIG.steps for c in cands)
     first_half, second_half = cands[0], cands[1]
     assert first_half.tables == BIG.tables[:2] and first_half.hot_rows == ()
     assert second_half.tables == BIG.tables[2:]
@@ -43,7 +43,7 @@ def test_a_failure_past_a_size_is_cut_to_that_size_in_few_checks():
     limit = 2**15 - 1
 
     def check(case):
-        n = case_size(case)[2]
+        n = case.size()[2]
         return CaseResult(case, [], n, frozenset(), 0.0, error=None if n <= limit else "lost lookups",
                           error_kind=FailureKind.CRASH)
 
@@ -64,7 +64,7 @@ def test_a_planted_fault_reduces_to_a_small_case_that_still_fails():
         assert not start.ok, "the starting case must show the fault"
         steps: list[str] = []
         red = reduce_failure(start, lambda c: s.run(c, config), stop=lambda: False, progress=steps.append)
-        tables, bags, _ = case_size(red.result.case)
+        tables, bags, _ = red.result.case.size()
         assert red.finished and tables <= 2 and bags <= 8 and red.result.lookups <= 64, red.result.case
         assert steps and all("now" in line for line in steps)
         again = s.run(red.result.case, config)

@@ -10,7 +10,6 @@ import pytest
 from fuzz.budgets import Budget
 from fuzz.campaign import fill, repeat
 from fuzz.campaign.search import CampaignOptions, CampaignRunner
-from cases import case_to_dict
 from tbe import KernelConfig
 from tests.passing_supervisor import PassingSupervisor
 
@@ -22,7 +21,7 @@ def _examples(budget, tmp_path, **options):
     sup = PassingSupervisor()
     res = CampaignRunner(KernelConfig(), budget, 3, CampaignOptions(
         artifacts_dir=tmp_path, supervisor=sup, **options)).run()
-    return [json.dumps(case_to_dict(c), sort_keys=True) + c_fg.to_json() for c, c_fg in sup.cases], res
+    return [json.dumps(c.to_dict(), sort_keys=True) + c_fg.to_json() for c, c_fg in sup.cases], res
 
 
 @pytest.fixture

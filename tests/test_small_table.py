@@ -16,7 +16,7 @@ from strategies.small_table import (
 from tbe import BoundsCheckError, KernelConfig, TritonTBE
 from tbe.backend import default_device
 from tbe.forward_small_table import eligible, ineligible_reason
-from tbe.modes import BoundsCheckMode, Pooling, parse_float_dtype
+from tbe.modes import BoundsCheckMode, Pooling
 
 CFG = KernelConfig()
 DEV = default_device()
@@ -51,7 +51,7 @@ def run(batch, config=CFG, mode=BoundsCheckMode.WARNING, warn=None):
         out, ri, ro = dispatch.checked_forward(
             batch.weights.to(DEV), lt, layout.dims, layout.rows, batch.indices.to(DEV), batch.offsets.to(DEV),
             None if psw is None else psw.to(DEV),
-            spec.batch_size, Pooling(spec.pooling), parse_float_dtype("output_dtype", spec.output_dtype), config,
+            spec.batch_size, spec.pooling, spec.output_dtype.torch, config,
             mode, warn,
         )
     return out.cpu(), ri.cpu(), ro.cpu(), seen[-1] if seen else None
@@ -100,7 +100,7 @@ def assert_small_table_correct(spec: SmallTableSpec):
     want = "small_table" if expected_small_table(spec, batch.indices.numel()) else "generic"
     assert path == want, f"took {path}, expected {want}\n{spec.to_json()}"
     event(f"path={path}")
-    pooling = Pooling(spec.pooling)
+    pooling = spec.pooling
     expected, bound = forward_expectation(
         spec.layout, batch.weights, ri, ro, batch.per_sample_weights, spec.batch_size, pooling, out.dtype,
     )

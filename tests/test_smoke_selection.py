@@ -30,7 +30,6 @@ SMOKE_DRAWS = """
 import fuzz.profiles as p; p.load()
 from hypothesis import given, settings
 from strategies.adversarial import fuzz_cases
-from cases import case_size
 from cases import materialize
 from tests.test_strategies import DEFAULT_CASES
 seen = []

@@ -15,12 +15,12 @@ from cases import materialize
 from strategies.configs import NAMED
 from strategies.duplicates import bad_duplicate_specs, duplicate_specs, pairing_sensitive
 from strategies.int32_edges import int32_edge_specs, materialize_int32
-from strategies.segments import FIXED_EDGES, segment_edges, segment_lengths
+from strategies.segments import segment_lengths
 from strategies.shapes import batch_shapes
-from strategies.tiers import LONG_EDGES, PAST_COUNTER, TIERS, case_tier_report, past_counter_length, tier_report
+from strategies.tiers import TIERS, case_tier_report, tier_report
 from tbe import KernelConfig
 from tbe.layout import INT32_MAX
-from tbe.routing import Path
+from tbe.routing import FIXED_SEGMENT_EDGES, LongEdge, Path, past_counter_length, segment_edges
 
 pytestmark = pytest.mark.fuzz
 
@@ -34,7 +34,7 @@ def test_segment_edges_follow_the_config():
     d = KernelConfig()
     edges = segment_edges(d)
     th, ch = d.long_run_threshold, d.chunk_size
-    for x in (*FIXED_EDGES, th - 1, th, th + 1, ch - 1, ch + 1, 2 * ch - 1, 2 * ch, 2 * ch + 1, 3 * ch + 1):
+    for x in (*FIXED_SEGMENT_EDGES, th - 1, th, th + 1, ch - 1, ch + 1, 2 * ch - 1, 2 * ch, 2 * ch + 1, 3 * ch + 1):
         assert x in edges
     moved = segment_edges(d.replace(long_run_threshold=100, chunk_size=40))
     assert {99, 100, 101, 39, 41, 79, 81, 119, 121} <= set(moved) and 255 not in moved
@@ -72,8 +72,8 @@ def test_tier_report_rule():
     gated = KernelConfig(long_run_threshold=4, chunk_size=4, fused_long_tier=True, fused_long_min_lookups=5)
     assert tier_report(torch.tensor([4]), 4, gated).tiers == {Path.BWD_LONG}
     # 4,096 chunks of 4 fill the counter; one lookup more is the edge
-    assert PAST_COUNTER not in tier_report(torch.tensor([4096 * 4]), 4096 * 4, cfg).edges
-    assert PAST_COUNTER in tier_report(torch.tensor([3, 4096 * 4 + 1]), 4096 * 4 + 4, cfg).edges
+    assert LongEdge.PAST_COUNTER not in tier_report(torch.tensor([4096 * 4]), 4096 * 4, cfg).edges
+    assert LongEdge.PAST_COUNTER in tier_report(torch.tensor([3, 4096 * 4 + 1]), 4096 * 4 + 4, cfg).edges
 
 
 def test_default_profile_hits_every_tier():
@@ -94,7 +94,7 @@ def test_default_profile_hits_every_tier():
     assert tiers == set(TIERS), f"tiers reached: {sorted(t.value for t in tiers)}"
     # a run past 4,096 chunks fits the interpreter's lookup cap under no named config
     affordable = min(past_counter_length(c) for c in NAMED.values()) <= MAX_LOOKUPS
-    expected = set(LONG_EDGES) - (set() if affordable else {PAST_COUNTER})
+    expected = set(LongEdge) - (set() if affordable else {LongEdge.PAST_COUNTER})
     assert edges == expected, f"long-run edges reached: {sorted(edges)}"
 
 

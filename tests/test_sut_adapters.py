@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
 
 from fuzz.budgets import Budget
-from cases import BadBatchSpec, BadId, BadIdCase, CaseSpec, base_spec, initial_weights, materialize_bad
+from cases import BadBatchSpec, BadId, BadIdCase, CaseSpec, initial_weights, materialize_bad
 from fuzz.judge import CaseResult, run_case
 from fuzz.cli import main
 from fuzz.judge.differential import check_case, failures
@@ -144,7 +144,7 @@ def test_fitting_keeps_every_draw_within_fbgemm_capabilities():
     @given(fit_strategy(campaign_cases(KernelConfig(), 2000, search_config=caps.kernel_config), caps))
     def draw(case):
         assert refusal(case, caps) is None, case
-        s = base_spec(case)
+        s = case.spec
         seen.update({("D", d) for _, d in s.tables} | {("out", s.output_dtype), ("bad", isinstance(case, BadIdCase))})
 
     draw()

@@ -65,7 +65,6 @@ def mean_as_sum_sut():
     (a SUT without a KernelConfig, so its campaign runs the opening tour's cases as they are)."""
     from fuzz.sut.torch_tbe import TorchInstance, factory
     from oracles.compare import Check
-    from cases import base_spec
 
     class MeanAsSum(TorchInstance):
         def __init__(self, p):
@@ -73,7 +72,7 @@ def mean_as_sum_sut():
 
     checks = (Check.FORWARD, Check.WEIGHTS, Check.MOMENTUM, Check.PSW_GRAD)
     finding = KnownFinding("mean-as-sum", (), "test entry: MEAN pooled as SUM",
-                           lambda case: base_spec(case).pooling == "mean", checks)
+                           lambda case: case.spec.pooling == "mean", checks)
     return dataclasses.replace(factory(), name="mean-as-sum", build=MeanAsSum, findings=(finding,))
 
 

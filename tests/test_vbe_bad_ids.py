@@ -10,7 +10,7 @@ import json
 import pytest
 from hypothesis import HealthCheck, Phase, find, settings
 
-from cases import BadBatchSpec, BadId, BadIdCase, CaseSpec, case_from_dict, case_to_dict, materialize_bad, tensors
+from cases import BadBatchSpec, BadId, BadIdCase, CaseSpec, case_from_dict, materialize_bad, tensors
 from fuzz.campaign.reduce import candidates
 from fuzz.judge import coverage
 from fuzz.judge.check import run_case
@@ -39,7 +39,7 @@ def case(mode: str, bad: BadBatchSpec = BAD) -> BadIdCase:
 
 
 def test_records_round_trip_and_fixed_records_are_unchanged():
-    assert case_from_dict(json.loads(json.dumps(case_to_dict(case("warning"))))) == case("warning")
+    assert case_from_dict(json.loads(json.dumps(case("warning").to_dict()))) == case("warning")
     fixed = json.loads(BadBatchSpec(TABLES, 2, bad_ids=IDS[:1]).to_json())
     assert "feature_table_map" not in fixed and "batch_size_per_feature" not in fixed
     assert json.loads(BAD.to_json())["batch_size_per_feature"] == list(SIZES)

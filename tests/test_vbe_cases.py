@@ -179,10 +179,9 @@ def test_fbgemm_cpu_vbe_with_int32_ids_aborts_and_with_int64_runs():
     import subprocess
     import sys
 
-    from cases import case_to_dict
 
     def run(spec):
-        return subprocess.run([sys.executable, "-c", _RUN, json.dumps(case_to_dict(spec))], capture_output=True,
+        return subprocess.run([sys.executable, "-c", _RUN, json.dumps(spec.to_dict())], capture_output=True,
                               text=True, timeout=120)
     crashed = run(_HEAP_CASE)
     assert crashed.returncode < 0 and "ran" not in crashed.stdout, FBGEMM_CPU_VBE_INT32_HEAP

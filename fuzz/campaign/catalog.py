@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any, Optional
 
 from fuzz.execution import artifacts
-from cases import case_size
 
 PENDING = ".pending"
 
@@ -58,7 +57,7 @@ def _entry(path: Path, pending: bool) -> Entry:
             problems.append(f"meta.json: {e}")
     size = None
     try:
-        size = case_size(artifacts.load_case(path / "case.json"))
+        size = artifacts.load_case(path / "case.json").size()
     except (OSError, ValueError, TypeError, KeyError) as e:  # JSONDecodeError is a ValueError
         problems.append(f"case.json: {type(e).__name__}: {e}")
     kind = "pending" if pending else str(meta.get("failure_kind") or "unknown")

@@ -28,12 +28,12 @@ from fuzz.judge import case_result
 from fuzz.judge import Cell, EdgeGroup, loop_cells, run_observed
 from cases import BadBatchSpec, BadId, BadIdCase, CaseSpec, Drawn, HotRow, tensors, with_rate_and_steps
 from strategies.config_space import usable_profiles
-from strategies.tiers import past_counter_fits, past_counter_length
+from strategies.tiers import past_counter_fits
 from tbe import KernelConfig
 from tbe.backend import INTERPRETED
 from tbe.loops import LoopClass
 from tbe.kernel_loops import all_loops
-from tbe.routing import Path
+from tbe.routing import Path, past_counter_length
 
 FILL_SHARE = 0.2     # of a campaign's search time, kept for aimed cases when it has zero cells
 SEEDS = (11, 12)     # materialization seeds tried per recipe (an empty bag, say, can depend on it)

@@ -19,7 +19,7 @@ import dataclasses
 import itertools
 from typing import Callable, Iterator, Optional
 
-from cases import AnyCase, BadIdCase, CaseKind, CaseSpec, HotRow, PackCase, case_size
+from cases import AnyCase, BadIdCase, CaseKind, CaseSpec, HotRow, PackCase
 from fuzz.judge import CaseResult
 
 
@@ -36,7 +36,7 @@ def signature(result: CaseResult) -> tuple[str, Optional[str]]:
 
 
 def size_text(result: CaseResult) -> str:
-    tables, bags, _ = case_size(result.case)
+    tables, bags, _ = result.case.size()
     subs = f" in {len(result.case.subs)} sub-cases" if result.case.kind is CaseKind.PACK else ""
     return f"{tables} table(s), {bags} bag(s), {result.lookups} lookups{subs}"
 

@@ -9,7 +9,6 @@ from typing import Any, Optional
 from fuzz.execution import replay_command
 from fuzz.campaign import repeat
 from fuzz.campaign.search import CampaignResult
-from cases import case_size, case_to_dict
 from fuzz.judge import RATIO_NOTE, CaseResult, coverage, ratio_text
 from fuzz.campaign.replay import ReplayResult
 from fuzz.glossary import Term, see
@@ -27,10 +26,10 @@ def _kind(f: CaseResult) -> str:
 
 
 def failure_lines(f: CaseResult) -> list[str]:
-    tables, bags, _ = case_size(f.case)
+    tables, bags, _ = f.case.size()
     return [
         f"  failing case: {tables} table(s), {bags} bag(s), {f.lookups} lookups; failure kind: {_kind(f)}",
-        f"  case: {json.dumps(case_to_dict(f.case), sort_keys=True)}",
+        f"  case: {json.dumps(f.case.to_dict(), sort_keys=True)}",
         *["  " + line for line in f.text().splitlines() if "MISMATCH" in line or not line.startswith("step")],
     ]
 
@@ -50,7 +49,7 @@ def _known_lines(r: CampaignResult) -> list[str]:
         lines += [f"  - {k.finding.id}: after {k.examples} example(s), {k.seconds:.1f}s; shrunk to {tables} table(s), "
                   f"{bags} bag(s), {lookups} lookups",
                   f"      {k.finding.description}",
-                  f"      case: {json.dumps(case_to_dict(k.result.case), sort_keys=True)}",
+                  f"      case: {json.dumps(k.result.case.to_dict(), sort_keys=True)}",
                   f"      {first.strip()[:300]}"]
         if k.artifact is not None:
             lines.append(f"      artifact: {k.artifact}")
@@ -224,12 +223,12 @@ def campaign_json(r: CampaignResult) -> dict[str, Any]:
         "config": r.config.to_dict(),
         "coverage": coverage_json(r),
         "sut": r.sut,
-        "known": [{"id": k.finding.id, "description": k.finding.description, "case": case_to_dict(k.result.case),
+        "known": [{"id": k.finding.id, "description": k.finding.description, "case": k.result.case.to_dict(),
                    "examples": k.examples, "seconds": round(k.seconds, 3), "lookups": k.result.lookups,
                    "reports": k.result.text().splitlines(),
                    "artifact": None if k.artifact is None else str(k.artifact)} for k in r.known],
         "failure": None if r.failure is None else {
-            "kind": r.failure.kind, "case": case_to_dict(r.failure.case), "reports": r.failure.text().splitlines(),
+            "kind": r.failure.kind, "case": r.failure.case.to_dict(), "reports": r.failure.text().splitlines(),
             "config_overrides": r.failure_overrides,
             "examples_to_first_failure": r.first_failure_examples,
             "seconds_to_first_failure": r.first_failure_seconds, "first_failure_headline": r.first_failure_headline,

@@ -37,7 +37,7 @@ from fuzz.campaign.reduce import failing_check, reduce_failure, size_text
 from fuzz.campaign.pareto import without_pareto_front
 from fuzz.campaign.repeat import Repeat
 from fuzz.campaign.repeat import of as repeat_of
-from cases import Drawn, case_size, split_draw, tensors
+from cases import Drawn, split_draw, tensors
 from fuzz.judge import CaseResult
 from fuzz.status import StopReason
 from strategies.space import campaign_cases
@@ -356,7 +356,7 @@ class CampaignRunner:
         """The smallest failure seen is the campaign's, with the config it failed under and the worker's
         environment."""
         res, best = self.res, self.best
-        if best and (res.failure is None or case_size(best[0].case) < case_size(res.failure.case)):
+        if best and (res.failure is None or best[0].case.size() < res.failure.case.size()):
             res.failure, res.stopped_by = best[0], StopReason.INTERRUPTED if res.interrupted else StopReason.FAILURE
         res.environment = self.sup.environment
         if res.failure is not None:
@@ -507,8 +507,8 @@ class CampaignRunner:
             if not best:
                 self._found(result)
             self.configs[id(result)] = (cfg, overrides)
-            if not best or case_size(result.case) <= case_size(best[0].case):
-                smaller = bool(best) and case_size(result.case) < case_size(best[0].case)
+            if not best or result.case.size() <= best[0].case.size():
+                smaller = bool(best) and result.case.size() < best[0].case.size()
                 best[:] = [result]
                 if smaller and self.announce is not None:
                     self.announce(f"  shrinking: step {self.steps}, now {size_text(result)}")

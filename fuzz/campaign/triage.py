@@ -24,7 +24,6 @@ from fuzz.budgets import Budget
 from fuzz.campaign.repeat import Repeat
 from fuzz.campaign.repeat import of as repeat_of
 from fuzz.campaign.search import CampaignResult, CampaignOptions, CampaignRunner, save_campaign_failure
-from cases import case_size
 from strategies.tour import ALL
 from fuzz.judge import CaseResult
 from fuzz.status import StopReason
@@ -45,7 +44,7 @@ class KnownRecord:
 
     @property
     def size(self) -> tuple[int, int, int]:
-        tables, bags, _ = case_size(self.result.case)
+        tables, bags, _ = self.result.case.size()
         return tables, bags, self.result.lookups
 
 
@@ -134,7 +133,7 @@ def run_triaged(
             found[f.id] = KnownRecord(f, part.failure, total.examples, time.perf_counter() - start, artifact)
         if progress is not None:
             progress(f"  known finding(s) {', '.join(f.id for f in known)} after {total.examples} examples, "
-                     f"shrunk to {case_size(part.failure.case)[1]} bag(s); searching on")
+                     f"shrunk to {part.failure.case.size()[1]} bag(s); searching on")
         if not new:  # shrinking drifted to findings already recorded: the search goes on
             continue
     order = [f.id for f in for_sut(sut, triage)]

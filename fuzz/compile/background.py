@@ -13,18 +13,18 @@ import threading
 import time
 from typing import Any, Callable, Optional, Sequence
 
-from cases import base_spec, with_modes
 from tbe.config import KernelConfig
+from tbe.modes import FloatDtype, IndexDtype, Optimizer, Pooling
 
 from fuzz.compile.warmup import (
-    DTYPES, INDEX, MATRIX_MODE, OPTIMIZERS, POOLINGS, WarmCase, WarmupResult, run_group, default_processes, plan,
+    MATRIX_MODE, WarmCase, WarmupResult, run_group, default_processes, plan,
 )
 
 PAUSE_S = 0.005  # after a deferral, while groups are still building
 DEFER_BASE, DEFER_PER_ADMITTED = 229, 50  # half of Hypothesis's limit on rejected draws (458 + 100 x valid)
 WAIT_S = 5.0  # longest wait for a group to finish, once deferrals near that limit
 STEER_FIELDS = ("weights_dtype", "output_dtype", "index_dtype", "weighted", "pooling", "optimizer", "bounds_check")
-_STEER_VALUES = tuple(itertools.product(DTYPES, DTYPES, INDEX, (False, True), POOLINGS, OPTIMIZERS))
+_STEER_VALUES = tuple(itertools.product(FloatDtype, FloatDtype, IndexDtype, (False, True), Pooling, Optimizer))
 
 
 @functools.lru_cache(maxsize=256)
@@ -48,7 +48,7 @@ def _mode_key(config: KernelConfig, spec: Any) -> tuple:
 
 def _warm_key(case: WarmCase) -> tuple:
     """The readiness key a built warm-up case counts toward."""
-    spec = base_spec(case.spec)
+    spec = case.spec.spec
     if not case.backward:  # the small-table groups are forward-only (fuzz.compile.warmup.small_table_cases)
         return ("small", _config_key(case.config))
     return _matrix_key(case.config, spec) if spec.bounds_check == MATRIX_MODE else _mode_key(case.config, spec)
@@ -142,7 +142,7 @@ class Readiness:
         own = _case_key(case, config)
         if own in self._cases:
             return [own]
-        spec = base_spec(case)
+        spec = case.spec
         keys = [_matrix_key(config, spec)]
         if spec.bounds_check != MATRIX_MODE:
             keys.append(_mode_key(config, spec))
@@ -193,7 +193,7 @@ class Readiness:
     def steer(self, case: Any, config: KernelConfig, base: KernelConfig) -> Optional[tuple[Any, KernelConfig]]:
         """The ready variant of ``case`` with the fewest of ``STEER_FIELDS`` changed, under ``config`` first, then
         ``base``; None when no finished group takes it."""
-        spec = base_spec(case)
+        spec = case.spec
         drawn = tuple(getattr(spec, f) for f in STEER_FIELDS)
         checks = tuple(dict.fromkeys((spec.bounds_check, MATRIX_MODE)))  # a mode is steered only back to the matrix's
         options = []
@@ -205,7 +205,7 @@ class Readiness:
                     options.append((cfg_rank, sum(changed), changed, values))
         for cfg_rank, n_changed, _, values in sorted(options, key=lambda o: o[:3]):
             cfg = (config, base)[cfg_rank]
-            variant = with_modes(case, **dict(zip(STEER_FIELDS, values))) if n_changed else case
+            variant = case.with_modes(**dict(zip(STEER_FIELDS, values))) if n_changed else case
             if self.ready(variant, cfg):
                 return variant, cfg
         return None
@@ -387,7 +387,7 @@ def _order(groups: list, base: Optional[KernelConfig]) -> list:
     tour = [g for g in groups if g[0][0] == "tour"]
 
     def target(g) -> bool:
-        spec = base_spec(g[2][0].spec)
+        spec = g[2][0].spec.spec
         return g[0][1] == base and (not g[2][0].backward or (spec.weights_dtype, spec.output_dtype,
                                                              spec.index_dtype) == STEER_TARGET)
 

@@ -24,13 +24,9 @@ from typing import Any, Callable, Optional, Sequence
 from cases import CaseSpec, HotRow
 from tbe.buckets import next_pow2
 from tbe.layout import vector_width
-from tbe.modes import FLOAT_NAMES, parse_float_dtype
+from tbe.modes import FloatDtype, IndexDtype, Optimizer, Pooling, parse_float_dtype
 from tbe.config import KernelConfig
 
-DTYPES = FLOAT_NAMES
-INDEX = ("int32", "int64")
-POOLINGS = ("sum", "mean")
-OPTIMIZERS = ("exact_sgd", "exact_rowwise_adagrad")
 MODES = ("warning", "ignore", "fatal", "none")
 MATRIX_MODE = MODES[0]  # the bounds-check mode of every matrix case; the others get cases of their own
 
@@ -91,12 +87,12 @@ def group_cases(config: KernelConfig, w: str, o: str, idx: str, weighted: bool) 
     hots = [0]
     if config.fused_long_tier and config.fused_long_min_lookups > 0:
         hots.append(config.fused_long_min_lookups)  # the fused tier runs only from this many lookups
-    for pooling, opt, tables, hot in itertools.product(POOLINGS, OPTIMIZERS, shapes, hots):
+    for pooling, opt, tables, hot in itertools.product(Pooling, Optimizer, shapes, hots):
         for spec in _input_forms(_spec(tables, w, o, idx, weighted, pooling, opt, MATRIX_MODE, hot)):
             out.append(WarmCase(config, spec))
     # the bounds check's kernels (and the fused forward's flags) per mode
     for mode, tables in itertools.product([m for m in MODES if m != MATRIX_MODE], mode_shapes):
-        for spec in _input_forms(_spec(tables, w, o, idx, weighted, "sum", OPTIMIZERS[0], mode)):
+        for spec in _input_forms(_spec(tables, w, o, idx, weighted, "sum", Optimizer.EXACT_SGD, mode)):
             out.append(WarmCase(config, spec))
     return out
 
@@ -115,7 +111,7 @@ def small_table_cases(config: KernelConfig) -> list[list[WarmCase]]:
     groups = []
     for e, d in itertools.product(rows, dims):
         group = []
-        for idx, pooling, mode in itertools.product(INDEX, POOLINGS, MODES):
+        for idx, pooling, mode in itertools.product(IndexDtype, Pooling, MODES):
             spec = CaseSpec(tables=((e, d),), batch_size=1, pooling=pooling, weights_dtype="fp16",
                             output_dtype="fp32", index_dtype=idx, length_profile="fixed", max_length=length,
                             bounds_check=mode, seed=1)
@@ -128,7 +124,7 @@ def warm_groups(configs: Sequence[KernelConfig]) -> list[list[WarmCase]]:
     """All warm-up cases of ``configs``, in groups meant for one worker each."""
     groups = []
     for config in dict.fromkeys(configs):
-        for w, o, idx, weighted in itertools.product(DTYPES, DTYPES, INDEX, (False, True)):
+        for w, o, idx, weighted in itertools.product(FloatDtype, FloatDtype, IndexDtype, (False, True)):
             groups.append(group_cases(config, w, o, idx, weighted))
         groups += small_table_cases(config)
     return groups
@@ -139,12 +135,12 @@ def exercise(case: Any, config: KernelConfig, backward: bool = True) -> None:
     does (forward, then the step). A FATAL bounds check stops at its error, as it would there."""
     import torch
 
-    from cases import base_spec, tensors
+    from cases import tensors
     from fuzz.sut import build_module
     from tbe.bounds_check import BoundsCheckError
 
     t = tensors(case, steps=backward, weights=False)
-    spec = base_spec(case)
+    spec = case.spec
     module = build_module(spec, config)
     dev = module.device
     psw = None

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import torch
 
-from cases import AnyCase, CaseTensors, case_from_dict, case_to_dict, tensors
+from cases import AnyCase, CaseTensors, case_from_dict, tensors
 from tbe import KernelConfig
 from tbe.backend import INTERPRETED
 from fuzz.execution.forced_crash import FORCE_CRASH
@@ -101,7 +101,7 @@ def save_failure(
 ) -> Path:
     """Write one failure's directory under ``root``; returns its path. ``env`` is the environment the
     kernels ran in (a worker's), default this process's."""
-    case_json = json.dumps(case_to_dict(case), indent=2, sort_keys=True) + "\n"
+    case_json = json.dumps(case.to_dict(), indent=2, sort_keys=True) + "\n"
     digest = hashlib.sha1((case_json + config.to_json()).encode()).hexdigest()[:10]
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
     path = Path(root) / f"{stamp}-{digest}"

@@ -2,7 +2,7 @@
 
 ``timeout_for`` = floor + SLACK x ``expected_seconds``, where the expected cost is (per case + per lookup x
 lookups + per bag x bags + per table x tables) x (steps + 1), with lookups, bags and tables from
-``cases.case_size``. The terms are measured upper envelopes, one set per kind of execution
+``CaseRecord.size``. The terms are measured upper envelopes, one set per kind of execution
 (``execution``), because the same case costs a thousand times more in Triton's interpreter than natively:
 
 * ``interpreter``: the project's kernels under Triton's interpreter, over 80 drawn campaign cases (configs default
@@ -32,7 +32,7 @@ import functools
 from typing import Optional
 
 from fuzz.profiles import LIMITS, Execution, Limits
-from cases import AnyCase, case_size
+from cases import AnyCase
 from tbe.backend import INTERPRETED
 
 SLACK = 10.0
@@ -87,7 +87,7 @@ def limits(sut: Optional[str] = None) -> Limits:
 def expected_seconds(case: AnyCase, steps: bool = True, sut: Optional[str] = None) -> float:
     """The measured upper envelope of the case's cost under ``sut`` (no floor, no slack): what a budget plans
     with."""
-    tables, bags, lookups = case_size(case)
+    tables, bags, lookups = case.size()
     n_steps = getattr(getattr(case, "spec", case), "steps", 1) if steps else 0
     return envelope(sut).seconds(lookups, bags, tables, n_steps + 1)
 

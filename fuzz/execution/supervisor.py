@@ -22,7 +22,7 @@ from fuzz.execution.first_answer import FirstAnswer
 from fuzz.execution.messages import Answer, HarnessFailed, NotMaterialized, Stalled, Waited
 from fuzz.execution.worker_process import WorkerProcess, log_dir, take_early, worker_env
 from fuzz.compile import kernel_cache
-from cases import AnyCase, case_size, case_to_dict, tensors
+from cases import AnyCase, tensors
 from fuzz.judge import CaseResult
 from fuzz.errors import Unmaterializable, WorkerError
 from fuzz.execution.gpu_pin import case_threads
@@ -140,7 +140,7 @@ class Supervisor:
         Raises Unmaterializable for a spec that cannot be built, CaseInterrupted after a Ctrl-C."""
         config = config or KernelConfig()
         forced = forced_crash.from_env()
-        req = {"case": case_to_dict(case), "config": config.to_dict(), "steps": steps, "options": options,
+        req = {"case": case.to_dict(), "config": config.to_dict(), "steps": steps, "options": options,
                "saved": None if saved is None else str(saved), "allow_faults": bool(config.faults),
                "forced": None if forced is None else str(forced),
                "sys_path": [p for p in sys.path if p]}  # a user's SUT module importable here is there too
@@ -253,7 +253,7 @@ def _sound_after(result: CaseResult, sanitized: bool) -> bool:
 
 
 def _formula(case: AnyCase, steps: bool) -> str:
-    tables, bags, lookups = case_size(case)
+    tables, bags, lookups = case.size()
     return f"timeout for {lookups} lookups, {bags} bags, {tables} tables; fuzz.execution.envelope.timeout_for"
 
 

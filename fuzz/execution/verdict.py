@@ -22,7 +22,7 @@ from hypothesis import currently_in_test_context, target
 from hypothesis.control import current_build_context
 
 from fuzz.execution.artifacts import save_result
-from cases import AnyCase, case_to_dict
+from cases import AnyCase
 from fuzz.judge import CaseResult, Coverage, reachable
 from fuzz.execution.supervisor import shared
 from tbe import KernelConfig
@@ -95,4 +95,4 @@ def assert_passes(case: AnyCase, config: KernelConfig, label: str = "", test: Op
         }, sup.environment)
         where = f"{path}\nreplay: {(path / 'replay.txt').read_text().strip()}"  # the one replay command, prefix and all
     raise AssertionError(f"{label}: {result.kind}\n{failing_text(result)}\n"
-                         f"case: {json.dumps(case_to_dict(case), sort_keys=True)}\nartifact: {where}")
+                         f"case: {json.dumps(case.to_dict(), sort_keys=True)}\nartifact: {where}")

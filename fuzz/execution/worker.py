@@ -51,7 +51,7 @@ def handle(req: dict[str, Any], watch: Any = None) -> tuple[Any, bool]:
     from fuzz.judge import check
     from fuzz.execution import forced_crash
     from fuzz.status import FailureKind
-    from cases import case_from_dict, case_size, tensors
+    from cases import case_from_dict, tensors
     from fuzz.compile import watch as compile_watch
     from fuzz.memcheck import sanitizer
     from tbe import KernelConfig, faults
@@ -73,7 +73,7 @@ def handle(req: dict[str, Any], watch: Any = None) -> tuple[Any, bool]:
     forced = forced_crash.parse(req.get("forced"))
     result = None
     if forced is not None:
-        tables, bags, _ = case_size(case)
+        tables, bags, _ = case.size()
         if forced.matches(tables, bags // max(1, tables), int(t.indices.numel())):
             try:
                 forced.fire(default_device())

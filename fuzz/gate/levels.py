@@ -16,7 +16,6 @@ from fuzz.gate.static import StaticResult, run_static_level
 from fuzz.judge import ratio_text
 from fuzz.status import OracleVerdict, Status
 from fuzz.sut import get as get_sut
-from cases import case_to_dict
 from tbe import KernelConfig
 
 
@@ -138,7 +137,7 @@ class Correctness(GateLevel):
                            "cases": len(g.cases), "lookups": g.lookups, "seconds": round(g.seconds, 2),
                            "build_wait_seconds": round(g.build_wait_s, 2),
                            "base_ratio": g.base_ratio, "cand_ratio": g.cand_ratio, "reasons": g.reasons,
-                           "failing_cases": [{"label": c.label, "case": case_to_dict(c.cand.case),
+                           "failing_cases": [{"label": c.label, "case": c.cand.case.to_dict(),
                                               "baseline_ok": c.base.ok} for c in g.cases if not c.cand.ok],
                            "artifacts": [str(a) for a in g.artifacts],
                            "replays": g.replays}

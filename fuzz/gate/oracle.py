@@ -35,7 +35,7 @@ from oracles import fbgemm_cpu
 from oracles.compare import Oracle, Report
 from oracles.findings import fbgemm_backward_difference, fbgemm_forward_difference, fbgemm_update_difference
 from tbe import KernelConfig
-from tbe.modes import FLOAT_NAMES, Optimizer, Pooling, parse_float_dtype
+from tbe.modes import FloatDtype, Optimizer, Pooling
 
 
 @dataclasses.dataclass
@@ -83,9 +83,9 @@ def matrix(config: KernelConfig, max_lookups: int = MAX_LOOKUPS) -> list[tuple[s
             if c <= budget // 2]
     fb_tables = ((50, 4), (97, 64), (23, 2 * max(config.dim_buckets) + 4))
     any_tables = ((50, 3), (97, 33), (23, max(config.dim_buckets) + 3))
-    dtypes = FLOAT_NAMES
+    dtypes = tuple(FloatDtype)
     out: list[tuple[str, CaseSpec]] = []
-    combos = list(itertools.product(("exact_sgd", "exact_rowwise_adagrad"), ("sum", "mean"), (False, True)))
+    combos = list(itertools.product(Optimizer, Pooling, (False, True)))
     for i, (opt, pooling, weighted) in enumerate(combos + combos[:3]):
         fb_dims = i < len(combos)
         wdt = dtypes[i % 3]
@@ -110,8 +110,8 @@ def matrix(config: KernelConfig, max_lookups: int = MAX_LOOKUPS) -> list[tuple[s
 
 def triaged_findings(spec: CaseSpec) -> list[str]:
     """The ``oracles/findings.py`` entries that change how FBGEMM is judged on ``spec``."""
-    wdt, odt = parse_float_dtype("w", spec.weights_dtype), parse_float_dtype("o", spec.output_dtype)
-    pooling, optimizer = Pooling(spec.pooling), Optimizer(spec.optimizer)
+    wdt, odt = spec.weights_dtype.torch, spec.output_dtype.torch
+    pooling, optimizer = spec.pooling, spec.optimizer
     found = [("forward not compared: ", fbgemm_forward_difference(pooling, spec.weighted, odt)),
              ("update not compared: ", fbgemm_update_difference(optimizer, wdt, spec.feature_table_map)),
              ("update compared with the SUM-pooled step: ", fbgemm_backward_difference(pooling, spec.weighted))]

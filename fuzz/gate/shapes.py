@@ -26,11 +26,10 @@ from typing import Any, Optional
 
 import torch
 
-from tbe.modes import FLOAT_NAMES, parse_float_dtype
+from tbe.modes import FloatDtype
 
 LENGTHS = ("fixed", "variable")
 
-WEIGHT_DTYPES = {name: parse_float_dtype("weights_dtype", name) for name in FLOAT_NAMES}
 OPTIMIZERS = ("exact_sgd", "exact_rowwise_adagrad")
 
 
@@ -71,8 +70,8 @@ class PerfShape:
             if isinstance(d, bool) or not isinstance(d, int) or d < 1:
                 raise bad("dims", f"must hold positive integers, got {list(self.dims)}")
         for field in ("weights_dtype", "output_dtype"):
-            if getattr(self, field) not in WEIGHT_DTYPES:
-                raise bad(field, f"must be one of {sorted(WEIGHT_DTYPES)}, got {getattr(self, field)!r}")
+            if getattr(self, field) not in tuple(FloatDtype):
+                raise bad(field, f"must be one of {[d.value for d in FloatDtype]}, got {getattr(self, field)!r}")
         if self.lengths not in LENGTHS:
             raise bad("lengths", f"must be one of {LENGTHS}, got {self.lengths!r}")
         if self.tables > 1 and (self.band is not None or self.hot):

@@ -25,7 +25,8 @@ from typing import Callable, Optional
 
 import torch
 
-from fuzz.gate.shapes import WEIGHT_DTYPES, PerfShape, Workload, make_workload
+from fuzz.gate.shapes import PerfShape, Workload, make_workload
+from tbe.modes import FloatDtype
 
 NOISE_FLOOR = 0.005  # differences below 0.5% are never called a slowdown (timer and launch jitter)
 
@@ -158,8 +159,8 @@ def _one_line(e: BaseException) -> str:
 # ----------------------------------------------------------------------------- the TBE on a shape
 def build_module(shape: PerfShape, config, device, bounds_check: str = "none"):
     """A TritonTBE for ``shape`` whose weights are drawn on the device (a CPU draw of 20M rows is slow)."""
-    return build_tables(shape.specs, shape.optimizer, WEIGHT_DTYPES[shape.weights_dtype], config, device,
-                        bounds_check, output_dtype=WEIGHT_DTYPES[shape.output_dtype])
+    return build_tables(shape.specs, shape.optimizer, FloatDtype(shape.weights_dtype).torch, config, device,
+                        bounds_check, output_dtype=FloatDtype(shape.output_dtype).torch)
 
 
 def build_tables(tables, optimizer: str, weights_dtype: torch.dtype, config, device, bounds_check: str = "none",
@@ -243,8 +244,8 @@ def time_shape(shape: PerfShape, baseline, candidate, device, rounds: int, targe
 # ----------------------------------------------------------------------------- another SUT on a shape
 def sut_instance(sut: str, shape: PerfShape, config, device, bounds_check: str = "none"):
     """An instance of ``sut`` (an address) for ``shape``, its tables drawn on the device as ``build_module``'s are."""
-    return sut_tables(sut, shape.specs, shape.optimizer, WEIGHT_DTYPES[shape.weights_dtype], config, bounds_check,
-                      output_dtype=WEIGHT_DTYPES[shape.output_dtype])
+    return sut_tables(sut, shape.specs, shape.optimizer, FloatDtype(shape.weights_dtype).torch, config, bounds_check,
+                      output_dtype=FloatDtype(shape.output_dtype).torch)
 
 
 def sut_tables(sut: str, tables, optimizer: str, weights_dtype: torch.dtype, config, bounds_check: str = "none",

@@ -18,7 +18,7 @@ from typing import Iterable, Optional
 
 import torch
 
-from cases import AnyCase, CaseKind, CaseTensors, base_spec, tensors
+from cases import AnyCase, CaseKind, CaseTensors, tensors
 from cases.spec import lookup_features
 from fuzz.judge import coverage
 from fuzz.judge.differential import check_batch
@@ -36,7 +36,6 @@ from fuzz.sut import get as get_sut
 from tbe import KernelConfig
 from tbe.backend import default_device
 from tbe.forward_dispatch import choose_path
-from tbe.modes import parse_float_dtype
 from tbe.routing import MULTI_CHUNK, backward_paths, bounds_path, route
 
 
@@ -197,7 +196,7 @@ def tiers_of(case: AnyCase, t: CaseTensors, config: KernelConfig,
     the longest segment length; (segment length, runs) per distinct length). The segment lengths are
     counted on ``device`` (default the CPU; a worker passes its kernels' device, where a 12M-lookup
     count takes milliseconds instead of a second)."""
-    spec = base_spec(case)
+    spec = case.spec
     layout = spec.layout
     B = spec.batch_size
     found = set()
@@ -205,8 +204,8 @@ def tiers_of(case: AnyCase, t: CaseTensors, config: KernelConfig,
         found.add(bounds_path(config).value)
         return frozenset(found), 0, ()
     found.add(choose_path(
-        layout.feature_dims, layout.feature_rows, t.indices.numel(), B, parse_float_dtype("w", spec.weights_dtype),
-        parse_float_dtype("o", spec.output_dtype), spec.weighted, config, vbe=spec.vbe,
+        layout.feature_dims, layout.feature_rows, t.indices.numel(), B, spec.weights_dtype.torch,
+        spec.output_dtype.torch, spec.weighted, config, vbe=spec.vbe,
     ).value)
     if not t.grad_outputs or t.indices.numel() == 0:
         return frozenset(found), 0, ()
@@ -239,7 +238,7 @@ def run_case(
     under test (``fuzz.sut.protocol``; a string, so a worker process can resolve it again). A spec that cannot
     be materialized raises ValueError (a generator bug). Drivers call it through ``fuzz.execution.supervisor``."""
     config = config or KernelConfig()
-    spec = base_spec(case)
+    spec = case.spec
     t0 = time.perf_counter()
     phases = Phases()
     with phases.timed("materialize"):

@@ -27,8 +27,8 @@ from typing import Any, Iterable, Optional, Sequence
 import torch
 
 from fuzz.judge.teeth import BANDS, band_label
-from cases import BAG_POSITIONS, ID_KINDS, OFFSET_KINDS, AnyCase, BadIdCase, CaseTensors, bag_index, base_spec
-from strategies.tiers import LONG_EDGES, PAST_COUNTER, past_counter_fits, past_counter_length, tier_report
+from cases import BAG_POSITIONS, ID_KINDS, OFFSET_KINDS, AnyCase, BadIdCase, CaseTensors, bag_index
+from strategies.tiers import past_counter_fits, tier_report
 from tbe import KernelConfig
 from tbe.buckets import block_for_dim
 from tbe.backend import default_device
@@ -36,8 +36,8 @@ from tbe.classify import num_sms
 from tbe.loops import CLASSES, LoopClass
 from tbe.kernel_loops import all_loops
 from tbe.forward_dispatch import choose_path
-from tbe.routing import Path, bounds_path
-from tbe.modes import FLOAT_NAMES, BoundsCheckMode, Optimizer, Pooling, parse_float_dtype
+from tbe.routing import LongEdge, Path, bounds_path, past_counter_length, segment_edges
+from tbe.modes import BoundsCheckMode, FloatDtype, IndexDtype, Optimizer, Pooling
 from fuzz.glossary import Term, see
 
 
@@ -73,18 +73,15 @@ Cell = tuple[Path, Edge]
 
 SLOT_POSITIONS = ("first", "last")            # of the ids of a bag
 DIM_CLASSES = ("1", "< 4", "not a multiple of BLOCK_D", "wider than the largest bucket", "> 1024")
-WEIGHT_DTYPES = OUTPUT_DTYPES = FLOAT_NAMES
-INDEX_DTYPES = ("int32", "int64")
 STEP_CLASSES = ("0 (forward only)", "1", "> 1")
 MANY_FEATURES = 4  # features on one table that make "many"
 FEATURE_MAP_CLASSES = ("a table shared by features", f"many features (>= {MANY_FEATURES}) on one table")
 VBE_CLASSES = ("a feature with batch 0", "batch sizes differ")
-_DTYPES = {d: parse_float_dtype("dtype", d) for d in WEIGHT_DTYPES}
 
 
 # a run past the chunk counter counts only in exact values: under random magnitudes one lost chunk of
 # its million lookups hides inside the sum's error bound, so such an example tests nothing there
-_LONG_EDGE_VALUES = {e: e for e in LONG_EDGES} | {PAST_COUNTER: f"{PAST_COUNTER}, exact values"}
+_LONG_EDGE_VALUES = {e: e.value for e in LongEdge} | {LongEdge.PAST_COUNTER: f"{LongEdge.PAST_COUNTER}, exact values"}
 
 
 def loop_value(label: str, cls: LoopClass) -> str:
@@ -109,10 +106,10 @@ EDGES: tuple[Edge, ...] = (
     Edge(EdgeGroup.EMPTY_BAG, "yes"),
     *(Edge(EdgeGroup.DIM, c) for c in DIM_CLASSES),
     *(Edge(EdgeGroup.SEGMENT, band_label(lo, hi)) for lo, hi in BANDS),
-    *(Edge(EdgeGroup.LONG_RUN, _LONG_EDGE_VALUES[e]) for e in LONG_EDGES),
-    *(Edge(EdgeGroup.DTYPE, f"weights {d}") for d in WEIGHT_DTYPES),
-    *(Edge(EdgeGroup.DTYPE, f"output {d}") for d in OUTPUT_DTYPES),
-    *(Edge(EdgeGroup.DTYPE, f"index {d}") for d in INDEX_DTYPES),
+    *(Edge(EdgeGroup.LONG_RUN, _LONG_EDGE_VALUES[e]) for e in LongEdge),
+    *(Edge(EdgeGroup.DTYPE, f"weights {d}") for d in FloatDtype),
+    *(Edge(EdgeGroup.DTYPE, f"output {d}") for d in FloatDtype),
+    *(Edge(EdgeGroup.DTYPE, f"index {d}") for d in IndexDtype),
     *(Edge(EdgeGroup.POOLING, _pooling_value(p.value, w)) for p in Pooling for w in (False, True)),
     *(Edge(EdgeGroup.OPTIMIZER, o.value) for o in Optimizer),
     *(Edge(EdgeGroup.STEPS, s) for s in STEP_CLASSES),
@@ -121,7 +118,7 @@ EDGES: tuple[Edge, ...] = (
     *LOOP_CLASS,
 )
 PATHS: tuple[Path, ...] = tuple(Path)
-PAST_COUNTER_EDGE = Edge(EdgeGroup.LONG_RUN, _LONG_EDGE_VALUES[PAST_COUNTER])
+PAST_COUNTER_EDGE = Edge(EdgeGroup.LONG_RUN, _LONG_EDGE_VALUES[LongEdge.PAST_COUNTER])
 _BAD_GROUPS = (EdgeGroup.BAD_ID_BAG, EdgeGroup.BAD_ID_SLOT, EdgeGroup.BAD_OFFSETS)
 
 
@@ -158,7 +155,7 @@ def facts_of(case: AnyCase, t: CaseTensors, segment_hist: Sequence[tuple[int, in
     """The facts of ``case`` materialized as ``t``; ``segment_hist`` is the (SL, runs) histogram of its
     backward (``fuzz.judge.check.tiers_of``; empty when no backward ran); ``loops``: the loop classes its
     launches ran (``fuzz.judge.loop_use``; empty when not observed)."""
-    spec = base_spec(case)
+    spec = case.spec
     off = t.offsets.to(torch.int64)
     empty = bool((off[1:] - off[:-1] == 0).any()) if off.numel() > 1 else False
     bad_ids: tuple = ()
@@ -204,7 +201,7 @@ def backward_paths(segment_lengths: Sequence[int], lookups: int, config: KernelC
 
 
 def forward_path(f: Facts, config: KernelConfig) -> Path:
-    return _forward_path(f, _DTYPES[f.weights_dtype], _DTYPES[f.output_dtype], config)
+    return _forward_path(f, FloatDtype(f.weights_dtype).torch, FloatDtype(f.output_dtype).torch, config)
 
 
 def _forward_path(f: Facts, weights_dtype: torch.dtype, output_dtype: torch.dtype, config: KernelConfig) -> Path:
@@ -231,14 +228,14 @@ def dim_edges(dim: int, config: KernelConfig) -> set[Edge]:
     return {Edge(EdgeGroup.DIM, c) for c, hit in zip(DIM_CLASSES, hits) if hit}
 
 
-def segment_edges(segment_lengths: Sequence[int], lookups: int, config: KernelConfig, exact: bool) -> set[Edge]:
+def run_edges(segment_lengths: Sequence[int], lookups: int, config: KernelConfig, exact: bool) -> set[Edge]:
     """SL bands and long-run edges; ``exact``: the example's values are exact (``_LONG_EDGE_VALUES``)."""
     out = set()
     for lo, hi in BANDS:
         if any(lo <= s and (hi is None or s <= hi) for s in segment_lengths):
             out.add(Edge(EdgeGroup.SEGMENT, band_label(lo, hi)))
     if segment_lengths:
-        long = backward_paths(segment_lengths, lookups, config)[1] - (set() if exact else {PAST_COUNTER})
+        long = backward_paths(segment_lengths, lookups, config)[1] - (set() if exact else {LongEdge.PAST_COUNTER})
         out |= {Edge(EdgeGroup.LONG_RUN, _LONG_EDGE_VALUES[e]) for e in long}
     return out
 
@@ -273,7 +270,7 @@ def edges_of(f: Facts, config: KernelConfig) -> set[Edge]:
         out.add(Edge(EdgeGroup.EMPTY_BAG, "yes"))
     for d in set(f.dims):
         out |= dim_edges(d, config)
-    out |= segment_edges(f.segment_lengths, f.lookups, config, f.exact)
+    out |= run_edges(f.segment_lengths, f.lookups, config, f.exact)
     out |= _dtype_edges(f.weights_dtype, f.output_dtype, f.index_dtype)
     out.add(Edge(EdgeGroup.POOLING, _pooling_value(f.pooling, f.weighted)))
     out.add(Edge(EdgeGroup.OPTIMIZER, f.optimizer))
@@ -321,16 +318,19 @@ def _reachable_one(config: KernelConfig, forward_only: bool = False,
     all_dims = set().union(*(dim_edges(d, c) for d in dims))
     probe = {d: _forward_path(Facts((d,), (1,), 1, 1 << 20), torch.float16, torch.float32, c) for d in dims}
     dims = list({(frozenset(dim_edges(d, c)), probe[d]): d for d in dims}.values())  # one D per (edges, path)
-    sls = sorted({s for s in (1, 2, 3, 4, 31, 32, 255, 256, 4096, 2 ** 20, c.long_run_threshold - 1,
-                              c.long_run_threshold, c.long_run_threshold + 1, c.chunk_size, c.chunk_size + 1,
-                              2 * c.chunk_size, 2 * c.chunk_size + 1, past_counter_length(c)) if s >= 1})
+    # witnesses: every routing edge of the config, each SL band's bounds and the run past the counter, the
+    # shortest one of each class (its band, long-run edges and tiers: what its cells depend on)
     cap = float("inf") if max_lookups is None else max_lookups
     past = max_lookups is None or past_counter_fits(c, max_lookups)  # the run and the room an aimed case keeps
+    sls = [s for s in sorted(set(segment_edges(c)) | {b for band in BANDS for b in band if b is not None}
+                             | {past_counter_length(c)}) if s <= cap and (past or s < past_counter_length(c))]
+    sls = sorted({(frozenset(run_edges((s,), s, c, True)), frozenset(backward_paths((s,), s, c)[0])): s
+                  for s in reversed(sls)}.values())
     seg_sets = [ss for ss in [(s,) for s in sls] + [(1, s) for s in sls if s > 1]
                 if sum(ss) <= cap and (past or max(ss) < past_counter_length(c))]
-    all_segments = set().union(*(segment_edges(ss, sum(ss), c, True) for ss in seg_sets))
+    all_segments = set().union(*(run_edges(ss, sum(ss), c, True) for ss in seg_sets))
     shared = ({Edge(EdgeGroup.OPTIMIZER, o.value) for o in Optimizer}
-              | {Edge(EdgeGroup.DTYPE, f"index {i}") for i in INDEX_DTYPES})
+              | {Edge(EdgeGroup.DTYPE, f"index {i}") for i in IndexDtype})
     cells: set[Cell] = set()
 
     def add(paths: Iterable[Path], edges: Iterable[Edge]) -> None:
@@ -341,13 +341,13 @@ def _reachable_one(config: KernelConfig, forward_only: bool = False,
     keys = set()
     for d, e, tables, b, mean_len, w, o, weighted in itertools.product(
             dims, (1, c.small_table_max_rows + 1), (1, 2), (1, 2),
-            (0, max(1, c.small_table_min_pooling)), WEIGHT_DTYPES, OUTPUT_DTYPES, (False, True)):
+            (0, max(1, c.small_table_min_pooling)), FloatDtype, FloatDtype, (False, True)):
         f = Facts(dims=(d,) * tables, rows=(e,) * tables, batch_size=b, lookups=mean_len * b,
                   weights_dtype=w, output_dtype=o, weighted=weighted)
         empty = tables * b >= 2 or not f.lookups  # one bag can be empty while another holds the lookups
         # features past the first read one table, however many (the forward's path counts features only)
         features = MANY_FEATURES if tables > 1 else 1
-        keys.add((_forward_path(f, _DTYPES[w], _DTYPES[o], c), d, w, o, weighted, bool(f.lookups), empty, features))
+        keys.add((_forward_path(f, FloatDtype(w).torch, FloatDtype(o).torch, c), d, w, o, weighted, bool(f.lookups), empty, features))
     for path, d, w, o, weighted, lookups, empty, features in keys:
         edges = dim_edges(d, c) | _dtype_edges(w, o, "int64") | shared | feature_map_edges(features)
         if path == Path.FWD_GENERIC and features > 1:  # VBE takes the generic forward, and two features
@@ -362,11 +362,11 @@ def _reachable_one(config: KernelConfig, forward_only: bool = False,
     anything = all_dims | shared | {Edge(EdgeGroup.EMPTY_BAG, "yes"), _steps_edge(1), _steps_edge(2)}
     anything |= feature_map_edges(MANY_FEATURES)  # a run's tier is its length's, whichever features it spans
     anything |= vbe_edges((0, 1))  # and whichever bags hold it
-    anything |= {Edge(EdgeGroup.DTYPE, f"{k} {d}") for k in ("weights", "output") for d in WEIGHT_DTYPES}
+    anything |= {Edge(EdgeGroup.DTYPE, f"{k} {d}") for k in ("weights", "output") for d in FloatDtype}
     for ss in seg_sets:
         for lookups in sorted(n for n in {sum(ss), max(sum(ss), c.fused_long_min_lookups)} if n <= cap):
             tiers = backward_paths(ss, lookups, c)[0]
-            edges = segment_edges(ss, lookups, c, True) | anything
+            edges = run_edges(ss, lookups, c, True) | anything
             for weighted in (False, True):
                 pooled = {Edge(EdgeGroup.POOLING, _pooling_value(p.value, weighted)) for p in Pooling}
                 add(tiers | ({Path.PSW_GRAD} if weighted else set()), edges | pooled)

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from cases import CaseTensors, base_spec, initial_weights
+from cases import CaseTensors, initial_weights
 from fuzz.sut import batch_kwargs
 from oracles import fbgemm_cpu
 from oracles.bounds_backward import check_step
@@ -26,7 +26,7 @@ from oracles.compare import Check, Mismatch, Oracle, Report
 from oracles.findings import (fbgemm_backward_difference, fbgemm_feature_map_differences, fbgemm_forward_difference,
                               fbgemm_update_difference)
 from oracles.reference_backward import reference_backward
-from tbe.modes import Optimizer, Pooling, parse_float_dtype
+from tbe.modes import Pooling
 
 SAMPLE = 4              # one in SAMPLE of the examples FBGEMM applies to
 # Lookups x the widest D x steps: the FP64 check of FBGEMM's steps runs on the CPU (FBGEMM's is a CPU TBE)
@@ -39,7 +39,7 @@ RULE = (f"1 in {SAMPLE} of the examples it applies to: fp32/fp16 weights and out
 
 def columns(case: Any, lookups: int) -> int:
     """The lookup columns FBGEMM's check of ``case`` covers over all its steps (an upper bound: the widest D)."""
-    spec = base_spec(case)
+    spec = case.spec
     return lookups * max((d for _, d in spec.tables), default=0) * max(1, spec.steps)
 
 
@@ -47,11 +47,11 @@ def not_applicable(case: Any, lookups: int) -> str | None:
     """Why FBGEMM's CPU TBE cannot check ``case`` (a status string), or None."""
     if case.bad is not None:
         return "n/a: bad-id batch"
-    spec = base_spec(case)
-    w, o = parse_float_dtype("w", spec.weights_dtype), parse_float_dtype("o", spec.output_dtype)
+    spec = case.spec
+    w, o = spec.weights_dtype.torch, spec.output_dtype.torch
     if not fbgemm_cpu.supports(w, o, [d for _, d in spec.tables]):
         return "n/a: dtype or D"
-    if fbgemm_feature_map_differences(Optimizer(spec.optimizer), o, spec.feature_table_map):
+    if fbgemm_feature_map_differences(spec.optimizer, o, spec.feature_table_map):
         return "n/a: feature map"
     if columns(case, lookups) > MAX_COLUMNS or lookups == 0 or spec.batch_size == 0:
         return TOO_LARGE
@@ -78,10 +78,10 @@ def run(case: Any, t: CaseTensors) -> list[Report]:
     """FBGEMM's steps on ``case`` judged against FP64 (the caller checked ``not_applicable``), on the CPU where
     FBGEMM's tensors are."""
     t = t.to("cpu")
-    spec = base_spec(case)
+    spec = case.spec
     layout, B, sizes = spec.layout, spec.batch_size, spec.batch_size_per_feature
-    wdt, odt = parse_float_dtype("w", spec.weights_dtype), parse_float_dtype("o", spec.output_dtype)
-    pooling, opt = Pooling(spec.pooling), Optimizer(spec.optimizer)
+    wdt, odt = spec.weights_dtype.torch, spec.output_dtype.torch
+    pooling, opt = spec.pooling, spec.optimizer
     fb = fbgemm_cpu.FbgemmTBE(spec.tables, opt, spec.learning_rate, spec.eps, wdt, odt, pooling,
                               feature_table_map=spec.feature_table_map)
     w0 = t.initial_weights if t.initial_weights is not None else initial_weights(spec)

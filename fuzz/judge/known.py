@@ -18,13 +18,12 @@ from typing import Callable, Optional, Sequence
 
 import torch
 
-from cases import AnyCase, base_spec
+from cases import AnyCase
 from fuzz.judge.check import CaseResult
 from fuzz.status import FailureKind
 from oracles import findings
 from oracles.compare import Check, Mismatch, Oracle, Report
 from tbe import KernelConfig
-from tbe.modes import Optimizer, Pooling, parse_float_dtype
 
 ANY = (Check.FORWARD, Check.WEIGHTS, Check.MOMENTUM, Check.PSW_GRAD, Check.WARNINGS, Check.FATAL_RAISED,
        Check.FATAL_SILENT, Check.UNTOUCHED)
@@ -61,7 +60,7 @@ class KnownFinding:
 
 
 def _spec(pred: Callable) -> Callable[[AnyCase], bool]:
-    return lambda case: bool(pred(base_spec(case)))
+    return lambda case: bool(pred(case.spec))
 
 
 def _bad(id_kind: str = "", offset_kind: str = "") -> Callable[[AnyCase], bool]:
@@ -75,26 +74,26 @@ def _bad(id_kind: str = "", offset_kind: str = "") -> Callable[[AnyCase], bool]:
 
 def _vbe(pred: Callable[[AnyCase], bool]) -> Callable[[AnyCase], bool]:
     """``pred`` on VBE cases only."""
-    return lambda case: base_spec(case).vbe and bool(pred(case))
+    return lambda case: case.spec.vbe and bool(pred(case))
 
 
 def _fbgemm_forward(case: AnyCase) -> bool:
-    s = base_spec(case)
-    out = parse_float_dtype("output_dtype", s.output_dtype)
-    return findings.fbgemm_forward_difference(Pooling(s.pooling), s.weighted, out) is not None
+    s = case.spec
+    out = s.output_dtype.torch
+    return findings.fbgemm_forward_difference(s.pooling, s.weighted, out) is not None
 
 
 def _fbgemm_backward(case: AnyCase) -> bool:
-    s = base_spec(case)
-    return findings.fbgemm_backward_difference(Pooling(s.pooling), s.weighted) is not None
+    s = case.spec
+    return findings.fbgemm_backward_difference(s.pooling, s.weighted) is not None
 
 
 def _fbgemm_update(text: str) -> Callable[[AnyCase], bool]:
     """Whether ``text`` is why FBGEMM's CPU update is not judged on the case (``findings.fbgemm_update_difference``)."""
     def pred(case: AnyCase) -> bool:
-        s = base_spec(case)
-        weights = parse_float_dtype("weights_dtype", s.weights_dtype)
-        return findings.fbgemm_update_difference(Optimizer(s.optimizer), weights, s.feature_table_map) == text
+        s = case.spec
+        weights = s.weights_dtype.torch
+        return findings.fbgemm_update_difference(s.optimizer, weights, s.feature_table_map) == text
     return pred
 
 
@@ -102,9 +101,9 @@ def _fbgemm_feature_map(text: str) -> Callable[[AnyCase], bool]:
     """Whether ``text`` is among the reasons FBGEMM's CPU TBE cannot run the case's feature map
     (``findings.fbgemm_feature_map_differences``)."""
     def pred(case: AnyCase) -> bool:
-        s = base_spec(case)
-        out = parse_float_dtype("output_dtype", s.output_dtype)
-        return text in findings.fbgemm_feature_map_differences(Optimizer(s.optimizer), out, s.feature_table_map)
+        s = case.spec
+        out = s.output_dtype.torch
+        return text in findings.fbgemm_feature_map_differences(s.optimizer, out, s.feature_table_map)
     return pred
 
 
@@ -113,7 +112,7 @@ def _stored_through_fp16(case: AnyCase, entry: Mismatch) -> bool:
     normal range, where fp16 has subnormals or overflows): a store that rounded to fp16, not to the weights' dtype."""
     got = torch.tensor(entry.got, dtype=torch.float64)
     on_grid = bool(torch.isinf(got) or got.half().double() == got)
-    if base_spec(case).weights_dtype == "fp32":
+    if case.spec.weights_dtype == "fp32":
         return on_grid
     return on_grid and not (2.0 ** -14 <= abs(entry.expected) <= 65504.0)
 

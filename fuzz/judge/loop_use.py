@@ -15,7 +15,7 @@ from typing import Iterator
 
 import torch
 
-from cases import AnyCase, base_spec, tensors
+from cases import AnyCase, tensors
 from fuzz.compile import bound_arguments, launch_hook
 from fuzz.sut import DEFAULT as DEFAULT_SUT
 from fuzz.sut import batch_kwargs
@@ -70,7 +70,7 @@ def run_observed(case: AnyCase, config: KernelConfig) -> LoopUse:
     """The loop classes ``case``'s steps run under ``config`` on this project's TBE alone: no oracle, nothing
     judged (how the fill phase tells whether a candidate reaches a loop cell). A step that raises ends the probe
     with what ran before it; the case's real check reports the error."""
-    spec = base_spec(case)
+    spec = case.spec
     t = tensors(case, weights=False)
     vbe = batch_kwargs(spec)
     with observing() as use:

@@ -25,7 +25,7 @@ from typing import Any, Optional
 from fuzz.compile import SM90, Compiled, compile_launches, triton_version
 from fuzz.compile import Launch, Probe, run_probe
 from fuzz.memcheck.sync_analysis import KernelSync, analyse
-from tbe.modes import FLOAT_NAMES
+from tbe.modes import FloatDtype, Optimizer, Pooling
 
 SYNC_KERNELS = ("tbe.backward_long._chunk_kernel",)
 HANDOFF_FLAG = "FUSED"  # a sync kernel's specializations with this constexpr false hand nothing off
@@ -56,8 +56,7 @@ def probes(config, level: str = "ci") -> list[tuple[Probe, Any]]:
         edges = (base["tables"][0], base["tables"][-1])
         out.append((Probe(tables=edges, **flipped), config))
         return out
-    for w, pool, opt, wdt in itertools.product((False, True), ("sum", "mean"), ("exact_sgd", "exact_rowwise_adagrad"),
-                                               FLOAT_NAMES):
+    for w, pool, opt, wdt in itertools.product((False, True), Pooling, Optimizer, FloatDtype):
         out.append((Probe(**base, weighted=w, pooling=pool, optimizer=opt, weights_dtype=wdt), config))
     for odt in ("fp16", "bf16"):
         out.append((Probe(**base, output_dtype=odt), config))

@@ -26,7 +26,7 @@ from typing import Any  # noqa: E402
 
 import torch  # noqa: E402
 
-from cases import ID_KINDS, AnyCase, BadBatchSpec, BadId, BadIdCase, CaseSpec, HotRow, base_spec, tensors  # noqa: E402
+from cases import ID_KINDS, AnyCase, BadBatchSpec, BadId, BadIdCase, CaseSpec, HotRow, tensors  # noqa: E402
 from fuzz.sut import build_module  # noqa: E402
 from tbe import KernelConfig  # noqa: E402
 
@@ -164,7 +164,7 @@ def _h(t: torch.Tensor) -> str:
 
 def fingerprint(case: AnyCase, config: KernelConfig) -> list[Any]:
     """Every observable result of the case, step by step (a raised error is a result too)."""
-    spec = base_spec(case)
+    spec = case.spec
     t = tensors(case)
     module = build_module(spec, config)
     out: list[Any] = []

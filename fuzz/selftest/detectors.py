@@ -15,7 +15,6 @@ from typing import Any, Callable, Optional
 
 from fuzz.budgets import Budget
 from fuzz.campaign import CampaignResult, CampaignOptions, CampaignRunner
-from cases import case_size
 from fuzz.profiles import MAX_LOOKUPS
 from fuzz.status import DetectionStatus
 from strategies.tour import ALL, TourShare
@@ -84,7 +83,7 @@ def campaign_detection(name: str, res: CampaignResult, wall: Optional[float] = N
         alone = " (search alone, no opening tour)" if res.tour is None else ""
         return Detection(name, MISSED, f"no failure in {res.examples} examples{alone}", res.seconds, res.examples,
                          campaign=res)
-    tables, bags, _ = case_size(res.failure.case)
+    tables, bags, _ = res.failure.case.size()
     return Detection(name, CAUGHT, f"{_who(res)}; {res.first_failure_headline}", res.first_failure_seconds,
                      res.first_failure_examples, (tables, bags, res.failure.lookups), res.artifact, res)
 

@@ -6,7 +6,6 @@ from typing import Any, Sequence
 
 from fuzz.selftest.detectors import CAUGHT, MISSED, Detection
 from fuzz.selftest.run import FaultResult, all_ok, counts
-from cases import case_to_dict
 
 
 def selftest_text(results: Sequence[FaultResult]) -> str:
@@ -52,7 +51,7 @@ def selftest_json(results: Sequence[FaultResult]) -> dict[str, Any]:
             "examples_to_catch": None if catch is None else catch.examples,
             "shrunk": None if catch is None or catch.shrunk is None
             else dict(zip(("tables", "bags", "lookups"), catch.shrunk)),
-            "case": None if catch is None or catch.campaign is None else case_to_dict(catch.campaign.failure.case),
+            "case": None if catch is None or catch.campaign is None else catch.campaign.failure.case.to_dict(),
             "detections": [d.to_dict() for d in r.detections],
         })
     return {"kind": "selftest", "ok": all_ok(results), "counts": counts(results), "faults": out}

@@ -17,7 +17,7 @@ from typing import Optional
 
 from hypothesis import strategies as st
 
-from cases import AnyCase, BadIdCase, CaseKind, CaseSpec, Drawn, PackCase, base_spec
+from cases import AnyCase, BadIdCase, CaseKind, CaseSpec, Drawn, PackCase
 from fuzz.sut.protocol import Capabilities
 
 BAD_ID_MODES = ("warning", "ignore", "fatal")  # preference order for bad-id cases
@@ -118,7 +118,7 @@ def fit_strategy(strategy: st.SearchStrategy, caps: Capabilities) -> st.SearchSt
 
 def refusal(case: AnyCase, caps: Capabilities) -> Optional[str]:
     """Why ``caps`` cannot run ``case`` (naming the field and value), or None."""
-    spec = base_spec(case)
+    spec = case.spec
     for field, allowed in (("weights_dtype", caps.weights_dtypes), ("output_dtype", caps.output_dtypes),
                            ("index_dtype", caps.index_dtypes), ("pooling", caps.poolings),
                            ("optimizer", caps.optimizers), ("bounds_check", caps.bounds_modes)):

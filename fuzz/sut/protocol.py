@@ -38,7 +38,7 @@ import torch
 
 from fuzz.errors import FatalBoundsCheck, SUTError  # noqa: F401  (FatalBoundsCheck: raised by SUTs, named here by the protocol)
 from cases import ID_KINDS, OFFSET_KINDS
-from tbe.modes import FLOAT_NAMES, BoundsCheckMode, Optimizer, Pooling
+from tbe.modes import BoundsCheckMode, FloatDtype, IndexDtype, Optimizer, Pooling
 
 GROUP = "tbe_fuzz.suts"
 DEFAULT = "triton"
@@ -49,28 +49,26 @@ BUILTIN = {
     "torch": "fuzz.sut.torch_tbe:factory",
     "torchrec-triton": "fuzz.sut.torchrec_triton:factory",
 }
-ALL_DTYPES = FLOAT_NAMES
-ALL_BOUNDS = ("fatal", "warning", "ignore", "none")
 
 
 @dataclasses.dataclass(frozen=True)
 class Capabilities:
     """What a SUT can be asked to do; campaigns, the gate and the self-test draw within it."""
 
-    weights_dtypes: tuple[str, ...] = ALL_DTYPES
-    output_dtypes: tuple[str, ...] = ALL_DTYPES
-    index_dtypes: tuple[str, ...] = ("int32", "int64")
+    weights_dtypes: tuple[str, ...] = tuple(FloatDtype)
+    output_dtypes: tuple[str, ...] = tuple(FloatDtype)
+    index_dtypes: tuple[str, ...] = tuple(IndexDtype)
     dim_multiple: int = 1                       # every D is a multiple of this
     max_dim: Optional[int] = None
-    poolings: tuple[str, ...] = ("sum", "mean")
+    poolings: tuple[str, ...] = tuple(Pooling)
     optimizers: tuple[str, ...] = ("exact_sgd", "exact_rowwise_adagrad")
-    bounds_modes: tuple[str, ...] = ALL_BOUNDS  # WARNING means it counts (bounds_check_warnings)
+    bounds_modes: tuple[str, ...] = tuple(BoundsCheckMode)  # WARNING means it counts (bounds_check_warnings)
     bad_ids: tuple[str, ...] = ID_KINDS         # invalid ids it may be fed (strategies.bad_inputs kinds)
     bad_offsets: tuple[str, ...] = OFFSET_KINDS  # broken offsets it may be fed
     per_sample_weights: bool = True
     feature_table_map: bool = False             # several features may read one table (TBEParams.feature_table_map)
     vbe: bool = False                           # forward takes batch_size_per_feature (a batch size per feature)
-    vbe_index_dtypes: tuple[str, ...] = ("int32", "int64")  # the index dtypes it is fed with VBE
+    vbe_index_dtypes: tuple[str, ...] = tuple(IndexDtype)  # the index dtypes it is fed with VBE
     psw_grad: bool = True                       # backward returns the per-sample-weight gradient
     empty_batch: bool = True                    # accepts B = 0
     devices: tuple[str, ...] = ("cpu",)
@@ -87,10 +85,10 @@ class Capabilities:
                                                 # (label, ((field, value), ...)); None: strategies.config_space's
 
     def __post_init__(self) -> None:
-        for field, allowed in (("weights_dtypes", ALL_DTYPES), ("output_dtypes", ALL_DTYPES),
-                               ("index_dtypes", ("int32", "int64")), ("vbe_index_dtypes", ("int32", "int64")),
-                               ("poolings", ("sum", "mean")),
-                               ("optimizers", tuple(o.value for o in Optimizer)), ("bounds_modes", ALL_BOUNDS),
+        for field, allowed in (("weights_dtypes", tuple(FloatDtype)), ("output_dtypes", tuple(FloatDtype)),
+                               ("index_dtypes", tuple(IndexDtype)), ("vbe_index_dtypes", tuple(IndexDtype)),
+                               ("poolings", tuple(Pooling)),
+                               ("optimizers", tuple(Optimizer)), ("bounds_modes", tuple(BoundsCheckMode)),
                                ("bad_ids", ID_KINDS), ("bad_offsets", OFFSET_KINDS)):
             values = tuple(getattr(self, field))
             if (not values and not field.startswith("bad_")) or any(v not in allowed for v in values):
@@ -304,16 +302,14 @@ def batch_kwargs(spec: Any) -> dict[str, Any]:
 
 def params_for(spec: Any, config: Any, initial_weights: Optional[Sequence[torch.Tensor]]) -> TBEParams:
     """TBEParams for a ``cases.CaseSpec``."""
-    from tbe.modes import parse_enum, parse_float_dtype
-
     return TBEParams(
         tables=tuple(tuple(t) for t in spec.tables),
-        optimizer=parse_enum(Optimizer, "optimizer", spec.optimizer),
+        optimizer=spec.optimizer,
         learning_rate=float(spec.learning_rate), eps=float(spec.eps),
-        weights_dtype=parse_float_dtype("weights_dtype", spec.weights_dtype),
-        output_dtype=parse_float_dtype("output_dtype", spec.output_dtype),
-        pooling=parse_enum(Pooling, "pooling", spec.pooling),
-        bounds_check=parse_enum(BoundsCheckMode, "bounds_check", spec.bounds_check),
+        weights_dtype=spec.weights_dtype.torch,
+        output_dtype=spec.output_dtype.torch,
+        pooling=spec.pooling,
+        bounds_check=spec.bounds_check,
         seed=int(spec.seed), initial_weights=None if initial_weights is None else tuple(initial_weights),
         config=config, feature_table_map=tuple(spec.feature_table_map),
     )

@@ -96,9 +96,9 @@ def unavailable_reason(source: Optional[str]) -> Optional[str]:
 def paths(loaded: Loaded, case: Any, t: Any, config: Any) -> frozenset[str]:
     """The kernels the case runs in this version (what the summary counts as paths exercised); a bad-id case's
     forward and bounds check only (its runs depend on how the ids were repaired)."""
-    from cases import BadIdCase, base_spec
+    from cases import BadIdCase
 
-    spec = base_spec(case)
+    spec = case.spec
 
     settings = adapter.settings(loaded, TBEParams(tuple(spec.tables), Optimizer(spec.optimizer), 0.0, 0.0,
                                                   torch.float32, torch.float32, Pooling.SUM,
