@@ -28,8 +28,8 @@ NEEDS_MORE: dict[str, tuple[int, int, str]] = {
     # 8 such tables x 1 bag (each removal re-draws all values and most re-draws pass)
     "momentum_low_precision": (8, 8, "shrink time limit: removing a table re-draws all values"),
 }
-# shrinks that take minutes on two cores: nightly (make test-nightly)
-SLOW_SHRINKS = frozenset({"momentum_low_precision"})
+# shrinks that take most of a minute or more on two cores: nightly (make test-nightly)
+SLOW_SHRINKS = frozenset({"momentum_low_precision", "fused_workspace_uninitialized"})
 SHRINK = settings(max_examples=300, phases=[Phase.generate, Phase.shrink], database=None, derandomize=True,
                   deadline=None, suppress_health_check=list(HealthCheck), print_blob=False)
 

@@ -75,7 +75,8 @@ def _campaign_keys(config: KernelConfig, examples: int) -> set:
     return found
 
 
-@pytest.mark.parametrize("name", ["default", "fused_bounds"])  # the fused forward and checks, too
+# the fused forward and checks too, nightly: each config dry-runs about 48,000 warm-up cases (about 95 s on two cores)
+@pytest.mark.parametrize("name", ["default", pytest.param("fused_bounds", marks=pytest.mark.nightly)])
 def test_warmup_reaches_every_specialization_a_campaign_draws(name):
     config = NAMED[name]
     warm = _warm_keys(config)
