@@ -34,7 +34,7 @@ SMOKE_TEST = f'''
 from hypothesis import given, settings
 from strategies.adversarial import fuzz_cases
 from tests.fuzz_properties import check_fuzz_case
-from tests.test_strategies import DEFAULT_CASES
+from tests.strategies.test_strategies import DEFAULT_CASES
 
 
 @settings(max_examples=2, derandomize=True, deadline=None, database=None)

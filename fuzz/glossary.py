@@ -1,6 +1,6 @@
 """Where ``docs/concepts.md`` explains each term a summary prints, so the summary line can point there.
 
-One table of anchors (GitHub's slugs of the glossary's headings); ``tests/test_glossary.py`` checks each
+One table of anchors (GitHub's slugs of the glossary's headings); ``tests/fuzz/cli/test_glossary.py`` checks each
 against the page, so a renamed heading fails a test instead of leaving a dead pointer in every summary.
 """
 

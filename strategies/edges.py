@@ -119,7 +119,7 @@ def edge_cases(baseline: KernelConfig, candidate: KernelConfig, cap: int) -> tup
     out = [g[i] for i in range(max((len(g) for g in groups), default=0)) for g in groups if i < len(g)]
     if "index_dtype" in changed:
         notes.append("index_dtype: the int32 linearization limit (sum of rows >= 2^31) needs tables the "
-                     "module cannot allocate here; tests/test_transpose.py probes that limit at the transpose")
+                     "module cannot allocate here; tests/tbe/test_transpose.py probes that limit at the transpose")
     other = sorted(changed - ALL_GROUPS - {"faults"})
     if other:
         notes.append(f"no targeted edges for {other}; covered by the shared campaign only")

@@ -1,4 +1,4 @@
-"""Child process of ``tests/test_kernel_cache.py``: compile one tiny kernel for sm_90 (no GPU needed) under
+"""Child process of ``tests/fuzz/compile/test_kernel_cache.py``: compile one tiny kernel for sm_90 (no GPU needed) under
 whatever Triton cache manager the environment names, after a start signal, and print what Triton's
 compilation listener saw as JSON: ``{"compiled": n, "loaded": m}``.
 

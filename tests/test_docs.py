@@ -12,8 +12,8 @@ import pytest
 
 from fuzz.cli import build_parser
 from fuzz.cli import reference
+from tests.paths import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 DOCS = REPO / "docs"
 README_MAX_LINES = 150
 CODE_DIRS = ("tbe", "cases", "oracles", "strategies", "fuzz", "benchmarks")

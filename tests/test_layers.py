@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Optional
 
 import pytest
+from tests.paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 
 # lowest first; units on one line are peers
 TOP_LAYERS = (("tbe",), ("cases",), ("oracles", "strategies"), ("fuzz",), ("benchmarks",), ("tests",))
@@ -216,3 +216,20 @@ def test_fuzz_units_reach_each_other_through_their_faces():
               and _fuzz_unit(e.source) != _fuzz_unit(e.target) and e.name is not None
               and e.target != _fuzz_unit(e.target)]
     assert behind == []
+
+
+# about the repository or the test suite as a whole, so they sit at the top of tests/
+WHOLE_REPO_TESTS = frozenset({"test_docs.py", "test_layers.py", "test_min_examples.py"})
+
+
+def test_tests_mirror_the_packages():
+    """A package's tests live under the same path below tests/ (``fuzz/campaign`` in ``tests/fuzz/campaign``)."""
+    misplaced = []
+    for path in sorted((REPO / "tests").rglob("test_*.py")):
+        folder = path.parent.relative_to(REPO / "tests")
+        if folder == Path("."):
+            if path.name not in WHOLE_REPO_TESTS:
+                misplaced.append(f"{path.name}: at the top of tests/, but not about the whole repository")
+        elif not (REPO / folder / "__init__.py").is_file():
+            misplaced.append(f"tests/{folder}/{path.name}: {folder} is no package of the project")
+    assert not misplaced, "\n".join(misplaced)

@@ -10,7 +10,7 @@ are its sub-cases' together) the engine's front is one that keeps nothing; the h
 (``Phase.target``) is Hypothesis's own, untouched. Unpacked, the front costs a few percent of the driver, which the
 interpreter's kernels dwarf, and it stays. A campaign without a database (the self-test's) never had a front, so
 what the self-test measures of detection holds with or without it. Where Hypothesis no longer has the class this
-replaces, nothing is replaced (``without_pareto_front`` yields False), and ``tests/test_pareto.py`` fails on the
+replaces, nothing is replaced (``without_pareto_front`` yields False), and ``tests/fuzz/campaign/test_pareto.py`` fails on the
 pinned version.
 """
 

@@ -98,7 +98,7 @@ def render(parser: Optional[argparse.ArgumentParser] = None) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-# the modules that register environment variables (tbe.env.register), each its own; tests/test_env.py holds the
+# the modules that register environment variables (tbe.env.register), each its own; tests/tbe/test_env.py holds the
 # list to every call of register in the repository
 ENV_OWNERS = ("tbe.env", "oracles.error_model", "fuzz.profiles", "fuzz.compile.cuda_target",
               "fuzz.compile.kernel_cache", "fuzz.memcheck.sanitizer", "fuzz.memcheck.weak_memory",
