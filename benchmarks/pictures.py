@@ -3,8 +3,9 @@
 ``python -m benchmarks.pictures`` reads ``benchmarks/results/bench_h200.jsonl`` (``bench_tbe``)
 and ``profile_backward_h200.json`` (``profile_backward``) and draws:
 
-- ``bench_h200.png``: per shape, ours against FBGEMM's CUDA TBE, PyTorch's ops and the byte
-  floor, forward and iteration side by side (grouped bars, ms). PyTorch's iteration runs up to
+- ``bench_h200.png``: per shape, ours against TorchRec's Triton TBE, FBGEMM's CUDA TBE, PyTorch's ops and
+  the byte floor, forward and iteration side by side (grouped bars, ms; an implementation the file never
+  measured gets no bar). PyTorch's iteration runs up to
   30x ours, so each panel's axis stops at ``CLIP`` times its slowest non-PyTorch bar; a taller
   bar is cut there and carries its value.
 - ``profile_backward_h200.png``: per shape, one iteration's device time by stage, ours and
@@ -24,7 +25,8 @@ from pathlib import Path
 from typing import Optional
 
 RESULTS = Path(__file__).resolve().parent / "results"
-IMPLS = (("ours", "triton"), ("FBGEMM", "fbgemm"), ("PyTorch", "torch"), ("byte floor", "floor"))
+IMPLS = (("ours", "triton"), ("TorchRec", "torchrec"), ("FBGEMM", "fbgemm"), ("PyTorch", "torch"),
+         ("byte floor", "floor"))
 PHASES = ("forward", "iteration")
 CLIP = 1.6      # an axis stops at this many times its slowest bar other than PyTorch's
 EPS_MS = 1e-6   # float slack when comparing a kernel's time with the stage total that holds it
@@ -84,6 +86,11 @@ def stage_order(rows: list[BreakdownRow]) -> list[str]:
     return order + (["other"] if "other" in total else [])
 
 
+def drawn_impls(rows: list[BenchRow]) -> list[str]:
+    """The implementations measured on at least one shape: each gets a bar per shape (n/a where it is missing)."""
+    return [label for label, _ in IMPLS if any(r.ms[ph][label] is not None for r in rows for ph in PHASES)]
+
+
 def axis_top(row_values: list[dict[str, Optional[float]]]) -> float:
     """Where a panel's axis stops: ``CLIP`` times the slowest bar other than PyTorch's."""
     return CLIP * max(v for vals in row_values for k, v in vals.items() if k != "PyTorch" and v is not None)
@@ -94,12 +101,14 @@ def draw_bench(plt, rows: list[BenchRow], device: str, path: Path) -> Path:
 
     fig, axes = plt.subplots(1, 2, figsize=(15, 5.6))
     x = np.arange(len(rows))
-    width = 0.2
-    colors = {"ours": "#1f77b4", "FBGEMM": "#ff7f0e", "PyTorch": "#7f7f7f", "byte floor": "#2ca02c"}
+    impls = drawn_impls(rows)
+    width = 0.8 / len(impls)
+    colors = {"ours": "#1f77b4", "TorchRec": "#9467bd", "FBGEMM": "#ff7f0e", "PyTorch": "#7f7f7f",
+              "byte floor": "#2ca02c"}
     for ax, phase in zip(axes, PHASES):
         top = axis_top([r.ms[phase] for r in rows])
-        for i, (label, _) in enumerate(IMPLS):
-            xs = x + (i - 1.5) * width
+        for i, label in enumerate(impls):
+            xs = x + (i - (len(impls) - 1) / 2) * width
             for xi, row in zip(xs, rows):
                 v = row.ms[phase][label]
                 if v is None:
@@ -118,7 +127,7 @@ def draw_bench(plt, rows: list[BenchRow], device: str, path: Path) -> Path:
     handles, labels = axes[0].get_legend_handles_labels()
     fig.suptitle(f"TBE time per shape on {device} (hatched bars are cut at the axis; value printed)", y=0.985,
                  fontsize=12)
-    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.935), ncol=4, frameon=False)
+    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.935), ncol=len(impls), frameon=False)
     fig.tight_layout(rect=(0, 0, 1, 0.87))
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -162,7 +171,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--bench", type=Path, default=RESULTS / "bench_h200.jsonl", help="bench_tbe JSON lines")
     p.add_argument("--breakdown", type=Path, default=RESULTS / "profile_backward_h200.json",
-                   help="profile_backward JSON")
+                   help="profile_backward JSON ('none': draw the bench picture alone)")
     args = p.parse_args(argv)
     import matplotlib
 
@@ -172,6 +181,8 @@ def main(argv=None) -> int:
     lines = [json.loads(s) for s in args.bench.read_text().splitlines() if s.strip()]
     device = lines[0].get("device", "GPU") if lines else "GPU"
     print(draw_bench(plt, bench_rows(lines), device, args.bench.with_suffix(".png")))
+    if str(args.breakdown) == "none":
+        return 0
     profile = json.loads(args.breakdown.read_text())
     print(draw_breakdown(plt, breakdown_rows(profile), profile.get("device", device),
                          args.breakdown.with_suffix(".png")))

@@ -8,7 +8,8 @@ import math
 
 import pytest
 
-from benchmarks.pictures import CLIP, RESULTS, axis_top, bench_rows, breakdown_rows, restage, stage_order
+from benchmarks.pictures import (CLIP, RESULTS, axis_top, bench_rows, breakdown_rows, drawn_impls, restage,
+                                 stage_order)
 
 
 def test_bench_rows_put_each_time_in_its_bar_and_leave_missing_ones_empty():
@@ -17,8 +18,14 @@ def test_bench_rows_put_each_time_in_its_bar_and_leave_missing_ones_empty():
             "floor_iteration_ms": 1.2}  # PyTorch's iteration was not measured
     (row,) = bench_rows([line])
     assert row.shape == "D64"
-    assert row.ms["forward"] == {"ours": 0.5, "FBGEMM": 0.4, "PyTorch": 0.9, "byte floor": 0.3}
-    assert row.ms["iteration"] == {"ours": 3.0, "FBGEMM": 2.5, "PyTorch": None, "byte floor": 1.2}
+    assert row.ms["forward"] == {"ours": 0.5, "TorchRec": None, "FBGEMM": 0.4, "PyTorch": 0.9, "byte floor": 0.3}
+    assert row.ms["iteration"] == {"ours": 3.0, "TorchRec": None, "FBGEMM": 2.5, "PyTorch": None, "byte floor": 1.2}
+
+
+def test_an_implementation_gets_bars_where_any_shape_measured_it():
+    lines = [{"shape": "A", "triton_forward_ms": 0.5, "torchrec_forward_ms": 0.6, "floor_forward_ms": 0.3},
+             {"shape": "B", "triton_forward_ms": 0.7, "torch_iteration_ms": 9.0}]
+    assert drawn_impls(bench_rows(lines)) == ["ours", "TorchRec", "PyTorch", "byte floor"]
 
 
 def test_axis_is_cut_above_the_slowest_bar_other_than_pytorch():
