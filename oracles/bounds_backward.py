@@ -1,35 +1,9 @@
 """Error bounds for one backward + optimizer step, valid for any correct fp32 implementation.
 
-Every quantity is tracked as an interval that must contain what an fp32 implementation can
-produce, built from the exact fp64 reference (``oracles/reference_backward.py``); the bound
-on an output is its largest distance from the exact value. What each elementwise operation
-may cost, in whatever order or form an implementation computes it, is
-``oracles.elementwise`` (products and sums 1 unit u of fp32, divisions and square roots 4;
-u32 = 2^-24, eta32 = 2^-149 the fp32 underflow step; u_w, eta_w those of the weights' dtype):
-
-- row gradient, column j, run of SL lookups: each term psw * d_out / L takes t units (t =
-  ``elementwise.term_units``: 1 for the product, 4 for MEAN's division), and SL - 1 additions in
-  any order (tile sums, chunk partials, workspace atomics), so |g~_j - g_j| <= E_j =
-  gamma(SL - 1 + t) * sum_i |psw_i * d_out_ij / L| + SL * ((t + 1) * eta32 [products near
-  underflow] + 2^-126 [MEAN: a flushed subnormal quotient]) + eta32. E_j = 0 where every
-  order of forming every term is exact and the terms' sum is exact in any order
-  (``TableStep.exact``); the probabilistic model (``oracles.error_model``) may replace gamma.
-- lr and eps reach the kernel as fp32 scalars: their intervals span the exact value and
-  its fp32 rounding.
-- every later operation widens the interval by its allowance (``elementwise.widen``); a
-  product or sum of exact operands whose exact result fp32 holds stays exact.
-- row-wise Adagrad: mean_j g~_j^2 over D columns is D products, D - 1 additions and one
-  division (before or after the sum, or per term through 1/D): gamma(D - 1 + 1 + 4) relative;
-  then m_old + mean (ADD), sqrt (SQRT), + eps (ADD), lr / den (DIV), rate * g~ (MUL) and
-  w_old - step (ADD). lr * g / den in another association has the same units.
-- SGD: lr * g~ (MUL) and w_old - step (ADD); an FMA rounds once and stays inside.
-- final store into the weights' dtype: rounding to nearest adds u_w * |x| + eta_w
-  (nothing for fp32 weights, which the subtraction already rounded); stochastic rounding, to either
-  neighbour, twice that.
-- per-sample-weight gradient: D products and D - 1 additions, and MEAN's division (before or
-  after the dot): gamma(D - 1 + 1 + 4 [MEAN]) * sum_j |d_out_j w_j| / L, then the store
-  rounding of its dtype.
-- the oracle's own fp64 arithmetic: 2^-45 times the magnitudes involved (2^21 below u32).
+Every quantity is an interval around the exact FP64 reference (``oracles/reference_backward.py``), widened by
+what each operation may cost in any order or form (``oracles.elementwise``); the bound on an output is its
+largest distance from the exact value. The derivation, term by term (row gradients, lr and eps, Adagrad and
+SGD, the final store, the per-sample-weight gradient): docs/design/bounds.md#backward-and-the-optimizer-step.
 """
 
 from __future__ import annotations

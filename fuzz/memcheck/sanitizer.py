@@ -1,41 +1,9 @@
 """A memory sanitizer for the Triton interpreter: every load, store and atomic a kernel issues is
-checked before it touches memory, and a violation stops the launch with a precise finding.
-
-On (``TBE_FUZZ_SANITIZE=1``, read by ``enable_from_env``: the supervisor's workers call it at start-up,
-the test suite's fixture too; ``=memory`` keeps only the first check) it wraps, in Triton's interpreter,
-``GridExecutor`` (the launch: kernel name and the tensors it received) and the interpreter builder's
-``set_grid_idx`` (program id), ``create_masked_load``/``create_masked_store`` (plain and atomic loads
-and stores go through them), ``create_atomic_rmw`` and ``create_atomic_cas``. No kernel here uses
-tensor descriptors or block pointers, so their loads are not wrapped.
-
-``watched()`` runs check 1 alone and counts instead of stopping: the supervisor's test that a failing case
-wrote nothing outside its tensors, so its worker may run the next one.
-
-Two checks, masked-off lanes exempt:
-
-1. Address: each active lane's ``[address, address + element size)`` lies inside the storage of a
-   tensor the launch received. The finding names the kernel, the operation, the program id, the
-   nearest argument, the offset in elements of that argument and how far outside its storage it is.
-2. Table bounds inside packed buffers. An access to row E_t of table t stays inside the weights buffer
-   (it is row 0 of table t + 1), so check 1 cannot see it. The sanitizer reads the table layout from
-   the launch's own arguments, by name: ``weights_ptr`` is split into tables by ``weights_offsets_ptr``
-   (and ``dims_ptr`` gives rows), ``momentum_ptr`` by ``hcs_ptr`` (entries per feature: features of one table
-   repeat its start). A program that loads
-   ``weights_offsets_ptr[t]`` means table t: until it loads another entry, its accesses through
-   ``weights_ptr`` must stay inside table t (lane by lane where the offsets were loaded as a vector and
-   the access tile has it as leading shape). A kernel that reads rows through precomputed addresses
-   names its per-slot table ids ``table_ptr`` (and still receives the layout arguments): loading
-   ``table_ptr[k]`` means table ``table_ptr[k]``. Accesses it cannot align to such a load get check 1 only.
-   Chosen over a KernelConfig debug flag that makes each gather validate its ids: that flag would add a
-   test-only branch to every kernel that reads rows, would see only the ids its author thought of, and
-   would itself be code under test; reading addresses checks every access the kernels make, the
-   backward's linear-index arithmetic included, without touching ``tbe/``. The price is a naming
-   convention (kernels opt in by those argument names) and the load-then-access assumption above.
-
-Limits: extents are storages, not views (reading past a view into the rest of its storage passes); an
-address inside another argument's storage passes check 1; compiled kernels are not checked (on a
-GPU, run the replay under ``compute-sanitizer``). Hand-made because no library checks the Triton
-interpreter's accesses.
+checked before it touches memory (each lane inside a tensor the launch received; a table's rows inside
+its table of a packed buffer), and a violation stops the launch with a precise finding. On with
+``TBE_FUZZ_SANITIZE=1`` (``enable_from_env``); ``watched()`` counts instead of stopping. The checks,
+the argument names kernels opt in with, the limits and why addresses rather than a debug flag:
+docs/design/sanitizer.md.
 """
 
 from __future__ import annotations

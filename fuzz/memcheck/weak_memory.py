@@ -1,32 +1,10 @@
 """Weak-memory mode for Triton's interpreter: writes other programs may not see yet.
 
-The interpreter runs programs one after another, each seeing every earlier write, so a
-missing release never loses anything there. In this mode a program's writes that nothing in
-the program waits on are buffered and stay invisible to other programs until the program
-releases them or a seeded delay has passed:
-
-- buffered: a relaxed atomic RMW whose result the program does not use (the call is a bare
-  statement in the kernel source, e.g. ``tl.atomic_add(ws + cols, g, sem="relaxed")``), and
-  plain stores (``stores=False`` leaves those immediate);
-- applied at once: an atomic whose result is used (the countdown), an atomic CAS, and any
-  atomic that is not relaxed. A relaxed one does not publish the buffer; a ``release`` or
-  ``acq_rel`` one first makes the program's whole buffer visible, in program order;
-- a program always sees its own writes: a load that touches an address the program has
-  buffered reads with the program's buffer applied (and withdrawn again after, invisible to
-  others); an atomic that touches one first makes the program's buffer visible;
-- delay: when a program ends, what it still buffers becomes visible only after ``d`` later
-  programs have started, d drawn uniformly from 1..``max_delay`` (seeded), all of it at once
-  and in program order; the end of the kernel makes everything visible.
-
-What it models: programs (CTAs) that do not see each other's unreleased writes, the race a
-missing fence or a relaxed countdown opens. What it cannot: the threads inside one program
-(a program is one sequential actor, so a missing CTA barrier never shows; ``tl.debug_barrier``
-does nothing here), reordering among one program's own delayed writes, an acquire that reads
-stale data (published writes are visible to every program at once), and true concurrency
-(programs still run in order, so a bug needing a later program's write seen early is not hit).
-
-On with ``TBE_WEAK_MEMORY=1`` (``_SEED``, ``_DELAY``), the ``weak_memory`` fixture, or ``with
-weak_memory(seed):``. Hand-written (Triton has no such mode); it wraps the interpreter's builder.
+A program's writes that nothing in it waits on (plain stores, relaxed atomics whose result is unused) are
+buffered and stay invisible to other programs until it releases them or a seeded delay has passed, so a
+missing fence or a relaxed countdown loses data as it can on a GPU. On with ``TBE_WEAK_MEMORY=1`` (``_SEED``,
+``_DELAY``), the ``weak_memory`` fixture, or ``with weak_memory(seed):``. The rules, what the mode cannot
+model and why it is hand-written: docs/design/weak-memory.md.
 """
 
 from __future__ import annotations
