@@ -59,8 +59,9 @@ FOLD_BLOCKS = 4  # up to this many blocks of block maxima, the offsets repair ta
 class CheckState:
     """Device buffers of one check: the warning counter and the first-offender record.
 
-    ``record[0]`` is the first offsets entry the repair changed (len(offsets) if none),
-    ``record[1]`` the first bad id position (len(indices) if none).
+    ``record[0]`` is the first offsets entry the repair changed, ``record[1]`` the first bad id position; both
+    start at max(len(offsets), len(indices)), past the end of either, so that one fill sets them on the device
+    (setting one entry from the host is a pageable copy, which makes the host wait for the GPU's queue).
     """
 
     mode: BoundsCheckMode
@@ -107,8 +108,7 @@ def new_state(mode: BoundsCheckMode, indices: torch.Tensor, offsets: torch.Tenso
             f"warning_count must be a one-element int64 tensor, got {warning_count.dtype} "
             f"with {warning_count.numel()} elements"
         )
-    record = torch.full((2,), offsets.numel(), dtype=torch.int64, device=device)  # no host copy: nothing waits
-    record[1] = indices.numel()
+    record = torch.full((2,), max(offsets.numel(), indices.numel()), dtype=torch.int64, device=device)
     return CheckState(mode, warning_count, record)
 
 
