@@ -34,7 +34,7 @@ import triton.language as tl
 from tbe.config import KernelConfig
 from tbe.faults import FAULT_ID_OFF_BY_ONE, kernel_faults
 from tbe.modes import BoundsCheckMode
-from tbe.vbe import VbeTensors, bag_args, feature_of
+from tbe.vbe import VbeTensors
 
 
 class BoundsCheckError(ValueError):
@@ -59,8 +59,9 @@ FOLD_BLOCKS = 4  # up to this many blocks of block maxima, the offsets repair ta
 class CheckState:
     """Device buffers of one check: the warning counter and the first-offender record.
 
-    ``record[0]`` is the first offsets entry the repair changed (len(offsets) if none),
-    ``record[1]`` the first bad id position (len(indices) if none).
+    ``record[0]`` is the first offsets entry the repair changed, ``record[1]`` the first bad id position; both
+    start at max(len(offsets), len(indices)), past the end of either, so that one fill sets them on the device
+    (setting one entry from the host is a pageable copy, which makes the host wait for the GPU's queue).
     """
 
     mode: BoundsCheckMode
@@ -107,8 +108,7 @@ def new_state(mode: BoundsCheckMode, indices: torch.Tensor, offsets: torch.Tenso
             f"warning_count must be a one-element int64 tensor, got {warning_count.dtype} "
             f"with {warning_count.numel()} elements"
         )
-    record = torch.full((2,), offsets.numel(), dtype=torch.int64, device=device)  # no host copy: nothing waits
-    record[1] = indices.numel()
+    record = torch.full((2,), max(offsets.numel(), indices.numel()), dtype=torch.int64, device=device)
     return CheckState(mode, warning_count, record)
 
 
@@ -149,13 +149,16 @@ def check_ids(
         return indices.clone()  # no bags: no id belongs to a table, nothing to check
     else:
         out = torch.empty_like(indices)
-    if num_bags == 0:
+    n = indices.numel()
+    if num_bags == 0 or n == 0:
         return out
-    _check_ids_kernel[(num_bags,)](
-        indices, fixed_offsets, rows_per_table, out, state.warning, state.record, batch_size, indices.numel(),
+    features = rows_per_table.numel()
+    block = config.bounds_check_block
+    _check_ids_kernel[(triton.cdiv(n, block),)](
+        indices, fixed_offsets, rows_per_table, out, state.warning, state.record, batch_size, n,
+        features, (features - 1).bit_length(), fixed_offsets if vbe is None else vbe.bag_base,
         WRITE=state.write, COUNT=state.count, RECORD=state.fatal,
-        FAULTS=kernel_faults(config.faults, FAULT_ID_OFF_BY_ONE), BLOCK=config.bounds_check_block,
-        **bag_args(vbe, fixed_offsets), num_warps=4,
+        FAULTS=kernel_faults(config.faults, FAULT_ID_OFF_BY_ONE), BLOCK=block, VBE=vbe is not None, num_warps=4,
     )
     return out
 
@@ -380,22 +383,29 @@ def _repair_offsets_kernel(
     tl.atomic_min(record_ptr, tl.min(tl.where(changed, i, last + 1), axis=0))
 
 
-@triton.jit(do_not_specialize=["B", "num_indices"])
+@triton.jit(do_not_specialize=["B", "num_indices", "num_features", "steps"])
 def _check_ids_kernel(
-    indices_ptr, offsets_ptr, rows_ptr, out_ptr, warn_ptr, record_ptr, B, num_indices,
+    indices_ptr, offsets_ptr, rows_ptr, out_ptr, warn_ptr, record_ptr, B, num_indices, num_features, steps,
+    bag_base_ptr,
     WRITE: tl.constexpr, COUNT: tl.constexpr, RECORD: tl.constexpr, FAULTS: tl.constexpr, BLOCK: tl.constexpr,
-    bag_feature_ptr, bag_row_ptr, VBE: tl.constexpr,
+    VBE: tl.constexpr,
 ):
-    """One program per bag: check its ids against its feature's table's row count, block by block."""
-    bag = tl.program_id(0).to(tl.int64)
-    t = feature_of(bag, True, B, bag_feature_ptr, VBE)
-    num_rows = tl.load(rows_ptr + t)
-    start = tl.load(offsets_ptr + bag).to(tl.int64)
-    end = tl.load(offsets_ptr + bag + 1).to(tl.int64)
-    lane = tl.arange(0, BLOCK)
-    for s in range(start, end, BLOCK):
-        pos = s + lane
-        m = pos < end
-        ids = tl.load(indices_ptr + pos, mask=m, other=0).to(tl.int64)
-        check_id_tile(ids, pos, m, num_rows, out_ptr, warn_ptr, record_ptr, num_indices, WRITE, COUNT, RECORD,
-                      FAULTS)
+    """Program p checks ids p * BLOCK .. + BLOCK against their feature's table: each id's feature is the last
+    one whose first id is at or before it, found by a binary search of ``steps`` = ceil(log2(features)) steps
+    over the features' first ids (``offsets`` at each feature's first bag: ``f * B``, or ``bag_base[f]``)."""
+    pos = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    m = pos < num_indices
+    lo = tl.zeros([BLOCK], dtype=tl.int64)
+    hi = lo + num_features
+    for _ in range(steps):  # invariant: first(lo) <= pos < first(hi), first(num_features) = num_indices
+        mid = (lo + hi) // 2
+        if VBE:
+            first_bag = tl.load(bag_base_ptr + mid, mask=m, other=0)
+        else:
+            first_bag = mid * B
+        first = tl.load(offsets_ptr + first_bag, mask=m, other=0).to(tl.int64)
+        lo = tl.where(first <= pos, mid, lo)
+        hi = tl.where(first <= pos, hi, mid)
+    num_rows = tl.load(rows_ptr + lo, mask=m, other=0)
+    ids = tl.load(indices_ptr + pos, mask=m, other=0).to(tl.int64)
+    check_id_tile(ids, pos, m, num_rows, out_ptr, warn_ptr, record_ptr, num_indices, WRITE, COUNT, RECORD, FAULTS)

@@ -347,3 +347,32 @@ def test_offsets_repair_takes_the_carry_both_ways(entries):
     idx, off = idx.to(DEV), off.to(DEV)
     fixed = repair_offsets(idx, off, new_state(BoundsCheckMode.WARNING, idx, off, None), KernelConfig(bounds_check_block=4))
     assert fixed.cpu().tolist() == ref.offsets.tolist()
+
+
+@pytest.mark.parametrize("block", [1, 4, 8])
+@pytest.mark.parametrize("sizes", [None, (2, 0, 3, 0, 0, 1, 2)], ids=["fixed batch", "VBE, empty features"])
+def test_id_check_finds_each_ids_feature(block, sizes):
+    """The id check finds each id's feature from its position alone (blocks of ids straddle features, features
+    with no bag or only empty bags sit between): every id is its own table's row count or one below it, and
+    neighbouring tables differ in rows, so an id judged against a neighbour's table is repaired or kept wrongly."""
+    from tbe.layout import VariableBatch
+    from tbe.vbe import vbe_tensors
+
+    rows = [4, 7, 1, 10, 2, 5, 3]
+    bags = [2] * len(rows) if sizes is None else list(sizes)
+    lengths = [3, 0, 2, 1, 0, 0, 4, 2, 1, 0, 3, 2, 1, 1, 5, 2]
+    off, ids, k = [0], [], 0
+    for f, nb in enumerate(bags):
+        for _ in range(nb):
+            n = lengths[k % len(lengths)]
+            ids += [rows[f] - (k + j) % 2 for j in range(n)]  # E_f (bad) and E_f - 1 (good) in turn
+            off.append(off[-1] + n)
+            k += 1
+    idx, offsets = t(ids), t(off)
+    vbe = None if sizes is None else vbe_tensors(VariableBatch(sizes, (8,) * len(rows)), DEV)
+    ref = reference_bounds_check(rows, idx.cpu(), offsets.cpu(), BoundsCheckMode.WARNING, batch_size_per_feature=sizes)
+    warn = torch.zeros(1, dtype=torch.int64, device=DEV)
+    ri, ro = bounds_check(idx, offsets, t(rows), max(bags), BoundsCheckMode.WARNING, warn,
+                          KernelConfig(bounds_check_block=block), vbe)
+    assert ri.tolist() == ref.indices.tolist() and ro.tolist() == ref.offsets.tolist()
+    assert int(warn[0]) == ref.warnings > 0
