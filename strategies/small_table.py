@@ -17,7 +17,7 @@ import torch
 from hypothesis import strategies as st
 
 from tbe.layout import TableLayout, TableSpec
-from tbe.modes import IndexDtype, Pooling, parse_float_dtype, parse_index_dtype
+from tbe.modes import FloatDtype, IndexDtype, Pooling, float_dtype, index_dtype, parse_enum
 
 ROWS_EDGE = (64, 65)
 DIM_EDGE = (63, 64, 128, 129)
@@ -32,13 +32,19 @@ class SmallTableSpec:
     batch_size: int
     ragged: bool = False  # lengths spread over [0, 2L] with the same total (mean L)
     extra_table: Optional[tuple[int, int]] = None  # a second feature disqualifies the path
-    pooling: str = "sum"
-    weights_dtype: str = "fp16"
-    output_dtype: str = "fp32"
+    pooling: Pooling = Pooling.SUM
+    weights_dtype: FloatDtype = FloatDtype.FP16
+    output_dtype: FloatDtype = FloatDtype.FP32
     weighted: bool = False
-    index_dtype: str = "int64"
+    index_dtype: IndexDtype = IndexDtype.INT64
     duplicates: bool = False  # all ids from two rows (counts up to the whole window)
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "pooling", parse_enum(Pooling, "SmallTableSpec.pooling", self.pooling))
+        for name in ("weights_dtype", "output_dtype"):
+            object.__setattr__(self, name, float_dtype(f"SmallTableSpec.{name}", getattr(self, name)))
+        object.__setattr__(self, "index_dtype", index_dtype("SmallTableSpec.index_dtype", self.index_dtype))
 
     @property
     def layout(self) -> TableLayout:
@@ -91,11 +97,11 @@ def materialize_small(spec: SmallTableSpec) -> SmallTableBatch:
             ids.append(pool[torch.randint(0, 2, (n_t,), generator=g)])
         else:
             ids.append(torch.randint(0, s.rows, (n_t,), generator=g))
-    idx_dtype = parse_index_dtype("index_dtype", spec.index_dtype)
+    idx_dtype = spec.index_dtype.torch
     indices = torch.cat(ids).to(idx_dtype)
     offsets = torch.zeros(lengths.numel() + 1, dtype=torch.int64)
     offsets[1:] = torch.cumsum(lengths.reshape(-1), 0)
-    wdtype = parse_float_dtype("weights_dtype", spec.weights_dtype)
+    wdtype = spec.weights_dtype.torch
     weights = (torch.rand(layout.total_elements, generator=g, dtype=torch.float64) * 2 - 1).to(wdtype)
     psw = None
     if spec.weighted:
