@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from fuzz.budgets import Budget
 from fuzz.campaign import CampaignOptions, CampaignRunner
 from fuzz.cli import main
-from cases import CaseSpec, Drawn, HotRow, split_draw
+from cases import CaseKind, CaseSpec, Drawn, HotRow, split_draw
 from strategies.config_space import config_overrides
 from fuzz.gate.correctness import shared_cases
 from strategies.space import campaign_cases
@@ -54,12 +54,11 @@ def test_overrides_are_valid_varied_and_often_absent():
 def test_bad_id_cases_draw_only_profiles_that_change_the_bounds_check():
     """A bad-id case stops after the bounds check, so a profile aimed at the backward would change nothing it
     runs: its draws go among the base config and the profiles that move the check, the fused one included."""
-    from cases import BadIdCase
     from strategies.field_groups import BOUNDS_FIELDS
 
     seen = collections.Counter()
     for drawn in draws(campaign_cases(KernelConfig(), 4000), 400):
-        if isinstance(drawn.case, BadIdCase):
+        if drawn.case.bad is not None:
             overrides = dict(drawn.overrides)
             assert not overrides or BOUNDS_FIELDS & set(overrides), overrides
             seen["fused" if overrides.get("fused_bounds_check") else "standalone"] += 1
@@ -89,7 +88,7 @@ def test_campaign_draws_cases_at_the_drawn_configs_edges():
     long_runs = 0
     for d in drawn:
         case, cfg, _ = split_draw(d, KernelConfig())
-        if isinstance(case, CaseSpec) and any(h.count >= cfg.long_run_threshold for h in case.hot_rows):
+        if case.kind is CaseKind.SPEC and any(h.count >= cfg.long_run_threshold for h in case.hot_rows):
             long_runs += cfg.long_run_threshold < 256
     assert long_runs >= 3
     plain = draws(campaign_cases(KernelConfig(), 4000, search_config=False), 20)
@@ -217,7 +216,7 @@ def test_interpreter_caps_bound_every_general_draw():
     """Under the interpreter's caps (``fuzz.profiles``) a drawn case needs at most ``max_chunks`` long-tier chunks
     of its config, its general cases at most ``max_work`` lookups times column blocks times steps, and its rows at
     most ``max_column_blocks`` blocks of the widest bucket: a case past them cost a whole quick budget."""
-    from cases import PackCase, tensors
+    from cases import tensors
     from strategies.space import work
 
     max_chunks, max_work, blocks = 40, 1500, 4
@@ -225,7 +224,7 @@ def test_interpreter_caps_bound_every_general_draw():
     for drawn in draws(campaign_cases(KernelConfig(), 4000, max_column_blocks=blocks, max_chunks=max_chunks,
                                       max_work=max_work), 300):
         case, cfg, _ = split_draw(drawn, KernelConfig())
-        specs = case.subs if isinstance(case, PackCase) else [case.spec]
+        specs = case.subs
         assert tensors(case, weights=False).indices.numel() <= max_chunks * cfg.chunk_size
         for spec in specs:
             if any(d > 1024 for _, d in spec.tables) or len(spec.tables) == 1 and spec.weights_dtype == "fp16":

@@ -21,7 +21,7 @@ from fuzz.sut.protocol import get as get_sut
 from fuzz.sut.protocol import packed_weights, params_for
 from oracles.compare import Check, Mismatch, Report
 from oracles.reference import table_rows
-from cases import MODE_FIELDS, CaseSpec, HotRow, PackCase, assemble, case_from_dict, initial_weights, tensors
+from cases import MODE_FIELDS, CaseKind, CaseSpec, HotRow, PackCase, assemble, case_from_dict, initial_weights, tensors
 from strategies.pack import packs
 from strategies.space import campaign_cases
 from strategies.specs import case_specs
@@ -100,7 +100,7 @@ def test_padding_with_empty_bags_gives_each_sub_case_its_own_results():
                            output_dtypes=("fp32",)), min_size=2, max_size=3))
 def test_drawn_packs_give_each_sub_case_its_own_results(subs):
     pack = assemble(subs, 10_000)
-    if not isinstance(pack, PackCase):
+    if pack.kind is not CaseKind.PACK:
         return
     for (alone_out, packed_out), (alone_w, packed_w) in _run_alone_and_packed(pack):
         assert torch.equal(alone_out, packed_out)
@@ -115,14 +115,14 @@ def test_a_failing_pack_names_its_sub_case_and_reduces_to_it():
     assert not result.ok and result.sub_case == 1
     assert "(sub-case 1 of 3, the pack's tables 2-2)" in result.headline
     reduced = reduce_failure(result, lambda case: run_case(case, config), lambda: False).result
-    assert isinstance(reduced.case, CaseSpec) and not reduced.ok
+    assert reduced.case.kind is CaseKind.SPEC and not reduced.ok
     assert reduced.case.hot_rows and reduced.case.hot_rows[0].count == TH
 
 
 @settings(max_examples=30, deadline=None, derandomize=True, database=None)
 @given(packs(case_specs(max_lookups=400), 4, 1000))
 def test_drawn_packs_share_modes_and_stay_within_the_lookup_budget(drawn):
-    subs = drawn.subs if isinstance(drawn, PackCase) else (drawn,)
+    subs = drawn.subs
     assert sum(s.expected_lookups() for s in subs) <= max(1000, subs[0].expected_lookups())
     for field in MODE_FIELDS:
         assert len({getattr(s, field) for s in subs}) == 1
@@ -132,7 +132,7 @@ def test_about_half_the_drawn_packs_are_full_and_small_ones_stay():
     """Packs pay per example, so the size branch favours full packs; smaller ones, down to one, are still drawn."""
     drawn = draws(st.tuples(packs(case_specs(max_lookups=100, max_tables=1, max_batch=2), 6, 10**6),
                             st.integers(0, 10**9)), 400)  # the counter keeps Hypothesis from skipping repeated draws
-    sizes = [len(d.subs) if isinstance(d, PackCase) else 1 for d, _ in drawn]
+    sizes = [len(d.subs) for d, _ in drawn]
     full = sizes.count(6) / len(sizes)
     assert 0.4 <= full <= 0.75, full
     assert sizes.count(1) >= 10 and len(set(sizes)) == 6
@@ -166,11 +166,11 @@ def test_a_packed_campaign_counts_sub_cases_and_shrinks_a_failure_out_of_its_pac
         assert not res.ok
         assert res.sub_cases >= res.examples
         first = failed[0]
-        if isinstance(first.case, PackCase) and len(first.case.subs) > 1:
+        if first.case.kind is CaseKind.PACK and len(first.case.subs) > 1:
             packed_first += 1
             assert res.sub_cases > res.examples
             assert 63 in [e for e, _ in first.case.subs[first.sub_case].tables]
-        assert isinstance(res.failure.case, CaseSpec)  # shrinking dropped the other sub-cases
+        assert res.failure.case.kind is CaseKind.SPEC  # shrinking dropped the other sub-cases
         assert 63 in [e for e, _ in res.failure.case.tables]
     assert packed_first >= 1  # (measured: seeds 0 and 1 of these four first fail in a pack)
 

@@ -62,7 +62,7 @@ def test_a_gpu_sized_campaign_reaches_past_4096_chunks():
 
     from cases import split_draw
     from strategies.space import campaign_cases
-    from cases import CaseSpec
+    from cases import CaseKind
 
     limit = FAULT_CHUNK_LIMIT * KernelConfig().chunk_size
     found, drawn = [], [0]
@@ -73,7 +73,7 @@ def test_a_gpu_sized_campaign_reaches_past_4096_chunks():
     def draw(d):
         drawn[0] += 1
         case, cfg, _ = split_draw(d, KernelConfig())  # the shipped chunk size, not a drawn smaller one
-        if cfg.chunk_size == KernelConfig().chunk_size and isinstance(case, CaseSpec) and case.values == "dyadic" \
+        if cfg.chunk_size == KernelConfig().chunk_size and case.kind is CaseKind.SPEC and case.values == "dyadic" \
                 and any(h.count > limit for h in case.hot_rows):
             assert case.expected_lookups() <= 1_200_000
             found.append(case)

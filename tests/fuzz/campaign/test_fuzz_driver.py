@@ -18,7 +18,7 @@ import torch
 from fuzz.execution import artifacts
 from fuzz.budgets import Budget
 from fuzz.campaign import CampaignOptions, CampaignRunner
-from cases import BadBatchSpec, BadId, BadIdCase, CaseSpec, HotRow, case_from_dict
+from cases import BadBatchSpec, BadId, BadIdCase, CaseKind, CaseSpec, HotRow, case_from_dict
 from fuzz.judge.check import CaseResult, run_case
 from fuzz.cli import main
 from strategies.edges import edge_cases
@@ -162,10 +162,10 @@ def test_gate_targets_the_moved_edges():
     counts = {c.hot_rows[0].count for _, c in cases}
     assert {127, 128, 129, 255, 256, 257} <= counts
     cases, _ = edge_cases(base, base.replace(dim_buckets=(16, 32, 512)), cap=4000)
-    dims = {c.tables[0][1] for _, c in cases if isinstance(c, CaseSpec) and len(c.tables) == 1}
+    dims = {c.tables[0][1] for _, c in cases if c.kind is CaseKind.SPEC and len(c.tables) == 1}
     assert {7, 8, 9, 255, 256, 257, 511, 512, 513} <= dims
     cases, _ = edge_cases(base, base.replace(fused_bounds_check=True), cap=4000)
-    assert cases and all(isinstance(c, BadIdCase) for _, c in cases)
+    assert cases and all(c.bad is not None for _, c in cases)
     assert edge_cases(base, base, cap=4000)[0] == []
 
 
