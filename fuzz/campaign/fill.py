@@ -133,12 +133,13 @@ class _Recipe:
     features: Optional[int] = None
     last_batch: Optional[int] = None
     hots: int = 1  # hot rows of ``hot`` lookups each (rows 0, 1, ... of table 0)
+    extra: Optional[int] = None  # one more hot row of table 0, of this many lookups, beside the path's own
 
 
 def _r(dim: Optional[int] = None, hot: Optional[int] = None, bad_id: Optional[BadId] = None,
        bad_offsets: tuple[str, ...] = (), features: Optional[int] = None, last_batch: Optional[int] = None,
-       hots: int = 1, **fields: Any) -> _Recipe:
-    return _Recipe(tuple(sorted(fields.items())), dim, hot, bad_id, bad_offsets, features, last_batch, hots)
+       hots: int = 1, extra: Optional[int] = None, **fields: Any) -> _Recipe:
+    return _Recipe(tuple(sorted(fields.items())), dim, hot, bad_id, bad_offsets, features, last_batch, hots, extra)
 
 
 _GENERIC_TABLES = ((24, 8), (10, 5))
@@ -204,7 +205,8 @@ def _edge_recipes(edge: coverage.Edge, c: KernelConfig, max_lookups: int) -> lis
         return [_r(dim=d) for d in _dims_for(v, c)]
     if g == EdgeGroup.SEGMENT:
         lo = int(v.split("-")[0].replace(">= ", "").replace("2^20", str(1 << 20)))
-        return [_r()] + ([_r(hot=lo)] if 2 <= lo <= max_lookups - 256 else [])
+        fits = 2 <= lo <= max_lookups - 256
+        return [_r()] + ([_r(hot=lo), _r(extra=lo)] if fits else [])  # extra: beside the path's long run
     if edge == coverage.PAST_COUNTER_EDGE:  # exact values: one lost chunk moves a sum by a grid unit
         fits = past_counter_fits(c, max_lookups)
         return [_r(hot=past_counter_length(c), values="dyadic", learning_rate=0.5)] if fits else []
@@ -263,10 +265,11 @@ def _compose(path: _Recipe, edge: _Recipe, seed: int) -> Optional[Any]:
         tables = tuple((e, dim) for e, _ in tables)
     hot = edge.hot if edge.hot is not None else path.hot
     rows = tables[0][0]
-    if hot is not None:
-        if rows < max(2, edge.hots):
-            tables = ((max(2, edge.hots), tables[0][1]),) + tables[1:]
-        fields["hot_rows"] = tuple(HotRow(0, r, hot) for r in range(edge.hots))
+    counts = ([hot] * edge.hots if hot is not None else []) + ([edge.extra] if edge.extra is not None else [])
+    if counts:
+        if rows < max(2, len(counts)):
+            tables = ((max(2, len(counts)), tables[0][1]),) + tables[1:]
+        fields["hot_rows"] = tuple(HotRow(0, r, n) for r, n in enumerate(counts))
     if edge.features is not None:  # table 0 read by ``features`` features, the last after the other tables
         fields["feature_table_map"] = tuple(range(len(tables))) + (0,) * (edge.features - 1)
     if edge.last_batch is not None:  # at least two features, the last of its own batch size

@@ -194,10 +194,15 @@ def _placements(case: BadIdCase) -> list[tuple[str, str, str]]:
     return out
 
 
-def backward_paths(segment_lengths: Sequence[int], lookups: int, config: KernelConfig) -> tuple[set, set]:
+def backward_paths(segment_lengths: Sequence[int], lookups: int, config: KernelConfig) -> tuple[frozenset, frozenset]:
     """(backward tiers, long-run edges) of runs of these lengths: the project's routing rule, asked once here."""
-    report = tier_report(torch.tensor(list(segment_lengths), dtype=torch.int64), lookups, config)
-    return set(report.tiers), set(report.edges)
+    return _backward_paths(tuple(int(s) for s in segment_lengths), lookups, config)
+
+
+@functools.lru_cache(maxsize=4096)  # the reachability witnesses ask for the same runs under each config many times
+def _backward_paths(segment_lengths: tuple[int, ...], lookups: int, config: KernelConfig) -> tuple[frozenset, frozenset]:
+    report = tier_report(torch.tensor(segment_lengths, dtype=torch.int64), lookups, config)
+    return report.tiers, report.edges
 
 
 def forward_path(f: Facts, config: KernelConfig) -> Path:
@@ -324,9 +329,11 @@ def _reachable_one(config: KernelConfig, forward_only: bool = False,
     past = max_lookups is None or past_counter_fits(c, max_lookups)  # the run and the room an aimed case keeps
     sls = [s for s in sorted(set(segment_edges(c)) | {b for band in BANDS for b in band if b is not None}
                              | {past_counter_length(c)}) if s <= cap and (past or s < past_counter_length(c))]
-    sls = sorted({(frozenset(run_edges((s,), s, c, True)), frozenset(backward_paths((s,), s, c)[0])): s
+    sls = sorted({(frozenset(run_edges((s,), s, c, True)), backward_paths((s,), s, c)[0]): s
                   for s in reversed(sls)}.values())
-    seg_sets = [ss for ss in [(s,) for s in sls] + [(1, s) for s in sls if s > 1]
+    # and every two of them in one batch: a batch's bands count for each path it takes, so a short run of 4-31
+    # lookups beside a long run puts the long tier in the 4-31 band
+    seg_sets = [ss for ss in [(s,) for s in sls] + [(a, b) for i, a in enumerate(sls) for b in sls[i + 1:]]
                 if sum(ss) <= cap and (past or max(ss) < past_counter_length(c))]
     all_segments = set().union(*(run_edges(ss, sum(ss), c, True) for ss in seg_sets))
     shared = ({Edge(EdgeGroup.OPTIMIZER, o.value) for o in Optimizer}
@@ -363,10 +370,14 @@ def _reachable_one(config: KernelConfig, forward_only: bool = False,
     anything |= feature_map_edges(MANY_FEATURES)  # a run's tier is its length's, whichever features it spans
     anything |= vbe_edges((0, 1))  # and whichever bags hold it
     anything |= {Edge(EdgeGroup.DTYPE, f"{k} {d}") for k in ("weights", "output") for d in FloatDtype}
+    seen = set()
     for ss in seg_sets:
         for lookups in sorted(n for n in {sum(ss), max(sum(ss), c.fused_long_min_lookups)} if n <= cap):
-            tiers = backward_paths(ss, lookups, c)[0]
-            edges = run_edges(ss, lookups, c, True) | anything
+            tiers, runs = backward_paths(ss, lookups, c)[0], frozenset(run_edges(ss, lookups, c, True))
+            if (tiers, runs) in seen:  # another witness gave these cells already
+                continue
+            seen.add((tiers, runs))
+            edges = runs | anything
             for weighted in (False, True):
                 pooled = {Edge(EdgeGroup.POOLING, _pooling_value(p.value, weighted)) for p in Pooling}
                 add(tiers | ({Path.PSW_GRAD} if weighted else set()), edges | pooled)

@@ -316,3 +316,18 @@ def test_feature_map_cells_count_features_and_skip_the_small_table_path():
     assert not {(Path.FWD_SMALL_TABLE, shared), (Path.FWD_SMALL_TABLE, many)} & cells
     assert not {c for c in reachable(small, search_config=False, feature_map=False)
                 if c[1].group == EdgeGroup.FEATURE_MAP}  # a SUT without the capability
+
+
+def test_a_short_run_beside_a_long_run_puts_the_long_tier_in_its_band_and_that_cell_is_reachable():
+    """A batch's SL bands count for every path it takes: runs of 10 and 64 lookups under the defaults (threshold 64)
+    hit (long tier, 4-31), so the reachability rule must list that cell, or a session's summary calls the hit a
+    classifier bug."""
+    from fuzz.judge import coverage
+
+    config = KernelConfig()
+    facts = coverage.Facts(dims=(8,), rows=(100,), batch_size=4, lookups=80, segment_lengths=(10, 64))
+    cell = (Path.BWD_LONG, coverage.Edge(coverage.EdgeGroup.SEGMENT, "4-31"))
+    hit = coverage.cells_of(facts, config)
+    assert cell in hit
+    missing = hit - coverage.reachable(config, search_config=False)
+    assert not missing, sorted((p.value, e.value) for p, e in missing)
