@@ -15,10 +15,10 @@ import re
 import sys
 
 import torch
-from torch.profiler import ProfilerActivity, profile
 
 from benchmarks.baselines import fbgemm_cuda
 from benchmarks.bench_tbe import SHAPES
+from benchmarks.timing import kernel_profile
 from fuzz.gate.shapes import PerfShape, make_workload
 from fuzz.gate.timing import build_module
 from tbe import KernelConfig
@@ -47,17 +47,7 @@ def stage_of(name: str) -> str:
 
 def kernel_times(step, iters: int) -> dict[str, float]:
     """Device milliseconds per iteration for every kernel ``step`` launches."""
-    step()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(iters):
-            step()
-        torch.cuda.synchronize()
-    out: dict[str, float] = collections.defaultdict(float)
-    for ev in prof.events():
-        if ev.device_type == torch.autograd.DeviceType.CUDA:
-            out[ev.name] += ev.device_time / 1000.0 / iters
-    return dict(out)
+    return {name: ms for name, (ms, _) in kernel_profile(step, iters).items()}
 
 
 def summarise(times: dict[str, float]) -> dict:

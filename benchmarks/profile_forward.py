@@ -12,34 +12,16 @@ for a before/after.
 from __future__ import annotations
 
 import argparse
-import collections
 import json
 import sys
 import time
 
 import torch
-from torch.profiler import ProfilerActivity, profile
 
-from benchmarks.timing import time_ms
+from benchmarks.timing import kernel_profile, time_ms
 from fuzz.gate.shapes import load_shapes, make_workload
 from fuzz.gate.timing import build_module
 from tbe import KernelConfig
-
-
-def kernel_times(fn, iters: int) -> dict[str, list[float]]:
-    """Per kernel name: [device ms per call, launches per call]."""
-    fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(iters):
-            fn()
-        torch.cuda.synchronize()
-    out: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0])
-    for ev in prof.events():
-        if ev.device_type == torch.autograd.DeviceType.CUDA:
-            out[ev.name][0] += ev.device_time / 1000.0 / iters
-            out[ev.name][1] += 1 / iters
-    return dict(out)
 
 
 def host_ms(fn, calls: int = 50) -> float:
@@ -95,7 +77,7 @@ def profile_shape(shape, config, device, bounds_check: str, iters: int) -> dict:
     with torch.no_grad():
         res = {"shape": shape.name, "bounds_check": bounds_check, "forward_ms": time_ms(fwd),
                "host_ms": host_ms(fwd)}
-        kernels = kernel_times(fwd, iters)
+        kernels = kernel_profile(fwd, iters)
         if bounds_check != "none":
             res["host_parts"] = host_parts(m, wl, shape.bags)
     res["device_ms"] = sum(v[0] for v in kernels.values())
