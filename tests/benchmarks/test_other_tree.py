@@ -7,11 +7,9 @@ import sys
 from pathlib import Path
 from tests.paths import REPO
 
-ROOT = REPO
-
 
 def _run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", *args], cwd=REPO, capture_output=True, text=True, timeout=120)
 
 
 def test_the_other_trees_tbe_is_the_one_imported(tmp_path):

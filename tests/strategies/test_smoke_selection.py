@@ -11,12 +11,10 @@ from pathlib import Path
 
 from tests.paths import REPO
 
-ROOT = REPO
-
 
 def _python(code: str, profile: str) -> str:
     env = {**os.environ, "HYPOTHESIS_PROFILE": profile}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
     assert out.returncode == 0, out.stderr
     return out.stdout.split()
 
@@ -54,7 +52,7 @@ def test_property_marker_selects_the_hypothesis_tests_and_nothing_else():
     env = {**os.environ, "HYPOTHESIS_PROFILE": "smoke"}
     out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:randomly", "-m", "property",
                           "tests/fuzz/judge/test_teeth.py", "tests/tbe/test_transpose.py"],
-                         capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+                         capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
     picked = {line.split("::")[1] for line in out.stdout.splitlines() if "::" in line}
     # the @given tests of test_transpose.py, by Hypothesis's own mark on them; test_teeth.py has none
     import tests.fuzz.judge.test_teeth

@@ -23,7 +23,6 @@ from fuzz.compile import kernel_cache
 from tests.redis_server import redis_url  # noqa: F401  (the fixture)
 from tests.paths import REPO
 
-ROOT = REPO
 LOCKED = "fuzz.compile.kernel_cache:LockedFileCacheManager"
 REMOTE = "fuzz.compile.kernel_cache:LockedRemoteCacheManager"
 
@@ -31,7 +30,7 @@ REMOTE = "fuzz.compile.kernel_cache:LockedRemoteCacheManager"
 def _env(cache_dir: Path, manager: str, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRITON_") and k != kernel_cache.URL_ENV}
     env.update(TRITON_INTERPRET="0", TRITON_CACHE_DIR=str(cache_dir), TRITON_CACHE_MANAGER=manager,
-               TRITON_DEFAULT_FP_FUSION="1", PYTHONPATH=str(ROOT), **extra)
+               TRITON_DEFAULT_FP_FUSION="1", PYTHONPATH=str(REPO), **extra)
     return env
 
 
@@ -39,7 +38,7 @@ def _compile_together(tmp_path: Path, envs: list[dict[str, str]]) -> list[dict]:
     """Start one probe per environment, let them all compile at once, return their reports."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     go = tmp_path / "go"
-    procs = [subprocess.Popen([sys.executable, "-m", "tests.kernel_cache_probe", str(go)], env=env, cwd=ROOT,
+    procs = [subprocess.Popen([sys.executable, "-m", "tests.kernel_cache_probe", str(go)], env=env, cwd=REPO,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for env in envs]
     for p in procs:  # each says "ready" once Triton is imported and its listener is in place
         assert p.stderr.readline().strip() == "ready"

@@ -36,7 +36,6 @@ from tbe import KernelConfig
 from tbe.backend import INTERPRETED
 from tests.paths import REPO
 
-ROOT = REPO
 SNAPSHOTS = loader.snapshots()
 BY_NAME = {p.name: p for p in SNAPSHOTS}
 NEWEST = "3f2fe5f3"
@@ -360,7 +359,7 @@ def test_a_cpu_campaign_passes_or_reports_known_findings(tmp_path):
         [sys.executable, "-m", "fuzz", "run", "--sut", "torchrec-triton", "--sut-source", str(BY_NAME[NEWEST]),
          "--budget", "quick", "--max-examples", "60", "--seed", "0", "--artifacts", str(tmp_path), "--json",
          "--no-tour"],
-        capture_output=True, text=True, cwd=ROOT, timeout=600)
+        capture_output=True, text=True, cwd=REPO, timeout=600)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     data = json.loads(out.stdout)
     assert data["ok"] and data["examples"] == 60
@@ -391,7 +390,7 @@ def test_the_findings_pages_standalone_repro_reproduces_each_finding_on_the_cpu(
     every finding but the GPU-only broken-offsets crash reproduces, and that one says it was skipped."""
     if version not in BY_NAME:
         pytest.skip(f"no snapshot {version}")
-    out = subprocess.run([sys.executable, str(ROOT / "docs" / "findings" / "torchrec_triton_repro.py"),
+    out = subprocess.run([sys.executable, str(REPO / "docs" / "findings" / "torchrec_triton_repro.py"),
                           str(BY_NAME[version]), "all"], capture_output=True, text=True, timeout=600)
     verdicts = [line.strip() for line in out.stdout.splitlines() if line.strip() in
                 ("REPRODUCED", "not reproduced", "skipped")]

@@ -28,7 +28,6 @@ from fuzz.status import Decision  # noqa: E402
 from tests.fuzz.tune.test_tune import SHAPES, fake_gate, fake_measure  # noqa: E402
 from tests.paths import REPO
 
-ROOT = REPO
 
 PER_PROCESS = 3
 
@@ -51,7 +50,7 @@ def _finished(study):
 def test_two_processes_share_one_study_in_redis(redis_url):
     url, client = redis_url
     procs = [subprocess.Popen([sys.executable, "-c", TUNE_PROCESS, url], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, cwd=ROOT) for _ in range(2)]
+                              text=True, cwd=REPO) for _ in range(2)]
     outs = [p.communicate(timeout=300) for p in procs]
     for p, (out, err) in zip(procs, outs):
         assert p.returncode == 0, err
