@@ -7,7 +7,10 @@ snapshot, ``TBE_FUZZ_TORCHREC_SNAPSHOTS``) has none or it does not run here. Tor
 through its SUT adapter (``fuzz.gate.timing.sut_instance``) with its defaults (no bounds check here, as for
 the others, unless ``--bounds-check`` names a mode), its tables drawn as ours are. The byte floor is what an iteration must move
 (rows read by the forward, gradient rows gathered, distinct rows and their optimizer state read
-and written, ids sorted once) over the device-to-device copy rate measured in the same run.
+and written, ids sorted once) over the device-to-device copy rate measured in the same run. Each phase has two
+times: the CUDA-event median of one call on an idle GPU (``_ms``: what a caller waits, the host's launch gaps
+included) and the device time of its kernels from torch.profiler (``_device_ms``: what the GPU spends, whatever
+the host does).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import sys
 import torch
 
 from benchmarks.baselines import fbgemm_cuda, fbgemm_cuda_error, torch_forward, torch_iteration
-from benchmarks.timing import copy_bandwidth_GBps, time_ms
+from benchmarks.timing import copy_bandwidth_GBps, kernel_profile, time_ms
 from fuzz.gate.shapes import PRESETS, PerfShape, load_shapes, make_workload
 from fuzz.gate.timing import build_module, instance_fns, sut_instance
 from tbe import KernelConfig
@@ -41,6 +44,16 @@ def floor_bytes(lookups: list[int], distinct: list[int], dims: list[int], bags: 
            + (2 * sum(distinct) * 4 if adagrad else 0)
            + 2 * n * 8)                                              # ids sorted once: read and write key + position
     return {"forward_bytes": fwd, "iteration_bytes": fwd + bwd}
+
+
+DEVICE_ITERS = 5  # calls under the profiler for each phase's device time
+
+
+def measure(res: dict, impl: str, phase: str, fn, **timing) -> None:
+    """``impl``'s ``phase`` into ``res``: ``_ms``, the CUDA-event median of one call on an idle GPU (the host's
+    launch gaps included), and ``_device_ms``, the summed device time of the kernels one call runs (none)."""
+    res[f"{impl}_{phase}_ms"] = time_ms(fn, **timing)
+    res[f"{impl}_{phase}_device_ms"] = sum(ms for ms, _ in kernel_profile(fn, DEVICE_ITERS).values())
 
 
 def bench_shape(shape: PerfShape, device, config, copy_gbps, impls=("triton", "fbgemm", "torch"),
@@ -72,8 +85,8 @@ def bench_shape(shape: PerfShape, device, config, copy_gbps, impls=("triton", "f
 
     m = build_module(shape, config, device, bounds_check)
     with torch.no_grad():
-        res["triton_forward_ms"] = time_ms(lambda: m(ids, offsets, psw_leaf))
-    res["triton_iteration_ms"] = time_ms(lambda: m(ids, offsets, psw_leaf).backward(grad), warmup=2, repeat=10)
+        measure(res, "triton", "forward", lambda: m(ids, offsets, psw_leaf))
+    measure(res, "triton", "iteration", lambda: m(ids, offsets, psw_leaf).backward(grad), warmup=2, repeat=10)
     with torch.no_grad():  # after the iterations' updates: the others below read these same weights
         ours = m(ids, offsets, psw_leaf).float()
     tables = [t.detach() for t in m.split_embedding_weights()]
@@ -85,10 +98,10 @@ def bench_shape(shape: PerfShape, device, config, copy_gbps, impls=("triton", "f
             for mine, theirs in zip(tables, fb.split_embedding_weights()):
                 theirs.copy_(mine)
             fpsw = None if psw is None else psw.float()
-            res["fbgemm_forward_ms"] = time_ms(lambda: fb(ids, offsets, fpsw))
+            measure(res, "fbgemm", "forward", lambda: fb(ids, offsets, fpsw))
             theirs = fb(ids, offsets, fpsw).float()
         res["forward_max_abs_diff_vs_fbgemm"] = float((ours - theirs).abs().max())
-        res["fbgemm_iteration_ms"] = time_ms(lambda: fb(ids, offsets, fpsw).backward(grad), warmup=2, repeat=10)
+        measure(res, "fbgemm", "iteration", lambda: fb(ids, offsets, fpsw).backward(grad), warmup=2, repeat=10)
         del fb
     elif "fbgemm" in impls:
         res["fbgemm"] = fbgemm_cuda_error()
@@ -96,20 +109,20 @@ def bench_shape(shape: PerfShape, device, config, copy_gbps, impls=("triton", "f
         tr = sut_instance(torchrec, shape, KernelConfig(), device, bounds_check)
         tr.tbe.weight.detach().copy_(torch.cat([t.reshape(-1) for t in tables]))
         fns = instance_fns(tr, wl)
-        res["torchrec_forward_ms"] = time_ms(fns["forward"])
+        measure(res, "torchrec", "forward", fns["forward"])
         with torch.no_grad():
             theirs = tr.forward(ids, offsets, psw).float()
         res["forward_max_abs_diff_vs_torchrec"] = float((ours - theirs).abs().max())
-        res["torchrec_iteration_ms"] = time_ms(fns["iteration"], warmup=2, repeat=10)
+        measure(res, "torchrec", "iteration", fns["iteration"], warmup=2, repeat=10)
         del tr
     if wdtype == torch.float32 and "torch" in impls:
         with torch.no_grad():
-            res["torch_forward_ms"] = time_ms(lambda: torch_forward(tables, ids, offsets, psw))
+            measure(res, "torch", "forward", lambda: torch_forward(tables, ids, offsets, psw))
             res["forward_max_abs_diff_vs_torch"] = float((ours - torch_forward(tables, ids, offsets, psw)).abs().max())
         w = [t.clone() for t in tables]
         mom = [torch.zeros(rows, device=device) for rows, _ in specs] if adagrad else None
-        res["torch_iteration_ms"] = time_ms(lambda: torch_iteration(w, mom, ids, offsets, grad, psw),
-                                            warmup=2, repeat=10)
+        measure(res, "torch", "iteration", lambda: torch_iteration(w, mom, ids, offsets, grad, psw),
+                warmup=2, repeat=10)
         del w, mom
     for impl in ("triton", "torchrec", "fbgemm", "torch"):
         if f"{impl}_forward_ms" in res:
@@ -134,12 +147,18 @@ def _torchrec(source: str | None) -> tuple[str | None, str]:
 
 
 def table_line(r: dict) -> str:
+    """Two lines of ``r``: CUDA-event ms, then the kernels' device ms, per phase and implementation."""
     def ms(k):
         return f"{r[k]:6.2f}" if k in r else "     -"
-    return (f"{r['shape']:<20} fwd ours {ms('triton_forward_ms')} torchrec {ms('torchrec_forward_ms')} "
-            f"fbgemm {ms('fbgemm_forward_ms')} torch {ms('torch_forward_ms')} floor {r['floor_forward_ms']:.2f} | "
-            f"iter ours {ms('triton_iteration_ms')} torchrec {ms('torchrec_iteration_ms')} "
-            f"fbgemm {ms('fbgemm_iteration_ms')} torch {ms('torch_iteration_ms')} floor {r['floor_iteration_ms']:.2f} ms")
+
+    def line(kind: str, suffix: str) -> str:
+        return (f"{r['shape']:<22} {kind:<6} fwd ours {ms('triton_forward' + suffix)} torchrec "
+                f"{ms('torchrec_forward' + suffix)} fbgemm {ms('fbgemm_forward' + suffix)} torch "
+                f"{ms('torch_forward' + suffix)} floor {r['floor_forward_ms']:.2f} | iter ours "
+                f"{ms('triton_iteration' + suffix)} torchrec {ms('torchrec_iteration' + suffix)} fbgemm "
+                f"{ms('fbgemm_iteration' + suffix)} torch {ms('torch_iteration' + suffix)} "
+                f"floor {r['floor_iteration_ms']:.2f} ms")
+    return line("events", "_ms") + "\n" + line("device", "_device_ms")
 
 
 def main(argv=None) -> int:

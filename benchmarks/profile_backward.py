@@ -1,7 +1,7 @@
 """Per-kernel time of one training iteration, ours and FBGEMM's CUDA TBE, from torch.profiler.
 
 ``python -m benchmarks.profile_backward --out benchmarks/results/breakdown_h200.json`` runs a few
-iterations of each benchmark shape under the profiler and sums device time per kernel, grouped
+iterations of each shape of ``--shape-set`` (default: the six bench shapes) under the profiler and sums device time per kernel, grouped
 into stages (forward, sort, run-length encoding, classification, each backward tier, the optimizer)
 so the gap to FBGEMM can be read kernel by kernel.
 """
@@ -17,9 +17,8 @@ import sys
 import torch
 
 from benchmarks.baselines import fbgemm_cuda
-from benchmarks.bench_tbe import SHAPES
 from benchmarks.timing import kernel_profile
-from fuzz.gate.shapes import PerfShape, make_workload
+from fuzz.gate.shapes import PerfShape, load_shapes, make_workload
 from fuzz.gate.timing import build_module
 from tbe import KernelConfig
 from tbe.modes import FloatDtype
@@ -81,7 +80,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--out", default=None)
     p.add_argument("--config", default=None)
-    p.add_argument("--shapes", default=None)
+    p.add_argument("--shape-set", default="bench", help="presets or a JSON file, as bench_tbe's")
+    p.add_argument("--shapes", default=None, help="comma-separated shape names of the set (default: all)")
     p.add_argument("--iters", type=int, default=5)
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
@@ -90,7 +90,7 @@ def main(argv=None) -> int:
     config = KernelConfig.load(args.config) if args.config else KernelConfig()
     wanted = set(args.shapes.split(",")) if args.shapes else None
     results = []
-    for shape in SHAPES:
+    for shape in load_shapes(args.shape_set):
         if wanted and shape.name not in wanted:
             continue
         r = profile_shape(shape, config=config, iters=args.iters, device=torch.device("cuda"))

@@ -34,6 +34,8 @@ def untimed(monkeypatch):
         monkeypatch.setattr(module, "time_ms", once)
     for module in (config_sweep, profile_backward):
         monkeypatch.setattr(module, "kernel_times", kernels)
+    monkeypatch.setattr(bench_tbe, "kernel_profile", lambda step, iters: {"_forward_kernel": (kernels(step, iters)[
+        "_forward_kernel"], 1.0)})
 
 
 def test_the_benchmarks_time_the_gates_bench_shapes():
@@ -48,6 +50,9 @@ def test_bench_shape_times_ours_beside_torch_on_one_batch(untimed, shape):
     assert (r["shape"], r["lookups"], r["weighted"], r["optimizer"]) == (shape.name, shape.lookups, shape.weighted,
                                                                          shape.optimizer)
     assert r["triton_forward_ms"] == r["torch_forward_ms"] == 1.0 and "fbgemm_forward_ms" not in r
+    assert r["triton_iteration_device_ms"] == r["torch_forward_device_ms"] == 1.0
+    events, device = bench_tbe.table_line(r).splitlines()
+    assert events.split()[1:5] == ["events", "fwd", "ours", "1.00"] and device.split()[1] == "device"
     assert r["forward_max_abs_diff_vs_torch"] < 1e-5  # the same weights and batch through both
     assert 1 <= r["distinct_rows"] <= shape.rows and r["floor_iteration_ms"] > r["floor_forward_ms"] > 0
 
@@ -70,3 +75,19 @@ def test_the_multi_table_probe_folds_the_same_ids_into_one_table():
     assert ids.numel() == folded.numel() == 3 * 2 * 4 and offsets.tolist() == list(range(0, 25, 4))
     table = torch.arange(3).repeat_interleave(2 * 4)
     assert torch.equal(folded, ids + table * 5) and int(ids.max()) < 5 and grad.shape == (2, 3 * 8)
+
+
+def test_the_host_profile_names_each_function_with_its_calls_and_time_per_call():
+    from benchmarks.profile_host import top_functions
+
+    def inner():
+        return sum(range(2000))
+
+    def outer():
+        return inner() + inner()
+
+    top = top_functions(outer, calls=4, limit=50)
+    rows = {r["function"].rsplit(":", 1)[-1]: r for r in top["cumulative"]}
+    assert rows["outer"]["calls"] == 1 and rows["inner"]["calls"] == 2
+    assert rows["outer"]["cum_ms"] >= rows["inner"]["cum_ms"] > 0
+    assert [r["own_ms"] for r in top["own"]] == sorted((r["own_ms"] for r in top["own"]), reverse=True)
