@@ -1,4 +1,5 @@
-"""Iteration time and per-stage device time of several KernelConfigs on ``bench_tbe``'s shapes, one process.
+"""Iteration time and per-stage device time of several KernelConfigs on a shape set (``--shape-set``, default
+``bench_tbe``'s six), one process.
 
 ``python -m benchmarks.config_sweep --shapes D128-fp32-zipf1.1 --configs '[{}, {"long_run_threshold": 64}]'
 --out F`` prints (and appends to F) one JSON line per shape and config: the forward (wall, and device time by
@@ -18,10 +19,9 @@ import time
 
 import torch
 
-from benchmarks.bench_tbe import SHAPES
 from benchmarks.profile_backward import kernel_times, summarise
 from benchmarks.timing import time_ms
-from fuzz.gate.shapes import PerfShape, make_workload
+from fuzz.gate.shapes import PerfShape, load_shapes, make_workload
 from fuzz.gate.timing import build_module
 from tbe import KernelConfig
 
@@ -36,7 +36,7 @@ def weights_digest(weights: torch.Tensor) -> list[int]:
 
 
 def sweep_shape(shape: PerfShape, overrides: list[dict], label: str, device: torch.device):
-    """One JSON-ready dict per config of ``overrides`` on one of ``bench_tbe.SHAPES``."""
+    """One JSON-ready dict per config of ``overrides`` on ``shape``."""
     wl = make_workload(shape, device)
     ids, offsets, psw, grad = wl.indices, wl.offsets, wl.per_sample_weights, wl.grad
     for ov in overrides:
@@ -63,7 +63,8 @@ def sweep_shape(shape: PerfShape, overrides: list[dict], label: str, device: tor
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--configs", required=True, help="JSON list of KernelConfig overrides ({} is the defaults)")
-    p.add_argument("--shapes", default=None, help="comma-separated shape names (default: all)")
+    p.add_argument("--shape-set", default="bench", help="presets or a JSON file, as bench_tbe's (default: bench)")
+    p.add_argument("--shapes", default=None, help="comma-separated shape names of the set (default: all)")
     p.add_argument("--label", default="main", help="a name for this checkout in each line")
     p.add_argument("--out", default=None, help="append the JSON lines here")
     args = p.parse_args(argv)
@@ -72,7 +73,7 @@ def main(argv=None) -> int:
         return 2
     overrides = json.loads(args.configs)
     wanted = set(args.shapes.split(",")) if args.shapes else None
-    for shape in SHAPES:
+    for shape in load_shapes(args.shape_set):
         if wanted and shape.name not in wanted:
             continue
         for line in sweep_shape(shape, overrides, args.label, torch.device("cuda")):

@@ -1,6 +1,7 @@
 """Backward, short tier: runs with SL < long_run_threshold, no other program touches their rows.
 
-A persistent grid strides over the device-read count of runs and takes those of its bucket
+A persistent grid strides over the runs of its bucket (with several buckets each program finds their
+range by a binary search: the transpose's keys put a bucket's runs together) and takes those
 shorter than the threshold (the long tiers take the rest), reading each run's start, end,
 linear index, row offset, table and bucket (written by the transpose) side by side; the
 table's D and output column are one small cached read after them. With
@@ -33,10 +34,12 @@ from tbe.vbe import bag_args, feature_of, row_strides
 
 # ----------------------------------------------------------------------------- launch
 def backward_short(
-    module, tr, bucket: int, grad: torch.Tensor, block_d: int, wide: bool, seed: int, rounding: int
+    module, tr, bucket: int, grad: torch.Tensor, block_d: int, wide: bool, seed: int, rounding: int,
+    ranged: bool = False,
 ) -> None:
     """Apply the update to every short run of dimension bucket ``bucket`` (``seed``, ``rounding``: the stores'
-    rounding, ``tbe.rounding``)."""
+    rounding, ``tbe.rounding``; ``ranged``: the module has several buckets, so the programs first find the range
+    of this one's runs)."""
     cfg = module.config
     weighted = tr.sorted_psw is not None
     lt = module.layout_tensors
@@ -45,7 +48,7 @@ def backward_short(
         tr.run_start, tr.run_linear, tr.run_wrow, tr.run_table, tr.run_bucket,
         tr.sorted_bag, tr.sorted_psw if weighted else tr.run_start, tr.offsets, lt["dims"], lt["col_offsets"],
         lt["weights_offsets"], lt["hash_size_cumsum"], tr.batch_size, bucket, cfg.long_run_threshold,
-        module.learning_rate, module.eps, seed,
+        module.learning_rate, module.eps, seed, int(ranged),
     )
     flags = dict(
         WEIGHTED=weighted, MEAN=module.pooling.value == "mean",
@@ -150,6 +153,31 @@ def _run_block(src, flags: tl.constexpr, d0, cols, cmask):
 
 
 @triton.jit
+def bucket_runs(run_bucket_ptr, num_runs, BUCKET, ranged):
+    """(first, end) of the runs of ``BUCKET``: when ``ranged`` (a run-time flag, so that one- and many-bucket
+    modules share a specialization) a binary search for the first run of it and of the next bucket (the runs
+    are in bucket order), else every run."""
+    if ranged != 0:
+        lo = tl.zeros([2], dtype=tl.int64)
+        hi = lo + num_runs
+        want = BUCKET + tl.arange(0, 2)
+        span = num_runs
+        while span > 0:
+            mid = (lo + hi) // 2
+            go = lo < hi
+            below = go & (tl.load(run_bucket_ptr + mid, mask=go, other=0) < want)
+            lo = tl.where(below, mid + 1, lo)
+            hi = tl.where(go & ~below, mid, hi)
+            span = span // 2
+        first = tl.min(lo, axis=0)
+        end = tl.max(lo, axis=0)
+    else:
+        first = num_runs * 0
+        end = num_runs
+    return first, end
+
+
+@triton.jit
 def _short_run(r, num_runs, run_start_ptr, run_linear_ptr, run_wrow_ptr, table_ptr, run_bucket_ptr, dims_ptr,
                col_offsets_ptr, BUCKET, THRESHOLD):
     """(is short in this bucket, start, end, linear index, D, output column, row offset) of runs ``r``
@@ -167,20 +195,20 @@ def _short_run(r, num_runs, run_start_ptr, run_linear_ptr, run_wrow_ptr, table_p
     return short, start, end, lin, D, col0, w_row
 
 
-@triton.jit(do_not_specialize=["grad_stride", "B", "BUCKET", "THRESHOLD", "seed"])
+@triton.jit(do_not_specialize=["grad_stride", "B", "BUCKET", "THRESHOLD", "seed", "ranged"])
 def _short_kernel(
     weights_ptr, momentum_ptr, grad_ptr, grad_stride, num_runs_ptr,
     run_start_ptr, run_linear_ptr, run_wrow_ptr, table_ptr, run_bucket_ptr,
     sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, dims_ptr, col_offsets_ptr,
     weights_offsets_ptr, hcs_ptr,  # unread: the table layout, named for the interpreter's sanitizer
-    B, BUCKET, THRESHOLD, lr, eps, seed,
+    B, BUCKET, THRESHOLD, lr, eps, seed, ranged,
     WEIGHTED: tl.constexpr, MEAN: tl.constexpr, ADAGRAD: tl.constexpr, GATHER: tl.constexpr,
     BLOCK_D: tl.constexpr, WIDE: tl.constexpr, FAULTS: tl.constexpr, SHARED: tl.constexpr,
     bag_feature_ptr, bag_row_ptr, VBE: tl.constexpr, ROUNDING: tl.constexpr,
 ):
-    """One run at a time (grid-stride over the runs, skipping those not short in this bucket)."""
-    num_runs = tl.load(num_runs_ptr)
-    r = tl.program_id(0).to(tl.int64)
+    """One run at a time (grid-stride over the bucket's runs, skipping those not short)."""
+    first, num_runs = bucket_runs(run_bucket_ptr, tl.load(num_runs_ptr), BUCKET, ranged)
+    r = first + tl.program_id(0).to(tl.int64)
     step = tl.num_programs(0)
     cols = tl.arange(0, BLOCK_D)
     while r < num_runs:
@@ -196,13 +224,13 @@ def _short_kernel(
         r += step
 
 
-@triton.jit(do_not_specialize=["grad_stride", "B", "BUCKET", "THRESHOLD", "seed"])
+@triton.jit(do_not_specialize=["grad_stride", "B", "BUCKET", "THRESHOLD", "seed", "ranged"])
 def _short_rows_kernel(
     weights_ptr, momentum_ptr, grad_ptr, grad_stride, num_runs_ptr,
     run_start_ptr, run_linear_ptr, run_wrow_ptr, table_ptr, run_bucket_ptr,
     sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, dims_ptr, col_offsets_ptr,
     weights_offsets_ptr, hcs_ptr,  # unread: the table layout, named for the interpreter's sanitizer
-    B, BUCKET, THRESHOLD, lr, eps, seed,
+    B, BUCKET, THRESHOLD, lr, eps, seed, ranged,
     WEIGHTED: tl.constexpr, MEAN: tl.constexpr, ADAGRAD: tl.constexpr, RUNS: tl.constexpr,
     BLOCK_D: tl.constexpr, VEC: tl.constexpr, FAULTS: tl.constexpr, SHARED: tl.constexpr,
     bag_feature_ptr, bag_row_ptr, VBE: tl.constexpr, ROUNDING: tl.constexpr,
@@ -212,11 +240,11 @@ def _short_rows_kernel(
     (``tbe.layout.row_vector``); rounding them down to one changes nothing and lets the compiler read
     and write VEC-wide vectors. Planted faults: ``lane_mask_narrow`` lets rows narrower than 32 use
     every lane of the block; ``momentum_low_precision`` reads the momentum back rounded to bf16."""
-    num_runs = tl.load(num_runs_ptr)
+    first, num_runs = bucket_runs(run_bucket_ptr, tl.load(num_runs_ptr), BUCKET, ranged)
     lane = tl.arange(0, RUNS)[:, None]
     cols = tl.arange(0, BLOCK_D)[None, :]
     wdt = weights_ptr.dtype.element_ty
-    base = tl.program_id(0).to(tl.int64) * RUNS
+    base = first + tl.program_id(0).to(tl.int64) * RUNS
     step = tl.num_programs(0) * RUNS
     while base < num_runs:
         rm, start, end, lin, D, col0, w_rows = _short_run(
@@ -284,7 +312,11 @@ def _short_lengths(a) -> torch.Tensor:
 
 
 def _num_runs(a) -> int:
-    return int(a["num_runs_ptr"].reshape(-1)[0])
+    """Runs the launch strides over: its bucket's when ranged, else all."""
+    n = int(a["num_runs_ptr"].reshape(-1)[0])
+    if not a.get("ranged"):
+        return n
+    return int((a["run_bucket_ptr"][:n].to(torch.int64) == a["BUCKET"]).sum())
 
 
 register_loops(

@@ -31,14 +31,30 @@ def bucket_tables(dims: list[int], config: KernelConfig, tables: Optional[list[i
 
 
 def device_layout(layout, config: KernelConfig, device: torch.device) -> dict[str, torch.Tensor]:
-    """``layout.device_tensors`` and ``bucket_of_table``, the backward's dimension bucket of every feature's
-    table: what the transpose and the backward read, built once per module (a copy per backward would sync)."""
+    """``layout.device_tensors``, ``bucket_of_table`` (the backward's dimension bucket of every feature's table)
+    and ``sort_base`` (``bucket_sort_base``): what the transpose and the backward read, built once per module (a
+    copy per backward would sync)."""
     bucket_of = [0] * layout.num_features
     for k, (_, tables) in enumerate(sorted(bucket_tables(layout.feature_dims, config).items())):
         for t in tables:
             bucket_of[t] = k
-    return {**layout.device_tensors(device),
-            "bucket_of_table": torch.tensor(bucket_of, dtype=torch.int64, device=device)}
+    i64 = dict(dtype=torch.int64, device=device)
+    return {**layout.device_tensors(device), "bucket_of_table": torch.tensor(bucket_of, **i64),
+            "sort_base": torch.tensor(bucket_sort_base(layout, bucket_of), **i64)}
+
+
+def bucket_sort_base(layout, bucket_of: list[int]) -> list[int]:
+    """Per feature, then the total rows: the base of its table's sort keys (key = base + id) when the tables are
+    laid out bucket by bucket, in table order within one. Sorted by these keys, the runs of one bucket are
+    contiguous, so a bucket's backward launch visits its own runs alone; with the buckets already in table order
+    the bases are ``hash_size_cumsum``'s. Features of one table share its base (one run per row)."""
+    ft = layout.feature_tables
+    bucket_of_table = {t: bucket_of[f] for f, t in enumerate(ft)}
+    base, acc = {}, 0
+    for t in sorted(bucket_of_table, key=lambda t: (bucket_of_table[t], t)):
+        base[t] = acc
+        acc += layout.specs[t].rows
+    return [base[t] for t in ft] + [acc]
 
 
 _TENSORS: dict[tuple, list[tuple[int, torch.Tensor]]] = {}

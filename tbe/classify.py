@@ -12,6 +12,7 @@ later kernels read the counts through device pointers with persistent grids.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import torch
 import triton
@@ -22,9 +23,11 @@ from tbe.config import KernelConfig
 from tbe.faults import FAULT_THRESHOLD_OFF_BY_ONE, kernel_faults
 from tbe.transpose import Transposed
 
+@functools.lru_cache(maxsize=None)
 def num_sms(device: torch.device) -> int:
     """Streaming multiprocessors persistent grids are sized from (2 under the interpreter,
-    where programs run one after another anyway)."""
+    where programs run one after another anyway); asked once per device, since asking costs host time on every
+    launch."""
     if device.type == "cuda":
         return torch.cuda.get_device_properties(device).multi_processor_count
     return 2

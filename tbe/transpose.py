@@ -1,8 +1,9 @@
 """Index transpose for the backward: linearize, sort stably, run-length encode.
 
-Every lookup becomes ``hash_size_cumsum[t] + id``; a stable sort puts all lookups of one
-(table, row) next to each other, and the run-length encoding turns each group into a run
-(linear index, start; a run ends where the next one starts). Everything stays on the device
+Every lookup becomes a key ``sort_base[t] + id`` (its linear index ``hash_size_cumsum[t] + id``, with the
+tables laid out bucket by bucket: ``tbe.buckets.bucket_sort_base``); a stable sort puts all lookups of one
+(table, row) next to each other and the runs of one dimension bucket together, and the run-length encoding
+turns each group into a run (linear index, start; a run ends where the next one starts). Everything stays on the device
 with sizes known on the host (the number of lookups bounds the number of runs; the true count
 lives in a device tensor), so nothing here syncs with the host. Three kernels besides the sort:
 linearize, count the runs of each block of sorted positions, write the runs (and each sorted
@@ -36,12 +37,13 @@ class Transposed:
     linear_dtype: torch.dtype    # int32 or int64
     bag_of: torch.Tensor         # [n] bag (t*B + b; VBE: see tbe.vbe) of each lookup, original order (int32 when
                                  # the bag count fits)
-    linear: torch.Tensor         # [n] linear index of each lookup, original order
+    key: torch.Tensor            # [n] sort key of each lookup, original order (the linear index when the
+                                 # layout's buckets are in table order)
     perm: torch.Tensor           # [n] int64: original position of each sorted lookup
-    sorted_linear: torch.Tensor  # [n]
+    sorted_key: torch.Tensor     # [n]
     sorted_bag: torch.Tensor     # [n] bag of each sorted lookup (feature = bag // B), bag_of's dtype
     sorted_psw: Optional[torch.Tensor]  # [n] per-sample weights in sorted order, or None
-    run_linear: torch.Tensor     # [n] linear index of each run
+    run_linear: torch.Tensor     # [n] linear index of each run (runs in key order: bucket by bucket)
     run_table: torch.Tensor      # [n] int32 feature of each run (its first lookup's bag's)
     run_wrow: torch.Tensor       # [n] int64 element offset of each run's row in the packed weights
     run_bucket: torch.Tensor     # [n] int32 backward dimension bucket of each run's table
@@ -81,33 +83,33 @@ def transpose(
     config: KernelConfig,
     vbe: Optional[VbeTensors] = None,
 ) -> Transposed:
-    """Sort the (bounds-checked) batch by linear index and split it into runs (``layout_tensors``:
-    ``tbe.buckets.device_layout``, for the linear indices and each run's row and bucket)."""
+    """Sort the (bounds-checked) batch by key and split it into runs (``layout_tensors``:
+    ``tbe.buckets.device_layout``, for the keys and each run's linear index, row and bucket)."""
     n = indices.numel()
     ldtype = linear_dtype_for(layout, config)
     # an int32 key past 2^31 - 1 (only under the int32 fault) wraps exactly as a 32-bit key would
-    bag_of, linear = linearize(layout_tensors["hash_size_cumsum"], indices, offsets, batch_size, ldtype, vbe)
+    bag_of, key = linearize(layout_tensors["sort_base"], indices, offsets, batch_size, ldtype, vbe)
 
-    sorted_linear, perm = torch.sort(linear, stable=True)
+    sorted_key, perm = torch.sort(key, stable=True)
     sorted_psw = None
     if per_sample_weights is not None:
         if config.has_fault("unstable_weighted_pairing"):
             # a second, separately computed sort whose ties come out in a different order:
             # sorting the reversed keys stably yields each run in reverse original order,
             # an order any unstable sort is free to produce
-            rev = torch.sort(linear.flip(0), stable=True).indices
+            rev = torch.sort(key.flip(0), stable=True).indices
             psw_perm = (n - 1) - rev
         else:
             psw_perm = perm
         sorted_psw = per_sample_weights[psw_perm]
     sorted_bag, run_linear, run_table, run_wrow, run_bucket, run_start, num_runs = run_length_encode(
-        sorted_linear, perm, bag_of, batch_size, layout_tensors, vbe, config.faults)
+        sorted_key, perm, bag_of, batch_size, layout_tensors, vbe, config.faults)
     # int64 whatever the index dtype: the backward kernels read offsets only under MEAN, and one
     # offsets dtype halves their specializations (a copy of T*B + 1 values when they are int32)
     return Transposed(
         n=n, batch_size=batch_size, offsets=offsets.to(torch.int64), linear_dtype=ldtype, bag_of=bag_of,
-        linear=linear, perm=perm,
-        sorted_linear=sorted_linear, sorted_bag=sorted_bag, sorted_psw=sorted_psw,
+        key=key, perm=perm,
+        sorted_key=sorted_key, sorted_bag=sorted_bag, sorted_psw=sorted_psw,
         run_linear=run_linear, run_table=run_table, run_wrow=run_wrow, run_bucket=run_bucket, run_start=run_start, num_runs=num_runs,
         vbe=vbe,
     )
@@ -117,33 +119,33 @@ def transpose(
 LINEARIZE_BLOCK = 1024
 
 
-def linearize(hash_size_cumsum: torch.Tensor, indices: torch.Tensor, offsets: torch.Tensor, batch_size: int,
+def linearize(key_base: torch.Tensor, indices: torch.Tensor, offsets: torch.Tensor, batch_size: int,
               ldtype: torch.dtype, vbe: Optional[VbeTensors] = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """(bag of every lookup, its linear index ``hash_size_cumsum[t] + id`` in ``ldtype``), one kernel.
+    """(bag of every lookup, its key ``key_base[t] + id`` in ``ldtype``), one kernel.
 
     The bag of position p is the number of bag ends <= p: a binary search over the offsets, first for
     a block's first and last positions, then for each position between the two bags those found. Bags
     are int32 when every bag number fits (32-bit division and modulo in the backward's inner
-    loops), else int64; the cast of a linear index to int32 wraps past 2^31 - 1 like a 32-bit key.
+    loops), else int64; the cast of a key to int32 wraps past 2^31 - 1 like a 32-bit key.
     """
     n = indices.numel()
     device = indices.device
     num_bags = offsets.numel() - 1
     bag_dtype = torch.int32 if num_bags <= 2**31 - 1 else torch.int64
     bag_of = torch.empty(n, dtype=bag_dtype, device=device)
-    linear = torch.empty(n, dtype=ldtype, device=device)
+    key = torch.empty(n, dtype=ldtype, device=device)
     if n == 0:
-        return bag_of, linear
+        return bag_of, key
     _linearize_kernel[(triton.cdiv(n, LINEARIZE_BLOCK),)](
-        indices, offsets, hash_size_cumsum, bag_of, linear, n, num_bags, max(batch_size, 1),
+        indices, offsets, key_base, bag_of, key, n, num_bags, max(batch_size, 1),
         max(1, num_bags).bit_length(), offsets if vbe is None else vbe.bag_feature, BLOCK=LINEARIZE_BLOCK,
         VBE=vbe is not None,
     )
-    return bag_of, linear
+    return bag_of, key
 
 
 @triton.jit(do_not_specialize=["N", "NUM_BAGS", "B", "STEPS"])
-def _linearize_kernel(indices_ptr, offsets_ptr, hcs_ptr, bag_ptr, linear_ptr, N, NUM_BAGS, B, STEPS,
+def _linearize_kernel(indices_ptr, offsets_ptr, key_base_ptr, bag_ptr, key_ptr, N, NUM_BAGS, B, STEPS,
                       bag_feature_ptr, BLOCK: tl.constexpr, VBE: tl.constexpr):
     first = tl.program_id(0).to(tl.int64) * BLOCK
     pos = first + tl.arange(0, BLOCK)
@@ -162,9 +164,9 @@ def _linearize_kernel(indices_ptr, offsets_ptr, hcs_ptr, bag_ptr, linear_ptr, N,
     bag = _bag_search(offsets_ptr, pos, tl.zeros([BLOCK], dtype=tl.int64) + lo_bag,
                       tl.zeros([BLOCK], dtype=tl.int64) + hi_bag, m, steps)
     ids = tl.load(indices_ptr + pos, mask=m, other=0).to(tl.int64)
-    lin = tl.load(hcs_ptr + feature_of(bag, m, B, bag_feature_ptr, VBE), mask=m, other=0) + ids
+    key = tl.load(key_base_ptr + feature_of(bag, m, B, bag_feature_ptr, VBE), mask=m, other=0) + ids
     tl.store(bag_ptr + pos, bag.to(bag_ptr.dtype.element_ty), mask=m)
-    tl.store(linear_ptr + pos, lin.to(linear_ptr.dtype.element_ty), mask=m)
+    tl.store(key_ptr + pos, key.to(key_ptr.dtype.element_ty), mask=m)
 
 
 @triton.jit
@@ -185,7 +187,7 @@ def _bag_search(offsets_ptr, pos, lo, hi, m, steps):
 RUN_BLOCK = 1024
 
 
-def run_length_encode(sorted_linear: torch.Tensor, perm: torch.Tensor, bag_of: torch.Tensor, batch_size: int,
+def run_length_encode(sorted_key: torch.Tensor, perm: torch.Tensor, bag_of: torch.Tensor, batch_size: int,
                       layout_tensors: dict[str, torch.Tensor], vbe: Optional[VbeTensors] = None,
                       planted: tuple[str, ...] = ()):
     """(sorted_bag, run_linear, run_table, run_wrow, run_bucket, run_start, num_runs) of the sorted keys: a
@@ -193,10 +195,10 @@ def run_length_encode(sorted_linear: torch.Tensor, perm: torch.Tensor, bag_of: t
     inclusive scan of the counts places each block's runs; the second pass writes them with their table,
     row offset and bucket (so the short tier knows a run's row and whether it is its own in one read,
     without chasing its first lookup and its table's layout) and gathers each sorted lookup's bag."""
-    n = sorted_linear.numel()
-    device = sorted_linear.device
+    n = sorted_key.numel()
+    device = sorted_key.device
     sorted_bag = torch.empty_like(bag_of)
-    run_linear = torch.empty(n, dtype=sorted_linear.dtype, device=device)
+    run_linear = torch.empty(n, dtype=sorted_key.dtype, device=device)
     run_table = torch.empty(n, dtype=torch.int32, device=device)
     run_wrow = torch.empty(n, dtype=torch.int64, device=device)
     run_bucket = torch.empty(n, dtype=torch.int32, device=device)
@@ -211,12 +213,12 @@ def run_length_encode(sorted_linear: torch.Tensor, perm: torch.Tensor, bag_of: t
     fault_bits = kernel_faults(planted, FAULT_RUNS_PER_FEATURE)
     B = max(batch_size, 1)
     bag_feature = bag_of if vbe is None else vbe.bag_feature
-    _count_runs_kernel[(blocks,)](sorted_linear, perm, bag_of, block_runs, n, B, bag_feature, BLOCK=RUN_BLOCK,
+    _count_runs_kernel[(blocks,)](sorted_key, perm, bag_of, block_runs, n, B, bag_feature, BLOCK=RUN_BLOCK,
                                   FAULTS=fault_bits, VBE=vbe is not None)
     runs_through = torch.cumsum(block_runs, 0)
     lt = layout_tensors
-    _write_runs_kernel[(blocks,)](sorted_linear, perm, bag_of, runs_through, lt["weights_offsets"], lt["dims"],
-                                  lt["hash_size_cumsum"], lt["bucket_of_table"], sorted_bag, run_linear, run_table,
+    _write_runs_kernel[(blocks,)](sorted_key, perm, bag_of, runs_through, lt["weights_offsets"], lt["dims"],
+                                  lt["hash_size_cumsum"], lt["sort_base"], lt["bucket_of_table"], sorted_bag, run_linear, run_table,
                                   run_wrow, run_bucket, run_start, num_runs, n, B, bag_feature, BLOCK=RUN_BLOCK,
                                   FAULTS=fault_bits, VBE=vbe is not None)
     return sorted_bag, run_linear, run_table, run_wrow, run_bucket, run_start, num_runs
@@ -249,7 +251,7 @@ def _count_runs_kernel(sorted_ptr, perm_ptr, bag_of_ptr, block_runs_ptr, N, B, b
 
 @triton.jit(do_not_specialize=["N", "B"])
 def _write_runs_kernel(sorted_ptr, perm_ptr, bag_of_ptr, runs_through_ptr, weights_offsets_ptr, dims_ptr, hcs_ptr,
-                       bucket_of_table_ptr, sorted_bag_ptr, run_linear_ptr, run_table_ptr, run_wrow_ptr,
+                       sort_base_ptr, bucket_of_table_ptr, sorted_bag_ptr, run_linear_ptr, run_table_ptr, run_wrow_ptr,
                        run_bucket_ptr, run_start_ptr, num_runs_ptr, N, B, bag_feature_ptr, BLOCK: tl.constexpr,
                        FAULTS: tl.constexpr, VBE: tl.constexpr):
     pid = tl.program_id(0)
@@ -259,14 +261,15 @@ def _write_runs_kernel(sorted_ptr, perm_ptr, bag_of_ptr, runs_through_ptr, weigh
     before = tl.load(runs_through_ptr + pid - 1, mask=pid > 0, other=0)
     run = before + tl.cumsum(start.to(tl.int64), axis=0) - 1
     tl.store(run_start_ptr + run, pos, mask=start)
-    tl.store(run_linear_ptr + run, key, mask=start)
     src = tl.load(perm_ptr + pos, mask=m, other=0)
     bag = tl.load(bag_of_ptr + src, mask=m, other=0)
     tl.store(sorted_bag_ptr + pos, bag, mask=m)
     t = feature_of(bag, m, B, bag_feature_ptr, VBE)
+    row = key.to(tl.int64) - tl.load(sort_base_ptr + t, mask=start, other=0)
+    linear = tl.load(hcs_ptr + t, mask=start, other=0) + row
+    tl.store(run_linear_ptr + run, linear.to(run_linear_ptr.dtype.element_ty), mask=start)
     tl.store(run_table_ptr + run, t.to(tl.int32), mask=start)
-    wrow = (tl.load(weights_offsets_ptr + t, mask=start, other=0)
-            + (key.to(tl.int64) - tl.load(hcs_ptr + t, mask=start, other=0)) * tl.load(dims_ptr + t, mask=start, other=0))
+    wrow = tl.load(weights_offsets_ptr + t, mask=start, other=0) + row * tl.load(dims_ptr + t, mask=start, other=0)
     tl.store(run_wrow_ptr + run, wrow, mask=start)
     tl.store(run_bucket_ptr + run, tl.load(bucket_of_table_ptr + t, mask=start, other=0).to(tl.int32), mask=start)
     if pid == tl.num_programs(0) - 1:  # the last block closes the last run

@@ -38,7 +38,7 @@ def int32_problems(spec: Int32EdgeSpec, config: KernelConfig, check_dtype: bool 
     psw = None if b.per_sample_weights is None else b.per_sample_weights.to(device)
     tr = transpose(layout, device_layout(layout, config, device), b.indices.to(device),
                    b.offsets.to(device), psw, B, config)
-    linear, perm = tr.linear.cpu(), tr.perm.cpu()
+    linear, perm = tr.key.cpu(), tr.perm.cpu()  # every D is 1: one bucket, so keys are linear indices
     problems = []
     if linear.to(torch.int64).tolist() != ref.linear:
         bad = next(i for i, (x, y) in enumerate(zip(linear.tolist(), ref.linear)) if x != y)

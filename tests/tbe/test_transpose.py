@@ -45,29 +45,34 @@ def test_runs_match_host_encoding(T, B, data):
 
 
 def _check_against_host(layout, idx, psw, tr, B, lengths, config=KernelConfig()):
-    """Every field of ``tr`` against the same encoding done on the host in plain torch."""
+    """Every field of ``tr`` against the same encoding done on the host in plain torch: lookups sorted stably by
+    (dimension bucket of their table, linear index), so that each bucket's runs are contiguous."""
     n = idx.numel()
     bag = torch.repeat_interleave(torch.arange(len(lengths)), torch.tensor(lengths))
-    lin = torch.tensor(layout.hash_size_cumsum)[bag // B] + idx.long()
-    assert torch.equal(tr.bag_of.long(), bag) and torch.equal(tr.linear.long(), lin)
+    table = bag // B
+    lin = torch.tensor(layout.hash_size_cumsum)[table] + idx.long()
+    blocks = sorted({block_for_dim(d, config) for d in layout.dims})
+    bucket_of = torch.tensor([blocks.index(block_for_dim(d, config)) for d in layout.dims])
+    assert torch.equal(tr.bag_of.long(), bag)
     # stable: ties keep their original order
-    order = sorted(range(n), key=lambda i: (int(lin[i]), i))
+    order = sorted(range(n), key=lambda i: (int(bucket_of[table[i]]), int(lin[i]), i))
     assert tr.perm.tolist() == order
     assert torch.equal(tr.sorted_bag.long(), bag[order])
     assert psw is None or torch.equal(tr.sorted_psw, psw[order])
-    keys, counts = torch.unique_consecutive(lin[order], return_counts=True)
+    lin_sorted, counts = torch.unique_consecutive(lin[order], return_counts=True)
     r = int(tr.num_runs[0])
-    assert r == keys.numel()
-    assert torch.equal(tr.run_linear[:r].long(), keys) and torch.equal(tr.run_length[:r], counts)
+    assert r == lin_sorted.numel()
+    assert torch.equal(tr.run_linear[:r].long(), lin_sorted) and torch.equal(tr.run_length[:r], counts)
     assert torch.equal(tr.run_start[:r + 1], torch.cumsum(torch.cat([torch.zeros(1, dtype=torch.int64), counts]), 0))
-    table_of_key = torch.searchsorted(torch.tensor(layout.hash_size_cumsum), keys, right=True) - 1
-    assert tr.run_table.dtype == torch.int32 and torch.equal(tr.run_table[:r].long(), table_of_key)
+    table_of_run = torch.searchsorted(torch.tensor(layout.hash_size_cumsum), lin_sorted, right=True) - 1
+    assert tr.run_table.dtype == torch.int32 and torch.equal(tr.run_table[:r].long(), table_of_run)
     wo, hcs, dims = (torch.tensor(v) for v in (layout.weights_offsets, layout.hash_size_cumsum, layout.dims))
-    assert torch.equal(tr.run_wrow[:r], wo[table_of_key] + (keys - hcs[table_of_key]) * dims[table_of_key])
-    blocks = sorted({block_for_dim(d, config) for d in layout.dims})
-    bucket = torch.tensor([blocks.index(block_for_dim(layout.dims[t], config)) for t in table_of_key.tolist()],
-                          dtype=torch.int32)
-    assert torch.equal(tr.run_bucket[:r], bucket)
+    assert torch.equal(tr.run_wrow[:r], wo[table_of_run] + (lin_sorted - hcs[table_of_run]) * dims[table_of_run])
+    assert torch.equal(tr.run_bucket[:r], bucket_of[table_of_run].to(torch.int32))
+    # the keys sort as the pairs do: one key per (table, row), in bucket order
+    keys = tr.key.long()
+    assert torch.equal(torch.argsort(keys, stable=True), torch.tensor(order, dtype=torch.int64))
+    assert torch.unique(keys).numel() == r
 
 
 @pytest.mark.fuzz
@@ -114,7 +119,7 @@ def _past_limit(config):
 def test_linear_indices_past_int32_do_not_wrap():
     layout, hcs, idx, off, tr = _past_limit(KernelConfig())
     expect = torch.tensor([5, 2**31 - 9, hcs[1] + 2**31 - 1, hcs[1] + 7, hcs[1] + 2**31 - 1])
-    assert tr.linear_dtype == torch.int64 and torch.equal(tr.linear, expect)
+    assert tr.linear_dtype == torch.int64 and torch.equal(tr.key, expect)
     assert int(tr.num_runs[0]) == 4 and tr.run_linear[:4].tolist() == sorted(set(expect.tolist()))
 
 
@@ -122,7 +127,7 @@ def test_int32_fault_wraps_and_is_caught():
     _, hcs, idx, off, tr = _past_limit(KernelConfig(faults=("int32_linearize_past_limit",)))
     expect = hcs[tr.bag_of] + idx
     assert tr.linear_dtype == torch.int32
-    assert not torch.equal(tr.linear.long(), expect), "the int32 fault must corrupt linear indices"
+    assert not torch.equal(tr.key.long(), expect), "the int32 fault must corrupt linear indices"
 
 
 def test_unstable_pairing_fault_mismatches_duplicates():
@@ -131,7 +136,7 @@ def test_unstable_pairing_fault_mismatches_duplicates():
     bad = transpose_on_dev(layout, idx, off, psw, 2,
                            KernelConfig(faults=("unstable_weighted_pairing",)))
     assert torch.equal(good.sorted_psw, psw[good.perm])
-    assert torch.equal(bad.sorted_linear, good.sorted_linear)
+    assert torch.equal(bad.sorted_key, good.sorted_key)
     assert not torch.equal(bad.sorted_psw, psw[bad.perm]), "duplicates must get mismatched weights"
 
 
