@@ -8,6 +8,7 @@ and ``profile_backward_h200.json`` (``profile_backward``) and draws:
   measured gets no bar). PyTorch's iteration runs up to
   30x ours, so each panel's axis stops at ``CLIP`` times its slowest non-PyTorch bar; a taller
   bar is cut there and carries its value.
+  With ``--time device`` the bars are the kernels' device time instead (``NAME_device.png``).
 - ``profile_backward_h200.png``: per shape, one iteration's device time by stage, ours and
   FBGEMM's stacked side by side.
 
@@ -44,9 +45,15 @@ class BreakdownRow:
     stages: dict[str, dict[str, float]]  # implementation label -> stage -> ms per iteration
 
 
-def bench_rows(lines: list[dict]) -> list[BenchRow]:
-    """One row per shape of ``bench_tbe``'s JSON lines, in file order."""
-    return [BenchRow(r["shape"], {ph: {label: r.get(f"{key}_{ph}_ms") for label, key in IMPLS} for ph in PHASES})
+TIMES = {"events": "_ms", "device": "_device_ms"}  # bench_tbe's two times per phase, by their suffix
+
+
+def bench_rows(lines: list[dict], time: str = "events") -> list[BenchRow]:
+    """One row per shape of ``bench_tbe``'s JSON lines, in file order, with the chosen ``time`` (``TIMES``; the
+    byte floor has one time)."""
+    def key(impl: str, phase: str) -> str:
+        return f"{impl}_{phase}{'_ms' if impl == 'floor' else TIMES[time]}"
+    return [BenchRow(r["shape"], {ph: {label: r.get(key(k, ph)) for label, k in IMPLS} for ph in PHASES})
             for r in lines]
 
 
@@ -96,7 +103,7 @@ def axis_top(row_values: list[dict[str, Optional[float]]]) -> float:
     return CLIP * max(v for vals in row_values for k, v in vals.items() if k != "PyTorch" and v is not None)
 
 
-def draw_bench(plt, rows: list[BenchRow], device: str, path: Path) -> Path:
+def draw_bench(plt, rows: list[BenchRow], device: str, path: Path, time: str = "events") -> Path:
     import numpy as np
 
     fig, axes = plt.subplots(1, 2, figsize=(15, 5.6))
@@ -121,7 +128,7 @@ def draw_bench(plt, rows: list[BenchRow], device: str, path: Path) -> Path:
                         color="white" if v > top else "black")
         ax.set_ylim(0, top)
         ax.set_xticks(x, [r.shape for r in rows], rotation=20, ha="right", fontsize=9)
-        ax.set_ylabel("ms (lower is better)")
+        ax.set_ylabel(("device ms, kernels" if time == "device" else "ms, CUDA events") + " (lower is better)")
         ax.set_title(f"{phase}" + ("" if phase == "forward" else " (forward + backward + optimizer)"))
         ax.grid(axis="y", alpha=0.3)
     handles, labels = axes[0].get_legend_handles_labels()
@@ -170,6 +177,9 @@ def draw_breakdown(plt, rows: list[BreakdownRow], device: str, path: Path) -> Pa
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--bench", type=Path, default=RESULTS / "bench_h200.jsonl", help="bench_tbe JSON lines")
+    p.add_argument("--time", choices=tuple(TIMES), default="events",
+                   help="bench_tbe's time to draw: events (one call on an idle GPU) or device (its kernels); "
+                        "device draws to NAME_device.png")
     p.add_argument("--breakdown", type=Path, default=RESULTS / "profile_backward_h200.json",
                    help="profile_backward JSON ('none': draw the bench picture alone)")
     args = p.parse_args(argv)
@@ -180,7 +190,9 @@ def main(argv=None) -> int:
 
     lines = [json.loads(s) for s in args.bench.read_text().splitlines() if s.strip()]
     device = lines[0].get("device", "GPU") if lines else "GPU"
-    print(draw_bench(plt, bench_rows(lines), device, args.bench.with_suffix(".png")))
+    out = args.bench.with_suffix(".png") if args.time == "events" else args.bench.with_name(
+        args.bench.stem + "_device.png")
+    print(draw_bench(plt, bench_rows(lines, args.time), device, out, args.time))
     if str(args.breakdown) == "none":
         return 0
     profile = json.loads(args.breakdown.read_text())

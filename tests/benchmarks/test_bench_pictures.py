@@ -60,3 +60,13 @@ def test_committed_profile_restaged_per_shape():
         assert row.stages["FBGEMM"]["forward"] > 0.3  # FBGEMM's codegen forward kernel, once "other"
     order = stage_order(rows)
     assert order[0] == "short tier" and order[-1] == "other" and len(set(order)) == len(order)
+
+
+def test_device_rows_read_the_kernels_time_and_keep_the_one_byte_floor():
+    line = {"shape": "T8", "triton_forward_ms": 0.5, "triton_forward_device_ms": 0.3, "fbgemm_forward_ms": 0.4,
+            "fbgemm_forward_device_ms": 0.35, "floor_forward_ms": 0.2, "triton_iteration_ms": 3.0,
+            "floor_iteration_ms": 1.2}  # no device time of the iteration: an empty bar
+    (events,), (device,) = bench_rows([line]), bench_rows([line], "device")
+    assert events.ms["forward"]["ours"] == 0.5 and device.ms["forward"]["ours"] == 0.3
+    assert device.ms["forward"]["FBGEMM"] == 0.35 and device.ms["forward"]["byte floor"] == 0.2
+    assert device.ms["iteration"]["ours"] is None and device.ms["iteration"]["byte floor"] == 1.2
