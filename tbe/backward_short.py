@@ -48,13 +48,13 @@ def backward_short(
         tr.run_start, tr.run_linear, tr.run_wrow, tr.run_table, tr.run_bucket,
         tr.sorted_bag, tr.sorted_psw if weighted else tr.run_start, tr.offsets, lt["dims"], lt["col_offsets"],
         lt["weights_offsets"], lt["hash_size_cumsum"], tr.batch_size, bucket, cfg.long_run_threshold,
-        module.learning_rate, module.eps, seed, int(ranged),
+        module.learning_rate, module.eps, seed,
     )
     flags = dict(
         WEIGHTED=weighted, MEAN=module.pooling.value == "mean",
         ADAGRAD=module.optimizer.value == "exact_rowwise_adagrad",
         BLOCK_D=block_d, SHARED=module.layout.shared, **bag_args(tr.vbe, tr.run_start),
-        ROUNDING=rounding, num_warps=cfg.bwd_short_num_warps,
+        ROUNDING=rounding, RANGED=ranged, num_warps=cfg.bwd_short_num_warps,
     )
     runs = cfg.bwd_short_runs_per_program
     if side_by_side(cfg) and not wide:
@@ -153,11 +153,11 @@ def _run_block(src, flags: tl.constexpr, d0, cols, cmask):
 
 
 @triton.jit
-def bucket_runs(run_bucket_ptr, num_runs, BUCKET, ranged):
-    """(first, end) of the runs of ``BUCKET``: when ``ranged`` (a run-time flag, so that one- and many-bucket
-    modules share a specialization) a binary search for the first run of it and of the next bucket (the runs
-    are in bucket order), else every run."""
-    if ranged != 0:
+def bucket_runs(run_bucket_ptr, num_runs, BUCKET, RANGED: tl.constexpr):
+    """(first, end) of the runs of ``BUCKET``: with ``RANGED`` a binary search for the first run of it and of the
+    next bucket (the runs are in bucket order), else every run. A constexpr: one-bucket modules compile without
+    the search, whose registers would lower their occupancy."""
+    if RANGED:
         lo = tl.zeros([2], dtype=tl.int64)
         hi = lo + num_runs
         want = BUCKET + tl.arange(0, 2)
@@ -195,19 +195,19 @@ def _short_run(r, num_runs, run_start_ptr, run_linear_ptr, run_wrow_ptr, table_p
     return short, start, end, lin, D, col0, w_row
 
 
-@triton.jit(do_not_specialize=["grad_stride", "B", "BUCKET", "THRESHOLD", "seed", "ranged"])
+@triton.jit(do_not_specialize=["grad_stride", "B", "BUCKET", "THRESHOLD", "seed"])
 def _short_kernel(
     weights_ptr, momentum_ptr, grad_ptr, grad_stride, num_runs_ptr,
     run_start_ptr, run_linear_ptr, run_wrow_ptr, table_ptr, run_bucket_ptr,
     sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, dims_ptr, col_offsets_ptr,
     weights_offsets_ptr, hcs_ptr,  # unread: the table layout, named for the interpreter's sanitizer
-    B, BUCKET, THRESHOLD, lr, eps, seed, ranged,
+    B, BUCKET, THRESHOLD, lr, eps, seed,
     WEIGHTED: tl.constexpr, MEAN: tl.constexpr, ADAGRAD: tl.constexpr, GATHER: tl.constexpr,
     BLOCK_D: tl.constexpr, WIDE: tl.constexpr, FAULTS: tl.constexpr, SHARED: tl.constexpr,
-    bag_feature_ptr, bag_row_ptr, VBE: tl.constexpr, ROUNDING: tl.constexpr,
+    bag_feature_ptr, bag_row_ptr, VBE: tl.constexpr, ROUNDING: tl.constexpr, RANGED: tl.constexpr,
 ):
     """One run at a time (grid-stride over the bucket's runs, skipping those not short)."""
-    first, num_runs = bucket_runs(run_bucket_ptr, tl.load(num_runs_ptr), BUCKET, ranged)
+    first, num_runs = bucket_runs(run_bucket_ptr, tl.load(num_runs_ptr), BUCKET, RANGED)
     r = first + tl.program_id(0).to(tl.int64)
     step = tl.num_programs(0)
     cols = tl.arange(0, BLOCK_D)
@@ -224,23 +224,23 @@ def _short_kernel(
         r += step
 
 
-@triton.jit(do_not_specialize=["grad_stride", "B", "BUCKET", "THRESHOLD", "seed", "ranged"])
+@triton.jit(do_not_specialize=["grad_stride", "B", "BUCKET", "THRESHOLD", "seed"])
 def _short_rows_kernel(
     weights_ptr, momentum_ptr, grad_ptr, grad_stride, num_runs_ptr,
     run_start_ptr, run_linear_ptr, run_wrow_ptr, table_ptr, run_bucket_ptr,
     sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, dims_ptr, col_offsets_ptr,
     weights_offsets_ptr, hcs_ptr,  # unread: the table layout, named for the interpreter's sanitizer
-    B, BUCKET, THRESHOLD, lr, eps, seed, ranged,
+    B, BUCKET, THRESHOLD, lr, eps, seed,
     WEIGHTED: tl.constexpr, MEAN: tl.constexpr, ADAGRAD: tl.constexpr, RUNS: tl.constexpr,
     BLOCK_D: tl.constexpr, VEC: tl.constexpr, FAULTS: tl.constexpr, SHARED: tl.constexpr,
-    bag_feature_ptr, bag_row_ptr, VBE: tl.constexpr, ROUNDING: tl.constexpr,
+    bag_feature_ptr, bag_row_ptr, VBE: tl.constexpr, ROUNDING: tl.constexpr, RANGED: tl.constexpr,
 ):
     """RUNS runs at once (rows within one column block), lanes of runs not short in this bucket
     idle: one gradient row of each per step. Every D and row offset is a multiple of VEC
     (``tbe.layout.row_vector``); rounding them down to one changes nothing and lets the compiler read
     and write VEC-wide vectors. Planted faults: ``lane_mask_narrow`` lets rows narrower than 32 use
     every lane of the block; ``momentum_low_precision`` reads the momentum back rounded to bf16."""
-    first, num_runs = bucket_runs(run_bucket_ptr, tl.load(num_runs_ptr), BUCKET, ranged)
+    first, num_runs = bucket_runs(run_bucket_ptr, tl.load(num_runs_ptr), BUCKET, RANGED)
     lane = tl.arange(0, RUNS)[:, None]
     cols = tl.arange(0, BLOCK_D)[None, :]
     wdt = weights_ptr.dtype.element_ty
@@ -314,7 +314,7 @@ def _short_lengths(a) -> torch.Tensor:
 def _num_runs(a) -> int:
     """Runs the launch strides over: its bucket's when ranged, else all."""
     n = int(a["num_runs_ptr"].reshape(-1)[0])
-    if not a.get("ranged"):
+    if not a.get("RANGED"):
         return n
     return int((a["run_bucket_ptr"][:n].to(torch.int64) == a["BUCKET"]).sum())
 

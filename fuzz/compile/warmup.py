@@ -61,6 +61,15 @@ def _shapes(config: KernelConfig, weighted: bool, weights_dtype: str) -> tuple[l
     return shapes, list(dict.fromkeys([wide] + fused))
 
 
+def _alone(config: KernelConfig) -> list:
+    """Each bucket alone, its rows aligned to 16-byte vectors and not, and the wide row alone: the short tier of a
+    module with several buckets first searches its bucket's runs (``tbe.backward_short.bucket_runs``, a constexpr),
+    so one-bucket modules have short-tier kernels of their own."""
+    buckets = list(config.dim_buckets)
+    return ([((4, b),) for b in buckets] + [((4, b - 1),) for b in buckets if b > 1]
+            + [((4, buckets[-1] + 1),)])
+
+
 def _spec(tables, w, o, idx, weighted, pooling, opt, mode, hot: int = 0) -> CaseSpec:
     return CaseSpec(tables=tables, batch_size=2, pooling=pooling, weights_dtype=w, output_dtype=o,
                     index_dtype=idx, weighted=weighted, optimizer=opt, bounds_check=mode,
@@ -89,6 +98,9 @@ def group_cases(config: KernelConfig, w: str, o: str, idx: str, weighted: bool) 
         hots.append(config.fused_long_min_lookups)  # the fused tier runs only from this many lookups
     for pooling, opt, tables, hot in itertools.product(Pooling, Optimizer, shapes, hots):
         for spec in _input_forms(_spec(tables, w, o, idx, weighted, pooling, opt, MATRIX_MODE, hot)):
+            out.append(WarmCase(config, spec))
+    for pooling, opt, tables in itertools.product(Pooling, Optimizer, _alone(config)):
+        for spec in _input_forms(_spec(tables, w, o, idx, weighted, pooling, opt, MATRIX_MODE)):
             out.append(WarmCase(config, spec))
     # the bounds check's kernels (and the fused forward's flags) per mode
     for mode, tables in itertools.product([m for m in MODES if m != MATRIX_MODE], mode_shapes):
