@@ -24,7 +24,8 @@ import torch
 
 from benchmarks.baselines import fbgemm_cuda, fbgemm_cuda_error, torch_forward, torch_iteration
 from benchmarks.timing import copy_bandwidth_GBps, kernel_profile, time_ms
-from fuzz.gate.shapes import PRESETS, PerfShape, load_shapes, make_workload
+from benchmarks.shape_args import add_shape_args, chosen_shapes
+from fuzz.gate.shapes import PRESETS, PerfShape, make_workload
 from fuzz.gate.timing import build_module, instance_fns, sut_instance
 from tbe import KernelConfig
 from tbe.modes import FloatDtype
@@ -165,10 +166,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--out", default=None, help="append one JSON line per shape here")
     p.add_argument("--config", default=None, help="KernelConfig JSON (default: defaults)")
-    p.add_argument("--shape-set", default="bench,production", metavar="PRESETS|FILE",
-                   help="the shapes: presets of fuzz.gate.shapes (comma-separated) or a JSON file of them, as the "
-                        "gate's --shapes (default: bench,production)")
-    p.add_argument("--shapes", default=None, help="comma-separated shape names of the set (default: all)")
+    add_shape_args(p, "bench,production")
     p.add_argument("--torchrec-source", default=None, metavar="DIR",
                    help="TorchRec's Triton TBE to time (default: the newest snapshot found)")
     p.add_argument("--bounds-check", default="none", choices=("none", "warning"),
@@ -183,7 +181,6 @@ def main(argv=None) -> int:
 
     device = torch.device("cuda")
     config = KernelConfig.load(args.config) if args.config else KernelConfig()
-    wanted = set(args.shapes.split(",")) if args.shapes else None
     torchrec, torchrec_note = _torchrec(args.torchrec_source) if "torchrec" in args.impls else (None, "not asked for")
     copy_gbps = copy_bandwidth_GBps(device)
     env = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
@@ -191,9 +188,7 @@ def main(argv=None) -> int:
            "fbgemm": fbgemm_cuda_error() or "fbgemm_gpu CUDA", "torchrec": torchrec_note}
     print(json.dumps(env), flush=True)
     lines = []
-    for shape in load_shapes(args.shape_set):
-        if wanted and shape.name not in wanted:
-            continue
+    for shape in chosen_shapes(args):
         r = bench_shape(shape, device=device, config=config, copy_gbps=copy_gbps, impls=args.impls.split(","),
                         torchrec=torchrec, bounds_check=args.bounds_check)
         print(json.dumps(r), flush=True)

@@ -21,7 +21,8 @@ import torch
 
 from benchmarks.profile_backward import kernel_times, summarise
 from benchmarks.timing import time_ms
-from fuzz.gate.shapes import PerfShape, load_shapes, make_workload
+from benchmarks.shape_args import add_shape_args, chosen_shapes
+from fuzz.gate.shapes import PerfShape, make_workload
 from fuzz.gate.timing import build_module
 from tbe import KernelConfig
 
@@ -63,8 +64,7 @@ def sweep_shape(shape: PerfShape, overrides: list[dict], label: str, device: tor
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--configs", required=True, help="JSON list of KernelConfig overrides ({} is the defaults)")
-    p.add_argument("--shape-set", default="bench", help="presets or a JSON file, as bench_tbe's (default: bench)")
-    p.add_argument("--shapes", default=None, help="comma-separated shape names of the set (default: all)")
+    add_shape_args(p, "bench")
     p.add_argument("--label", default="main", help="a name for this checkout in each line")
     p.add_argument("--out", default=None, help="append the JSON lines here")
     args = p.parse_args(argv)
@@ -72,10 +72,7 @@ def main(argv=None) -> int:
         print("benchmarks need a CUDA device", file=sys.stderr)
         return 2
     overrides = json.loads(args.configs)
-    wanted = set(args.shapes.split(",")) if args.shapes else None
-    for shape in load_shapes(args.shape_set):
-        if wanted and shape.name not in wanted:
-            continue
+    for shape in chosen_shapes(args):
         for line in sweep_shape(shape, overrides, args.label, torch.device("cuda")):
             print(json.dumps(line), flush=True)
             if args.out:

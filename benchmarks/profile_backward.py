@@ -18,7 +18,8 @@ import torch
 
 from benchmarks.baselines import fbgemm_cuda
 from benchmarks.timing import kernel_profile
-from fuzz.gate.shapes import PerfShape, load_shapes, make_workload
+from benchmarks.shape_args import add_shape_args, chosen_shapes
+from fuzz.gate.shapes import PerfShape, make_workload
 from fuzz.gate.timing import build_module
 from tbe import KernelConfig
 from tbe.modes import FloatDtype
@@ -80,19 +81,15 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--out", default=None)
     p.add_argument("--config", default=None)
-    p.add_argument("--shape-set", default="bench", help="presets or a JSON file, as bench_tbe's")
-    p.add_argument("--shapes", default=None, help="comma-separated shape names of the set (default: all)")
+    add_shape_args(p, "bench")
     p.add_argument("--iters", type=int, default=5)
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
         print("profiling needs a CUDA device", file=sys.stderr)
         return 2
     config = KernelConfig.load(args.config) if args.config else KernelConfig()
-    wanted = set(args.shapes.split(",")) if args.shapes else None
     results = []
-    for shape in load_shapes(args.shape_set):
-        if wanted and shape.name not in wanted:
-            continue
+    for shape in chosen_shapes(args):
         r = profile_shape(shape, config=config, iters=args.iters, device=torch.device("cuda"))
         results.append(r)
         for impl in ("triton", "fbgemm"):

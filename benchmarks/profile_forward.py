@@ -19,7 +19,8 @@ import time
 import torch
 
 from benchmarks.timing import kernel_profile, time_ms
-from fuzz.gate.shapes import load_shapes, make_workload
+from benchmarks.shape_args import add_shape_args, chosen_shapes
+from fuzz.gate.shapes import make_workload
 from fuzz.gate.timing import build_module
 from tbe import KernelConfig
 
@@ -89,8 +90,7 @@ def profile_shape(shape, config, device, bounds_check: str, iters: int) -> dict:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--shape-set", default="production")
-    p.add_argument("--shapes", default=None, help="comma-separated shape names (default: all of the set)")
+    add_shape_args(p, "production")
     p.add_argument("--bounds-check", default="warning", choices=("none", "warning"))
     p.add_argument("--config", default=None)
     p.add_argument("--iters", type=int, default=10)
@@ -101,11 +101,8 @@ def main(argv=None) -> int:
         print("profiling needs a CUDA device", file=sys.stderr)
         return 2
     config = KernelConfig.load(args.config) if args.config else KernelConfig()
-    wanted = set(args.shapes.split(",")) if args.shapes else None
     device = torch.device("cuda")
-    for shape in load_shapes(args.shape_set):
-        if wanted and shape.name not in wanted:
-            continue
+    for shape in chosen_shapes(args):
         r = {"tag": args.tag, "device": torch.cuda.get_device_name(),
              **profile_shape(shape, config, device, args.bounds_check, args.iters)}
         print(f"[{args.tag}] {r['shape']} {args.bounds_check}: forward {r['forward_ms']:.3f} ms (events), host "

@@ -19,7 +19,8 @@ import sys
 import torch
 
 from benchmarks.profile_forward import host_ms
-from fuzz.gate.shapes import load_shapes, make_workload
+from benchmarks.shape_args import add_shape_args, chosen_shapes
+from fuzz.gate.shapes import make_workload
 from fuzz.gate.timing import build_module, phase_fns
 from tbe import KernelConfig
 
@@ -47,8 +48,7 @@ def top_functions(fn, calls: int, limit: int) -> dict[str, list[dict]]:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--shape-set", default="production")
-    p.add_argument("--shapes", default=None, help="comma-separated shape names (default: all of the set)")
+    add_shape_args(p, "production")
     p.add_argument("--bounds-check", default="warning", choices=("none", "warning"))
     p.add_argument("--config", default=None)
     p.add_argument("--calls", type=int, default=50)
@@ -60,11 +60,8 @@ def main(argv=None) -> int:
         print("profiling the host's launches needs a CUDA device", file=sys.stderr)
         return 2
     config = KernelConfig.load(args.config) if args.config else KernelConfig()
-    wanted = set(args.shapes.split(",")) if args.shapes else None
     device = torch.device("cuda")
-    for shape in load_shapes(args.shape_set):
-        if wanted and shape.name not in wanted:
-            continue
+    for shape in chosen_shapes(args):
         wl = make_workload(shape, device)
         m = build_module(shape, config, device, args.bounds_check)
         for phase, fn in phase_fns(m, wl).items():

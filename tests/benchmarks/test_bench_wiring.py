@@ -91,3 +91,17 @@ def test_the_host_profile_names_each_function_with_its_calls_and_time_per_call()
     assert rows["outer"]["calls"] == 1 and rows["inner"]["calls"] == 2
     assert rows["outer"]["cum_ms"] >= rows["inner"]["cum_ms"] > 0
     assert [r["own_ms"] for r in top["own"]] == sorted((r["own_ms"] for r in top["own"]), reverse=True)
+
+
+def test_the_shape_options_select_in_the_sets_order_and_name_an_unknown_shape():
+    import argparse
+
+    from benchmarks.shape_args import add_shape_args, chosen_shapes
+
+    p = argparse.ArgumentParser()
+    add_shape_args(p, "production")
+    picked = [s.name for s in chosen_shapes(p.parse_args(["--shapes", "T8-D128-L1,T8-D128-L40"]))]
+    assert picked == ["T8-D128-L40", "T8-D128-L1"]
+    assert len(list(chosen_shapes(p.parse_args([])))) == len(PRESETS["production"])
+    with pytest.raises(SystemExit, match="'T9' is not a shape of 'production'"):
+        list(chosen_shapes(p.parse_args(["--shapes", "T9"])))
