@@ -8,6 +8,8 @@ draws reach; every one a campaign reaches must be among the warm-up's.
 
 from __future__ import annotations
 
+import itertools
+
 import io
 
 import pytest
@@ -75,14 +77,46 @@ def _campaign_keys(config: KernelConfig, examples: int) -> set:
     return found
 
 
-# the fused forward and checks too, nightly: each config dry-runs about 48,000 warm-up cases (about 95 s on two cores)
-@pytest.mark.parametrize("name", ["default", pytest.param("fused_bounds", marks=pytest.mark.nightly)])
+# nightly: each config dry-runs about 46,000 warm-up specializations' cases (about 4 minutes on two cores);
+# test_one_and_many_bucket_layouts_find_their_short_tier_warmed keeps the newest part of it in CI
+@pytest.mark.nightly
+@pytest.mark.parametrize("name", ["default", "fused_bounds"])
 def test_warmup_reaches_every_specialization_a_campaign_draws(name):
     config = NAMED[name]
     warm = _warm_keys(config)
     drawn = _campaign_keys(config, 40)
     missing = sorted(drawn - warm)
     assert drawn and not missing, f"{len(missing)} specializations a campaign reaches are not warmed: {missing[:3]}"
+
+
+def test_one_and_many_bucket_layouts_find_their_short_tier_warmed():
+    """Layouts as a campaign draws them (other rows, batch and lengths than the warm-up's) with one dimension bucket
+    (each bucket, rows aligned to 16-byte vectors and not, the wide row) and with several, under each pooling,
+    optimizer and input form: the short-tier kernels they launch are among those the warm-up of their dtype group
+    builds. A one-bucket module skips the search for its bucket's runs (a constexpr), so both kinds need a build."""
+    import dataclasses
+
+    from fuzz.compile.warmup import group_cases
+    from tbe.modes import Optimizer, Pooling
+
+    config = KernelConfig()
+    with record(dry_run=True) as warm:
+        for c in group_cases(config, "fp16", "fp32", "int32", False):
+            exercise(c.spec, c.config, c.backward)
+    buckets = [b for b in config.dim_buckets if b >= 4]
+    layouts = ([((9, b),) for b in buckets] + [((9, b // 2 + 1),) for b in buckets]
+               + [((9, buckets[-1] + 3),), ((9, buckets[0] // 2 + 1), (7, buckets[-1]))])
+    short = set()
+    for tables, pooling, opt in itertools.product(layouts, Pooling, Optimizer):
+        base = CaseSpec(tables=tables, batch_size=3, pooling=pooling, optimizer=opt, weights_dtype="fp16",
+                        output_dtype="fp32", index_dtype="int32", max_length=3, seed=5)
+        shared = dataclasses.replace(base, feature_table_map=(0,) + tuple(range(len(tables))))
+        for spec in (base, shared, dataclasses.replace(shared, batch_size_per_feature=(3, 1) + (3,) * (
+                len(tables) - 1))):
+            with record(dry_run=True) as keys:
+                exercise(spec, config)
+            short |= {k for k in keys if k[0].startswith("_short")}
+    assert short and not short - warm, f"short-tier builds the warm-up misses: {sorted(short - warm)[:2]}"
 
 
 def test_warmup_misses_are_seen():
