@@ -181,6 +181,7 @@ def main(argv=None) -> int:
 
     device = torch.device("cuda")
     config = KernelConfig.load(args.config) if args.config else KernelConfig()
+    shapes = chosen_shapes(args)
     torchrec, torchrec_note = _torchrec(args.torchrec_source) if "torchrec" in args.impls else (None, "not asked for")
     copy_gbps = copy_bandwidth_GBps(device)
     env = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
@@ -188,7 +189,7 @@ def main(argv=None) -> int:
            "fbgemm": fbgemm_cuda_error() or "fbgemm_gpu CUDA", "torchrec": torchrec_note}
     print(json.dumps(env), flush=True)
     lines = []
-    for shape in chosen_shapes(args):
+    for shape in shapes:
         r = bench_shape(shape, device=device, config=config, copy_gbps=copy_gbps, impls=args.impls.split(","),
                         torchrec=torchrec, bounds_check=args.bounds_check)
         print(json.dumps(r), flush=True)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-from typing import Iterator
 
 from fuzz.gate.shapes import PerfShape, load_shapes
 
@@ -16,9 +15,9 @@ def add_shape_args(p: argparse.ArgumentParser, default_set: str) -> None:
     p.add_argument("--shapes", default=None, help="comma-separated shape names of the set (default: all)")
 
 
-def chosen_shapes(args: argparse.Namespace) -> Iterator[PerfShape]:
+def chosen_shapes(args: argparse.Namespace) -> list[PerfShape]:
     """The set's shapes, in its order, that ``--shapes`` names (all when it names none); an unknown name is an
-    error naming it."""
+    error naming it, raised here, before a benchmark spends time on the device."""
     shapes = load_shapes(args.shape_set)
     wanted = args.shapes.split(",") if args.shapes else None
     if wanted:
@@ -26,4 +25,4 @@ def chosen_shapes(args: argparse.Namespace) -> Iterator[PerfShape]:
         if unknown:
             raise SystemExit(f"--shapes: {unknown[0]!r} is not a shape of {args.shape_set!r} "
                              f"(it has {', '.join(s.name for s in shapes)})")
-    yield from (s for s in shapes if wanted is None or s.name in wanted)
+    return [s for s in shapes if wanted is None or s.name in wanted]
