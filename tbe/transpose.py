@@ -34,11 +34,11 @@ class Transposed:
     n: int                       # number of lookups
     batch_size: int
     offsets: torch.Tensor        # [bags + 1] the (checked) offsets as int64, for L(t, b) under MEAN
-    linear_dtype: torch.dtype    # int32 or int64
+    linear_dtype: torch.dtype    # int32 or int64: run_linear's (``linear_dtype_for``)
     bag_of: torch.Tensor         # [n] bag (t*B + b; VBE: see tbe.vbe) of each lookup, original order (int32 when
                                  # the bag count fits)
     key: torch.Tensor            # [n] sort key of each lookup, original order (the linear index when the
-                                 # layout's buckets are in table order)
+                                 # layout's buckets are in table order), in ``key_dtype_for``
     perm: torch.Tensor           # [n] int64: original position of each sorted lookup
     sorted_key: torch.Tensor     # [n]
     sorted_bag: torch.Tensor     # [n] bag of each sorted lookup (feature = bag // B), bag_of's dtype
@@ -73,6 +73,19 @@ def linear_dtype_for(layout: TableLayout, config: KernelConfig) -> torch.dtype:
     return torch.int32 if layout.fits_int32 else torch.int64
 
 
+def key_dtype_for(layout: TableLayout, config: KernelConfig) -> torch.dtype:
+    """The sort keys' dtype: under ``index_dtype='auto'`` the narrowest that holds every key (the radix sort
+    makes one pass per key byte: one for up to 256 rows in all, two for up to 32,768), else the linear dtype."""
+    ldtype = linear_dtype_for(layout, config)
+    if config.index_dtype != "auto" or config.has_fault("int32_linearize_past_limit"):
+        return ldtype
+    if layout.total_rows <= 2**8:
+        return torch.uint8
+    if layout.total_rows <= 2**15:
+        return torch.int16
+    return ldtype
+
+
 def transpose(
     layout: TableLayout,
     layout_tensors: dict[str, torch.Tensor],
@@ -88,7 +101,8 @@ def transpose(
     n = indices.numel()
     ldtype = linear_dtype_for(layout, config)
     # an int32 key past 2^31 - 1 (only under the int32 fault) wraps exactly as a 32-bit key would
-    bag_of, key = linearize(layout_tensors["sort_base"], indices, offsets, batch_size, ldtype, vbe)
+    bag_of, key = linearize(layout_tensors["sort_base"], indices, offsets, batch_size, key_dtype_for(layout, config),
+                            vbe)
 
     sorted_key, perm = torch.sort(key, stable=True)
     sorted_psw = None
@@ -103,7 +117,7 @@ def transpose(
             psw_perm = perm
         sorted_psw = per_sample_weights[psw_perm]
     sorted_bag, run_linear, run_table, run_wrow, run_bucket, run_start, num_runs = run_length_encode(
-        sorted_key, perm, bag_of, batch_size, layout_tensors, vbe, config.faults)
+        sorted_key, perm, bag_of, batch_size, ldtype, layout_tensors, vbe, config.faults)
     # int64 whatever the index dtype: the backward kernels read offsets only under MEAN, and one
     # offsets dtype halves their specializations (a copy of T*B + 1 values when they are int32)
     return Transposed(
@@ -120,8 +134,8 @@ LINEARIZE_BLOCK = 1024
 
 
 def linearize(key_base: torch.Tensor, indices: torch.Tensor, offsets: torch.Tensor, batch_size: int,
-              ldtype: torch.dtype, vbe: Optional[VbeTensors] = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """(bag of every lookup, its key ``key_base[t] + id`` in ``ldtype``), one kernel.
+              key_dtype: torch.dtype, vbe: Optional[VbeTensors] = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(bag of every lookup, its key ``key_base[t] + id`` in ``key_dtype``), one kernel.
 
     The bag of position p is the number of bag ends <= p: a binary search over the offsets, first for
     a block's first and last positions, then for each position between the two bags those found. Bags
@@ -133,7 +147,7 @@ def linearize(key_base: torch.Tensor, indices: torch.Tensor, offsets: torch.Tens
     num_bags = offsets.numel() - 1
     bag_dtype = torch.int32 if num_bags <= 2**31 - 1 else torch.int64
     bag_of = torch.empty(n, dtype=bag_dtype, device=device)
-    key = torch.empty(n, dtype=ldtype, device=device)
+    key = torch.empty(n, dtype=key_dtype, device=device)
     if n == 0:
         return bag_of, key
     _linearize_kernel[(triton.cdiv(n, LINEARIZE_BLOCK),)](
@@ -188,7 +202,7 @@ RUN_BLOCK = 1024
 
 
 def run_length_encode(sorted_key: torch.Tensor, perm: torch.Tensor, bag_of: torch.Tensor, batch_size: int,
-                      layout_tensors: dict[str, torch.Tensor], vbe: Optional[VbeTensors] = None,
+                      linear_dtype: torch.dtype, layout_tensors: dict[str, torch.Tensor], vbe: Optional[VbeTensors] = None,
                       planted: tuple[str, ...] = ()):
     """(sorted_bag, run_linear, run_table, run_wrow, run_bucket, run_start, num_runs) of the sorted keys: a
     run starts where the key changes. Each block of ``RUN_BLOCK`` sorted positions counts its run starts; an
@@ -198,7 +212,7 @@ def run_length_encode(sorted_key: torch.Tensor, perm: torch.Tensor, bag_of: torc
     n = sorted_key.numel()
     device = sorted_key.device
     sorted_bag = torch.empty_like(bag_of)
-    run_linear = torch.empty(n, dtype=sorted_key.dtype, device=device)
+    run_linear = torch.empty(n, dtype=linear_dtype, device=device)
     run_table = torch.empty(n, dtype=torch.int32, device=device)
     run_wrow = torch.empty(n, dtype=torch.int64, device=device)
     run_bucket = torch.empty(n, dtype=torch.int32, device=device)

@@ -14,7 +14,7 @@ from tbe import KernelConfig
 from tbe.backend import default_device
 from tbe.buckets import block_for_dim, device_layout
 from tbe.layout import TableLayout, TableSpec
-from tbe.transpose import linear_dtype_for, transpose
+from tbe.transpose import key_dtype_for, linear_dtype_for, transpose
 from tests.backward_helpers import make_batch
 
 DEV = default_device()
@@ -105,6 +105,34 @@ def test_linear_dtype_choice():
     assert linear_dtype_for(big, KernelConfig()) == torch.int64
     with pytest.raises(ValueError, match="index_dtype='int32'"):
         linear_dtype_for(big, KernelConfig(index_dtype="int32"))
+
+
+def test_key_dtype_is_the_narrowest_holding_every_key():
+    def layout(*rows):
+        return TableLayout(tuple(TableSpec(r, 4) for r in rows))
+
+    assert key_dtype_for(layout(200, 56), KernelConfig()) == torch.uint8      # keys 0..255
+    assert key_dtype_for(layout(200, 57), KernelConfig()) == torch.int16      # key 256
+    assert key_dtype_for(layout(2**15), KernelConfig()) == torch.int16        # keys up to 32767
+    assert key_dtype_for(layout(2**15 + 1), KernelConfig()) == torch.int32
+    # a forced index dtype is the keys' dtype too (the knob that exercises the int32 and int64 paths)
+    assert key_dtype_for(layout(10), KernelConfig(index_dtype="int64")) == torch.int64
+    assert key_dtype_for(layout(10), KernelConfig(index_dtype="int32")) == torch.int32
+
+
+@pytest.mark.parametrize("rows", [(255, 1), (256, 1), (200, 57), (2**15 - 1, 1), (2**15 - 3, 4)])
+def test_keys_at_the_top_of_a_narrow_dtype(rows):
+    """Ids at the last rows, where a key one past the dtype would wrap or turn negative: runs, rows and the
+    sort order match the host encoding; the mixed D puts the two tables in two buckets (keys by bucket)."""
+    specs = [(rows[0], 8), (rows[1], 40)]
+    layout = TableLayout(tuple(TableSpec(e, d) for e, d in specs))
+    B, lengths = 3, [3, 0, 2, 1, 2, 2]
+    top = [rows[0] - 1, rows[0] - 2, 0, rows[0] - 1, rows[0] - 1, rows[1] - 1, 0, rows[1] - 1, rows[1] - 1, 0]
+    idx = torch.tensor(top, dtype=torch.int64)
+    off = torch.cumsum(torch.tensor([0] + lengths), 0)
+    tr = transpose_on_dev(layout, idx, off, None, B, KernelConfig())
+    assert tr.key.dtype == key_dtype_for(layout, KernelConfig()) and tr.run_linear.dtype == torch.int32
+    _check_against_host(layout, idx, None, tr, B, lengths)
 
 
 def _past_limit(config):
