@@ -1,4 +1,4 @@
-"""The two baselines every benchmark prints beside the Triton TBE: FBGEMM's CUDA TBE and PyTorch's ops.
+"""The baselines the benchmarks print beside the Triton TBE: FBGEMM's CUDA TBE, TorchRec's Triton TBE, PyTorch.
 
 FBGEMM's CUDA TBE (``fbgemm_gpu`` with its CUDA build, e.g. fbgemm-gpu 1.6.0 for torch 2.11) is
 the speed anchor; where it does not import, ``fbgemm_cuda`` returns None and the column is empty.
@@ -23,6 +23,20 @@ def fbgemm_cuda_error() -> Optional[str]:
     from fuzz.sut.fbgemm_cuda import unavailable_reason  # a one-step training run on the device decides
 
     return unavailable_reason()
+
+
+def torchrec_target(source: Optional[str]) -> tuple[Optional[str], str]:
+    """(SUT address of TorchRec's Triton TBE at ``source``, default the newest snapshot, or None; what was loaded,
+    or why not)."""
+    from fuzz.sut.protocol import address, get
+    from fuzz.sut.torchrec_triton.loader import snapshots
+
+    found = snapshots()
+    if source is None and not found:
+        return None, "no TorchRec source (--torchrec-source, TBE_FUZZ_TORCHREC_SNAPSHOTS)"
+    target = address("torchrec-triton", source or str(found[-1]))
+    why = get(target).available()
+    return (None, f"not run: {why}") if why else (target, get(target).description)
 
 
 def fbgemm_cuda(specs: Sequence[tuple[int, int]], weights_dtype: torch.dtype, optimizer: str = "exact_rowwise_adagrad",

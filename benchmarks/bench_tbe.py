@@ -22,7 +22,7 @@ import sys
 
 import torch
 
-from benchmarks.baselines import fbgemm_cuda, fbgemm_cuda_error, torch_forward, torch_iteration
+from benchmarks.baselines import fbgemm_cuda, fbgemm_cuda_error, torch_forward, torch_iteration, torchrec_target
 from benchmarks.timing import copy_bandwidth_GBps, kernel_profile, time_ms
 from benchmarks.shape_args import add_shape_args, chosen_shapes
 from fuzz.gate.shapes import PRESETS, PerfShape, make_workload
@@ -134,19 +134,6 @@ def bench_shape(shape: PerfShape, device, config, copy_gbps, impls=("triton", "f
     return res
 
 
-def _torchrec(source: str | None) -> tuple[str | None, str]:
-    """(SUT address of TorchRec's TBE to time, or None; what was loaded, or why not)."""
-    from fuzz.sut.protocol import address, get
-    from fuzz.sut.torchrec_triton.loader import snapshots
-
-    found = snapshots()
-    if source is None and not found:
-        return None, "no TorchRec source (--torchrec-source, TBE_FUZZ_TORCHREC_SNAPSHOTS)"
-    target = address("torchrec-triton", source or str(found[-1]))
-    why = get(target).available()
-    return (None, f"not run: {why}") if why else (target, get(target).description)
-
-
 def table_line(r: dict) -> str:
     """Two lines of ``r``: CUDA-event ms, then the kernels' device ms, per phase and implementation."""
     def ms(k):
@@ -182,7 +169,7 @@ def main(argv=None) -> int:
     device = torch.device("cuda")
     config = KernelConfig.load(args.config) if args.config else KernelConfig()
     shapes = chosen_shapes(args)
-    torchrec, torchrec_note = _torchrec(args.torchrec_source) if "torchrec" in args.impls else (None, "not asked for")
+    torchrec, torchrec_note = torchrec_target(args.torchrec_source) if "torchrec" in args.impls else (None, "not asked for")
     copy_gbps = copy_bandwidth_GBps(device)
     env = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
            "python": platform.python_version(), "copy_GBps": copy_gbps, "config": config.to_dict(),

@@ -1,9 +1,11 @@
-"""Per-kernel time of one training iteration, ours and FBGEMM's CUDA TBE, from torch.profiler.
+"""Per-kernel time of one training iteration, ours, TorchRec's Triton TBE and FBGEMM's CUDA TBE, from torch.profiler.
 
 ``python -m benchmarks.profile_backward --out benchmarks/results/breakdown_h200.json`` runs a few
 iterations of each shape of ``--shape-set`` (default: the six bench shapes) under the profiler and sums device time per kernel, grouped
 into stages (forward, sort, run-length encoding, classification, each backward tier, the optimizer)
-so the gap to FBGEMM can be read kernel by kernel.
+so the gap to the others can be read kernel by kernel. TorchRec's (``--torchrec-source``, default the newest
+snapshot) runs through its SUT adapter; its kernels' names say which stage they belong to less often, so read its
+``top_kernels_ms`` beside the stages.
 """
 
 from __future__ import annotations
@@ -13,14 +15,15 @@ import collections
 import json
 import re
 import sys
+from typing import Optional
 
 import torch
 
-from benchmarks.baselines import fbgemm_cuda
+from benchmarks.baselines import fbgemm_cuda, torchrec_target
 from benchmarks.timing import kernel_profile
 from benchmarks.shape_args import add_shape_args, chosen_shapes
 from fuzz.gate.shapes import PerfShape, make_workload
-from fuzz.gate.timing import build_module
+from fuzz.gate.timing import build_module, instance_fns, sut_instance
 from tbe import KernelConfig
 from tbe.modes import FloatDtype
 
@@ -59,7 +62,7 @@ def summarise(times: dict[str, float]) -> dict:
             "top_kernels_ms": [[k[:120], v] for k, v in top]}
 
 
-def profile_shape(shape: PerfShape, config, iters, device):
+def profile_shape(shape: PerfShape, config, iters, device, torchrec: Optional[str] = None):
     wl = make_workload(shape, device)
     ids, offsets, psw, grad = wl.indices, wl.offsets, wl.per_sample_weights, wl.grad
     res = {"shape": shape.name}
@@ -72,6 +75,10 @@ def profile_shape(shape: PerfShape, config, iters, device):
         fpsw = None if psw is None else psw.float()
         res["fbgemm"] = summarise(kernel_times(lambda: fb(ids, offsets, fpsw).backward(grad), iters))
         del fb
+    if torchrec is not None:
+        tr = sut_instance(torchrec, shape, KernelConfig(), device, "none")
+        res["torchrec"] = summarise(kernel_times(instance_fns(tr, wl)["iteration"], iters))
+        del tr
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
     return res
@@ -83,22 +90,28 @@ def main(argv=None) -> int:
     p.add_argument("--config", default=None)
     add_shape_args(p, "bench")
     p.add_argument("--iters", type=int, default=5)
+    p.add_argument("--torchrec-source", default=None, metavar="DIR",
+                   help="TorchRec's triton_tbe (default: the newest snapshot; 'none' leaves it out)")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
         print("profiling needs a CUDA device", file=sys.stderr)
         return 2
     config = KernelConfig.load(args.config) if args.config else KernelConfig()
+    torchrec, torchrec_note = (None, "left out") if args.torchrec_source == "none" else \
+        torchrec_target(args.torchrec_source)
+    print(f"TorchRec: {torchrec_note}", flush=True)
     results = []
     for shape in chosen_shapes(args):
-        r = profile_shape(shape, config=config, iters=args.iters, device=torch.device("cuda"))
+        r = profile_shape(shape, config=config, iters=args.iters, device=torch.device("cuda"), torchrec=torchrec)
         results.append(r)
-        for impl in ("triton", "fbgemm"):
+        for impl in ("triton", "torchrec", "fbgemm"):
             if impl in r:
                 st = ", ".join(f"{k} {v:.2f}" for k, v in r[impl]["stages_ms"].items())
                 print(f"{r['shape']:<20} {impl:<7} {r[impl]['total_ms']:.2f} ms: {st}", flush=True)
     if args.out:
         with open(args.out, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(), "config": config.to_dict(), "results": results}, f,
+            json.dump({"device": torch.cuda.get_device_name(), "config": config.to_dict(), "torchrec": torchrec_note,
+                       "results": results}, f,
                       indent=1)
     return 0
 

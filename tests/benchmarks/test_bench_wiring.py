@@ -105,3 +105,14 @@ def test_the_shape_options_select_in_the_sets_order_and_name_an_unknown_shape():
     assert len(list(chosen_shapes(p.parse_args([])))) == len(PRESETS["production"])
     with pytest.raises(SystemExit, match="'T9' is not a shape of 'production'"):
         list(chosen_shapes(p.parse_args(["--shapes", "T9"])))
+
+
+def test_profile_shape_runs_torchrecs_iteration_beside_ours(untimed):
+    """TorchRec's Triton TBE (the newest snapshot) is profiled through its SUT adapter on the same workload."""
+    from benchmarks.baselines import torchrec_target
+
+    target, note = torchrec_target(None)
+    if target is None:
+        pytest.skip(f"TorchRec's Triton TBE cannot run here: {note}")
+    r = profile_backward.profile_shape(TINY[0], KernelConfig(), iters=1, device=default_device(), torchrec=target)
+    assert r["torchrec"]["stages_ms"] == {"forward": 1.0} and r["triton"]["total_ms"] == 1.0
