@@ -17,6 +17,7 @@ from tbe.backward_long import backward_long
 from tbe.backward_short import backward_short
 from tbe.buckets import block_for_dim, bucket_tables
 from tbe.classify import classify
+from tbe.grid import cdiv
 from tbe.rounding import rounding_of, to_storage
 from tbe.routing import fused_long
 from tbe.transpose import Transposed, transpose
@@ -97,7 +98,7 @@ def per_sample_weight_grad(module, indices, tr: Transposed, grad: torch.Tensor, 
     lt = module.layout_tensors
     max_dim = module.layout.max_dim
     block_d = block_for_dim(max_dim, module.config)  # a configured bucket: one variant per bucket, not per D
-    _psw_grad_kernel[(triton.cdiv(tr.n, PSW_BLOCK_N),)](
+    _psw_grad_kernel[(cdiv(tr.n, PSW_BLOCK_N),)](
         module.weights, grad, grad.stride(0), indices, tr.bag_of, tr.offsets,
         lt["weights_offsets"], lt["dims"], lt["col_offsets"], out, tr.n, tr.batch_size, max_dim,
         MEAN=module.pooling.value == "mean", BLOCK_N=PSW_BLOCK_N, BLOCK_D=block_d, **bag_args(tr.vbe, tr.offsets),

@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-from tbe.classify import persistent_grid
+from tbe.grid import cdiv, persistent_grid
 from tbe.faults import FAULT_ACC_W, FAULT_LANE_MASK, FAULT_MOMENTUM_BF16, FAULT_SHORT_ONE_PASS, kernel_faults
 from tbe.layout import row_vector
 from tbe.loops import Loop, LoopKind, register_loops
@@ -58,7 +58,7 @@ def backward_short(
     )
     runs = cfg.bwd_short_runs_per_program
     if side_by_side(cfg) and not wide:
-        grid = persistent_grid(cfg.short_grid_multiplier, triton.cdiv(tr.n, runs), grad.device)
+        grid = persistent_grid(cfg.short_grid_multiplier, cdiv(tr.n, runs), grad.device)
         vec = row_vector(module.layout.dims, module.weights.element_size(), *row_strides(grad, tr.vbe))
         _short_rows_kernel[(grid,)](*args, RUNS=runs, VEC=vec, **flags,
                                     FAULTS=kernel_faults(cfg.faults, FAULT_ACC_W, FAULT_LANE_MASK, FAULT_MOMENTUM_BF16,

@@ -33,6 +33,7 @@ import triton.language as tl
 
 from tbe.config import KernelConfig
 from tbe.faults import FAULT_ID_OFF_BY_ONE, kernel_faults
+from tbe.grid import cdiv
 from tbe.modes import BoundsCheckMode
 from tbe.vbe import VbeTensors
 
@@ -123,7 +124,7 @@ def repair_offsets(
     square of the blocks); past that a third launch, between the two, scans them."""
     fixed = torch.empty_like(offsets)
     n, block = offsets.numel(), config.bounds_check_block
-    blocks = triton.cdiv(n, block)
+    blocks = cdiv(n, block)
     fold = blocks <= FOLD_BLOCKS * block
     block_max = torch.empty(blocks, dtype=torch.int64, device=offsets.device)
     carry = block_max if fold else torch.empty(blocks + 1, dtype=torch.int64, device=offsets.device)
@@ -154,7 +155,7 @@ def check_ids(
         return out
     features = rows_per_table.numel()
     block = config.bounds_check_block
-    _check_ids_kernel[(triton.cdiv(n, block),)](
+    _check_ids_kernel[(cdiv(n, block),)](
         indices, fixed_offsets, rows_per_table, out, state.warning, state.record, batch_size, n,
         features, (features - 1).bit_length(), fixed_offsets if vbe is None else vbe.bag_base,
         WRITE=state.write, COUNT=state.count, RECORD=state.fatal,

@@ -65,10 +65,11 @@ def bucket_tensors(
 ) -> list[tuple[int, torch.Tensor]]:
     """(BLOCK_D, table-id tensor on ``device``) per bucket, smallest block first.
 
-    Built once per (dims, config, device, tables): a host-to-device copy on every forward
-    would cost a transfer and a synchronization on the hot path.
+    Built once per (dims, buckets, device, tables): a host-to-device copy on every forward
+    would cost a transfer and a synchronization on the hot path. The key holds the one config field the
+    bucketing reads, not the config (hashing every field costs the host more than the rest of a launch).
     """
-    key = (tuple(dims), config, device, None if tables is None else tuple(tables))
+    key = (tuple(dims), config.dim_buckets, device, None if tables is None else tuple(tables))
     if key not in _TENSORS:
         _TENSORS[key] = [
             (block, torch.tensor(ids, dtype=torch.int64, device=device))

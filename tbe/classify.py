@@ -12,7 +12,6 @@ later kernels read the counts through device pointers with persistent grids.
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 import torch
 import triton
@@ -21,22 +20,8 @@ import triton.language as tl
 from tbe import backend
 from tbe.config import KernelConfig
 from tbe.faults import FAULT_THRESHOLD_OFF_BY_ONE, kernel_faults
+from tbe.grid import cdiv, persistent_grid
 from tbe.transpose import Transposed
-
-@functools.lru_cache(maxsize=None)
-def num_sms(device: torch.device) -> int:
-    """Streaming multiprocessors persistent grids are sized from (2 under the interpreter,
-    where programs run one after another anyway); asked once per device, since asking costs host time on every
-    launch."""
-    if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count
-    return 2
-
-
-def persistent_grid(multiplier: int, upper: int, device: torch.device) -> int:
-    """multiplier x SMs programs, never more than the host-known upper bound of work items."""
-    return max(1, min(multiplier * num_sms(device), upper))
-
 
 @dataclasses.dataclass
 class Classified:
@@ -73,7 +58,7 @@ def classify(tr: Transposed, bucket: int, config: KernelConfig) -> Classified:
         chunk_upper=upper,
     )
     block = config.classify_block
-    _classify_kernel[(triton.cdiv(n, block),)](
+    _classify_kernel[(cdiv(n, block),)](
         tr.run_start, tr.run_bucket, tr.num_runs, bucket,
         c.counts, c.long_runs, c.chunk_base, c.num_chunks, c.countdown,
         config.long_run_threshold, config.chunk_size,

@@ -38,6 +38,8 @@ def register(name: str, description: str, hangs: bool = False) -> tl.constexpr:
 
 def kernel_faults(faults: Iterable[str], *bits) -> int:
     """A launch's ``FAULTS``: the bits among ``bits`` (ints or constexprs) whose fault is in ``faults``."""
+    if not faults:
+        return 0
     readable = 0
     for b in bits:
         readable |= int(getattr(b, "value", b))

@@ -18,6 +18,7 @@ from tbe.bounds_check import ForwardCheck, check_id_tile, kernel_args
 from tbe.buckets import bucket_tensors
 from tbe.config import KernelConfig
 from tbe.faults import FAULT_DROP_WIDE, FAULT_FWD_SKIP_LAST, FAULT_MEAN_RAW_LEN, FAULT_VBE_LAST_OFFSET, kernel_faults
+from tbe.grid import cdiv
 from tbe.layout import row_vector
 from tbe.loops import Loop, LoopKind, register_loops
 from tbe.modes import Pooling
@@ -63,7 +64,7 @@ def forward_generic(
         vec = row_vector(dims, weights.element_size(), out.stride(0)) if out.stride(1) == 1 else 1
     for block_d, tables in bucket_tensors(dims, config, weights.device, table_subset):
         gather, bags, warps = config.forward_tile(block_d, weighted)
-        grid = (triton.cdiv(batch_size, bags), tables.numel())
+        grid = (cdiv(batch_size, bags), tables.numel())
         _forward_kernel[grid](
             weights, layout_tensors["weights_offsets"], layout_tensors["dims"], layout_tensors["col_offsets"],
             tables, indices, offsets, psw, out, batch_size, out.stride(0) if vbe is None else 0,

@@ -25,6 +25,7 @@ from tbe.bounds_check import ForwardCheck, check_id_tile, kernel_args
 from tbe.buckets import next_pow2
 from tbe.config import KernelConfig
 from tbe.faults import FAULT_MEAN_RAW_LEN, kernel_faults
+from tbe.grid import cdiv
 from tbe.modes import Pooling
 
 DOT_MIN = 16  # tl.dot needs M, N, K >= 16 (compiled and interpreted)
@@ -90,7 +91,7 @@ def forward_small_table(
     E, D = rows[0], dims[0]
     out = torch.empty((batch_size, D), dtype=torch.float32, device=weights.device)
     bags = config.small_table_bags_per_program
-    grid = (triton.cdiv(batch_size, bags),)
+    grid = (cdiv(batch_size, bags),)
     _small_table_kernel[grid](
         weights, indices, offsets, out, batch_size, E, D, out.stride(0),
         MEAN=pooling == Pooling.MEAN,

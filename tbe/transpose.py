@@ -21,6 +21,7 @@ import triton.language as tl
 
 from tbe.config import KernelConfig
 from tbe.faults import FAULT_RUNS_PER_FEATURE, kernel_faults
+from tbe.grid import cdiv
 from tbe.layout import TableLayout
 from tbe.vbe import VbeTensors, feature_of
 
@@ -150,7 +151,7 @@ def linearize(key_base: torch.Tensor, indices: torch.Tensor, offsets: torch.Tens
     key = torch.empty(n, dtype=key_dtype, device=device)
     if n == 0:
         return bag_of, key
-    _linearize_kernel[(triton.cdiv(n, LINEARIZE_BLOCK),)](
+    _linearize_kernel[(cdiv(n, LINEARIZE_BLOCK),)](
         indices, offsets, key_base, bag_of, key, n, num_bags, max(batch_size, 1),
         max(1, num_bags).bit_length(), offsets if vbe is None else vbe.bag_feature, BLOCK=LINEARIZE_BLOCK,
         VBE=vbe is not None,
@@ -222,7 +223,7 @@ def run_length_encode(sorted_key: torch.Tensor, perm: torch.Tensor, bag_of: torc
         run_start.zero_()
         num_runs.zero_()
         return sorted_bag, run_linear, run_table, run_wrow, run_bucket, run_start, num_runs
-    blocks = triton.cdiv(n, RUN_BLOCK)
+    blocks = cdiv(n, RUN_BLOCK)
     block_runs = torch.empty(blocks, dtype=torch.int64, device=device)
     fault_bits = kernel_faults(planted, FAULT_RUNS_PER_FEATURE)
     B = max(batch_size, 1)

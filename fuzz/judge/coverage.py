@@ -32,7 +32,7 @@ from strategies.tiers import past_counter_fits, tier_report
 from tbe import KernelConfig
 from tbe.buckets import block_for_dim
 from tbe.backend import default_device
-from tbe.classify import num_sms
+from tbe.grid import num_sms
 from tbe.loops import CLASSES, LoopClass
 from tbe.kernel_loops import all_loops
 from tbe.forward_dispatch import choose_path

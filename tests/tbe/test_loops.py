@@ -15,7 +15,7 @@ from fuzz.judge import run_case
 from fuzz.judge.coverage import EDGES, LOOP_CLASS, Edge, EdgeGroup, loop_value, reachable
 from tbe import KernelConfig
 from tbe.backend import default_device
-from tbe.classify import num_sms
+from tbe.grid import num_sms
 from tbe.loops import CLASSES, Loop, LoopClass, LoopKind
 from tbe.kernel_loops import all_loops
 from tbe.routing import Path
