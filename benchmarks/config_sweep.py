@@ -27,13 +27,18 @@ from fuzz.gate.timing import build_module
 from tbe import KernelConfig
 
 
-def weights_digest(weights: torch.Tensor) -> list[int]:
-    """Two integer sums over the weights' bit patterns: equal for bit-equal weights, on the device."""
+def weights_digest(weights: torch.Tensor, chunk: int = 1 << 26) -> list[int]:
+    """Two integer sums over the weights' bit patterns: equal for bit-equal weights, on the device, a chunk at a
+    time (an int64 copy of a 20M x 128 table would not fit beside it)."""
     flat = weights.detach().reshape(-1)
     with torch.no_grad():
         x = (flat.view(torch.int32) if flat.numel() * flat.element_size() % 4 == 0 else flat.view(torch.int16))
-        x = x.to(torch.int64)
-        return [int(x.sum()), int((x % 1000003 * (x % 7919)).sum())]
+        a = b = 0
+        for lo in range(0, x.numel(), chunk):
+            part = x[lo: lo + chunk].to(torch.int64)
+            a += int(part.sum())
+            b += int((part % 1000003 * (part % 7919)).sum())
+        return [a, b]
 
 
 def sweep_shape(shape: PerfShape, overrides: list[dict], label: str, device: torch.device):

@@ -31,6 +31,9 @@ class KernelConfig:
     # unweighted and weighted launches of that bucket (the best tile differs with the row width);
     # the defaults are the fastest by device time of sweeps on the H200 (benchmarks/results/sweep_*_h200.jsonl)
     fwd_bucket_tiles: tuple[tuple[int, int, int, int], ...] = ((64, 16, 4, 1), (128, 8, 4, 1), (256, 2, 4, 1))
+    # a generic forward whose mean bag length (lookups over bags, known on the host) reaches this pools one bag a
+    # program, at the tile's specialization: long bags keep a program busy alone, short ones share it; 0: never
+    fwd_one_bag_pooling: int = 32
     # forward, small-table histogram + tl.dot path
     small_table_path: bool = True
     small_table_max_rows: int = 64
@@ -92,7 +95,7 @@ class KernelConfig:
             if f.type in ("int", int):
                 if isinstance(value, bool) or not isinstance(value, int):
                     raise TypeError(f"KernelConfig.{f.name} must be an int, got {value!r}")
-                minimum = 0 if f.name == "fused_long_min_lookups" else 1
+                minimum = 0 if f.name in ("fused_long_min_lookups", "fwd_one_bag_pooling") else 1
                 if value < minimum:
                     raise ValueError(f"KernelConfig.{f.name} must be >= {minimum}, got {value}")
             elif f.type in ("bool", bool):
@@ -144,6 +147,13 @@ class KernelConfig:
                 return gather, bags, warps
         gather = self.fwd_gather_weighted if weighted else self.fwd_gather_unweighted
         return gather, self.fwd_bags_per_program, self.fwd_num_warps
+
+    def forward_bags(self, tile_bags: int, num_indices: int, num_bags: int) -> int:
+        """Bags one generic forward program pools: one where the mean bag length reaches ``fwd_one_bag_pooling``,
+        else the tile's (its ``BAGS``, the most a program of that specialization pools)."""
+        if self.fwd_one_bag_pooling and num_indices >= self.fwd_one_bag_pooling * max(num_bags, 1):
+            return 1
+        return tile_bags
 
     def replace(self, **changes: Any) -> "KernelConfig":
         return dataclasses.replace(self, **changes)

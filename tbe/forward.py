@@ -1,9 +1,10 @@
 """Forward, generic path: pooled gather of table rows into the [B, sum D] output.
 
-A program walks ``fwd_bags_per_program`` bags of one table; inside a bag it loads
-``GATHER`` rows at once as one [GATHER, BLOCK_D] tile, so that many independent row
-loads are in flight, and accumulates in fp32. Launches are bucketed by next_pow2(D);
-``KernelConfig.forward_tile`` gives each bucket its gather width, bags and warps.
+A program walks up to ``BAGS`` bags of one table; inside a bag it loads ``GATHER`` rows at once as one
+[GATHER, BLOCK_D] tile, so that many independent row loads are in flight, and accumulates in fp32. Launches
+are bucketed by next_pow2(D); ``KernelConfig.forward_tile`` gives each bucket its gather width, bags and warps,
+and ``KernelConfig.forward_bags`` lets a batch of long bags give each program one bag at run time (one
+specialization either way).
 """
 
 from __future__ import annotations
@@ -63,13 +64,14 @@ def forward_generic(
     else:
         vec = row_vector(dims, weights.element_size(), out.stride(0)) if out.stride(1) == 1 else 1
     for block_d, tables in bucket_tensors(dims, config, weights.device, table_subset):
-        gather, bags, warps = config.forward_tile(block_d, weighted)
+        gather, tile_bags, warps = config.forward_tile(block_d, weighted)
+        bags = config.forward_bags(tile_bags, indices.numel(), offsets.numel() - 1)
         grid = (cdiv(batch_size, bags), tables.numel())
         _forward_kernel[grid](
             weights, layout_tensors["weights_offsets"], layout_tensors["dims"], layout_tensors["col_offsets"],
             tables, indices, offsets, psw, out, batch_size, out.stride(0) if vbe is None else 0,
-            offsets if vbe is None else vbe.bag_base, offsets if vbe is None else vbe.out_base, len(dims),
-            MEAN=int(pooling == Pooling.MEAN), WEIGHTED=weighted, BAGS=bags, GATHER=gather, BLOCK_D=block_d, VEC=vec,
+            offsets if vbe is None else vbe.bag_base, offsets if vbe is None else vbe.out_base, len(dims), bags,
+            MEAN=int(pooling == Pooling.MEAN), WEIGHTED=weighted, BAGS=tile_bags, GATHER=gather, BLOCK_D=block_d, VEC=vec,
             VBE=vbe is not None,
             **kernel_args(check, indices, offsets,
                           kernel_faults(config.faults, FAULT_FWD_SKIP_LAST, FAULT_MEAN_RAW_LEN, FAULT_DROP_WIDE,
@@ -80,17 +82,18 @@ def forward_generic(
 
 
 # ----------------------------------------------------------------------------- kernel
-@triton.jit(do_not_specialize=["B", "out_stride", "num_features", "num_indices", "MEAN"])
+@triton.jit(do_not_specialize=["B", "out_stride", "num_features", "bags_per_program", "num_indices", "MEAN"])
 def _forward_kernel(
     weights_ptr, weights_offsets_ptr, dims_ptr, col_offsets_ptr, table_ids_ptr,
-    indices_ptr, offsets_ptr, psw_ptr, out_ptr, B, out_stride, bag_base_ptr, out_base_ptr, num_features, MEAN,
+    indices_ptr, offsets_ptr, psw_ptr, out_ptr, B, out_stride, bag_base_ptr, out_base_ptr, num_features,
+    bags_per_program, MEAN,
     WEIGHTED: tl.constexpr, BAGS: tl.constexpr, GATHER: tl.constexpr,
     BLOCK_D: tl.constexpr, VEC: tl.constexpr, VBE: tl.constexpr,
     rows_ptr, ids_out_ptr, warn_ptr, record_ptr, raw_offsets_ptr, num_indices,
     CHECK: tl.constexpr, CHECK_WRITE: tl.constexpr, CHECK_COUNT: tl.constexpr, CHECK_RECORD: tl.constexpr,
     FAULTS: tl.constexpr,
 ):
-    """``BAGS`` bags of one table. Every D and row offset is a multiple of VEC (``tbe.layout.row_vector``);
+    """``bags_per_program`` (at most ``BAGS``) bags of one table. Every D and row offset is a multiple of VEC (``tbe.layout.row_vector``);
     rounding them down to one changes nothing and lets the compiler read and write VEC-wide vectors. With
     ``VBE`` feature t has its own count of bags from ``bag_base[t]`` and its rows, D apart, from ``out_base[t]``
     (``B`` is then the largest count; ``num_features``, F, is read by a planted fault alone)."""
@@ -111,8 +114,8 @@ def _forward_kernel(
     g = tl.arange(0, GATHER)
     cols = tl.arange(0, BLOCK_D)
     for j in tl.static_range(BAGS):
-        b = tl.program_id(0).to(tl.int64) * BAGS + j
-        if b < num_bags:
+        b = tl.program_id(0).to(tl.int64) * bags_per_program + j
+        if (j < bags_per_program) & (b < num_bags):
             start = tl.load(offsets_ptr + first + b).to(tl.int64)
             end = tl.load(offsets_ptr + first + b + 1).to(tl.int64)
             stop = end
@@ -175,7 +178,7 @@ def _bag_lengths(a) -> torch.Tensor:
 
 register_loops(
     Loop("_forward_kernel", Path.FWD_GENERIC, "bags of a program", LoopKind.TILE,
-         lambda a, grid: [(n, a["BAGS"]) for _, n in _bags(a)]),
+         lambda a, grid: [(n, a["bags_per_program"]) for _, n in _bags(a)]),
     Loop("_forward_kernel", Path.FWD_GENERIC, "a bag's ids", LoopKind.TILE,
          lambda a, grid: [(_bag_lengths(a), a["GATHER"])]),
 )

@@ -25,6 +25,7 @@ CHOICES: dict[str, tuple] = {
     "fwd_gather_weighted": P2,
     "fwd_bags_per_program": (1, 2, 4, 8, 16),
     "fwd_num_warps": (1, 2, 4, 8),
+    "fwd_one_bag_pooling": (0, 8, 16, 32, 64, 128),
     "bwd_short_gather_unweighted": P2,
     "bwd_short_gather_weighted": P2,
     "bwd_short_num_warps": (1, 2, 4, 8),
@@ -50,7 +51,8 @@ TILES = "fwd_bucket_tiles"
 # values so far, so most kernels come from Triton's cache and a trial costs seconds, not a
 # recompilation of everything
 GROUPS: dict[str, tuple[str, ...]] = {
-    "forward": ("fwd_gather_unweighted", "fwd_gather_weighted", "fwd_bags_per_program", "fwd_num_warps", TILES),
+    "forward": ("fwd_gather_unweighted", "fwd_gather_weighted", "fwd_bags_per_program", "fwd_num_warps", TILES,
+                "fwd_one_bag_pooling"),
     "short tier": ("bwd_short_gather_unweighted", "bwd_short_gather_weighted", "bwd_short_num_warps",
                    "bwd_short_runs_per_program", "short_grid_multiplier"),
     "long tier": ("bwd_long_gather", "bwd_long_num_warps", "bwd_long_stages", "bwd_long_vector",

@@ -50,6 +50,16 @@ def test_forward_per_bucket_tiles_match_fp64(spec, tiles):
     assert_matches_reference(spec, KernelConfig(fwd_bucket_tiles=tiles))
 
 
+@settings(max_examples=examples(30))
+@given(case_specs(max_lookups=min(MAX_LOOKUPS, 3000), max_tables=3))
+def test_one_bag_a_program_pools_every_bag_as_the_tile_does(spec):
+    """A batch past ``fwd_one_bag_pooling`` runs the tile's specialization one bag a program: every bag's sum is
+    the same bits as with the tile's bags, and matches the reference."""
+    _, _, one = assert_matches_reference(spec, KernelConfig(fwd_one_bag_pooling=1))  # every batch: one bag
+    _, _, _, tiled = run_forward(spec, KernelConfig(fwd_one_bag_pooling=0))          # never
+    assert torch.equal(one, tiled), f"spec: {spec.to_json()}"
+
+
 @settings(max_examples=examples(40))
 @given(case_specs(max_lookups=min(MAX_LOOKUPS, 3000), max_dim=700, max_tables=2, max_batch=4))
 def test_forward_wide_rows_loop_over_column_blocks(spec):

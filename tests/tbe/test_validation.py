@@ -200,6 +200,15 @@ class TestKernelConfig:
         assert cfg.forward_tile(128, weighted=True) == (cfg.fwd_gather_weighted, cfg.fwd_bags_per_program,
                                                         cfg.fwd_num_warps)
 
+    def test_long_bags_take_one_bag_a_program(self):
+        cfg = KernelConfig(fwd_one_bag_pooling=32)
+        assert cfg.forward_bags(4, num_indices=32 * 100, num_bags=100) == 1       # mean 32: one bag
+        assert cfg.forward_bags(4, num_indices=32 * 100 - 1, num_bags=100) == 4   # just below: the tile's
+        assert cfg.forward_bags(4, num_indices=0, num_bags=0) == 4                # no bags: the tile's
+        assert KernelConfig(fwd_one_bag_pooling=0).forward_bags(8, num_indices=10**9, num_bags=1) == 8
+        with pytest.raises(ValueError, match="fwd_one_bag_pooling must be >= 0"):
+            KernelConfig(fwd_one_bag_pooling=-1)
+
     def test_unknown_json_field_rejected(self):
         with pytest.raises(ValueError, match="no field 'chunk'"):
             KernelConfig.from_json('{"chunk": 3}')
