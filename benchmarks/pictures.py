@@ -50,11 +50,14 @@ TIMES = {"events": "_ms", "device": "_device_ms"}  # bench_tbe's two times per p
 
 def bench_rows(lines: list[dict], time: str = "events") -> list[BenchRow]:
     """One row per shape of ``bench_tbe``'s JSON lines, in file order, with the chosen ``time`` (``TIMES``; the
-    byte floor has one time)."""
+    byte floor has one time); a shape measured twice (it is in two of the runs' sets) is drawn once, first run."""
     def key(impl: str, phase: str) -> str:
         return f"{impl}_{phase}{'_ms' if impl == 'floor' else TIMES[time]}"
+    first = {}
+    for r in lines:
+        first.setdefault(r["shape"], r)
     return [BenchRow(r["shape"], {ph: {label: r.get(key(k, ph)) for label, k in IMPLS} for ph in PHASES})
-            for r in lines]
+            for r in first.values()]
 
 
 def restage(stages: dict[str, float], top_kernels: list[list]) -> dict[str, float]:

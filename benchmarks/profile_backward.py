@@ -29,13 +29,16 @@ from tbe.modes import FloatDtype
 
 # (stage, pattern on the kernel name), first match wins
 STAGES = [
-    ("forward", r"_forward_kernel|_small_table_kernel|embedding_forward|codegen_forward|bounds_check"),
+    ("forward", r"_forward_kernel|_small_table_kernel|embedding_forward|embedding_bag_forward|codegen_forward|"
+                r"bounds_check"),
     ("sort", r"[Rr]adix|[Ss]ort|Onesweep|DeviceSegmentedSort"),
     ("linearize", r"linearize|searchsorted|index_select|gather|_index_|indexing|IndexKernel"),
     ("run-length encode", r"[Ss]can|cumsum|Reduce|run_length|_count_runs|_write_runs|unique|scatter|Encode|segment"),
-    ("classify", r"_classify_kernel|_expand_chunks|partition|split_embedding_backward_count|long_run"),
-    ("short tier", r"_short_kernel|_short_rows_kernel|backward_.*warp_per_row|warp_per_row"),
-    ("long tier", r"_chunk_kernel|_apply_kernel|_fused_chunk|cta_per_row|backward_.*cta"),
+    ("short tier", r"_short_kernel|_short_rows_kernel|backward_.*warp_per_row|warp_per_row|backward_short_run"),
+    ("long tier", r"_chunk_kernel|_apply_kernel|_fused_chunk|cta_per_row|backward_.*cta|backward_long_run"),
+    ("classify", r"_classify_kernel|_classify_runs|_expand_chunks|_expand_long_runs|partition|"
+                 r"split_embedding_backward_count"),
+    ("histogram", r"histogram|nvjet|splitK|gemm|cublas"),
     ("psw gradient", r"_psw_grad|indice_weights"),
     ("elementwise", r"elementwise|vectorized|fill|copy|Memset|memset|CatArray"),
 ]

@@ -22,6 +22,13 @@ def test_bench_rows_put_each_time_in_its_bar_and_leave_missing_ones_empty():
     assert row.ms["iteration"] == {"ours": 3.0, "TorchRec": None, "FBGEMM": 2.5, "PyTorch": None, "byte floor": 1.2}
 
 
+def test_a_shape_measured_in_two_runs_is_drawn_once_from_the_first():
+    lines = [{"shape": "A", "triton_forward_ms": 0.5}, {"shape": "B", "triton_forward_ms": 0.7},
+             {"shape": "A", "triton_forward_ms": 0.9}]
+    rows = bench_rows(lines)
+    assert [r.shape for r in rows] == ["A", "B"] and rows[0].ms["forward"]["ours"] == 0.5
+
+
 def test_an_implementation_gets_bars_where_any_shape_measured_it():
     lines = [{"shape": "A", "triton_forward_ms": 0.5, "torchrec_forward_ms": 0.6, "floor_forward_ms": 0.3},
              {"shape": "B", "triton_forward_ms": 0.7, "torch_iteration_ms": 9.0}]
