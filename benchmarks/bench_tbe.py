@@ -169,7 +169,8 @@ def main(argv=None) -> int:
     device = torch.device("cuda")
     config = KernelConfig.load(args.config) if args.config else KernelConfig()
     shapes = chosen_shapes(args)
-    torchrec, torchrec_note = torchrec_target(args.torchrec_source) if "torchrec" in args.impls else (None, "not asked for")
+    torchrec, torchrec_note = (torchrec_target(args.torchrec_source) if "torchrec" in args.impls
+                               else (None, "not asked for"))
     copy_gbps = copy_bandwidth_GBps(device)
     env = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
            "python": platform.python_version(), "copy_GBps": copy_gbps, "config": config.to_dict(),

@@ -71,8 +71,8 @@ def forward_generic(
             weights, layout_tensors["weights_offsets"], layout_tensors["dims"], layout_tensors["col_offsets"],
             tables, indices, offsets, psw, out, batch_size, out.stride(0) if vbe is None else 0,
             offsets if vbe is None else vbe.bag_base, offsets if vbe is None else vbe.out_base, len(dims), bags,
-            MEAN=int(pooling == Pooling.MEAN), WEIGHTED=weighted, BAGS=tile_bags, GATHER=gather, BLOCK_D=block_d, VEC=vec,
-            VBE=vbe is not None,
+            MEAN=int(pooling == Pooling.MEAN), WEIGHTED=weighted, BAGS=tile_bags, GATHER=gather, BLOCK_D=block_d,
+            VEC=vec, VBE=vbe is not None,
             **kernel_args(check, indices, offsets,
                           kernel_faults(config.faults, FAULT_FWD_SKIP_LAST, FAULT_MEAN_RAW_LEN, FAULT_DROP_WIDE,
                                         FAULT_VBE_LAST_OFFSET)),
@@ -93,10 +93,10 @@ def _forward_kernel(
     CHECK: tl.constexpr, CHECK_WRITE: tl.constexpr, CHECK_COUNT: tl.constexpr, CHECK_RECORD: tl.constexpr,
     FAULTS: tl.constexpr,
 ):
-    """``bags_per_program`` (at most ``BAGS``) bags of one table. Every D and row offset is a multiple of VEC (``tbe.layout.row_vector``);
-    rounding them down to one changes nothing and lets the compiler read and write VEC-wide vectors. With
-    ``VBE`` feature t has its own count of bags from ``bag_base[t]`` and its rows, D apart, from ``out_base[t]``
-    (``B`` is then the largest count; ``num_features``, F, is read by a planted fault alone)."""
+    """``bags_per_program`` (at most ``BAGS``) bags of one table. Every D and row offset is a multiple of VEC
+    (``tbe.layout.row_vector``); rounding them down to one changes nothing and lets the compiler read and write
+    VEC-wide vectors. With ``VBE`` feature t has its own count of bags from ``bag_base[t]`` and its rows, D apart,
+    from ``out_base[t]`` (``B`` is then the largest count; ``num_features``, F, is read by a planted fault alone)."""
     t = tl.load(table_ids_ptr + tl.program_id(1))
     D = tl.load(dims_ptr + t) // VEC * VEC
     w_base = tl.load(weights_offsets_ptr + t) // VEC * VEC

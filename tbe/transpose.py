@@ -203,11 +203,11 @@ RUN_BLOCK = 1024
 
 
 def run_length_encode(sorted_key: torch.Tensor, perm: torch.Tensor, bag_of: torch.Tensor, batch_size: int,
-                      linear_dtype: torch.dtype, layout_tensors: dict[str, torch.Tensor], vbe: Optional[VbeTensors] = None,
-                      planted: tuple[str, ...] = ()):
-    """(sorted_bag, run_linear, run_table, run_wrow, run_bucket, run_start, num_runs) of the sorted keys: a
-    run starts where the key changes. Each block of ``RUN_BLOCK`` sorted positions counts its run starts; an
-    inclusive scan of the counts places each block's runs; the second pass writes them with their table,
+                      linear_dtype: torch.dtype, layout_tensors: dict[str, torch.Tensor],
+                      vbe: Optional[VbeTensors] = None, planted: tuple[str, ...] = ()):
+    """(sorted_bag, run_linear (in ``linear_dtype``), run_table, run_wrow, run_bucket, run_start, num_runs) of the
+    sorted keys: a run starts where the key changes. Each block of ``RUN_BLOCK`` sorted positions counts its run
+    starts; an inclusive scan of the counts places each block's runs; the second pass writes them with their table,
     row offset and bucket (so the short tier knows a run's row and whether it is its own in one read,
     without chasing its first lookup and its table's layout) and gathers each sorted lookup's bag."""
     n = sorted_key.numel()
