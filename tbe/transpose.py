@@ -74,16 +74,19 @@ def linear_dtype_for(layout: TableLayout, config: KernelConfig) -> torch.dtype:
     return torch.int32 if layout.fits_int32 else torch.int64
 
 
+# the sort keys' narrow dtypes, narrowest first, each with the most rows (in all) whose keys it holds
+NARROW_KEYS = ((2**8, torch.uint8), (2**15, torch.int16))
+
+
 def key_dtype_for(layout: TableLayout, config: KernelConfig) -> torch.dtype:
     """The sort keys' dtype: under ``index_dtype='auto'`` the narrowest that holds every key (the radix sort
     makes one pass per key byte: one for up to 256 rows in all, two for up to 32,768), else the linear dtype."""
     ldtype = linear_dtype_for(layout, config)
     if config.index_dtype != "auto" or config.has_fault("int32_linearize_past_limit"):
         return ldtype
-    if layout.total_rows <= 2**8:
-        return torch.uint8
-    if layout.total_rows <= 2**15:
-        return torch.int16
+    for most, dtype in NARROW_KEYS:
+        if layout.total_rows <= most:
+            return dtype
     return ldtype
 
 

@@ -15,7 +15,7 @@ import time
 from typing import Any, Callable, Optional, Sequence
 
 from fuzz.compile.specializations import by_kernel
-from fuzz.compile.warmup import Unit, WarmCase, default_processes, unit_groups
+from fuzz.compile.warmup import Unit, WarmCase, default_processes, key_width_tables, unit_groups
 from tbe.config import KernelConfig
 
 
@@ -104,7 +104,8 @@ _VARIANTS = (
 
 def reach_cases(config: KernelConfig) -> list:
     """A few cases of ``config`` that reach each of its kernels (not every specialization): every dimension
-    bucket and a wider row, a hot row long enough for its long tiers, a small table where it has the path."""
+    bucket and a wider row, a hot row long enough for its long tiers, a small table where it has the path, and
+    a layout past each narrow sort-key dtype (the transpose's wider-key kernels)."""
     from cases import CaseSpec, HotRow
 
     tables = tuple((4, b) for b in config.dim_buckets) + ((4, config.dim_buckets[-1] + 1),)
@@ -112,6 +113,8 @@ def reach_cases(config: KernelConfig) -> list:
     out = [CaseSpec(tables=tables, batch_size=2, weights_dtype=w, output_dtype=o, index_dtype=i, weighted=wt,
                     pooling=p, optimizer=opt, bounds_check=mode, length_profile="fixed", max_length=2, seed=1,
                     hot_rows=hot) for w, o, i, wt, p, opt, mode in _VARIANTS]
+    out += [CaseSpec(tables=t, batch_size=2, index_dtype=i, length_profile="fixed", max_length=2, seed=1)
+            for t in key_width_tables(config) for i in sorted({v[2] for v in _VARIANTS})]
     if config.small_table_path:
         out += [CaseSpec(tables=((config.small_table_max_rows, config.small_table_max_dim),), batch_size=1,
                          pooling=p, weights_dtype="fp16", output_dtype="fp32", length_profile="fixed",

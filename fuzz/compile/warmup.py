@@ -26,6 +26,7 @@ from tbe.buckets import next_pow2
 from tbe.layout import vector_width
 from tbe.modes import FloatDtype, IndexDtype, Optimizer, Pooling, parse_float_dtype
 from tbe.config import KernelConfig
+from tbe.transpose import NARROW_KEYS
 
 MODES = ("warning", "ignore", "fatal", "none")
 MATRIX_MODE = MODES[0]  # the bounds-check mode of every matrix case; the others get cases of their own
@@ -70,6 +71,12 @@ def _alone(config: KernelConfig) -> list:
             + [((4, buckets[-1] + 1),)])
 
 
+def key_width_tables(config: KernelConfig) -> list:
+    """One table just past each narrow sort-key dtype's rows (``tbe.transpose.NARROW_KEYS``): the matrix's
+    tables are tiny, so their keys take the narrowest dtype, and these reach the transpose's wider-key kernels."""
+    return [((most + 1, config.dim_buckets[0]),) for most, _ in NARROW_KEYS]
+
+
 def _spec(tables, w, o, idx, weighted, pooling, opt, mode, hot: int = 0) -> CaseSpec:
     return CaseSpec(tables=tables, batch_size=2, pooling=pooling, weights_dtype=w, output_dtype=o,
                     index_dtype=idx, weighted=weighted, optimizer=opt, bounds_check=mode,
@@ -101,6 +108,9 @@ def group_cases(config: KernelConfig, w: str, o: str, idx: str, weighted: bool) 
             out.append(WarmCase(config, spec))
     for pooling, opt, tables in itertools.product(Pooling, Optimizer, _alone(config)):
         for spec in _input_forms(_spec(tables, w, o, idx, weighted, pooling, opt, MATRIX_MODE)):
+            out.append(WarmCase(config, spec))
+    for tables in key_width_tables(config):
+        for spec in _input_forms(_spec(tables, w, o, idx, weighted, "sum", Optimizer.EXACT_SGD, MATRIX_MODE)):
             out.append(WarmCase(config, spec))
     # the bounds check's kernels (and the fused forward's flags) per mode
     for mode, tables in itertools.product([m for m in MODES if m != MATRIX_MODE], mode_shapes):

@@ -119,6 +119,34 @@ def test_one_and_many_bucket_layouts_find_their_short_tier_warmed():
     assert short and not short - warm, f"short-tier builds the warm-up misses: {sorted(short - warm)[:2]}"
 
 
+def test_layouts_past_each_narrow_key_find_their_transpose_warmed():
+    """Layouts as a campaign draws them whose rows in all fit uint8 sort keys, pass 256 (int16 keys) and pass
+    32,768 (int32), under each index dtype and input form: the transpose kernels they launch are among those the
+    warm-up of their dtype group builds (its matrix is tiny tables, whose keys are all uint8)."""
+    import dataclasses
+
+    from fuzz.compile.warmup import group_cases
+
+    config = KernelConfig()
+    kernels = ("_linearize_kernel", "_count_runs_kernel", "_write_runs_kernel")
+    for idx in ("int32", "int64"):
+        with record(dry_run=True) as warm:
+            for c in group_cases(config, "fp32", "fp32", idx, False):
+                exercise(c.spec, c.config, c.backward)
+        drawn = set()
+        for tables in (((9, 8),), ((200, 8), (57, 16)), ((300, 4),), ((30000, 8), (2769, 32)), ((70000, 16),)):
+            base = CaseSpec(tables=tables, batch_size=3, index_dtype=idx, max_length=3, seed=5)
+            shared = dataclasses.replace(base, feature_table_map=(0,) + tuple(range(len(tables))))
+            vbe = dataclasses.replace(shared, batch_size_per_feature=(3, 1) + (3,) * (len(tables) - 1))
+            for spec in (base, shared, vbe):
+                with record(dry_run=True) as keys:
+                    exercise(spec, config)
+                drawn |= {k for k in keys if k[0] in kernels}
+        key_dtypes = {dict(k[1]).get("key_ptr", dict(k[1]).get("sorted_ptr"))[1] for k in drawn}
+        assert key_dtypes == {"torch.uint8", "torch.int16", "torch.int32"}, key_dtypes
+        assert not drawn - warm, f"transpose builds the warm-up misses ({idx} ids): {sorted(drawn - warm)[:2]}"
+
+
 def test_warmup_misses_are_seen():
     """The coverage check can fail: a warm-up without the bf16 groups misses bf16 launches."""
     config = KernelConfig()
