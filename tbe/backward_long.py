@@ -30,7 +30,7 @@ import triton.language as tl
 
 from tbe.backward_short import gather_grad, grad_row, lookup_coef, row_of_run
 from tbe.classify import Classified
-from tbe.grid import cdiv, persistent_grid
+from tbe.grid import persistent_grid
 from tbe.faults import (
     FAULT_ACC_W, FAULT_APPLY_WHOLE_PARTS, FAULT_DROP_CHUNK, FAULT_HANG_NARROW, FAULT_NO_BARRIER,
     FAULT_SKIP_LAST_CHUNK, FAULT_ZERO_LONG, kernel_faults,

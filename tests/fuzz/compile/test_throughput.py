@@ -89,20 +89,41 @@ def test_warmup_reaches_every_specialization_a_campaign_draws(name):
     assert drawn and not missing, f"{len(missing)} specializations a campaign reaches are not warmed: {missing[:3]}"
 
 
+def _group_warm_keys(config: KernelConfig, w: str, o: str, idx: str) -> set:
+    """The launch keys the warm-up builds for one unweighted (weights, output, index dtype) group, dry run."""
+    from fuzz.compile.warmup import group_cases
+
+    with record(dry_run=True) as warm:
+        for c in group_cases(config, w, o, idx, False):
+            exercise(c.spec, c.config, c.backward)
+    return warm
+
+
+def _input_form_keys(base: CaseSpec, config: KernelConfig) -> set:
+    """The launch keys of ``base`` in the input forms a campaign draws, dry run: as it is, with a second feature
+    reading its first table, and that with a batch size per feature (VBE)."""
+    import dataclasses
+
+    shared = dataclasses.replace(base, feature_table_map=(0,) + tuple(range(len(base.tables))))
+    b = base.batch_size
+    vbe = dataclasses.replace(shared, batch_size_per_feature=(b, 1) + (b,) * (len(base.tables) - 1))
+    keys: set = set()
+    for spec in (base, shared, vbe):
+        with record(dry_run=True) as found:
+            exercise(spec, config)
+        keys |= found
+    return keys
+
+
 def test_one_and_many_bucket_layouts_find_their_short_tier_warmed():
     """Layouts as a campaign draws them (other rows, batch and lengths than the warm-up's) with one dimension bucket
     (each bucket, rows aligned to 16-byte vectors and not, the wide row) and with several, under each pooling,
     optimizer and input form: the short-tier kernels they launch are among those the warm-up of their dtype group
     builds. A one-bucket module skips the search for its bucket's runs (a constexpr), so both kinds need a build."""
-    import dataclasses
-
-    from fuzz.compile.warmup import group_cases
     from tbe.modes import Optimizer, Pooling
 
     config = KernelConfig()
-    with record(dry_run=True) as warm:
-        for c in group_cases(config, "fp16", "fp32", "int32", False):
-            exercise(c.spec, c.config, c.backward)
+    warm = _group_warm_keys(config, "fp16", "fp32", "int32")
     buckets = [b for b in config.dim_buckets if b >= 4]
     layouts = ([((9, b),) for b in buckets] + [((9, b // 2 + 1),) for b in buckets]
                + [((9, buckets[-1] + 3),), ((9, buckets[0] // 2 + 1), (7, buckets[-1]))])
@@ -110,12 +131,7 @@ def test_one_and_many_bucket_layouts_find_their_short_tier_warmed():
     for tables, pooling, opt in itertools.product(layouts, Pooling, Optimizer):
         base = CaseSpec(tables=tables, batch_size=3, pooling=pooling, optimizer=opt, weights_dtype="fp16",
                         output_dtype="fp32", index_dtype="int32", max_length=3, seed=5)
-        shared = dataclasses.replace(base, feature_table_map=(0,) + tuple(range(len(tables))))
-        for spec in (base, shared, dataclasses.replace(shared, batch_size_per_feature=(3, 1) + (3,) * (
-                len(tables) - 1))):
-            with record(dry_run=True) as keys:
-                exercise(spec, config)
-            short |= {k for k in keys if k[0].startswith("_short")}
+        short |= {k for k in _input_form_keys(base, config) if k[0].startswith("_short")}
     assert short and not short - warm, f"short-tier builds the warm-up misses: {sorted(short - warm)[:2]}"
 
 
@@ -123,25 +139,14 @@ def test_layouts_past_each_narrow_key_find_their_transpose_warmed():
     """Layouts as a campaign draws them whose rows in all fit uint8 sort keys, pass 256 (int16 keys) and pass
     32,768 (int32), under each index dtype and input form: the transpose kernels they launch are among those the
     warm-up of their dtype group builds (its matrix is tiny tables, whose keys are all uint8)."""
-    import dataclasses
-
-    from fuzz.compile.warmup import group_cases
-
     config = KernelConfig()
     kernels = ("_linearize_kernel", "_count_runs_kernel", "_write_runs_kernel")
     for idx in ("int32", "int64"):
-        with record(dry_run=True) as warm:
-            for c in group_cases(config, "fp32", "fp32", idx, False):
-                exercise(c.spec, c.config, c.backward)
+        warm = _group_warm_keys(config, "fp32", "fp32", idx)
         drawn = set()
         for tables in (((9, 8),), ((200, 8), (57, 16)), ((300, 4),), ((30000, 8), (2769, 32)), ((70000, 16),)):
             base = CaseSpec(tables=tables, batch_size=3, index_dtype=idx, max_length=3, seed=5)
-            shared = dataclasses.replace(base, feature_table_map=(0,) + tuple(range(len(tables))))
-            vbe = dataclasses.replace(shared, batch_size_per_feature=(3, 1) + (3,) * (len(tables) - 1))
-            for spec in (base, shared, vbe):
-                with record(dry_run=True) as keys:
-                    exercise(spec, config)
-                drawn |= {k for k in keys if k[0] in kernels}
+            drawn |= {k for k in _input_form_keys(base, config) if k[0] in kernels}
         key_dtypes = {dict(k[1]).get("key_ptr", dict(k[1]).get("sorted_ptr"))[1] for k in drawn}
         assert key_dtypes == {"torch.uint8", "torch.int16", "torch.int32"}, key_dtypes
         assert not drawn - warm, f"transpose builds the warm-up misses ({idx} ids): {sorted(drawn - warm)[:2]}"
