@@ -14,6 +14,7 @@ from typing import Iterable
 from cases import ID_KINDS, OFFSET_KINDS, AnyCase, BadBatchSpec, BadId, BadIdCase, CaseSpec, HotRow
 from strategies.field_groups import ALL_GROUPS, BOUNDS_FIELDS, DIM_FIELDS, SEGMENT_FIELDS, SMALL_TABLE_FIELDS
 from tbe import KernelConfig
+from tbe.forward_small_table import step_edge
 from tbe.routing import routing_edges
 
 
@@ -64,7 +65,7 @@ def small_table_cases(configs: list[KernelConfig]) -> list[tuple[str, AnyCase]]:
     out: list[tuple[str, AnyCase]] = []
     rows = _around([c.small_table_max_rows for c in configs])
     dims = _around([c.small_table_min_dim for c in configs] + [c.small_table_max_dim for c in configs])
-    lengths = _around([c.small_table_min_pooling for c in configs] + [c.small_table_histogram_ids for c in configs])
+    lengths = _around([c.small_table_min_pooling for c in configs] + [step_edge(c) for c in configs])
     i = 0
     for e in rows:
         for d in dims:

@@ -1,8 +1,8 @@
 """Hypothesis strategies for batches at every edge of the small-table path's eligibility.
 
 Each drawn parameter sits on one side of an edge: E in {64, 65} (plus small tables), D in
-{63, 64, 128, 129}, mean bag length L in {63, 64, 256, 257} (the histogram window is 256
-ids, so 257 exercises the scalar tail), fp16/fp32 weights, fp32/fp16 output, weighted or
+{63, 64, 128, 129}, mean bag length L in {63, 64, 256, 257} (bags past a
+counting step of 256 ids, or many steps of the default's 8), fp16/fp32 weights, fp32/fp16 output, weighted or
 not, one table or two, and the config switch. ``expected_small_table`` restates the rule
 independently of tbe.forward_small_table so a test can check the dispatcher against it.
 """
@@ -37,7 +37,7 @@ class SmallTableSpec:
     output_dtype: FloatDtype = FloatDtype.FP32
     weighted: bool = False
     index_dtype: IndexDtype = IndexDtype.INT64
-    duplicates: bool = False  # all ids from two rows (counts up to the whole window)
+    duplicates: bool = False  # all ids from two rows (counts up to a whole bag)
     seed: int = 0
 
     def __post_init__(self) -> None:

@@ -24,6 +24,7 @@ from strategies.pack import packs
 from strategies.specs import MAX_DIM, case_specs
 from tbe import KernelConfig
 from tbe.buckets import block_for_dim
+from tbe.forward_small_table import step_edge
 from tbe.modes import FloatDtype
 from tbe.routing import chunk_count_edges, segment_edges
 
@@ -104,9 +105,8 @@ def small_table_specs(draw: st.DrawFn, config: KernelConfig, max_lookups: int) -
     dims = [c.small_table_min_dim - 1, c.small_table_max_dim + 1] if off == "dim" else [
         d for d in inside if d <= c.small_table_max_dim]
     low = c.small_table_min_pooling - 1
-    lengths = [low] if off == "length" and low > 0 else sorted({max(1, c.small_table_min_pooling),
-                                                                 c.small_table_histogram_ids,
-                                                                 c.small_table_histogram_ids + 1})
+    lengths = [low] if off == "length" and low > 0 else sorted({max(1, c.small_table_min_pooling), step_edge(c),
+                                                                 step_edge(c) + 1})
     rows, dim, length = draw(st.sampled_from(rows)), draw(st.sampled_from(sorted(set(dims) - {0}))), \
         draw(st.sampled_from(lengths))
     profile = draw(st.sampled_from(["fixed", "uniform"]))  # uniform in [0, 2L]: mean L
@@ -263,7 +263,7 @@ def plain_cases(config: KernelConfig, max_lookups: int, max_column_blocks: Optio
                 pack: int = 1, bad_ids: bool = True, max_chunks: Optional[int] = None,
                 max_work: Optional[int] = None, shared_tables: bool = False, vbe: bool = False) -> st.SearchStrategy:
     """Cases at ``config``'s edges, one branch each: general cases of one to three steps (shrinking prefers them),
-    some bad-id batches, some single fp16 tables at the small-table (histogram + tl.dot) path's edges
+    some bad-id batches, some single fp16 tables at the small-table (counts + tl.dot) path's edges
     and some rows wider than 1,024 columns (where ``max_column_blocks`` allows one). With ``pack`` > 1
     a second general branch draws packs of up to ``pack`` cases of 1/``pack`` of the lookups each
     (``strategies.pack.packs``); the others run alone, since a neighbour would move them off the forward

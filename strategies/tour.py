@@ -6,7 +6,7 @@ range, segment lengths at the long-run threshold and past two chunks (two-kernel
 tier), rows wider than the largest dimension bucket and past 1,024 columns, weighted MEAN
 with the per-sample-weight gradient, every bad-id kind with broken offsets repaired across
 several blocks (standalone and fused check, WARNING, IGNORE, FATAL), the small-table path
-with a tail past its histogram window, short runs side by side, the hoisted transpose, looping persistent grids,
+with bags past one counting step, short runs side by side, the hoisted transpose, looping persistent grids,
 per-bucket forward tiles, empty bags, and (where the budget affords it: a GPU's) one run past 4,096 chunks
 in exact values, where a counter or length limit gone wrong loses one chunk in a million lookups. Each uses the config under test where its edge is
 affordable in ``max_lookups`` and config overrides (``strategies.config_space``) where it is not;
@@ -22,6 +22,7 @@ from typing import Any, Sequence, TypeVar
 
 from cases import ID_KINDS, BadBatchSpec, BadId, BadIdCase, CaseSpec, Drawn, HotRow
 from strategies.tiers import past_counter_fits
+from tbe.forward_small_table import step_edge
 from tbe.routing import COUNTER_CHUNKS, past_counter_length
 from tbe import KernelConfig
 
@@ -121,13 +122,13 @@ def tour(config: KernelConfig, max_lookups: int, fixed: frozenset[str] = frozens
     wide_ov = {} if 1025 <= 16 * c.dim_buckets[-1] else {"dim_buckets": tuple(sorted(set(c.dim_buckets) | {128}))}
     st = {"small_table_max_rows": 16, "small_table_min_dim": 16, "small_table_max_dim": 32,
           "small_table_min_pooling": 8, "small_table_bags_per_program": 2, "small_table_histogram_ids": 16}
-    tail = 2 * c.fwd_gather_unweighted + 3  # the scalar tail past the histogram window: three gathers
-    affordable = c.small_table_histogram_ids + tail <= max_lookups // (4 * (c.small_table_bags_per_program + 1))
+    tail = 2 * c.fwd_gather_unweighted + 3  # ids past the first counting step, not a multiple of any step
+    affordable = step_edge(c) + tail <= max_lookups // (4 * (c.small_table_bags_per_program + 1))
     if affordable and c.small_table_min_dim <= c.small_table_max_dim:
         st = {}
     E = st.get("small_table_max_rows", c.small_table_max_rows)
     D = st.get("small_table_min_dim", c.small_table_min_dim)
-    L = st.get("small_table_histogram_ids", c.small_table_histogram_ids) + tail
+    L = step_edge(c.replace(**st)) + tail  # on the path, past whole counting steps
     bags = st.get("small_table_bags_per_program", c.small_table_bags_per_program) + 1
     items = [
         ("empty bags", CaseSpec(tables=((5, 4), (3, 2)), batch_size=3, length_profile="empty", seed=1), {}),
@@ -182,7 +183,7 @@ def tour(config: KernelConfig, max_lookups: int, fixed: frozenset[str] = frozens
         ("long run one short of the threshold and one of a single chunk",
          CaseSpec(tables=((12, 4),), batch_size=2, max_length=2, hot_rows=(HotRow(0, 5, th - 1),), seed=7),
          {**long_ov, "fused_long_tier": False}),
-        ("small-table path with a tail past the histogram window",
+        ("small-table path, bags past one counting step",
          CaseSpec(tables=((E, D),), batch_size=bags, length_profile="fixed", max_length=L, weights_dtype="fp16",
                   pooling="mean", seed=8), {**st, "small_table_path": True}),
         ("bad ids of every kind and broken offsets, standalone check, warning, weighted mean",
@@ -206,11 +207,11 @@ def tour(config: KernelConfig, max_lookups: int, fixed: frozenset[str] = frozens
                   seed=13), {"bwd_short_runs_per_program": 4}),  # two steps: optimizer state carried over
         ("short runs side by side, sum sgd", CaseSpec(tables=((50, 8),), batch_size=5, max_length=4, seed=16),
          {"bwd_short_runs_per_program": 2}),
-        ("bad ids, fused check inside the small-table path (window and tail)",
+        ("bad ids, fused check inside the small-table path (several counting steps)",
          BadIdCase(CaseSpec(tables=((4, 8),), batch_size=3, pooling="mean", bounds_check="warning", max_length=24,
                             weights_dtype="fp16", seed=70),
                    BadBatchSpec(((4, 8),), 3, max_length=24, bad_ids=EVERY_ID[:4], seed=70)),
-         # seed 70: bags of 24, 18 and 18 ids, each past the 16-id histogram window
+         # seed 70: bags of 24, 18 and 18 ids, each past one 16-id counting step
          {"small_table_path": True, "small_table_max_rows": 4, "small_table_min_dim": 1, "small_table_max_dim": 16,
           "small_table_min_pooling": 1, "small_table_bags_per_program": 1, "small_table_histogram_ids": 16,
           "fused_bounds_check": True}),

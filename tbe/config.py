@@ -34,14 +34,14 @@ class KernelConfig:
     # a generic forward whose mean bag length (lookups over bags, known on the host) reaches this pools one bag a
     # program, at the tile's specialization: long bags keep a program busy alone, short ones share it; 0: never
     fwd_one_bag_pooling: int = 32
-    # forward, small-table histogram + tl.dot path
+    # forward, small-table path (counts + tl.dot): ids a step counts per bag (unrolled) in small_table_histogram_ids
     small_table_path: bool = True
     small_table_max_rows: int = 64
     small_table_min_dim: int = 64
     small_table_max_dim: int = 128
     small_table_min_pooling: int = 64
     small_table_bags_per_program: int = 16
-    small_table_histogram_ids: int = 256
+    small_table_histogram_ids: int = 16
     # bounds check: ids per block of the standalone id check and of the offsets repair kernel
     fused_bounds_check: bool = False
     bounds_check_block: int = 256

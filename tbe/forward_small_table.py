@@ -1,11 +1,12 @@
-"""Forward, small-table path: a pooled sum as a histogram times the whole table, on tensor cores.
+"""Forward, small-table path: a pooled sum as counts times the whole table, on tensor cores.
 
-When one small table (E <= 64 rows) is read many times per bag, every row repeats, so a
-bag's sum is sum_r count(bag, r) * row_r: a program histograms the first
-``small_table_histogram_ids`` ids of each of its ``small_table_bags_per_program`` bags into
-counts [bags, rows] and multiplies them by the table [rows, D] with ``tl.dot`` (counts
-are exact in fp16: at most 256 < 2048). Ids past the histogram window take the scalar
-gather path. Every other launch falls back to the generic path (tbe/forward.py).
+When one small table (E <= 64 rows) is read many times per bag, every row repeats, so a bag's sum is
+sum_r count(bag, r) * row_r. A program takes ``small_table_bags_per_program`` bags side by side: each
+step reads the next ``small_table_histogram_ids`` ids of every bag and adds their one-hot rows into
+counts [bags, rows] (one compare a row per id, no gather, no histogram op), and every ``FLUSH`` ids a
+bag ``tl.dot`` multiplies the counts by the table [rows, D] into the fp32 sum (a count up to 2,048 is
+exact in fp16, and the fp16 products are exact in fp32). An id costs one compare a row (the rows padded to
+``ROWS_MIN``) and no load of a table row, so the path pays where E is small and bags are long.
 
 Eligibility is a pure function of host-known values, so choosing the path never syncs:
 the pooling condition is on the mean bag length, ``len(indices) >= small_table_min_pooling * B``,
@@ -29,6 +30,11 @@ from tbe.grid import cdiv
 from tbe.modes import Pooling
 
 DOT_MIN = 16  # tl.dot needs M, N, K >= 16 (compiled and interpreted)
+# the compare [bags, ids, rows] compiles to a fast layout at 64 rows and two warps: fewer rows or more warps ran
+# 2-20x slower on an H100 (benchmarks/results/sweep_small_counts_h100.jsonl), so small tables pad to 64 rows
+ROWS_MIN = 64
+NUM_WARPS = 2
+FLUSH = 2048  # ids a bag counts between two products (a multiple of every step): counts stay exact in fp16
 
 
 # ----------------------------------------------------------------------------- eligibility
@@ -75,6 +81,13 @@ def eligible(*args, **kwargs) -> bool:
     return ineligible_reason(*args, **kwargs) is None
 
 
+def step_edge(config: KernelConfig) -> int:
+    """The shortest bag length on the path (``small_table_min_pooling``, at least 1) rounded up to whole counting
+    steps: one more id takes a step with a single live lane, the edge a campaign aims at."""
+    step = min(config.small_table_histogram_ids, FLUSH)
+    return cdiv(max(1, config.small_table_min_pooling), step) * step
+
+
 # ----------------------------------------------------------------------------- launch
 def forward_small_table(
     weights: torch.Tensor,
@@ -95,11 +108,10 @@ def forward_small_table(
     _small_table_kernel[grid](
         weights, indices, offsets, out, batch_size, E, D, out.stride(0),
         MEAN=pooling == Pooling.MEAN,
-        BAGS=bags, M=max(DOT_MIN, bags), H=config.small_table_histogram_ids,
-        ROWS=max(DOT_MIN, next_pow2(E)), BLOCK_D=max(DOT_MIN, next_pow2(D)),
-        GATHER=config.fwd_gather_unweighted,
+        BAGS=bags, M=max(DOT_MIN, bags), H=min(config.small_table_histogram_ids, FLUSH),
+        ROWS=max(ROWS_MIN, next_pow2(E)), BLOCK_D=max(DOT_MIN, next_pow2(D)), FLUSH=FLUSH,
         **kernel_args(check, indices, offsets, kernel_faults(config.faults, FAULT_MEAN_RAW_LEN)),
-        num_warps=config.fwd_num_warps,
+        num_warps=NUM_WARPS,
     )
     return out
 
@@ -109,63 +121,42 @@ def forward_small_table(
 def _small_table_kernel(
     weights_ptr, indices_ptr, offsets_ptr, out_ptr, B, E, D, out_stride,
     MEAN: tl.constexpr, BAGS: tl.constexpr, M: tl.constexpr, H: tl.constexpr,
-    ROWS: tl.constexpr, BLOCK_D: tl.constexpr, GATHER: tl.constexpr,
+    ROWS: tl.constexpr, BLOCK_D: tl.constexpr, FLUSH: tl.constexpr,
     rows_ptr, ids_out_ptr, warn_ptr, record_ptr, raw_offsets_ptr, num_indices,
     CHECK: tl.constexpr, CHECK_WRITE: tl.constexpr, CHECK_COUNT: tl.constexpr, CHECK_RECORD: tl.constexpr,
     FAULTS: tl.constexpr,
 ):
-    """Bags pid*BAGS .. +BAGS: counts [M, ROWS] @ table [ROWS, BLOCK_D], then the scalar tail."""
+    """Bags pid*BAGS .. +BAGS (rows of an [M, ...] tile, M >= BAGS): counts [M, ROWS] @ table [ROWS, BLOCK_D]."""
     pid = tl.program_id(0).to(tl.int64)
     r = tl.arange(0, M)
     bag = pid * BAGS + r
     bag_ok = (r < BAGS) & (bag < B)
     start = tl.load(offsets_ptr + bag, mask=bag_ok, other=0).to(tl.int64)
     end = tl.load(offsets_ptr + bag + 1, mask=bag_ok, other=0).to(tl.int64)
-    length = end - start
+    length = tl.where(bag_ok, end - start, 0)
+    longest = tl.max(length, axis=0)
 
-    # histogram window: the first H ids of each bag; masked lanes land in bin (bag, 0) and are
-    # subtracted again below (no histogram mask argument: triton 3.6 lacks it)
-    h = tl.arange(0, H)
-    pos = start[:, None] + h[None, :]
-    m = bag_ok[:, None] & (pos < end[:, None])
-    ids = tl.load(indices_ptr + pos, mask=m, other=0).to(tl.int64)
-    if CHECK:
-        ids = check_id_tile(ids, pos, m, E, ids_out_ptr, warn_ptr, record_ptr, num_indices,
-                            CHECK_WRITE, CHECK_COUNT, CHECK_RECORD, FAULTS)
-    ids = tl.where(m, ids, 0)
-    binned = (r[:, None] * ROWS + ids).to(tl.int32)
-    counts = tl.reshape(tl.histogram(tl.reshape(binned, (M * H,)), M * ROWS), (M, ROWS))
-    in_window = tl.minimum(tl.maximum(length, 0), H).to(tl.int32)
     rcol = tl.arange(0, ROWS)
-    counts = counts - tl.where(rcol[None, :] == 0, (H - in_window)[:, None], 0)
-
     cols = tl.arange(0, BLOCK_D)
     cmask = cols < D
     table = tl.load(
         weights_ptr + rcol[:, None] * D + cols[None, :],
         mask=(rcol[:, None] < E) & cmask[None, :], other=0.0,
-    )
-    acc = tl.dot(counts.to(tl.float16), table.to(tl.float16), out_dtype=tl.float32)
-
-    # scalar tail: ids past the window, bag by bag
-    g = tl.arange(0, GATHER)
-    for j in tl.static_range(BAGS):
-        b = pid * BAGS + j
-        if b < B:
-            s = tl.load(offsets_ptr + b).to(tl.int64) + H
-            e = tl.load(offsets_ptr + b + 1).to(tl.int64)
-            part = tl.zeros([BLOCK_D], dtype=tl.float32)
-            for i in range(s, e, GATHER):
-                p = i + g
-                pm = p < e
-                tid = tl.load(indices_ptr + p, mask=pm, other=0).to(tl.int64)
-                if CHECK:
-                    tid = check_id_tile(tid, p, pm, E, ids_out_ptr, warn_ptr, record_ptr, num_indices,
-                                        CHECK_WRITE, CHECK_COUNT, CHECK_RECORD, FAULTS)
-                w = tl.load(weights_ptr + tid[:, None] * D + cols[None, :],
-                            mask=pm[:, None] & cmask[None, :], other=0.0)
-                part += tl.sum(w.to(tl.float32), axis=0)
-            acc += tl.where(r[:, None] == j, part[None, :], 0.0)
+    ).to(tl.float16)
+    acc = tl.zeros([M, BLOCK_D], dtype=tl.float32)
+    h = tl.arange(0, H)
+    for f0 in range(0, longest, FLUSH):
+        counts = tl.zeros([M, ROWS], dtype=tl.int32)
+        for k in range(f0, tl.minimum(f0 + FLUSH, longest), H):
+            pos = start[:, None] + k + h[None, :]
+            m = pos < end[:, None]
+            ids = tl.load(indices_ptr + pos, mask=m, other=0).to(tl.int64)
+            if CHECK:
+                ids = check_id_tile(ids, pos, m, E, ids_out_ptr, warn_ptr, record_ptr, num_indices,
+                                    CHECK_WRITE, CHECK_COUNT, CHECK_RECORD, FAULTS)
+            row = tl.where(m & (ids >= 0) & (ids < E), ids, -1).to(tl.int32)  # an id past the table counts nowhere
+            counts += tl.sum((row[:, :, None] == rcol[None, None, :]).to(tl.int32), axis=1)
+        acc += tl.dot(counts.to(tl.float16), table, out_dtype=tl.float32)
 
     if MEAN:
         denom = length

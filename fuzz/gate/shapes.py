@@ -162,7 +162,7 @@ BANDS = [
 
 # what production batches look like (8 tables x 1M rows, B 16,384, 40 lookups a bag is TorchRec's anchor shape):
 # bag lengths 1, 8, 40 and 200, fixed and variable, 8 to 64 tables, mixed D, fp16 weights read into fp32
-# output, and a small hot table (the histogram forward's shape)
+# output, and a small hot table (the small-table forward's shape)
 PRODUCTION = [
     PerfShape("T8-D128-L40", 1_000_000, 128, bags=16_384, pooling=40, tables=8),
     PerfShape("T8-D128-L40-fp16", 1_000_000, 128, "fp16", bags=16_384, pooling=40, tables=8),

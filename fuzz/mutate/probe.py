@@ -81,7 +81,7 @@ def probes() -> list[tuple[str, AnyCase, KernelConfig]]:
         ("short runs side by side, mean sgd",
          CaseSpec(tables=((30, 16),), batch_size=4, pooling="mean", max_length=5, seed=16),
          SMALL.replace(bwd_short_runs_per_program=2)),
-        ("small-table path with a tail past the histogram window, mean",
+        ("small-table path, bags past one counting step, mean",
          CaseSpec(tables=((12, 20),), batch_size=5, length_profile="fixed", max_length=35, weights_dtype="fp16",
                   pooling="mean", seed=17), SMALL_TABLE),
         ("small-table path, uneven and empty bags, sum",

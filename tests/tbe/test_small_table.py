@@ -122,8 +122,9 @@ def test_small_table_edges_fuzz(spec):
 
 
 @pytest.mark.parametrize("B", [1, 16, 17])
-def test_window_and_tail_in_one_batch(B):
-    """Bags of 0, 1, 255, 256, 257 and 600 ids in one launch; B=17 leaves the second program partial."""
+def test_uneven_bags_in_one_launch(B):
+    """Bags of 0, 1, 255, 256, 257 and 600 ids in one launch (a program steps to its longest bag, the shorter ones
+    masked); B=17 leaves the second program partial."""
     g = torch.Generator().manual_seed(B)
     lengths = torch.tensor([0, 1, 255, 256, 257, 600, 64, 300][:B] + [70] * max(0, B - 8))
     offsets = torch.cat([torch.zeros(1, dtype=torch.int64), lengths.cumsum(0)])
@@ -141,7 +142,7 @@ def test_window_and_tail_in_one_batch(B):
 
 
 def test_all_ids_one_row_counts_exact():
-    """A whole 256-id window on one row: the count 256 must survive fp16 exactly."""
+    """300 ids of one bag on one row: the count must survive fp16 exactly."""
     spec = SmallTableSpec(64, 64, 300, 3, duplicates=True, seed=1)
     batch = materialize_small(spec)
     batch.indices = torch.full_like(batch.indices, 63)
@@ -151,14 +152,28 @@ def test_all_ids_one_row_counts_exact():
     assert torch.allclose(out.double(), (300 * row).expand(3, 64), rtol=1e-6, atol=0)
 
 
+@pytest.mark.parametrize("length", [2048, 2051, 4099])
+def test_counts_past_the_flush_stay_exact(length):
+    """A bag of ``length`` ids on one row: its count reaches the tensor cores in parts of at most 2,048, each exact
+    in fp16 (2,051 would round to 2,052, 4,099 to 4,100: the output would be off by a whole row)."""
+    spec = SmallTableSpec(4, 64, length, 1, seed=2)
+    batch = materialize_small(spec)
+    batch.indices = torch.full((length,), 3, dtype=torch.int64)
+    batch.offsets = torch.tensor([0, length])
+    out, ri, ro, path = run(batch)
+    assert path == "small_table"
+    row = batch.weights.view(4, 64)[3].double()
+    assert torch.allclose(out.double(), (length * row)[None, :], rtol=1e-6, atol=0)
+
+
 # ----------------------------------------------------------------------------- bounds check on the path
 @pytest.mark.parametrize("mode", [BoundsCheckMode.WARNING, BoundsCheckMode.IGNORE, BoundsCheckMode.FATAL])
 def test_fused_check_on_small_table_path(mode):
-    """The fused check inside the small-table kernel (window and tail) equals the standalone one."""
+    """The fused check inside the small-table kernel (bad ids in several counting steps) equals the standalone one."""
     spec = SmallTableSpec(40, 64, 270, 18, ragged=True, seed=7, pooling="mean")
     batch = materialize_small(spec)
     n = batch.indices.numel()
-    batch.indices[[0, 5, n - 1, 280, 300]] = torch.tensor([40, -1, 2**40, -7, 41])  # window and tail
+    batch.indices[[0, 5, n - 1, 280, 300]] = torch.tensor([40, -1, 2**40, -7, 41])  # early and late steps
     batch.offsets = batch.offsets.clone()
     batch.offsets[-1] = n + 3  # last offset past the end
     results = []
