@@ -2,7 +2,7 @@
 
 Each drawn parameter sits on one side of an edge: E in {64, 65} (plus small tables), D in
 {63, 64, 128, 129}, mean bag length L in {63, 64, 256, 257} (bags past a
-counting step of 256 ids, or many steps of the default's 8), fp16/fp32 weights, fp32/fp16 output, weighted or
+counting step of 256 ids, or many steps of the default's 16), fp16/fp32 weights, fp32/fp16 output, weighted or
 not, one table or two, and the config switch. ``expected_small_table`` restates the rule
 independently of tbe.forward_small_table so a test can check the dispatcher against it.
 """

@@ -34,7 +34,7 @@ class KernelConfig:
     # a generic forward whose mean bag length (lookups over bags, known on the host) reaches this pools one bag a
     # program, at the tile's specialization: long bags keep a program busy alone, short ones share it; 0: never
     fwd_one_bag_pooling: int = 32
-    # forward, small-table path (counts + tl.dot): ids a step counts per bag (unrolled) in small_table_histogram_ids
+    # forward, small-table path (counts + tl.dot); small_table_histogram_ids: the ids of each bag one step counts
     small_table_path: bool = True
     small_table_max_rows: int = 64
     small_table_min_dim: int = 64

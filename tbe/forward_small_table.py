@@ -81,10 +81,15 @@ def eligible(*args, **kwargs) -> bool:
     return ineligible_reason(*args, **kwargs) is None
 
 
+def counting_step(config: KernelConfig) -> int:
+    """Ids of each bag one step of the kernel counts (a divisor of ``FLUSH``)."""
+    return min(config.small_table_histogram_ids, FLUSH)
+
+
 def step_edge(config: KernelConfig) -> int:
     """The shortest bag length on the path (``small_table_min_pooling``, at least 1) rounded up to whole counting
     steps: one more id takes a step with a single live lane, the edge a campaign aims at."""
-    step = min(config.small_table_histogram_ids, FLUSH)
+    step = counting_step(config)
     return cdiv(max(1, config.small_table_min_pooling), step) * step
 
 
@@ -108,7 +113,7 @@ def forward_small_table(
     _small_table_kernel[grid](
         weights, indices, offsets, out, batch_size, E, D, out.stride(0),
         MEAN=pooling == Pooling.MEAN,
-        BAGS=bags, M=max(DOT_MIN, bags), H=min(config.small_table_histogram_ids, FLUSH),
+        BAGS=bags, M=max(DOT_MIN, bags), H=counting_step(config),
         ROWS=max(ROWS_MIN, next_pow2(E)), BLOCK_D=max(DOT_MIN, next_pow2(D)), FLUSH=FLUSH,
         **kernel_args(check, indices, offsets, kernel_faults(config.faults, FAULT_MEAN_RAW_LEN)),
         num_warps=NUM_WARPS,
