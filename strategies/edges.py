@@ -14,8 +14,7 @@ from typing import Iterable
 from cases import ID_KINDS, OFFSET_KINDS, AnyCase, BadBatchSpec, BadId, BadIdCase, CaseSpec, HotRow
 from strategies.field_groups import ALL_GROUPS, BOUNDS_FIELDS, DIM_FIELDS, SEGMENT_FIELDS, SMALL_TABLE_FIELDS
 from tbe import KernelConfig
-from tbe.forward_small_table import step_edge
-from tbe.routing import routing_edges
+from tbe.routing import routing_edges, step_edge
 
 
 def _around(values: Iterable[int]) -> list[int]:

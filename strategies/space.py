@@ -24,9 +24,8 @@ from strategies.pack import packs
 from strategies.specs import MAX_DIM, case_specs
 from tbe import KernelConfig
 from tbe.buckets import block_for_dim
-from tbe.forward_small_table import step_edge
 from tbe.modes import FloatDtype
-from tbe.routing import chunk_count_edges, segment_edges
+from tbe.routing import chunk_count_edges, segment_edges, step_edge
 
 
 def hot_row_counts(config: KernelConfig, max_lookups: int) -> st.SearchStrategy[int]:

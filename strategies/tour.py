@@ -22,8 +22,7 @@ from typing import Any, Sequence, TypeVar
 
 from cases import ID_KINDS, BadBatchSpec, BadId, BadIdCase, CaseSpec, Drawn, HotRow
 from strategies.tiers import past_counter_fits
-from tbe.forward_small_table import step_edge
-from tbe.routing import COUNTER_CHUNKS, past_counter_length
+from tbe.routing import COUNTER_CHUNKS, past_counter_length, step_edge
 from tbe import KernelConfig
 
 T = TypeVar("T")

@@ -28,13 +28,13 @@ from tbe.config import KernelConfig
 from tbe.faults import FAULT_MEAN_RAW_LEN, kernel_faults
 from tbe.grid import cdiv
 from tbe.modes import Pooling
+from tbe.routing import FLUSH, counting_step
 
 DOT_MIN = 16  # tl.dot needs M, N, K >= 16 (compiled and interpreted)
 # the compare [bags, ids, rows] compiles to a fast layout at 64 rows and two warps: fewer rows or more warps ran
 # 2-20x slower on an H100 (benchmarks/results/sweep_small_counts_h100.jsonl), so small tables pad to 64 rows
 ROWS_MIN = 64
 NUM_WARPS = 2
-FLUSH = 2048  # ids a bag counts between two products (a multiple of every step): counts stay exact in fp16
 
 
 # ----------------------------------------------------------------------------- eligibility
@@ -79,18 +79,6 @@ def ineligible_reason(
 def eligible(*args, **kwargs) -> bool:
     """Whether the launch takes the small-table path (arguments as ``ineligible_reason``)."""
     return ineligible_reason(*args, **kwargs) is None
-
-
-def counting_step(config: KernelConfig) -> int:
-    """Ids of each bag one step of the kernel counts (a divisor of ``FLUSH``)."""
-    return min(config.small_table_histogram_ids, FLUSH)
-
-
-def step_edge(config: KernelConfig) -> int:
-    """The shortest bag length on the path (``small_table_min_pooling``, at least 1) rounded up to whole counting
-    steps: one more id takes a step with a single live lane, the edge a campaign aims at."""
-    step = counting_step(config)
-    return cdiv(max(1, config.small_table_min_pooling), step) * step
 
 
 # ----------------------------------------------------------------------------- launch

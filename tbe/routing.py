@@ -5,7 +5,8 @@ One source for all three. ``Path`` names every path (its value is how a checked 
 (the device-side split by ``long_run_threshold`` lives in ``tbe.classify``'s kernel, which
 reads the same field); strategies and checks call ``route`` and ``backward_paths`` to name the tiers a batch
 takes without running a kernel. ``segment_edges`` lists the segment lengths where a kernel's handling of a run
-changes (strategies draw them, coverage witnesses them), ``long_edges`` names the ones a batch's long runs meet.
+changes (strategies draw them, coverage witnesses them), ``long_edges`` names the ones a batch's long runs meet,
+and ``step_edge`` the bag length where the small-table forward's counting steps turn over.
 """
 
 from __future__ import annotations
@@ -153,3 +154,20 @@ def segment_edges(config: KernelConfig, limit: int | None = None) -> tuple[int, 
     for k in {1, 2, 3, first_long_chunks, first_long_chunks + 1}:
         values |= {k * ch - 1, k * ch, k * ch + 1}
     return tuple(sorted(v for v in values if v >= 1 and (limit is None or v <= limit)))
+
+
+# the small-table forward counts each bag's ids a step at a time and hands its counts to tl.dot every FLUSH ids:
+# a count up to 2,048 is exact in fp16 (a multiple of every step, since steps are powers of two)
+FLUSH = 2048
+
+
+def counting_step(config: KernelConfig) -> int:
+    """Ids of each bag one step of the small-table forward counts (a divisor of ``FLUSH``)."""
+    return min(config.small_table_histogram_ids, FLUSH)
+
+
+def step_edge(config: KernelConfig) -> int:
+    """The shortest bag length on the small-table path (``small_table_min_pooling``, at least 1) rounded up to
+    whole counting steps: one more id takes a step with a single live lane, the edge a campaign aims at."""
+    step = counting_step(config)
+    return -(-max(1, config.small_table_min_pooling) // step) * step
