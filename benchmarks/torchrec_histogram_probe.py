@@ -27,14 +27,21 @@ ROWS, DIM, BAGS, LENGTH = 16, 64, 32, 64
 LR, EPS = 0.01, 1e-8
 
 
-def adagrad_step_fp64(weights: torch.Tensor, ids: torch.Tensor, bag_of: torch.Tensor, dout: torch.Tensor,
+def adagrad_step_fp64(weights: torch.Tensor, ids: torch.Tensor, offsets: torch.Tensor, dout: torch.Tensor,
                       lr: float, eps: float) -> torch.Tensor:
-    """The weights after one exact row-wise Adagrad step from zero momentum, in FP64: every row a lookup reads
-    moves by lr * g / (sqrt(mean(g * g)) + eps), g its summed upstream gradient; the others stay."""
-    grad = torch.zeros(weights.shape, dtype=torch.float64).index_add_(0, ids, dout.double()[bag_of])
-    touched = torch.bincount(ids, minlength=weights.shape[0]) > 0
-    rate = lr / ((grad * grad).mean(1).sqrt() + eps)
-    return weights.double() - torch.where(touched[:, None], rate[:, None] * grad, 0.0)
+    """The [rows, D] table after one exact row-wise Adagrad step from zero momentum (SUM pooling), in FP64:
+    ``oracles.reference_backward``'s new rows written over the old weights, so the rows no lookup reads stay."""
+    from oracles.reference_backward import reference_backward
+    from tbe.layout import TableLayout, TableSpec
+    from tbe.modes import Optimizer, Pooling
+
+    rows, dim = weights.shape
+    ref = reference_backward(TableLayout((TableSpec(rows, dim),)), weights.reshape(-1), torch.zeros(rows), ids,
+                             offsets, None, offsets.numel() - 1, Pooling.SUM, Optimizer.EXACT_ROWWISE_ADAGRAD, lr,
+                             eps, dout)
+    out = weights.double().reshape(-1).clone()
+    out[ref.rows.weight_index] = ref.rows.w_new
+    return out.view(rows, dim)
 
 
 def step(module_class, hints, w0, ids, offsets, dout, device) -> torch.Tensor:
@@ -66,13 +73,12 @@ def main(argv=None) -> int:
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(0, ROWS, (BAGS * LENGTH,), generator=g)
     offsets = torch.arange(0, BAGS * LENGTH + 1, LENGTH)
-    bag_of = torch.repeat_interleave(torch.arange(BAGS), LENGTH)
     w0 = (0.1 * torch.randn(ROWS, DIM, generator=g)).half()
     base = torch.randn(BAGS, DIM, generator=g)
     lines = []
     for scale in SCALES:
         dout = base * scale
-        want = adagrad_step_fp64(w0, ids, bag_of, dout, LR, EPS)
+        want = adagrad_step_fp64(w0, ids, offsets, dout, LR, EPS)
         line = {"version": loaded.version, "device": str(dev), "dout_scale": scale,
                 "largest_update": (want - w0.double()).abs().max().item()}
         for label, hints in (("histogram", [LENGTH]), ("sorted", None)):
