@@ -22,7 +22,7 @@ from typing import Any, Sequence, TypeVar
 
 from cases import ID_KINDS, BadBatchSpec, BadId, BadIdCase, CaseSpec, Drawn, HotRow
 from strategies.tiers import past_counter_fits
-from tbe.routing import COUNTER_CHUNKS, past_counter_length, step_edge
+from tbe.routing import COUNTER_CHUNKS, counting_step, past_counter_length, step_edge
 from tbe import KernelConfig
 
 T = TypeVar("T")
@@ -121,13 +121,15 @@ def tour(config: KernelConfig, max_lookups: int, fixed: frozenset[str] = frozens
     wide_ov = {} if 1025 <= 16 * c.dim_buckets[-1] else {"dim_buckets": tuple(sorted(set(c.dim_buckets) | {128}))}
     st = {"small_table_max_rows": 16, "small_table_min_dim": 16, "small_table_max_dim": 32,
           "small_table_min_pooling": 8, "small_table_bags_per_program": 2, "small_table_histogram_ids": 16}
-    tail = 2 * c.fwd_gather_unweighted + 3  # ids past the first counting step, not a multiple of any step
-    affordable = step_edge(c) + tail <= max_lookups // (4 * (c.small_table_bags_per_program + 1))
+    def past_steps(cfg: KernelConfig) -> int:  # on the path: a whole counting step past its edge, 3 ids into the next
+        return step_edge(cfg) + counting_step(cfg) + 3
+
+    affordable = past_steps(c) <= max_lookups // (4 * (c.small_table_bags_per_program + 1))
     if affordable and c.small_table_min_dim <= c.small_table_max_dim:
         st = {}
     E = st.get("small_table_max_rows", c.small_table_max_rows)
     D = st.get("small_table_min_dim", c.small_table_min_dim)
-    L = step_edge(c.replace(**st)) + tail  # on the path, past whole counting steps
+    L = past_steps(c.replace(**st))
     bags = st.get("small_table_bags_per_program", c.small_table_bags_per_program) + 1
     items = [
         ("empty bags", CaseSpec(tables=((5, 4), (3, 2)), batch_size=3, length_profile="empty", seed=1), {}),
