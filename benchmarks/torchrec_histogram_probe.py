@@ -60,15 +60,14 @@ def step(module_class, hints, w0, ids, offsets, dout, device) -> torch.Tensor:
 
 
 def main(argv=None) -> int:
-    from fuzz.sut.torchrec_triton.loader import load
-    from fuzz.sut.torchrec_triton.sut import _cpu_stand_ins, device
+    from fuzz.sut.torchrec_triton import device, install_cpu_stand_ins, load
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sut-source", required=True)
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
     dev = device()
-    _cpu_stand_ins()
+    install_cpu_stand_ins()
     loaded = load(args.sut_source)
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(0, ROWS, (BAGS * LENGTH,), generator=g)

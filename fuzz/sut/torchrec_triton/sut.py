@@ -80,7 +80,7 @@ def unavailable_reason(source: Optional[str]) -> Optional[str]:
         loaded = load(source)
     except SUTError as e:
         return str(e)
-    _cpu_stand_ins()
+    install_cpu_stand_ins()
     try:
         inst = adapter.TorchRecInstance(loaded, device(), probe_params())
         out = inst.forward(torch.tensor([0, 1, 2, 0]), torch.tensor([0, 1, 2, 3, 4]))
@@ -146,7 +146,7 @@ def paths(loaded: Loaded, case: Any, t: Any, config: Any) -> frozenset[str]:
     return frozenset(found)
 
 
-def _cpu_stand_ins() -> None:
+def install_cpu_stand_ins() -> None:
     """On the CPU: the transpose op FBGEMM lacks there, the interpreter's bf16 casts made to round as compiled
     kernels do (``interpreter_fixes``), and on a torch built without CUDA, ``torch.cuda.is_current_stream_capturing``
     (which raises there) answering False: no stream can be capturing."""
@@ -177,7 +177,7 @@ def factory(source: Optional[str] = None) -> SUT:
     description = f"{loaded.describe()} ({where})"
 
     def build(p: TBEParams) -> adapter.TorchRecInstance:
-        _cpu_stand_ins()
+        install_cpu_stand_ins()
         return adapter.TorchRecInstance(loaded, device(), p)
 
     return SUT(NAME, caps, build, lambda: unavailable_reason(source), description, version=loaded.version,
