@@ -31,6 +31,7 @@ from tbe.modes import FloatDtype
 STAGES = [
     ("forward", r"_forward_kernel|_small_table_kernel|embedding_forward|embedding_bag_forward|codegen_forward|"
                 r"bounds_check"),
+    ("small-table backward", r"_small_table_grad_kernel|_small_table_apply_kernel"),
     ("sort", r"[Rr]adix|[Ss]ort|Onesweep|DeviceSegmentedSort"),
     ("linearize", r"linearize|searchsorted|index_select|gather|_index_|indexing|IndexKernel"),
     ("run-length encode", r"[Ss]can|cumsum|Reduce|run_length|_count_runs|_write_runs|unique|scatter|Encode|segment"),

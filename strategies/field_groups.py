@@ -22,7 +22,7 @@ DIM_FIELDS = frozenset({
 # what moves a single fp16 table on or off the small-table path, or changes its kernel
 SMALL_TABLE_FIELDS = frozenset({
     "small_table_path", "small_table_max_rows", "small_table_min_dim", "small_table_max_dim",
-    "small_table_min_pooling", "small_table_bags_per_program", "small_table_histogram_ids",
+    "small_table_min_pooling", "small_table_bags_per_program", "small_table_histogram_ids", "small_table_backward",
 })
 # what changes a bad-id case's run: it stops after the bounds check and the forward
 BOUNDS_FIELDS = frozenset({"fused_bounds_check", "bounds_check_block"})

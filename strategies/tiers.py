@@ -36,13 +36,15 @@ class TierReport:
     edges: frozenset[LongEdge]
 
 
-def tier_report(segment_lengths: torch.Tensor, num_lookups: int, config: KernelConfig) -> TierReport:
-    """Tiers and long-run edges of runs with SLs ``segment_lengths`` under ``config``."""
+def tier_report(segment_lengths: torch.Tensor, num_lookups: int, config: KernelConfig,
+                forward: Path = Path.FWD_GENERIC) -> TierReport:
+    """Tiers and long-run edges of runs with SLs ``segment_lengths`` under ``config`` (``forward``: the path the
+    step's forward took; after a counting one the backward is the small-table one, whatever the runs)."""
     sl = segment_lengths.to(torch.int64).reshape(-1)
     ch = config.chunk_size
     long = long_runs(sl, config)
     lsl = sl[long]
-    tiers = backward_paths(route(sl, num_lookups, config))
+    tiers = backward_paths(route(sl, num_lookups, config, forward))
     return TierReport(
         runs=int(sl.numel()), short_runs=int((~long).sum()), long_runs=int(long.sum()),
         chunks=int(((lsl + ch - 1) // ch).sum()), max_segment=int(sl.max()) if sl.numel() else 0,

@@ -35,10 +35,11 @@ class TBEFunction(torch.autograd.Function):
         ctx.backward_done = False
         ctx.save_for_backward(indices, offsets, per_sample_weights)
         ctx.transposed = None
-        if module.config.hoist_transpose:  # sort the batch now; the backward reuses it
-            from tbe.backward import transpose_for
+        if module.config.hoist_transpose:  # sort the batch now; the backward reuses it (a counting one sorts nothing)
+            from tbe.backward import takes_counts, transpose_for
 
-            ctx.transposed = transpose_for(module, indices, offsets, per_sample_weights, batch_size, vbe)
+            if not takes_counts(module, indices.numel(), batch_size, per_sample_weights is not None, vbe):
+                ctx.transposed = transpose_for(module, indices, offsets, per_sample_weights, batch_size, vbe)
         return out
 
     @staticmethod

@@ -1,6 +1,7 @@
 """The backward entry point: validate the upstream gradient, transpose, classify, run the tiers.
 
-Order matters once: the per-sample-weight gradient reads the weights before any update,
+A step whose forward counted (one small table, ``tbe.routing.counts_backward``) takes the small-table backward
+instead: no transpose, no tiers. Otherwise order matters once: the per-sample-weight gradient reads the weights before any update,
 so it runs first. After that the short tier and the long tier of every dimension bucket
 touch disjoint rows. Nothing here reads a device value on the host.
 """
@@ -15,11 +16,13 @@ import triton.language as tl
 
 from tbe.backward_long import backward_long
 from tbe.backward_short import backward_short
+from tbe.backward_small_table import backward_small_table
 from tbe.buckets import block_for_dim, bucket_tables
 from tbe.classify import classify
+from tbe.forward_dispatch import choose_path
 from tbe.grid import cdiv
 from tbe.rounding import rounding_of, to_storage
-from tbe.routing import fused_long
+from tbe.routing import counts_backward, fused_long
 from tbe.transpose import Transposed, transpose
 from tbe.vbe import VbeTensors, bag_args, feature_of
 
@@ -40,6 +43,13 @@ def check_grad_output(module, grad_output: object, batch_size: int, vbe: Optiona
     if grad_output.device.type != module.device.type:
         raise ValueError(f"grad_output is on {grad_output.device}, expected {module.device}")
     return grad_output.contiguous()
+
+
+def takes_counts(module, num_indices: int, batch_size: int, weighted: bool, vbe: Optional[VbeTensors]) -> bool:
+    """Whether this step's backward is the small-table one (its forward's path, asked of the forward's rule)."""
+    path = choose_path(module.layout.feature_dims, module.layout.feature_rows, num_indices, batch_size,
+                       module.weights.dtype, module.output_dtype, weighted, module.config, vbe is not None)
+    return counts_backward(path, module.config)
 
 
 def transpose_for(module, indices, offsets, per_sample_weights, batch_size, vbe=None) -> Transposed:
@@ -69,6 +79,10 @@ def backward_and_update(
         psw_grad = torch.zeros_like(per_sample_weights)
     if n == 0 or batch_size == 0:
         return psw_grad
+    rounding = rounding_of(cfg.stochastic_rounding, module.weights.dtype)
+    if takes_counts(module, n, batch_size, per_sample_weights is not None, vbe):
+        backward_small_table(module, indices, offsets, batch_size, grad, module.next_rounding_seed(), rounding)
+        return psw_grad
     tr = transposed if transposed is not None else transpose_for(
         module, indices, offsets, per_sample_weights, batch_size, vbe)
     if need_psw_grad:
@@ -77,7 +91,6 @@ def backward_and_update(
     dims = module.layout.feature_dims
     buckets = sorted(bucket_tables(dims, cfg).items())
     fused = fused_long(n, cfg)
-    rounding = rounding_of(cfg.stochastic_rounding, module.weights.dtype)
     seed = module.next_rounding_seed()
     for k, (block_d, tables) in enumerate(buckets):
         max_dim = max(dims[t] for t in tables)

@@ -42,6 +42,8 @@ class KernelConfig:
     small_table_min_pooling: int = 64
     small_table_bags_per_program: int = 16
     small_table_histogram_ids: int = 16
+    # the backward of a step whose forward counted: counts^T @ d_out per program, no transpose (off: the tiers)
+    small_table_backward: bool = True
     # bounds check: ids per block of the standalone id check and of the offsets repair kernel
     fused_bounds_check: bool = False
     bounds_check_block: int = 256

@@ -4,7 +4,7 @@ One source for all three. ``Path`` names every path (its value is how a checked 
 ``label`` is how the coverage matrix shows it). ``tbe.backward`` asks ``fused_long`` which long tier to launch
 (the device-side split by ``long_run_threshold`` lives in ``tbe.classify``'s kernel, which
 reads the same field); strategies and checks call ``route`` and ``backward_paths`` to name the tiers a batch
-takes without running a kernel. ``segment_edges`` lists the segment lengths where a kernel's handling of a run
+takes without running a kernel, and after a counting forward ``counts_backward`` says the step counts too. ``segment_edges`` lists the segment lengths where a kernel's handling of a run
 changes (strategies draw them, coverage witnesses them), ``long_edges`` names the ones a batch's long runs meet,
 and ``step_edge`` the bag length where the small-table forward's counting steps turn over.
 """
@@ -31,6 +31,7 @@ class Path(enum.Enum):
     BWD_SHORT = "bwd:short"
     BWD_LONG = "bwd:long"              # long runs: partial sums in a workspace, then an apply kernel
     BWD_FUSED = "bwd:long_fused"       # long runs: the last chunk applies the update
+    BWD_SMALL_TABLE = "bwd:small_table"  # one small table whose forward counted: counts^T @ d_out, no transpose
     PSW_GRAD = "bwd:psw_grad"          # the per-sample-weight gradient
 
     @property
@@ -43,7 +44,8 @@ _LABELS = {
     Path.FWD_GENERIC: "forward, generic", Path.FWD_SMALL_TABLE: "forward, small-table",
     Path.BOUNDS_FUSED: "bounds check, fused", Path.BOUNDS_STANDALONE: "bounds check, standalone",
     Path.BWD_SHORT: "backward, short tier", Path.BWD_LONG: "backward, long tier (two kernels)",
-    Path.BWD_FUSED: "backward, long tier (fused)", Path.PSW_GRAD: "per-sample-weight gradient",
+    Path.BWD_FUSED: "backward, long tier (fused)", Path.BWD_SMALL_TABLE: "backward, small-table",
+    Path.PSW_GRAD: "per-sample-weight gradient",
 }
 MULTI_CHUNK = "bwd:multi_chunk"  # not a path: the tier name of a batch with a long run over several chunks
 
@@ -56,6 +58,11 @@ def bounds_path(config: KernelConfig) -> Path:
 def fused_long(num_lookups: int, config: KernelConfig) -> bool:
     """Long runs take the fused tier (the last chunk applies the update) rather than grad-accum + apply."""
     return config.fused_long_tier and num_lookups >= config.fused_long_min_lookups
+
+
+def counts_backward(forward: Path, config: KernelConfig) -> bool:
+    """The backward of a step whose forward took ``forward`` is the small-table one (no transpose, no tiers)."""
+    return forward is Path.FWD_SMALL_TABLE and config.small_table_backward
 
 
 def long_runs(segment_lengths: torch.Tensor, config: KernelConfig) -> torch.Tensor:
@@ -71,17 +78,23 @@ class Routing:
     long: bool         # some run has SL >= long_run_threshold
     fused: bool        # the long runs (if any) go to the fused tier
     multi_chunk: bool  # some long run spans more than one chunk
+    small_table: bool = False  # the small-table backward runs instead of the tiers (``counts_backward``)
 
 
 def backward_paths(routing: Routing) -> set[Path]:
-    """The backward tiers ``routing`` launches."""
+    """The backward paths ``routing`` launches."""
+    if routing.small_table:
+        return {Path.BWD_SMALL_TABLE}
     return ({Path.BWD_SHORT} if routing.short else set()) | (
         {Path.BWD_FUSED if routing.fused else Path.BWD_LONG} if routing.long else set())
 
 
-def route(segment_lengths: torch.Tensor, num_lookups: int, config: KernelConfig) -> Routing:
-    """The routing of one batch whose runs have lengths ``segment_lengths`` ([runs], any integer dtype)
-    and which has ``num_lookups`` lookups in all."""
+def route(segment_lengths: torch.Tensor, num_lookups: int, config: KernelConfig,
+          forward: Path = Path.FWD_GENERIC) -> Routing:
+    """The routing of one batch whose runs have lengths ``segment_lengths`` ([runs], any integer dtype),
+    which has ``num_lookups`` lookups in all and whose forward took ``forward``."""
+    if counts_backward(forward, config):
+        return Routing(short=False, long=False, fused=False, multi_chunk=False, small_table=True)
     sl = segment_lengths.to(torch.int64).reshape(-1)
     is_long = long_runs(sl, config)
     has_long = bool(is_long.any())

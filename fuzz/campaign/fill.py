@@ -149,6 +149,7 @@ def _path_configs(path: Path, base: KernelConfig, fixed: frozenset[str]) -> list
     """Overrides of the campaign's configs on which ``path`` can run, the config under test first."""
     wants = {
         Path.FWD_SMALL_TABLE: lambda c: c.small_table_path,
+        Path.BWD_SMALL_TABLE: lambda c: c.small_table_path and c.small_table_backward,
         Path.BOUNDS_FUSED: lambda c: c.fused_bounds_check,
         Path.BOUNDS_STANDALONE: lambda c: not c.fused_bounds_check,
         Path.BWD_LONG: lambda c: not c.fused_long_tier,
@@ -161,7 +162,7 @@ def _path_configs(path: Path, base: KernelConfig, fixed: frozenset[str]) -> list
 
 
 def _path_recipes(path: Path, c: KernelConfig) -> list[_Recipe]:
-    if path == Path.FWD_SMALL_TABLE:
+    if path in (Path.FWD_SMALL_TABLE, Path.BWD_SMALL_TABLE):  # one example takes both
         rows = max(2, min(c.small_table_max_rows, 16))
         dim = max(1, c.small_table_min_dim)
         bags = c.small_table_bags_per_program + 1

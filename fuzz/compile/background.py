@@ -49,7 +49,7 @@ def _mode_key(config: KernelConfig, spec: Any) -> tuple:
 def _warm_key(case: WarmCase) -> tuple:
     """The readiness key a built warm-up case counts toward."""
     spec = case.spec.spec
-    if not case.backward:  # the small-table groups are forward-only (fuzz.compile.warmup.small_table_cases)
+    if case.small:  # the small-table groups (fuzz.compile.warmup.small_table_cases)
         return ("small", _config_key(case.config))
     return _matrix_key(case.config, spec) if spec.bounds_check == MATRIX_MODE else _mode_key(case.config, spec)
 
@@ -388,7 +388,7 @@ def _order(groups: list, base: Optional[KernelConfig]) -> list:
 
     def target(g) -> bool:
         spec = g[2][0].spec.spec
-        return g[0][1] == base and (not g[2][0].backward or (spec.weights_dtype, spec.output_dtype,
+        return g[0][1] == base and (g[2][0].small or (spec.weights_dtype, spec.output_dtype,
                                                              spec.index_dtype) == STEER_TARGET)
 
     matrix = [g for g in groups if g[0][0] == "matrix"]

@@ -37,6 +37,7 @@ class WarmCase:
     config: KernelConfig
     spec: Any  # a CaseSpec, or a tour's bad-input case
     backward: bool = True
+    small: bool = False  # one of ``small_table_cases``: its own readiness key (``fuzz.compile.background``)
 
 
 def _shapes(config: KernelConfig, weighted: bool, weights_dtype: str) -> tuple[list, list]:
@@ -120,10 +121,9 @@ def group_cases(config: KernelConfig, w: str, o: str, idx: str, weighted: bool) 
 
 
 def small_table_cases(config: KernelConfig) -> list[list[WarmCase]]:
-    """The histogram + tl.dot path: one table per (rows tile, column tile), every index dtype,
-    pooling and mode; forward only (its backward is the generic one, warmed above). One group
-    per tile pair: each case compiles a kernel of its own, so one group of all of them was the
-    warm-up's last and longest."""
+    """The counting path: one table per (rows tile, column tile), every index dtype, pooling and mode in a forward,
+    and where the backward counts too, a step of each index dtype, pooling and optimizer. One group per tile pair:
+    each case compiles a kernel of its own, so one group of all of them was the warm-up's last and longest."""
     if not config.small_table_path:
         return []
     c = config
@@ -137,7 +137,12 @@ def small_table_cases(config: KernelConfig) -> list[list[WarmCase]]:
             spec = CaseSpec(tables=((e, d),), batch_size=1, pooling=pooling, weights_dtype="fp16",
                             output_dtype="fp32", index_dtype=idx, length_profile="fixed", max_length=length,
                             bounds_check=mode, seed=1)
-            group.append(WarmCase(config, spec, backward=False))
+            group.append(WarmCase(config, spec, backward=False, small=True))
+        for idx, pooling, opt in itertools.product(IndexDtype, Pooling, Optimizer) if c.small_table_backward else ():
+            spec = CaseSpec(tables=((e, d),), batch_size=1, pooling=pooling, weights_dtype="fp16",
+                            output_dtype="fp32", index_dtype=idx, length_profile="fixed", max_length=length,
+                            optimizer=opt, bounds_check=MATRIX_MODE, seed=1)
+            group.append(WarmCase(config, spec, small=True))
         groups.append(group)
     return groups
 

@@ -192,7 +192,8 @@ def classify(exc: BaseException) -> tuple[FailureKind, str]:
 
 def tiers_of(case: AnyCase, t: CaseTensors, config: KernelConfig,
              device: Optional[torch.device] = None) -> tuple[frozenset[str], int, tuple]:
-    """(kernel paths the case takes: forward path, backward tiers by segment length, bad ids;
+    """(kernel paths the case takes: forward path, backward tiers by segment length (or the small-table
+    backward), bad ids;
     the longest segment length; (segment length, runs) per distinct length). The segment lengths are
     counted on ``device`` (default the CPU; a worker passes its kernels' device, where a 12M-lookup
     count takes milliseconds instead of a second)."""
@@ -203,17 +204,18 @@ def tiers_of(case: AnyCase, t: CaseTensors, config: KernelConfig,
     if case.bad is not None:
         found.add(bounds_path(config).value)
         return frozenset(found), 0, ()
-    found.add(choose_path(
+    forward = choose_path(
         layout.feature_dims, layout.feature_rows, t.indices.numel(), B, spec.weights_dtype.torch,
         spec.output_dtype.torch, spec.weighted, config, vbe=spec.vbe,
-    ).value)
+    )
+    found.add(forward.value)
     if not t.grad_outputs or t.indices.numel() == 0:
         return frozenset(found), 0, ()
     dev = device or torch.device("cpu")
     table_of = lookup_features(spec, t.offsets.to(dev), t.indices.numel())
     lin = layout_tensors(layout, dev).hash_size_cumsum[table_of] + t.indices.to(dev, torch.int64)
     sl = torch.unique(lin, return_counts=True)[1]
-    routing = route(sl, t.indices.numel(), config)
+    routing = route(sl, t.indices.numel(), config, forward)
     found |= {p.value for p in backward_paths(routing)}
     if routing.multi_chunk:
         found.add(MULTI_CHUNK)

@@ -36,7 +36,7 @@ from tbe.grid import num_sms
 from tbe.loops import CLASSES, LoopClass
 from tbe.kernel_loops import all_loops
 from tbe.forward_dispatch import choose_path
-from tbe.routing import LongEdge, Path, bounds_path, past_counter_length, segment_edges
+from tbe.routing import LongEdge, Path, bounds_path, counts_backward, past_counter_length, segment_edges
 from tbe.modes import BoundsCheckMode, FloatDtype, IndexDtype, Optimizer, Pooling
 from fuzz.glossary import Term, see
 
@@ -194,14 +194,17 @@ def _placements(case: BadIdCase) -> list[tuple[str, str, str]]:
     return out
 
 
-def backward_paths(segment_lengths: Sequence[int], lookups: int, config: KernelConfig) -> tuple[frozenset, frozenset]:
-    """(backward tiers, long-run edges) of runs of these lengths: the project's routing rule, asked once here."""
-    return _backward_paths(tuple(int(s) for s in segment_lengths), lookups, config)
+def backward_paths(segment_lengths: Sequence[int], lookups: int, config: KernelConfig,
+                   forward: Path = Path.FWD_GENERIC) -> tuple[frozenset, frozenset]:
+    """(backward paths, long-run edges) of runs of these lengths after a forward on ``forward``: the project's
+    routing rule, asked once here."""
+    return _backward_paths(tuple(int(s) for s in segment_lengths), lookups, config, forward)
 
 
 @functools.lru_cache(maxsize=4096)  # the reachability witnesses ask for the same runs under each config many times
-def _backward_paths(segment_lengths: tuple[int, ...], lookups: int, config: KernelConfig) -> tuple[frozenset, frozenset]:
-    report = tier_report(torch.tensor(segment_lengths, dtype=torch.int64), lookups, config)
+def _backward_paths(segment_lengths: tuple[int, ...], lookups: int, config: KernelConfig,
+                    forward: Path) -> tuple[frozenset, frozenset]:
+    report = tier_report(torch.tensor(segment_lengths, dtype=torch.int64), lookups, config, forward)
     return report.tiers, report.edges
 
 
@@ -220,9 +223,10 @@ def paths_of(f: Facts, config: KernelConfig) -> set[Path]:
         paths.add(bounds_path(config))
     if f.bad:
         return paths
-    paths.add(forward_path(f, config))
+    forward = forward_path(f, config)
+    paths.add(forward)
     if f.segment_lengths:
-        paths |= backward_paths(f.segment_lengths, f.lookups, config)[0]
+        paths |= backward_paths(f.segment_lengths, f.lookups, config, forward)[0]
         if f.weighted:
             paths.add(Path.PSW_GRAD)
     return paths
@@ -365,6 +369,8 @@ def _reachable_one(config: KernelConfig, forward_only: bool = False,
         if empty:
             edges.add(Edge(EdgeGroup.EMPTY_BAG, "yes"))
         add({path}, edges)
+        if lookups and counts_backward(path, c):  # its step: the small-table backward, on the same example
+            add({Path.BWD_SMALL_TABLE}, edges - {_steps_edge(0)})
     # backward: its tiers depend on the segment lengths and the lookups
     anything = all_dims | shared | {Edge(EdgeGroup.EMPTY_BAG, "yes"), _steps_edge(1), _steps_edge(2)}
     anything |= feature_map_edges(MANY_FEATURES)  # a run's tier is its length's, whichever features it spans

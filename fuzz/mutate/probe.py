@@ -22,7 +22,7 @@ import hashlib  # noqa: E402
 import json  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
+from typing import Any, Callable, NamedTuple, Optional  # noqa: E402
 
 import torch  # noqa: E402
 
@@ -48,10 +48,32 @@ _EVERY_ID = [BadId(k, t, b, e) for k, (t, b, e) in zip(ID_KINDS, [("first", "fir
              ("first", "last", "first"), ("last", "first", "last"), ("first", "first", "last"), ("last", "last", "first")])]
 
 
-def probes() -> list[tuple[str, AnyCase, KernelConfig]]:
-    """(label, case, config): together they run every kernel and every compile-time branch, every
+class Probe(NamedTuple):
+    label: str
+    case: AnyCase
+    config: KernelConfig
+    grad_edit: Optional[Callable[[torch.Tensor], torch.Tensor]] = None  # an upstream gradient cases cannot draw
+
+
+def _non_finite_grad(grad: torch.Tensor) -> torch.Tensor:
+    """The drawn upstream gradient with inf, -inf and NaN in the first two bags' first columns."""
+    grad = grad.clone()
+    grad[0, 0], grad[0, 1], grad[1, 0] = float("inf"), float("nan"), float("-inf")
+    return grad
+
+
+def probes() -> list[Probe]:
+    """Together they run every kernel and every compile-time and data-dependent branch, every
     persistent grid-stride loop and gather loop for more than one turn (grid multipliers 1: two programs
     on the CPU; a small-table tail of three gathers), and carry optimizer state over two steps."""
+    return [Probe(*p) for p in _cases()] + [
+        Probe("small-table backward, non-finite upstream gradients, adagrad",
+              CaseSpec(tables=((12, 20),), batch_size=4, length_profile="fixed", max_length=20, weights_dtype="fp16",
+                       optimizer="exact_rowwise_adagrad", seed=38), SMALL_TABLE, _non_finite_grad),
+    ]
+
+
+def _cases() -> list[tuple[str, AnyCase, KernelConfig]]:
     t3 = ((50, 24), (13, 5), (9, 40))
     return [
         ("grad-accum long tier, strided grids, weighted mean adagrad, 2 steps",
@@ -162,8 +184,10 @@ def _h(t: torch.Tensor) -> str:
     return f"{t.dtype}{list(t.shape)}:" + hashlib.sha256(t.view(torch.uint8).numpy().tobytes()).hexdigest()[:20]
 
 
-def fingerprint(case: AnyCase, config: KernelConfig) -> list[Any]:
-    """Every observable result of the case, step by step (a raised error is a result too)."""
+def fingerprint(case: AnyCase, config: KernelConfig,
+                grad_edit: Optional[Callable[[torch.Tensor], torch.Tensor]] = None) -> list[Any]:
+    """Every observable result of the case, step by step (a raised error is a result too); ``grad_edit`` changes
+    each step's upstream gradient first."""
     spec = case.spec
     t = tensors(case)
     module = build_module(spec, config)
@@ -174,7 +198,7 @@ def fingerprint(case: AnyCase, config: KernelConfig) -> list[Any]:
             y = module(t.indices, t.offsets, psw, batch_size_per_feature=spec.batch_size_per_feature)
             rec = {"out": _h(y), "warnings": int(module.bounds_check_warnings[0])}
             if grad is not None:
-                y.backward(grad)
+                y.backward(grad if grad_edit is None else grad_edit(grad))
                 rec.update(weights=_h(module.weights), momentum=_h(module.momentum),
                            psw_grad=None if psw is None else _h(psw.grad))
         except Exception as e:  # noqa: BLE001 - an error is an observable result
@@ -209,11 +233,11 @@ def run(trace: bool = False) -> dict[str, Any]:
     torch.manual_seed(0)
     tracer = _Tracer(Path.cwd()) if trace else None
     result: dict[str, Any] = {"probes": {}}
-    for label, case, config in probes():
+    for probe in probes():
         if tracer is not None:
             sys.settrace(tracer)
         try:
-            result["probes"][label] = fingerprint(case, config)
+            result["probes"][probe.label] = fingerprint(probe.case, probe.config, probe.grad_edit)
         finally:
             sys.settrace(None)
     if tracer is not None:

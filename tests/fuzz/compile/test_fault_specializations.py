@@ -36,8 +36,10 @@ TOUCHES = {
     "momentum_low_precision": {"_short_rows_kernel"},
     "runs_per_feature": {"_count_runs_kernel", "_write_runs_kernel"},
     "vbe_last_feature_offset": {"_forward_kernel"},  # read under VBE alone, but its bit is in every launch's mask
-    # the stochastic-rounding profiles' stores: the short tier's, the fused long tier's and the apply kernel's
-    "biased_stochastic_rounding": {"_short_kernel", "_short_rows_kernel", "_chunk_kernel", "_apply_kernel"},
+    # the stochastic-rounding profiles' stores: the short tier's, the fused long tier's, the apply kernel's and the
+    # small-table backward's
+    "biased_stochastic_rounding": {"_short_kernel", "_short_rows_kernel", "_chunk_kernel", "_apply_kernel",
+                                   "_small_table_apply_kernel"},
     "short_rows_one_pass": {"_short_rows_kernel"},
     "apply_drops_partial_group": {"_apply_kernel"},
     "fused_workspace_uninitialized": set(),  # host-side: the workspace is not zeroed

@@ -34,10 +34,12 @@ def dims(*values: str) -> set[Edge]:
     return {Edge(EdgeGroup.DIM, v) for v in values}
 
 
-def test_small_table_shape_takes_the_small_table_path_and_weights_move_it_off():
+def test_small_table_shape_takes_the_small_table_paths_and_weights_move_it_off():
     f = Facts(dims=(64,), rows=(16,), batch_size=2, lookups=128, weights_dtype="fp16", output_dtype="fp32",
               segment_lengths=(8,))
-    assert paths_of(f, DEFAULT) == {P.FWD_SMALL_TABLE, P.BOUNDS_STANDALONE, P.BWD_SHORT}
+    assert paths_of(f, DEFAULT) == {P.FWD_SMALL_TABLE, P.BOUNDS_STANDALONE, P.BWD_SMALL_TABLE}
+    tiers = DEFAULT.replace(small_table_backward=False)  # the forward counts, the step takes the tiers
+    assert paths_of(f, tiers) == {P.FWD_SMALL_TABLE, P.BOUNDS_STANDALONE, P.BWD_SHORT}
     weighted = Facts(**{**f.__dict__, "weighted": True})
     assert paths_of(weighted, DEFAULT) == {P.FWD_GENERIC, P.BOUNDS_STANDALONE, P.BWD_SHORT, P.PSW_GRAD}
     assert paths_of(f, DEFAULT.replace(small_table_path=False)) == {P.FWD_GENERIC, P.BOUNDS_STANDALONE, P.BWD_SHORT}
