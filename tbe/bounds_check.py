@@ -113,16 +113,30 @@ def new_state(mode: BoundsCheckMode, indices: torch.Tensor, offsets: torch.Tenso
     return CheckState(mode, warning_count, record)
 
 
+INT32_LIMIT = 2 ** 31
+
+
+def copy_dtype(indices: torch.Tensor, max_rows: Optional[int]) -> torch.dtype:
+    """The dtype of the standalone check's repaired copies: int32 where every repaired id and offset fits (fewer
+    than 2^31 ids, tables of at most 2^31 rows, ``max_rows`` given), which halves the copy's writes and every later
+    read of it; else the inputs' own."""
+    if max_rows is None or indices.dtype != torch.int64 or indices.numel() >= INT32_LIMIT or max_rows > INT32_LIMIT:
+        return indices.dtype
+    return torch.int32
+
+
 def repair_offsets(
     indices: torch.Tensor, offsets: torch.Tensor, state: CheckState, config: KernelConfig,
+    dtype: Optional[torch.dtype] = None,
 ) -> torch.Tensor:
-    """Repaired copy of ``offsets`` (same dtype); counts bad bags and records the first bad entry.
+    """Repaired copy of ``offsets`` (in ``dtype``, default the same); counts bad bags and records the first bad
+    entry.
 
     The repair is a prefix maximum, computed so that no program walks all the offsets: each block's maximum,
     each block's carry (the maximum of the blocks before it), then each block's own scan. Up to ``FOLD_BLOCKS``
     blocks, each repair program takes its carry from the block maxima itself (two launches; the reads grow as the
     square of the blocks); past that a third launch, between the two, scans them."""
-    fixed = torch.empty_like(offsets)
+    fixed = torch.empty_like(offsets, dtype=dtype or offsets.dtype)
     n, block = offsets.numel(), config.bounds_check_block
     blocks = cdiv(n, block)
     fold = blocks <= FOLD_BLOCKS * block
@@ -141,15 +155,18 @@ def repair_offsets(
 def check_ids(
     indices: torch.Tensor, fixed_offsets: torch.Tensor, rows_per_table: torch.Tensor,
     batch_size: int, state: CheckState, config: KernelConfig, vbe: Optional[VbeTensors] = None,
+    dtype: Optional[torch.dtype] = None,
 ) -> torch.Tensor:
-    """Standalone id check over valid (repaired) offsets: repaired copy of ``indices`` under WARNING/IGNORE."""
+    """Standalone id check over valid (repaired) offsets: repaired copy of ``indices`` (in ``dtype``, default the
+    same) under WARNING/IGNORE."""
     num_bags = fixed_offsets.numel() - 1
+    dtype = dtype or indices.dtype
     if not state.write:
         out = indices  # FATAL: nothing is written, a valid batch comes back unchanged
     elif num_bags == 0:
-        return indices.clone()  # no bags: no id belongs to a table, nothing to check
+        return indices.to(dtype, copy=True)  # no bags: no id belongs to a table, nothing to check
     else:
-        out = torch.empty_like(indices)
+        out = torch.empty_like(indices, dtype=dtype)
     n = indices.numel()
     if num_bags == 0 or n == 0:
         return out
@@ -217,19 +234,21 @@ def bounds_check(
     warning_count: Optional[torch.Tensor] = None,
     config: Optional[KernelConfig] = None,
     vbe: Optional[VbeTensors] = None,
+    max_rows: Optional[int] = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Standalone check: (indices, offsets) repaired per ``mode`` into copies; FATAL raises.
 
     Under WARNING the number of repairs is added to ``warning_count`` (int64, one element).
     NONE returns the inputs untouched (the caller vouches for them: bad ids then read
-    outside the table).
+    outside the table). With ``max_rows`` (the largest table's rows) the copies may be int32 (``copy_dtype``).
     """
     if mode == BoundsCheckMode.NONE:
         return indices, offsets
     config = config or KernelConfig()
     state = new_state(mode, indices, offsets, warning_count)
-    fixed_offsets = repair_offsets(indices, offsets, state, config)
-    fixed_indices = check_ids(indices, fixed_offsets, rows_per_table, batch_size, state, config, vbe)
+    dtype = copy_dtype(indices, max_rows) if state.write else None
+    fixed_offsets = repair_offsets(indices, offsets, state, config, dtype)
+    fixed_indices = check_ids(indices, fixed_offsets, rows_per_table, batch_size, state, config, vbe, dtype)
     raise_if_fatal(state, indices, offsets, fixed_offsets, rows_per_table, batch_size, vbe)
     if state.fatal:
         return indices, offsets

@@ -69,17 +69,19 @@ def prepare_bounds(
     warning_count: Optional[torch.Tensor],
     config: KernelConfig,
     vbe: Optional[VbeTensors] = None,
+    max_rows: Optional[int] = None,
 ) -> tuple[torch.Tensor, torch.Tensor, ForwardCheck]:
     """(indices, offsets) for the forward and the ForwardCheck it takes.
 
-    Standalone: both are repaired here (FATAL raises here). Fused: only offsets are; the
+    Standalone: both are repaired here (FATAL raises here), into int32 copies where ``max_rows`` (the largest
+    table's rows) lets them (``tbe.bounds_check.copy_dtype``). Fused: only offsets are; the
     forward repairs ids as it loads them and ``finish_bounds`` raises afterwards.
     """
     if config.fused_bounds_check and mode != BoundsCheckMode.NONE:
         fixed_offsets, check = begin_fused(indices, offsets, rows_per_table, mode, warning_count, config)
         return indices, fixed_offsets, check
     fixed_indices, fixed_offsets = bounds_check(
-        indices, offsets, rows_per_table, batch_size, mode, warning_count, config, vbe,
+        indices, offsets, rows_per_table, batch_size, mode, warning_count, config, vbe, max_rows,
     )
     return fixed_indices, fixed_offsets, ForwardCheck(raw_offsets=offsets)
 

@@ -146,7 +146,7 @@ class TritonTBE(nn.Module):
         # standalone check: repaired here; fused: offsets here, ids inside the forward kernel
         fwd_indices, checked_offsets, check = prepare_bounds(
             indices, offsets, self.layout_tensors["rows"], batch_size,
-            self.bounds_check_mode, self.bounds_check_warnings, self.config, vbe,
+            self.bounds_check_mode, self.bounds_check_warnings, self.config, vbe, max(self.layout.rows),
         )
         return TBEFunction.apply(
             self.placeholder, per_sample_weights, self, fwd_indices, checked_offsets, batch_size, check, vbe

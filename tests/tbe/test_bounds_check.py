@@ -19,7 +19,7 @@ from cases import BadBatchSpec, BadId, materialize_bad
 from strategies.bad_inputs import bad_batch_specs
 from tbe import BoundsCheckError, KernelConfig, TritonTBE
 from tbe.backend import default_device
-from tbe.bounds_check import bounds_check
+from tbe.bounds_check import bounds_check, copy_dtype
 from tbe.forward_dispatch import checked_forward
 from tbe.modes import BoundsCheckMode, Pooling
 
@@ -376,3 +376,53 @@ def test_id_check_finds_each_ids_feature(block, sizes):
                           KernelConfig(bounds_check_block=block), vbe)
     assert ri.tolist() == ref.indices.tolist() and ro.tolist() == ref.offsets.tolist()
     assert int(warn[0]) == ref.warnings > 0
+
+
+# ----------------------------------------------------------------------------- int32 copies
+def test_copy_dtype_narrows_only_where_every_value_fits():
+    ids = t([0, 1])
+    assert copy_dtype(ids, 6) == torch.int32
+    assert copy_dtype(ids, None) == torch.int64           # the caller did not say how large the tables are
+    assert copy_dtype(ids, 2 ** 31) == torch.int32        # ids up to 2^31 - 1
+    assert copy_dtype(ids, 2 ** 31 + 1) == torch.int64    # an id of 2^31 would wrap
+    assert copy_dtype(t([0, 1], torch.int32), 6) == torch.int32
+
+
+@pytest.mark.parametrize("mode", [BoundsCheckMode.WARNING, BoundsCheckMode.IGNORE])
+def test_int32_copies_hold_the_same_repairs(mode):
+    """int64 extremes repaired into int32 copies: the same values, counts and warnings as int64 copies."""
+    info = torch.iinfo(torch.int64)
+    idx = t([info.max, 0, info.min, 3, 4, 2, 5, 1, 0, 3])
+    off = t([0, 1, 3, 2, 12, 6, 7, 7, 9, 10])
+    rows, cfg = t([4, 6, 5]), KernelConfig(bounds_check_block=2)
+    results = []
+    for max_rows in (None, 6):
+        warn = torch.zeros(1, dtype=torch.int64, device=DEV)
+        ri, ro = bounds_check(idx, off, rows, 3, mode, warn, cfg, max_rows=max_rows)
+        results.append((ri.dtype, ro.dtype, ri.tolist(), ro.tolist(), int(warn[0])))
+    (wd, wo, *wide), (nd, no, *narrow) = results
+    assert (wd, wo, nd, no) == (torch.int64, torch.int64, torch.int32, torch.int32)
+    assert narrow == wide and (mode == BoundsCheckMode.IGNORE or wide[2] > 0)
+
+
+def test_fatal_returns_the_inputs_whatever_the_tables():
+    idx, off = t([0, 3, 1]), t([0, 1, 2, 3])
+    ri, ro = bounds_check(idx, off, t([4, 6, 5]), 1, BoundsCheckMode.FATAL, None, SMALL_BLOCK, max_rows=6)
+    assert ri is idx and ro is off
+
+
+@pytest.mark.parametrize("mode", ["warning", "ignore"])
+def test_module_int64_batch_steps_as_its_int32_twin(mode):
+    """Under a repairing mode the module works on int32 copies: an int64 batch gives the int32 batch's output and
+    updates bit for bit (a bad id and a bad offset included)."""
+    idx, off = [0, 4, -3, 1, 2, 5, 0], [0, 2, 2, 3, 8]  # id 4 of table 0, id -3 of table 1, the last offset past 7
+    runs = []
+    for dtype in (torch.int64, torch.int32):
+        m = TritonTBE([(4, 3), (6, 5)], optimizer="exact_rowwise_adagrad", bounds_check=mode, config=SMALL_BLOCK,
+                      device=DEV)
+        out = m(t(idx, dtype), t(off, dtype))
+        out.backward(torch.linspace(-1, 1, out.numel(), device=DEV).view(out.shape))
+        runs.append((out.detach().cpu(), m.weights.cpu(), m.momentum.cpu(), int(m.bounds_check_warnings[0])))
+    (o1, w1, m1, c1), (o2, w2, m2, c2) = runs
+    assert torch.equal(o1, o2) and torch.equal(w1, w2) and torch.equal(m1, m2) and c1 == c2
+    assert mode == "ignore" or c1 > 0
