@@ -65,7 +65,7 @@ def _non_finite_grad(grad: torch.Tensor) -> torch.Tensor:
 def probes() -> list[Probe]:
     """Together they run every kernel and every compile-time and data-dependent branch, every
     persistent grid-stride loop and gather loop for more than one turn (grid multipliers 1: two programs
-    on the CPU; a small-table tail of three gathers), and carry optimizer state over two steps."""
+    on the CPU; small-table bags past one counting step), and carry optimizer state over two steps."""
     return [Probe(*p) for p in _cases()] + [
         Probe("small-table backward, non-finite upstream gradients, adagrad",
               CaseSpec(tables=((12, 20),), batch_size=4, length_profile="fixed", max_length=20, weights_dtype="fp16",
