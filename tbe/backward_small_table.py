@@ -18,7 +18,7 @@ import triton.language as tl
 
 from tbe.buckets import next_pow2
 from tbe.faults import kernel_faults
-from tbe.forward_small_table import DOT_MIN, NUM_WARPS, ROWS_MIN
+from tbe.forward_small_table import DOT_MIN, NUM_WARPS, ROWS_MIN, one_hot_counts
 from tbe.grid import cdiv, persistent_grid
 from tbe.optimizers import apply_row
 from tbe.rounding import rounding_faults
@@ -85,14 +85,14 @@ def _small_table_grad_kernel(
         finite = tl.abs(g) < float("inf")
         g_finite = tl.where(finite, g, 0.0)
         hit = tl.zeros([M, ROWS], dtype=tl.int32)  # which rows each bag read
-        for f0 in range(0, tl.max(length, axis=0), FLUSH):
+        longest = tl.max(length, axis=0)
+        for f0 in range(0, longest, FLUSH):
             counts = tl.zeros([M, ROWS], dtype=tl.int32)
-            for k in range(f0, tl.minimum(f0 + FLUSH, tl.max(length, axis=0)), H):
+            for k in range(f0, tl.minimum(f0 + FLUSH, longest), H):
                 pos = start[:, None] + k + h[None, :]
                 m = pos < end[:, None]
                 ids = tl.load(indices_ptr + pos, mask=m, other=0).to(tl.int64)
-                row = tl.where(m & (ids >= 0) & (ids < E), ids, -1).to(tl.int32)  # an id past the table counts nowhere
-                counts += tl.sum((row[:, :, None] == rcol[None, None, :]).to(tl.int32), axis=1)
+                counts += one_hot_counts(ids, m, E, rcol)
             acc += tl.dot(tl.trans(counts.to(tl.float32)), g_finite, input_precision="ieee")
             hit = tl.maximum(hit, tl.minimum(counts, 1))
         read = tl.maximum(read, tl.max(hit, axis=0))

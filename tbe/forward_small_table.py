@@ -147,8 +147,7 @@ def _small_table_kernel(
             if CHECK:
                 ids = check_id_tile(ids, pos, m, E, ids_out_ptr, warn_ptr, record_ptr, num_indices,
                                     CHECK_WRITE, CHECK_COUNT, CHECK_RECORD, FAULTS)
-            row = tl.where(m & (ids >= 0) & (ids < E), ids, -1).to(tl.int32)  # an id past the table counts nowhere
-            counts += tl.sum((row[:, :, None] == rcol[None, None, :]).to(tl.int32), axis=1)
+            counts += one_hot_counts(ids, m, E, rcol)
         acc += tl.dot(counts.to(tl.float16), table, out_dtype=tl.float32)
 
     if MEAN:
@@ -158,3 +157,11 @@ def _small_table_kernel(
                      - tl.load(raw_offsets_ptr + bag, mask=bag_ok, other=0)).to(tl.int64)
         acc = acc / tl.maximum(denom, 1).to(tl.float32)[:, None]
     tl.store(out_ptr + bag[:, None] * out_stride + cols[None, :], acc, mask=bag_ok[:, None] & cmask[None, :])
+
+
+@triton.jit
+def one_hot_counts(ids, m, E, rcol):
+    """How many of each bag's ids (a [bags, ids] tile, lanes ``m`` live) name each row ``rcol``: one compare a row
+    per id; an id past the table counts nowhere. The small-table backward counts with it too."""
+    row = tl.where(m & (ids >= 0) & (ids < E), ids, -1).to(tl.int32)
+    return tl.sum((row[:, :, None] == rcol[None, None, :]).to(tl.int32), axis=1)
