@@ -1,8 +1,8 @@
 """The backward entry point: validate the upstream gradient, transpose, classify, run the tiers.
 
 A step whose forward counted (one small table, ``tbe.routing.counts_backward``) takes the small-table backward
-instead: no transpose, no tiers. Otherwise order matters once: the per-sample-weight gradient reads the weights before any update,
-so it runs first. After that the short tier and the long tier of every dimension bucket
+instead: no transpose, no tiers. Otherwise order matters once: the per-sample-weight gradient reads the weights
+before any update, so it runs first. After that the short tier and the long tier of every dimension bucket
 touch disjoint rows. Nothing here reads a device value on the host.
 """
 

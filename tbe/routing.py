@@ -4,8 +4,9 @@ One source for all three. ``Path`` names every path (its value is how a checked 
 ``label`` is how the coverage matrix shows it). ``tbe.backward`` asks ``fused_long`` which long tier to launch
 (the device-side split by ``long_run_threshold`` lives in ``tbe.classify``'s kernel, which
 reads the same field); strategies and checks call ``route`` and ``backward_paths`` to name the tiers a batch
-takes without running a kernel, and after a counting forward ``counts_backward`` says the step counts too. ``segment_edges`` lists the segment lengths where a kernel's handling of a run
-changes (strategies draw them, coverage witnesses them), ``long_edges`` names the ones a batch's long runs meet,
+takes without running a kernel, and after a counting forward ``counts_backward`` says the step counts too.
+``segment_edges`` lists the segment lengths where a kernel's handling of a run changes (strategies draw them,
+coverage witnesses them), ``long_edges`` names the ones a batch's long runs meet,
 and ``step_edge`` the bag length where the small-table forward's counting steps turn over.
 """
 
