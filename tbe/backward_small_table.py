@@ -18,7 +18,7 @@ import triton.language as tl
 
 from tbe.buckets import next_pow2
 from tbe.faults import kernel_faults
-from tbe.forward_small_table import DOT_MIN, NUM_WARPS, ROWS_MIN, one_hot_counts
+from tbe.forward_small_table import DOT_MIN, NUM_WARPS, ROWS_MIN, one_hot_counts, wide_ids
 from tbe.grid import cdiv, persistent_grid
 from tbe.optimizers import apply_row
 from tbe.rounding import rounding_faults
@@ -43,7 +43,7 @@ def backward_small_table(module, indices: torch.Tensor, offsets: torch.Tensor, b
     sums = module.workspaces.take("small-table row sums", (programs, rows, block_d), torch.float32)
     read = module.workspaces.take("small-table rows read", (programs, rows), torch.int32)
     _small_table_grad_kernel[(programs,)](
-        indices, offsets, grad, grad.stride(0), sums, read, batch_size, E, D,
+        wide_ids(indices), offsets, grad, grad.stride(0), sums, read, batch_size, E, D,
         MEAN=module.pooling.value == "mean", BAGS=bags, M=max(DOT_MIN, bags), H=counting_step(cfg),
         ROWS=rows, BLOCK_D=block_d, FLUSH=FLUSH, num_warps=NUM_WARPS,
     )

@@ -23,9 +23,10 @@ from tbe.autograd import TBEFunction
 from tbe.batch import validate_batch
 from tbe.buckets import device_layout
 from tbe.config import KernelConfig
-from tbe.forward_dispatch import prepare_bounds
+from tbe.forward_dispatch import choose_path, prepare_bounds
 from tbe.layout import TableLayout, VariableBatch, check_feature_table_map, parse_specs, seeded_weights
 from tbe.modes import BoundsCheckMode, Optimizer, Pooling, parse_enum, parse_float_dtype
+from tbe.routing import Path
 from tbe.vbe import vbe_tensors
 from tbe.workspace import Workspaces
 
@@ -146,11 +147,20 @@ class TritonTBE(nn.Module):
         # standalone check: repaired here; fused: offsets here, ids inside the forward kernel
         fwd_indices, checked_offsets, check = prepare_bounds(
             indices, offsets, self.layout_tensors["rows"], batch_size,
-            self.bounds_check_mode, self.bounds_check_warnings, self.config, vbe, max(self.layout.rows),
+            self.bounds_check_mode, self.bounds_check_warnings, self.config, vbe,
+            self._narrow_copies(indices.numel(), batch_size, per_sample_weights is not None, vbe is not None),
         )
         return TBEFunction.apply(
             self.placeholder, per_sample_weights, self, fwd_indices, checked_offsets, batch_size, check, vbe
         )
+
+    def _narrow_copies(self, num_indices: int, batch_size: int, weighted: bool, vbe: bool) -> Optional[int]:
+        """``max_rows`` for the standalone check's copies (int32 where it fits) when the generic forward reads them;
+        None keeps the caller's dtype on the small-table path, whose kernels read int64 ids
+        (``tbe.forward_small_table.wide_ids``)."""
+        path = choose_path(self.layout.feature_dims, self.layout.feature_rows, num_indices, batch_size,
+                           self.weights.dtype, self.output_dtype, weighted, self.config, vbe)
+        return max(self.layout.rows) if path is Path.FWD_GENERIC else None
 
     def extra_repr(self) -> str:
         return (

@@ -20,6 +20,7 @@ from strategies.bad_inputs import bad_batch_specs
 from tbe import BoundsCheckError, KernelConfig, TritonTBE
 from tbe.backend import default_device
 from tbe.bounds_check import bounds_check, copy_dtype
+import tbe.forward_dispatch as dispatch
 from tbe.forward_dispatch import checked_forward
 from tbe.modes import BoundsCheckMode, Pooling
 
@@ -426,3 +427,32 @@ def test_module_int64_batch_steps_as_its_int32_twin(mode):
     (o1, w1, m1, c1), (o2, w2, m2, c2) = runs
     assert torch.equal(o1, o2) and torch.equal(w1, w2) and torch.equal(m1, m2) and c1 == c2
     assert mode == "ignore" or c1 > 0
+
+
+def test_module_copies_narrow_only_for_the_generic_forward():
+    """An int64 batch under WARNING: the generic forward reads int32 copies, the small-table kernels (slower on int32
+    ids and offsets) int64 ones; both paths' outputs repair the bad id alike."""
+    seen = []
+    real = dispatch.forward_small_table, dispatch.forward_generic
+
+    def spy(name, fn):
+        def wrapped(*args, **kwargs):
+            seen.append((name, args[3].dtype, args[4].dtype))  # (weights, ..., indices, offsets, ...)
+            return fn(*args, **kwargs)
+        return wrapped
+
+    cfg = KernelConfig(small_table_min_pooling=2)
+    idx, off = t([0, 15, 16, 3, 1, 2, 2, 7]), t([0, 4, 8])  # id 16 is past the table's 16 rows
+    outs = []
+    dispatch.forward_small_table, dispatch.forward_generic = spy("small_table", real[0]), spy("generic", real[1])
+    try:
+        for weights in ("fp16", "fp32"):  # fp32 weights leave the small-table path
+            m = TritonTBE([(16, 64)], weights_dtype=weights, output_dtype="fp32", bounds_check="warning", config=cfg,
+                          device=DEV)
+            with torch.no_grad():
+                m.weights.copy_(torch.linspace(-1, 1, m.weights.numel(), device=DEV).to(m.weights.dtype))
+            outs.append(m(idx, off).cpu())
+    finally:
+        dispatch.forward_small_table, dispatch.forward_generic = real
+    assert seen == [("small_table", torch.int64, torch.int64), ("generic", torch.int32, torch.int32)]
+    assert torch.allclose(outs[0], outs[1], atol=1e-2)

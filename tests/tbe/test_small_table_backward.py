@@ -165,3 +165,29 @@ def test_switch_off_and_hoisted_transpose():
     short = [8] * 20  # mean bag length under small_table_min_pooling: the forward gathers, the tiers run
     idx, off = batch(16, 20, short, seed=12)
     assert routes(module(), idx, off) == {"tiers"}
+
+
+def test_int32_ids_reach_both_kernels_as_int64(monkeypatch):
+    """An int32 batch steps within its bound, and the forward's and the step's counting kernels read its ids as
+    int64 (``wide_ids``: their compare is slow on int32 ids)."""
+    import tbe.forward_small_table as forward_small
+
+    seen = []
+
+    def spy(owner, name, at):
+        kernel = getattr(owner, name)
+
+        class Launcher:
+            def __getitem__(self, grid):
+                def launch(*args, **kwargs):
+                    seen.append((name, args[at].dtype))
+                    return kernel[grid](*args, **kwargs)
+                return launch
+
+        monkeypatch.setattr(owner, name, Launcher())
+
+    spy(forward_small, "_small_table_kernel", 1)  # (weights, indices, ...)
+    spy(small_table, "_small_table_grad_kernel", 0)  # (indices, ...)
+    idx, off = batch(16, 20, [64] * 20, seed=5)
+    assert not train_step(module(), idx.to(torch.int32), off.to(torch.int32), None, seed=6)
+    assert {("_small_table_kernel", torch.int64), ("_small_table_grad_kernel", torch.int64)} == set(seen)
