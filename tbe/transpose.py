@@ -203,6 +203,7 @@ def _bag_search(offsets_ptr, pos, lo, hi, m, steps):
 
 # ----------------------------------------------------------------------------- run-length encoding
 RUN_BLOCK = 1024
+RUN_WARPS = 8  # warps of the pass that writes the runs: its gathers of each lookup's bag wait on memory
 
 
 def run_length_encode(sorted_key: torch.Tensor, perm: torch.Tensor, bag_of: torch.Tensor, batch_size: int,
@@ -238,7 +239,7 @@ def run_length_encode(sorted_key: torch.Tensor, perm: torch.Tensor, bag_of: torc
     _write_runs_kernel[(blocks,)](sorted_key, perm, bag_of, runs_through, lt["weights_offsets"], lt["dims"],
                                   lt["hash_size_cumsum"], lt["sort_base"], lt["bucket_of_table"], sorted_bag, run_linear, run_table,
                                   run_wrow, run_bucket, run_start, num_runs, n, B, bag_feature, BLOCK=RUN_BLOCK,
-                                  FAULTS=fault_bits, VBE=vbe is not None)
+                                  FAULTS=fault_bits, VBE=vbe is not None, num_warps=RUN_WARPS)
     return sorted_bag, run_linear, run_table, run_wrow, run_bucket, run_start, num_runs
 
 
