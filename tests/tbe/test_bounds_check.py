@@ -431,7 +431,7 @@ def test_module_int64_batch_steps_as_its_int32_twin(mode):
 
 def test_module_copies_narrow_only_for_the_generic_forward():
     """An int64 batch under WARNING: the generic forward reads int32 copies, the small-table kernels (slower on int32
-    ids and offsets) int64 ones; both paths' outputs repair the bad id alike."""
+    ids) int64 ones; both paths' outputs repair the bad id alike."""
     seen = []
     real = dispatch.forward_small_table, dispatch.forward_generic
 
