@@ -90,6 +90,7 @@ class TritonTBE(nn.Module):
         self.placeholder = nn.Parameter(torch.zeros(0, device=self.device))
         self.layout_tensors = device_layout(layout, config, self.device)
         self.workspaces = Workspaces(self.device)
+        self.copy_max_rows = self._copy_max_rows()
         self.reset_weights(seed)
 
     # ------------------------------------------------------------------ weights and state
@@ -147,20 +148,21 @@ class TritonTBE(nn.Module):
         # standalone check: repaired here; fused: offsets here, ids inside the forward kernel
         fwd_indices, checked_offsets, check = prepare_bounds(
             indices, offsets, self.layout_tensors["rows"], batch_size,
-            self.bounds_check_mode, self.bounds_check_warnings, self.config, vbe,
-            self._narrow_copies(indices.numel(), batch_size, per_sample_weights is not None, vbe is not None),
+            self.bounds_check_mode, self.bounds_check_warnings, self.config, vbe, self.copy_max_rows,
         )
         return TBEFunction.apply(
             self.placeholder, per_sample_weights, self, fwd_indices, checked_offsets, batch_size, check, vbe
         )
 
-    def _narrow_copies(self, num_indices: int, batch_size: int, weighted: bool, vbe: bool) -> Optional[int]:
-        """``max_rows`` for the standalone check's copies (int32 where it fits) when the generic forward reads them;
-        None keeps the caller's dtype on the small-table path, whose kernels read int64 ids
-        (``tbe.forward_small_table.wide_ids``)."""
-        path = choose_path(self.layout.feature_dims, self.layout.feature_rows, num_indices, batch_size,
-                           self.weights.dtype, self.output_dtype, weighted, self.config, vbe)
-        return max(self.layout.rows) if path is Path.FWD_GENERIC else None
+    def _copy_max_rows(self) -> Optional[int]:
+        """``max_rows`` for the standalone check's repaired copies: int32 where they fit
+        (``tbe.bounds_check.copy_dtype``), unless a batch may take the small-table path, whose kernels read int64 ids
+        (``tbe.forward_small_table.wide_ids``): then None, the caller's dtype. Asked once, of the path rule with the
+        most eligible batch (one unweighted bag of ``small_table_min_pooling`` ids)."""
+        cfg = self.config
+        path = choose_path(self.layout.feature_dims, self.layout.feature_rows, cfg.small_table_min_pooling, 1,
+                           self.weights_dtype, self.output_dtype, False, cfg)
+        return None if path is Path.FWD_SMALL_TABLE else max(self.layout.rows)
 
     def extra_repr(self) -> str:
         return (

@@ -429,9 +429,10 @@ def test_module_int64_batch_steps_as_its_int32_twin(mode):
     assert mode == "ignore" or c1 > 0
 
 
-def test_module_copies_narrow_only_for_the_generic_forward():
+def test_module_copies_narrow_only_off_the_small_table_path():
     """An int64 batch under WARNING: the generic forward reads int32 copies, the small-table kernels (slower on int32
-    ids) int64 ones; both paths' outputs repair the bad id alike."""
+    ids) int64 ones, and so does a weighted batch of a small table, which the generic forward takes; the outputs
+    repair the bad id alike."""
     seen = []
     real = dispatch.forward_small_table, dispatch.forward_generic
 
@@ -452,7 +453,12 @@ def test_module_copies_narrow_only_for_the_generic_forward():
             with torch.no_grad():
                 m.weights.copy_(torch.linspace(-1, 1, m.weights.numel(), device=DEV).to(m.weights.dtype))
             outs.append(m(idx, off).cpu())
+        outs.append(m(idx, off, torch.ones(idx.numel(), device=DEV)).cpu())  # the fp32 module: generic again
+        small = TritonTBE([(16, 64)], weights_dtype="fp16", output_dtype="fp32", bounds_check="warning", config=cfg,
+                          device=DEV)
+        small(idx, off, torch.ones(idx.numel(), device=DEV))  # weighted: the generic forward, the copies stay int64
     finally:
         dispatch.forward_small_table, dispatch.forward_generic = real
-    assert seen == [("small_table", torch.int64, torch.int64), ("generic", torch.int32, torch.int32)]
-    assert torch.allclose(outs[0], outs[1], atol=1e-2)
+    assert seen == [("small_table", torch.int64, torch.int64), ("generic", torch.int32, torch.int32),
+                    ("generic", torch.int32, torch.int32), ("generic", torch.int64, torch.int64)]
+    assert torch.allclose(outs[0], outs[1], atol=1e-2) and torch.equal(outs[1], outs[2])
