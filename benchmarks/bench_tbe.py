@@ -10,12 +10,13 @@ the others, unless ``--bounds-check`` names a mode), its tables drawn as ours ar
 and written, ids sorted once) over the device-to-device copy rate measured in the same run. Each phase has two
 times: the CUDA-event median of one call on an idle GPU (``_ms``: what a caller waits, the host's launch gaps
 included) and the device time of its kernels from torch.profiler (``_device_ms``: what the GPU spends, whatever
-the host does).
+the host does). ``--ids int32`` hands every implementation the same batch with int32 ids and offsets.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import platform
 import sys
@@ -57,11 +58,15 @@ def measure(res: dict, impl: str, phase: str, fn, **timing) -> None:
     res[f"{impl}_{phase}_device_ms"] = sum(ms for ms, _ in kernel_profile(fn, DEVICE_ITERS).values())
 
 
+IDS = {"int64": torch.int64, "int32": torch.int32}  # --ids: the batch's id and offset dtype
+
+
 def bench_shape(shape: PerfShape, device, config, copy_gbps, impls=("triton", "fbgemm", "torch"),
-                torchrec: str | None = None, bounds_check: str = "none"):
-    """One record of ``shape``: each implementation's forward and iteration, ms, on one batch; every module
-    checks bounds in ``bounds_check`` mode (PyTorch's ops check always)."""
+                torchrec: str | None = None, bounds_check: str = "none", ids_dtype: str = "int64"):
+    """One record of ``shape``: each implementation's forward and iteration, ms, on one batch (ids and offsets in
+    ``ids_dtype``); every module checks bounds in ``bounds_check`` mode (PyTorch's ops check always)."""
     wl = make_workload(shape, device)
+    wl = dataclasses.replace(wl, indices=wl.indices.to(IDS[ids_dtype]), offsets=wl.offsets.to(IDS[ids_dtype]))
     ids, offsets, psw, grad = wl.indices, wl.offsets, wl.per_sample_weights, wl.grad
     specs, bags = shape.specs, shape.bags
     wdtype, odtype = FloatDtype(shape.weights_dtype).torch, FloatDtype(shape.output_dtype).torch
@@ -72,7 +77,7 @@ def bench_shape(shape: PerfShape, device, config, copy_gbps, impls=("triton", "f
            "dims": sorted(set(dims)), "weights": str(wdtype).replace("torch.", ""),
            "output": str(odtype).replace("torch.", ""), "bags": bags, "bag_lengths": shape.lengths,
            "pooling": shape.pooling, "weighted": shape.weighted, "optimizer": shape.optimizer,
-           "bounds_check": bounds_check}
+           "bounds_check": bounds_check, "ids": ids_dtype}
     ends = offsets[:: bags].tolist()  # each table's first lookup, and the end
     counts = [torch.unique(ids[lo:hi], return_counts=True)[1] for lo, hi in zip(ends, ends[1:])]
     per_table = [hi - lo for lo, hi in zip(ends, ends[1:])]
@@ -158,6 +163,8 @@ def main(argv=None) -> int:
                    help="TorchRec's Triton TBE to time (default: the newest snapshot found)")
     p.add_argument("--bounds-check", default="none", choices=("none", "warning"),
                    help="every module's bounds-check mode (default none; warning is TorchRec's and FBGEMM's default)")
+    p.add_argument("--ids", default="int64", choices=tuple(IDS),
+                   help="the batch's id and offset dtype (default int64)")
     p.add_argument("--impls", default="triton,torchrec,fbgemm,torch",
                    help="which to time beside each other (triton alone: an A/B of two checkouts of tbe, the other run through benchmarks.other_tree)")
     args = p.parse_args(argv)
@@ -179,7 +186,7 @@ def main(argv=None) -> int:
     lines = []
     for shape in shapes:
         r = bench_shape(shape, device=device, config=config, copy_gbps=copy_gbps, impls=args.impls.split(","),
-                        torchrec=torchrec, bounds_check=args.bounds_check)
+                        torchrec=torchrec, bounds_check=args.bounds_check, ids_dtype=args.ids)
         print(json.dumps(r), flush=True)
         lines.append(table_line(r))
         if args.out:

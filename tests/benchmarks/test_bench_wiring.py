@@ -57,6 +57,22 @@ def test_bench_shape_times_ours_beside_torch_on_one_batch(untimed, shape):
     assert 1 <= r["distinct_rows"] <= shape.rows and r["floor_iteration_ms"] > r["floor_forward_ms"] > 0
 
 
+@pytest.mark.parametrize("shape", TINY[1:], ids=lambda s: s.name)
+def test_bench_shape_hands_every_implementation_int32_ids_when_asked(untimed, shape, monkeypatch):
+    seen = set()
+    real = bench_tbe.torch_forward
+
+    def spy(tables, ids, offsets, psw):
+        seen.add((ids.dtype, offsets.dtype))
+        return real(tables, ids, offsets, psw)
+
+    monkeypatch.setattr(bench_tbe, "torch_forward", spy)
+    r = bench_tbe.bench_shape(shape, default_device(), KernelConfig(), copy_gbps=1.0, impls=("triton", "torch"),
+                              ids_dtype="int32")
+    assert r["ids"] == "int32" and seen == {(torch.int32, torch.int32)}
+    assert r["forward_max_abs_diff_vs_torch"] < 1e-5  # ours, on the same int32 batch, agrees
+
+
 def test_config_sweep_gives_equal_digests_for_configs_that_differ_only_in_launch_settings(untimed):
     shape = TINY[0]
     lines = list(config_sweep.sweep_shape(shape, [{}, {"fwd_num_warps": 2}], "t", default_device()))
