@@ -11,6 +11,7 @@ from benchmarks import bench_tbe, config_sweep, profile_backward
 from fuzz.gate.shapes import PRESETS, PerfShape
 from tbe import KernelConfig
 from tbe.backend import default_device
+from tests.spies import spied
 
 TINY = [PerfShape("tiny-uniform", 50, 8, bags=6, pooling=3),
         PerfShape("tiny-zipf-weighted-sgd", 40, 4, bags=5, pooling=2, skew=1.1, weighted=True, optimizer="exact_sgd"),
@@ -58,17 +59,11 @@ def test_bench_shape_times_ours_beside_torch_on_one_batch(untimed, shape):
 
 
 @pytest.mark.parametrize("shape", TINY[1:], ids=lambda s: s.name)
-def test_bench_shape_hands_every_implementation_int32_ids_when_asked(untimed, shape, monkeypatch):
+def test_bench_shape_hands_every_implementation_int32_ids_when_asked(untimed, shape):
     seen = set()
-    real = bench_tbe.torch_forward
-
-    def spy(tables, ids, offsets, psw):
-        seen.add((ids.dtype, offsets.dtype))
-        return real(tables, ids, offsets, psw)
-
-    monkeypatch.setattr(bench_tbe, "torch_forward", spy)
-    r = bench_tbe.bench_shape(shape, default_device(), KernelConfig(), copy_gbps=1.0, impls=("triton", "torch"),
-                              ids_dtype="int32")
+    with spied([(bench_tbe, "torch_forward", lambda args: seen.add((args[1].dtype, args[2].dtype)))]):  # ids, offsets
+        r = bench_tbe.bench_shape(shape, default_device(), KernelConfig(), copy_gbps=1.0, impls=("triton", "torch"),
+                                  ids_dtype="int32")
     assert r["ids"] == "int32" and seen == {(torch.int32, torch.int32)}
     assert r["forward_max_abs_diff_vs_torch"] < 1e-5  # ours, on the same int32 batch, agrees
 

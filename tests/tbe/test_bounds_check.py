@@ -23,6 +23,7 @@ from tbe.bounds_check import bounds_check, copy_dtype
 import tbe.forward_dispatch as dispatch
 from tbe.forward_dispatch import checked_forward
 from tbe.modes import BoundsCheckMode, Pooling
+from tests.spies import spied
 
 REPAIR_MODES = (BoundsCheckMode.WARNING, BoundsCheckMode.IGNORE)
 SMALL_BLOCK = KernelConfig(bounds_check_block=4, dim_buckets=(8, 16, 32))  # several blocks per bag/offsets
@@ -434,19 +435,15 @@ def test_module_copies_narrow_only_off_the_small_table_path():
     ids) int64 ones, and so does a weighted batch of a small table, which the generic forward takes; the outputs
     repair the bad id alike."""
     seen = []
-    real = dispatch.forward_small_table, dispatch.forward_generic
 
-    def spy(name, fn):
-        def wrapped(*args, **kwargs):
-            seen.append((name, args[3].dtype, args[4].dtype))  # (weights, ..., indices, offsets, ...)
-            return fn(*args, **kwargs)
-        return wrapped
+    def note(name):
+        return lambda args: seen.append((name, args[3].dtype, args[4].dtype))  # (weights, ..., indices, offsets, ...)
 
     cfg = KernelConfig(small_table_min_pooling=2)
     idx, off = t([0, 15, 16, 3, 1, 2, 2, 7]), t([0, 4, 8])  # id 16 is past the table's 16 rows
     outs = []
-    dispatch.forward_small_table, dispatch.forward_generic = spy("small_table", real[0]), spy("generic", real[1])
-    try:
+    with spied([(dispatch, "forward_small_table", note("small_table")),
+                (dispatch, "forward_generic", note("generic"))]):
         for weights in ("fp16", "fp32"):  # fp32 weights leave the small-table path
             m = TritonTBE([(16, 64)], weights_dtype=weights, output_dtype="fp32", bounds_check="warning", config=cfg,
                           device=DEV)
@@ -457,8 +454,6 @@ def test_module_copies_narrow_only_off_the_small_table_path():
         small = TritonTBE([(16, 64)], weights_dtype="fp16", output_dtype="fp32", bounds_check="warning", config=cfg,
                           device=DEV)
         small(idx, off, torch.ones(idx.numel(), device=DEV))  # weighted: the generic forward, the copies stay int64
-    finally:
-        dispatch.forward_small_table, dispatch.forward_generic = real
     assert seen == [("small_table", torch.int64, torch.int64), ("generic", torch.int32, torch.int32),
                     ("generic", torch.int32, torch.int32), ("generic", torch.int64, torch.int64)]
     assert torch.allclose(outs[0], outs[1], atol=1e-2) and torch.equal(outs[1], outs[2])

@@ -17,6 +17,7 @@ from tbe import BoundsCheckError, KernelConfig, TritonTBE
 from tbe.backend import default_device
 from tbe.forward_small_table import eligible, ineligible_reason
 from tbe.modes import BoundsCheckMode, Pooling
+from tests.spies import spied
 
 CFG = KernelConfig()
 DEV = default_device()
@@ -26,19 +27,9 @@ DEV = default_device()
 def paths_taken():
     """The forward kernels the calls inside ran, in order: dispatch's two paths wrapped to record their names."""
     seen: list[str] = []
-    real = dispatch.forward_small_table, dispatch.forward_generic
-
-    def spy(name, fn):
-        def wrapped(*args, **kwargs):
-            seen.append(name)
-            return fn(*args, **kwargs)
-        return wrapped
-
-    dispatch.forward_small_table, dispatch.forward_generic = spy("small_table", real[0]), spy("generic", real[1])
-    try:
+    with spied([(dispatch, "forward_small_table", lambda args: seen.append("small_table")),
+                (dispatch, "forward_generic", lambda args: seen.append("generic"))]):
         yield seen
-    finally:
-        dispatch.forward_small_table, dispatch.forward_generic = real
 
 
 def run(batch, config=CFG, mode=BoundsCheckMode.WARNING, warn=None):

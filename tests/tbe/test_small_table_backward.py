@@ -12,6 +12,7 @@ from fuzz.judge.check import run_case
 from tbe import KernelConfig
 from tbe.routing import FLUSH, Path, backward_paths, route
 from tests.backward_helpers import build, make_batch, on, train_step
+from tests.spies import spied
 
 OPTS = ["exact_sgd", "exact_rowwise_adagrad"]
 OFF = KernelConfig(small_table_backward=False)
@@ -33,19 +34,9 @@ def batch(E, B, lengths, seed=0, rows=None):
 def routes(m, idx, off) -> set[str]:
     """The backward functions one step of ``m`` runs (the small-table one, or the transpose of the tiers)."""
     seen = set()
-    real = backward.backward_small_table, backward.transpose_for
-
-    def spy(name, fn):
-        def wrapped(*args, **kwargs):
-            seen.add(name)
-            return fn(*args, **kwargs)
-        return wrapped
-
-    backward.backward_small_table, backward.transpose_for = spy("small_table", real[0]), spy("tiers", real[1])
-    try:
+    with spied([(backward, "backward_small_table", lambda args: seen.add("small_table")),
+                (backward, "transpose_for", lambda args: seen.add("tiers"))]):
         assert not train_step(m, idx, off, None)
-    finally:
-        backward.backward_small_table, backward.transpose_for = real
     return seen
 
 
