@@ -62,7 +62,8 @@ class CheckState:
 
     ``record[0]`` is the first offsets entry the repair changed, ``record[1]`` the first bad id position; both
     start at max(len(offsets), len(indices)), past the end of either, so that one fill sets them on the device
-    (setting one entry from the host is a pageable copy, which makes the host wait for the GPU's queue).
+    (setting one entry from the host is a pageable copy, which makes the host wait for the GPU's queue). Only FATAL
+    reads it: other modes pass the counter in its place, which no kernel then writes as a record.
     """
 
     mode: BoundsCheckMode
@@ -109,6 +110,8 @@ def new_state(mode: BoundsCheckMode, indices: torch.Tensor, offsets: torch.Tenso
             f"warning_count must be a one-element int64 tensor, got {warning_count.dtype} "
             f"with {warning_count.numel()} elements"
         )
+    if mode != BoundsCheckMode.FATAL:
+        return CheckState(mode, warning_count, warning_count)
     record = torch.full((2,), max(offsets.numel(), indices.numel()), dtype=torch.int64, device=device)
     return CheckState(mode, warning_count, record)
 
@@ -135,19 +138,21 @@ def repair_offsets(
     The repair is a prefix maximum, computed so that no program walks all the offsets: each block's maximum,
     each block's carry (the maximum of the blocks before it), then each block's own scan. Up to ``FOLD_BLOCKS``
     blocks, each repair program takes its carry from the block maxima itself (two launches; the reads grow as the
-    square of the blocks); past that a third launch, between the two, scans them."""
+    square of the blocks); past that a third launch, between the two, scans them. One block needs no carry: one
+    launch."""
     fixed = torch.empty_like(offsets, dtype=dtype or offsets.dtype)
     n, block = offsets.numel(), config.bounds_check_block
     blocks = cdiv(n, block)
     fold = blocks <= FOLD_BLOCKS * block
     block_max = torch.empty(blocks, dtype=torch.int64, device=offsets.device)
     carry = block_max if fold else torch.empty(blocks + 1, dtype=torch.int64, device=offsets.device)
-    _offsets_block_max_kernel[(blocks,)](offsets, block_max, n, indices.numel(), BLOCK=block, num_warps=4)
+    if blocks > 1:
+        _offsets_block_max_kernel[(blocks,)](offsets, block_max, n, indices.numel(), BLOCK=block, num_warps=4)
     if not fold:
         _carry_scan_kernel[(1,)](block_max, carry, blocks, BLOCK=block, num_warps=4)
     _repair_offsets_kernel[(blocks,)](
         offsets, fixed, carry, state.warning, state.record, n, indices.numel(),
-        COUNT=state.count, FOLD=fold, BLOCK=block, num_warps=4,
+        COUNT=state.count, RECORD=state.fatal, FOLD=fold, BLOCK=block, num_warps=4,
     )
     return fixed
 
@@ -372,10 +377,11 @@ def _carry_scan_kernel(block_max_ptr, carry_ptr, num_blocks, BLOCK: tl.constexpr
 @triton.jit(do_not_specialize=["num_entries", "num_indices"])
 def _repair_offsets_kernel(
     offsets_ptr, out_ptr, carry_ptr, warn_ptr, record_ptr, num_entries, num_indices,
-    COUNT: tl.constexpr, FOLD: tl.constexpr, BLOCK: tl.constexpr,
+    COUNT: tl.constexpr, RECORD: tl.constexpr, FOLD: tl.constexpr, BLOCK: tl.constexpr,
 ):
     """Program b repairs block b: its own prefix maximum over the carry of the blocks before it. ``FOLD``: the carry
-    pointer holds the block maxima, and the program takes the maximum of those before b."""
+    pointer holds the block maxima, and the program takes the maximum of those before b (block 0 reads none).
+    ``RECORD`` (FATAL): the first entry the repair changed goes to the record."""
     b = tl.program_id(0)
     n = num_indices.to(tl.int64)
     last = num_entries.to(tl.int64) - 1
@@ -399,8 +405,9 @@ def _repair_offsets_kernel(
         bag_bad = (i >= 1) & m & ((fixed != expected_end) | ((i == 1) & (first_raw != 0)))
         last_bad = (i == last) & (raw != n)
         tl.atomic_add(warn_ptr, tl.sum(bag_bad.to(tl.int64) + last_bad.to(tl.int64), axis=0))
-    changed = m & (fixed != raw)
-    tl.atomic_min(record_ptr, tl.min(tl.where(changed, i, last + 1), axis=0))
+    if RECORD:
+        changed = m & (fixed != raw)
+        tl.atomic_min(record_ptr, tl.min(tl.where(changed, i, last + 1), axis=0))
 
 
 @triton.jit(do_not_specialize=["B", "num_indices", "num_features", "steps"])
