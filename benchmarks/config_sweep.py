@@ -41,14 +41,16 @@ def weights_digest(weights: torch.Tensor, chunk: int = 1 << 26) -> list[int]:
         return [a, b]
 
 
-def sweep_shape(shape: PerfShape, overrides: list[dict], label: str, device: torch.device):
-    """One JSON-ready dict per config of ``overrides`` on ``shape``."""
+def sweep_shape(shape: PerfShape, overrides: list[dict], label: str, device: torch.device,
+                bounds_check: str = "none"):
+    """One JSON-ready dict per config of ``overrides`` on ``shape``, its modules checking bounds in ``bounds_check``'s
+    mode."""
     wl = make_workload(shape, device)
     ids, offsets, psw, grad = wl.indices, wl.offsets, wl.per_sample_weights, wl.grad
     for ov in overrides:
         cfg = KernelConfig.from_dict({**KernelConfig().to_dict(), **ov})
         t0 = time.perf_counter()
-        m = build_module(shape, cfg, device)
+        m = build_module(shape, cfg, device, bounds_check)
         torch.manual_seed(1)
         m.reset_weights()
         m(ids, offsets, psw).backward(grad)
@@ -58,7 +60,8 @@ def sweep_shape(shape: PerfShape, overrides: list[dict], label: str, device: tor
             fwd_device = [round(sum(kernel_times(lambda: m(ids, offsets, psw), 20).values()), 4) for _ in range(3)]
         its = [time_ms(lambda: m(ids, offsets, psw).backward(grad), warmup=2, repeat=10) for _ in range(3)]
         stages = summarise(kernel_times(lambda: m(ids, offsets, psw).backward(grad), 3))["stages_ms"]
-        yield {"tree": label, "shape": shape.name, "cfg": ov, "digest": digest, "fwd": round(fwd, 4),
+        yield {"tree": label, "shape": shape.name, "cfg": ov, "bounds_check": bounds_check, "digest": digest,
+               "fwd": round(fwd, 4),
                "fwd_device": fwd_device, "iter": [round(x, 4) for x in its],
                "stages": {k: round(v, 3) for k, v in stages.items()}, "s": round(time.perf_counter() - t0, 1)}
         del m
@@ -71,6 +74,8 @@ def main(argv=None) -> int:
     p.add_argument("--configs", required=True, help="JSON list of KernelConfig overrides ({} is the defaults)")
     add_shape_args(p, "bench")
     p.add_argument("--label", default="main", help="a name for this checkout in each line")
+    p.add_argument("--bounds-check", default="none", choices=("none", "warning"),
+                   help="the modules' bounds-check mode (default none; warning is TorchRec's and FBGEMM's default)")
     p.add_argument("--out", default=None, help="append the JSON lines here")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
@@ -78,7 +83,7 @@ def main(argv=None) -> int:
         return 2
     overrides = json.loads(args.configs)
     for shape in chosen_shapes(args):
-        for line in sweep_shape(shape, overrides, args.label, torch.device("cuda")):
+        for line in sweep_shape(shape, overrides, args.label, torch.device("cuda"), args.bounds_check):
             print(json.dumps(line), flush=True)
             if args.out:
                 with open(args.out, "a") as f:
