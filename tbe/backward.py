@@ -95,7 +95,7 @@ def backward_and_update(
     for k, (block_d, tables) in enumerate(buckets):
         max_dim = max(dims[t] for t in tables)
         wide = max_dim > block_d
-        backward_short(module, tr, k, grad, block_d, wide, seed, rounding, ranged=len(buckets) > 1)
+        backward_short(module, tr, k, grad, block_d, wide, seed, rounding)
         cls = classify(tr, k, cfg)
         backward_long(module, tr, cls, grad, block_d, wide, max_dim, fused, seed, rounding)
     return psw_grad

@@ -35,17 +35,17 @@ from tbe.vbe import bag_args, feature_of, row_strides
 # ----------------------------------------------------------------------------- launch
 def backward_short(
     module, tr, bucket: int, grad: torch.Tensor, block_d: int, wide: bool, seed: int, rounding: int,
-    ranged: bool = False,
 ) -> None:
     """Apply the update to every short run of dimension bucket ``bucket`` (``seed``, ``rounding``: the stores'
-    rounding, ``tbe.rounding``; ``ranged``: the module has several buckets, so the programs first find the range
-    of this one's runs)."""
+    rounding, ``tbe.rounding``). When the runs carry buckets (the module has several) the programs first find the
+    range of this one's runs."""
+    ranged = tr.run_bucket is not None
     cfg = module.config
     weighted = tr.sorted_psw is not None
     lt = module.layout_tensors
     args = (
         module.weights, module.momentum, grad, grad.stride(0), tr.num_runs,
-        tr.run_start, tr.run_linear, tr.run_wrow, tr.run_table, tr.run_bucket,
+        tr.run_start, tr.run_linear, tr.run_table, tr.run_bucket if ranged else tr.run_table,
         tr.sorted_bag, tr.sorted_psw if weighted else tr.run_start, tr.offsets, lt["dims"], lt["col_offsets"],
         lt["weights_offsets"], lt["hash_size_cumsum"], tr.batch_size, bucket, cfg.long_run_threshold,
         module.learning_rate, module.eps, seed,
@@ -178,29 +178,33 @@ def bucket_runs(run_bucket_ptr, num_runs, BUCKET, RANGED: tl.constexpr):
 
 
 @triton.jit
-def _short_run(r, num_runs, run_start_ptr, run_linear_ptr, run_wrow_ptr, table_ptr, run_bucket_ptr, dims_ptr,
-               col_offsets_ptr, BUCKET, THRESHOLD):
+def _short_run(r, num_runs, run_start_ptr, run_linear_ptr, table_ptr, run_bucket_ptr, dims_ptr, col_offsets_ptr,
+               weights_offsets_ptr, hcs_ptr, BUCKET, THRESHOLD, RANGED: tl.constexpr):
     """(is short in this bucket, start, end, linear index, D, output column, row offset) of runs ``r``
     (any shape): one read of the run's own fields (whether it is short here among them, so the
-    gradient gather can start), then one of its table's D and output column."""
+    gradient gather can start; with one bucket every run is in it), then its table's layout, small and cached:
+    D, output column, and where its rows start."""
     valid = r < num_runs
     start = tl.load(run_start_ptr + r, mask=valid, other=0)
     end = tl.load(run_start_ptr + r + 1, mask=valid, other=0)
     lin = tl.load(run_linear_ptr + r, mask=valid, other=0).to(tl.int64)
-    w_row = tl.load(run_wrow_ptr + r, mask=valid, other=0)
     t = tl.load(table_ptr + r, mask=valid, other=0)
-    short = valid & (tl.load(run_bucket_ptr + r, mask=valid, other=-1) == BUCKET) & (end - start < THRESHOLD)
+    short = valid & (end - start < THRESHOLD)
+    if RANGED:
+        short = short & (tl.load(run_bucket_ptr + r, mask=valid, other=-1) == BUCKET)
     D = tl.load(dims_ptr + t, mask=short, other=1)
     col0 = tl.load(col_offsets_ptr + t, mask=short, other=0)
+    row = lin - tl.load(hcs_ptr + t, mask=short, other=0)
+    w_row = tl.load(weights_offsets_ptr + t, mask=short, other=0) + row * D
     return short, start, end, lin, D, col0, w_row
 
 
 @triton.jit(do_not_specialize=["grad_stride", "B", "BUCKET", "THRESHOLD", "seed"])
 def _short_kernel(
     weights_ptr, momentum_ptr, grad_ptr, grad_stride, num_runs_ptr,
-    run_start_ptr, run_linear_ptr, run_wrow_ptr, table_ptr, run_bucket_ptr,
+    run_start_ptr, run_linear_ptr, table_ptr, run_bucket_ptr,
     sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, dims_ptr, col_offsets_ptr,
-    weights_offsets_ptr, hcs_ptr,  # unread: the table layout, named for the interpreter's sanitizer
+    weights_offsets_ptr, hcs_ptr,
     B, BUCKET, THRESHOLD, lr, eps, seed,
     WEIGHTED: tl.constexpr, MEAN: tl.constexpr, ADAGRAD: tl.constexpr, GATHER: tl.constexpr,
     BLOCK_D: tl.constexpr, WIDE: tl.constexpr, FAULTS: tl.constexpr, SHARED: tl.constexpr,
@@ -213,8 +217,8 @@ def _short_kernel(
     cols = tl.arange(0, BLOCK_D)
     while r < num_runs:
         short, start, end, lin, D, col0, w_off = _short_run(
-            r, num_runs, run_start_ptr, run_linear_ptr, run_wrow_ptr, table_ptr, run_bucket_ptr, dims_ptr,
-            col_offsets_ptr, BUCKET, THRESHOLD)
+            r, num_runs, run_start_ptr, run_linear_ptr, table_ptr, run_bucket_ptr, dims_ptr, col_offsets_ptr,
+            weights_offsets_ptr, hcs_ptr, BUCKET, THRESHOLD, RANGED)
         if short:
             src = (grad_ptr, grad_stride, sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, B, col0, col_offsets_ptr, start,
                    end, weights_ptr, bag_row_ptr)
@@ -227,9 +231,9 @@ def _short_kernel(
 @triton.jit(do_not_specialize=["grad_stride", "B", "BUCKET", "THRESHOLD", "seed"])
 def _short_rows_kernel(
     weights_ptr, momentum_ptr, grad_ptr, grad_stride, num_runs_ptr,
-    run_start_ptr, run_linear_ptr, run_wrow_ptr, table_ptr, run_bucket_ptr,
+    run_start_ptr, run_linear_ptr, table_ptr, run_bucket_ptr,
     sorted_bag_ptr, sorted_psw_ptr, offsets_ptr, dims_ptr, col_offsets_ptr,
-    weights_offsets_ptr, hcs_ptr,  # unread: the table layout, named for the interpreter's sanitizer
+    weights_offsets_ptr, hcs_ptr,
     B, BUCKET, THRESHOLD, lr, eps, seed,
     WEIGHTED: tl.constexpr, MEAN: tl.constexpr, ADAGRAD: tl.constexpr, RUNS: tl.constexpr,
     BLOCK_D: tl.constexpr, VEC: tl.constexpr, FAULTS: tl.constexpr, SHARED: tl.constexpr,
@@ -248,8 +252,8 @@ def _short_rows_kernel(
     step = tl.num_programs(0) * RUNS
     while base < num_runs:
         rm, start, end, lin, D, col0, w_rows = _short_run(
-            base + lane, num_runs, run_start_ptr, run_linear_ptr, run_wrow_ptr, table_ptr, run_bucket_ptr,
-            dims_ptr, col_offsets_ptr, BUCKET, THRESHOLD)
+            base + lane, num_runs, run_start_ptr, run_linear_ptr, table_ptr, run_bucket_ptr, dims_ptr,
+            col_offsets_ptr, weights_offsets_ptr, hcs_ptr, BUCKET, THRESHOLD, RANGED)
         D = D // VEC * VEC
         w_rows = w_rows // VEC * VEC
         length = tl.where(rm, end - start, 0)
@@ -307,7 +311,9 @@ def _short_lengths(a) -> torch.Tensor:
     n = int(a["num_runs_ptr"].reshape(-1)[0])
     start = a["run_start_ptr"][: n + 1].to(torch.int64)
     length = start[1:] - start[:-1]
-    mine = (a["run_bucket_ptr"][:n].to(torch.int64) == a["BUCKET"]) & (length < a["THRESHOLD"])
+    mine = length < a["THRESHOLD"]
+    if a.get("RANGED"):
+        mine &= a["run_bucket_ptr"][:n].to(torch.int64) == a["BUCKET"]
     return length[mine]
 
 

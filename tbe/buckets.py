@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Optional
 
 import torch
@@ -15,11 +16,15 @@ def next_pow2(n: int) -> int:
 
 def block_for_dim(dim: int, config: KernelConfig) -> int:
     """BLOCK_D for a table of width ``dim``; rows wider than the largest bucket loop over columns."""
+    return _block(dim, config.dim_buckets)
+
+
+def _block(dim: int, dim_buckets: tuple[int, ...]) -> int:
     p = next_pow2(dim)
-    for b in config.dim_buckets:
+    for b in dim_buckets:
         if b >= p:
             return b
-    return config.dim_buckets[-1]
+    return dim_buckets[-1]
 
 
 def bucket_tables(dims: list[int], config: KernelConfig, tables: Optional[list[int]] = None) -> dict[int, list[int]]:
@@ -28,6 +33,17 @@ def bucket_tables(dims: list[int], config: KernelConfig, tables: Optional[list[i
     for t in range(len(dims)) if tables is None else tables:
         out.setdefault(block_for_dim(dims[t], config), []).append(t)
     return out
+
+
+def several_buckets(layout, config: KernelConfig) -> bool:
+    """Whether the backward launches more than one bucket: only then do runs carry their bucket (``Transposed``'s
+    ``run_bucket``) and the tiers search for their own."""
+    return _several(tuple(layout.feature_dims), config.dim_buckets)
+
+
+@functools.lru_cache(maxsize=256)
+def _several(dims: tuple[int, ...], dim_buckets: tuple[int, ...]) -> bool:
+    return len({_block(d, dim_buckets) for d in dims}) > 1
 
 
 def device_layout(layout, config: KernelConfig, device: torch.device) -> dict[str, torch.Tensor]:

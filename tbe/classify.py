@@ -58,11 +58,12 @@ def classify(tr: Transposed, bucket: int, config: KernelConfig) -> Classified:
         chunk_upper=upper,
     )
     block = config.classify_block
+    ranged = tr.run_bucket is not None
     _classify_kernel[(cdiv(n, block),)](
-        tr.run_start, tr.run_bucket, tr.num_runs, bucket,
+        tr.run_start, tr.run_bucket if ranged else tr.run_start, tr.num_runs, bucket,
         c.counts, c.long_runs, c.chunk_base, c.num_chunks, c.countdown,
         config.long_run_threshold, config.chunk_size,
-        BLOCK=block, FAULTS=kernel_faults(config.faults, FAULT_THRESHOLD_OFF_BY_ONE),
+        BLOCK=block, FAULTS=kernel_faults(config.faults, FAULT_THRESHOLD_OFF_BY_ONE), RANGED=ranged,
     )
     grid = persistent_grid(config.long_grid_multiplier, n, device)
     _expand_chunks_kernel[(grid,)](
@@ -75,8 +76,9 @@ def classify(tr: Transposed, bucket: int, config: KernelConfig) -> Classified:
 def _classify_kernel(
     run_start_ptr, run_bucket_ptr, num_runs_ptr, BUCKET,
     counts_ptr, long_ptr, chunk_base_ptr, num_chunks_ptr, countdown_ptr,
-    THRESHOLD, CHUNK, BLOCK: tl.constexpr, FAULTS: tl.constexpr,
+    THRESHOLD, CHUNK, BLOCK: tl.constexpr, FAULTS: tl.constexpr, RANGED: tl.constexpr,
 ):
+    """Block of runs: reserve long slots for its long runs of ``BUCKET`` (every run is in it unless ``RANGED``)."""
     r = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = r < tl.load(num_runs_ptr)
     start = tl.load(run_start_ptr + r, mask=mask, other=0)
@@ -85,7 +87,8 @@ def _classify_kernel(
         is_long = mask & (length > THRESHOLD)
     else:
         is_long = mask & (length >= THRESHOLD)
-    is_long = is_long & (tl.load(run_bucket_ptr + r, mask=is_long, other=-1) == BUCKET)
+    if RANGED:
+        is_long = is_long & (tl.load(run_bucket_ptr + r, mask=is_long, other=-1) == BUCKET)
     lg = is_long.to(tl.int64)
     n_long = tl.sum(lg, axis=0)
     if n_long > 0:  # one atomic reserves the block's long slots, a prefix sum places each run

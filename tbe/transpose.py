@@ -19,10 +19,11 @@ import torch
 import triton
 import triton.language as tl
 
+from tbe.buckets import several_buckets
 from tbe.config import KernelConfig
 from tbe.faults import FAULT_RUNS_PER_FEATURE, kernel_faults
 from tbe.grid import cdiv
-from tbe.layout import TableLayout
+from tbe.layout import INT32_MAX, TableLayout
 from tbe.vbe import VbeTensors, feature_of
 
 
@@ -46,9 +47,9 @@ class Transposed:
     sorted_psw: Optional[torch.Tensor]  # [n] per-sample weights in sorted order, or None
     run_linear: torch.Tensor     # [n] linear index of each run (runs in key order: bucket by bucket)
     run_table: torch.Tensor      # [n] int32 feature of each run (its first lookup's bag's)
-    run_wrow: torch.Tensor       # [n] int64 element offset of each run's row in the packed weights
-    run_bucket: torch.Tensor     # [n] int32 backward dimension bucket of each run's table
-    run_start: torch.Tensor      # [n + 1] int64: first sorted position of each run, then n
+    run_bucket: Optional[torch.Tensor]  # [n] int32 backward dimension bucket of each run's table; None when the
+                                        # layout has one bucket (every run is in it)
+    run_start: torch.Tensor      # [n + 1] first sorted position of each run, then n: int32 when n fits
     num_runs: torch.Tensor       # [1] int64, on the device
     vbe: Optional[VbeTensors] = None  # per-feature batch sizes: bags are then found through its tables
 
@@ -120,15 +121,16 @@ def transpose(
         else:
             psw_perm = perm
         sorted_psw = per_sample_weights[psw_perm]
-    sorted_bag, run_linear, run_table, run_wrow, run_bucket, run_start, num_runs = run_length_encode(
-        sorted_key, perm, bag_of, batch_size, ldtype, layout_tensors, vbe, config.faults)
+    sorted_bag, run_linear, run_table, run_bucket, run_start, num_runs = run_length_encode(
+        sorted_key, perm, bag_of, batch_size, ldtype, layout_tensors, several_buckets(layout, config), vbe,
+        config.faults)
     # int64 whatever the index dtype: the backward kernels read offsets only under MEAN, and one
     # offsets dtype halves their specializations (a copy of T*B + 1 values when they are int32)
     return Transposed(
         n=n, batch_size=batch_size, offsets=offsets.to(torch.int64), linear_dtype=ldtype, bag_of=bag_of,
         key=key, perm=perm,
         sorted_key=sorted_key, sorted_bag=sorted_bag, sorted_psw=sorted_psw,
-        run_linear=run_linear, run_table=run_table, run_wrow=run_wrow, run_bucket=run_bucket, run_start=run_start, num_runs=num_runs,
+        run_linear=run_linear, run_table=run_table, run_bucket=run_bucket, run_start=run_start, num_runs=num_runs,
         vbe=vbe,
     )
 
@@ -149,7 +151,7 @@ def linearize(key_base: torch.Tensor, indices: torch.Tensor, offsets: torch.Tens
     n = indices.numel()
     device = indices.device
     num_bags = offsets.numel() - 1
-    bag_dtype = torch.int32 if num_bags <= 2**31 - 1 else torch.int64
+    bag_dtype = torch.int32 if num_bags <= INT32_MAX else torch.int64
     bag_of = torch.empty(n, dtype=bag_dtype, device=device)
     key = torch.empty(n, dtype=key_dtype, device=device)
     if n == 0:
@@ -207,26 +209,27 @@ RUN_WARPS = 8  # warps of the pass that writes the runs: its gathers of each loo
 
 
 def run_length_encode(sorted_key: torch.Tensor, perm: torch.Tensor, bag_of: torch.Tensor, batch_size: int,
-                      linear_dtype: torch.dtype, layout_tensors: dict[str, torch.Tensor],
+                      linear_dtype: torch.dtype, layout_tensors: dict[str, torch.Tensor], buckets: bool,
                       vbe: Optional[VbeTensors] = None, planted: tuple[str, ...] = ()):
-    """(sorted_bag, run_linear (in ``linear_dtype``), run_table, run_wrow, run_bucket, run_start, num_runs) of the
-    sorted keys: a run starts where the key changes. Each block of ``RUN_BLOCK`` sorted positions counts its run
-    starts; an inclusive scan of the counts places each block's runs; the second pass writes them with their table,
-    row offset and bucket (so the short tier knows a run's row and whether it is its own in one read,
-    without chasing its first lookup and its table's layout) and gathers each sorted lookup's bag."""
+    """(sorted_bag, run_linear (in ``linear_dtype``), run_table, run_bucket, run_start, num_runs) of the sorted keys:
+    a run starts where the key changes. Each block of ``RUN_BLOCK`` sorted positions counts its run starts; an
+    inclusive scan of the counts places each block's runs; the second pass writes them with their table and, when
+    the layout has several ``buckets``, their bucket (so the short tier knows whether a run is its own in one read,
+    without chasing its first lookup), and gathers each sorted lookup's bag. Each run costs the tiers its bytes
+    twice (written here, read there), so run_start is int32 where n fits and a run's weight row is left for the
+    tiers to compute from its table and linear index."""
     n = sorted_key.numel()
     device = sorted_key.device
     sorted_bag = torch.empty_like(bag_of)
     run_linear = torch.empty(n, dtype=linear_dtype, device=device)
     run_table = torch.empty(n, dtype=torch.int32, device=device)
-    run_wrow = torch.empty(n, dtype=torch.int64, device=device)
-    run_bucket = torch.empty(n, dtype=torch.int32, device=device)
-    run_start = torch.empty(n + 1, dtype=torch.int64, device=device)
+    run_bucket = torch.empty(n, dtype=torch.int32, device=device) if buckets else None
+    run_start = torch.empty(n + 1, dtype=torch.int32 if n < INT32_MAX else torch.int64, device=device)
     num_runs = torch.empty(1, dtype=torch.int64, device=device)  # the last block writes it
     if n == 0:
         run_start.zero_()
         num_runs.zero_()
-        return sorted_bag, run_linear, run_table, run_wrow, run_bucket, run_start, num_runs
+        return sorted_bag, run_linear, run_table, run_bucket, run_start, num_runs
     blocks = cdiv(n, RUN_BLOCK)
     block_runs = torch.empty(blocks, dtype=torch.int64, device=device)
     fault_bits = kernel_faults(planted, FAULT_RUNS_PER_FEATURE)
@@ -236,11 +239,12 @@ def run_length_encode(sorted_key: torch.Tensor, perm: torch.Tensor, bag_of: torc
                                   FAULTS=fault_bits, VBE=vbe is not None)
     runs_through = torch.cumsum(block_runs, 0)
     lt = layout_tensors
-    _write_runs_kernel[(blocks,)](sorted_key, perm, bag_of, runs_through, lt["weights_offsets"], lt["dims"],
-                                  lt["hash_size_cumsum"], lt["sort_base"], lt["bucket_of_table"], sorted_bag, run_linear, run_table,
-                                  run_wrow, run_bucket, run_start, num_runs, n, B, bag_feature, BLOCK=RUN_BLOCK,
-                                  FAULTS=fault_bits, VBE=vbe is not None, num_warps=RUN_WARPS)
-    return sorted_bag, run_linear, run_table, run_wrow, run_bucket, run_start, num_runs
+    _write_runs_kernel[(blocks,)](sorted_key, perm, bag_of, runs_through, lt["hash_size_cumsum"], lt["sort_base"],
+                                  lt["bucket_of_table"], sorted_bag, run_linear, run_table,
+                                  run_bucket if buckets else run_table, run_start, num_runs, n, B, bag_feature,
+                                  BLOCK=RUN_BLOCK, FAULTS=fault_bits, VBE=vbe is not None, BUCKETS=buckets,
+                                  num_warps=RUN_WARPS)
+    return sorted_bag, run_linear, run_table, run_bucket, run_start, num_runs
 
 
 @triton.jit
@@ -269,17 +273,17 @@ def _count_runs_kernel(sorted_ptr, perm_ptr, bag_of_ptr, block_runs_ptr, N, B, b
 
 
 @triton.jit(do_not_specialize=["N", "B"])
-def _write_runs_kernel(sorted_ptr, perm_ptr, bag_of_ptr, runs_through_ptr, weights_offsets_ptr, dims_ptr, hcs_ptr,
-                       sort_base_ptr, bucket_of_table_ptr, sorted_bag_ptr, run_linear_ptr, run_table_ptr, run_wrow_ptr,
-                       run_bucket_ptr, run_start_ptr, num_runs_ptr, N, B, bag_feature_ptr, BLOCK: tl.constexpr,
-                       FAULTS: tl.constexpr, VBE: tl.constexpr):
+def _write_runs_kernel(sorted_ptr, perm_ptr, bag_of_ptr, runs_through_ptr, hcs_ptr, sort_base_ptr,
+                       bucket_of_table_ptr, sorted_bag_ptr, run_linear_ptr, run_table_ptr, run_bucket_ptr,
+                       run_start_ptr, num_runs_ptr, N, B, bag_feature_ptr, BLOCK: tl.constexpr,
+                       FAULTS: tl.constexpr, VBE: tl.constexpr, BUCKETS: tl.constexpr):
     pid = tl.program_id(0)
     pos = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     m = pos < N
     key, start = _run_starts(sorted_ptr, perm_ptr, bag_of_ptr, pos, m, B, bag_feature_ptr, FAULTS, VBE)
     before = tl.load(runs_through_ptr + pid - 1, mask=pid > 0, other=0)
     run = before + tl.cumsum(start.to(tl.int64), axis=0) - 1
-    tl.store(run_start_ptr + run, pos, mask=start)
+    tl.store(run_start_ptr + run, pos.to(run_start_ptr.dtype.element_ty), mask=start)
     src = tl.load(perm_ptr + pos, mask=m, other=0)
     bag = tl.load(bag_of_ptr + src, mask=m, other=0)
     tl.store(sorted_bag_ptr + pos, bag, mask=m)
@@ -288,10 +292,10 @@ def _write_runs_kernel(sorted_ptr, perm_ptr, bag_of_ptr, runs_through_ptr, weigh
     linear = tl.load(hcs_ptr + t, mask=start, other=0) + row
     tl.store(run_linear_ptr + run, linear.to(run_linear_ptr.dtype.element_ty), mask=start)
     tl.store(run_table_ptr + run, t.to(tl.int32), mask=start)
-    wrow = tl.load(weights_offsets_ptr + t, mask=start, other=0) + row * tl.load(dims_ptr + t, mask=start, other=0)
-    tl.store(run_wrow_ptr + run, wrow, mask=start)
-    tl.store(run_bucket_ptr + run, tl.load(bucket_of_table_ptr + t, mask=start, other=0).to(tl.int32), mask=start)
+    if BUCKETS:
+        tl.store(run_bucket_ptr + run, tl.load(bucket_of_table_ptr + t, mask=start, other=0).to(tl.int32),
+                 mask=start)
     if pid == tl.num_programs(0) - 1:  # the last block closes the last run
         total = tl.load(runs_through_ptr + pid)
-        tl.store(run_start_ptr + total, N.to(tl.int64))
+        tl.store(run_start_ptr + total, N.to(run_start_ptr.dtype.element_ty))
         tl.store(num_runs_ptr, total)

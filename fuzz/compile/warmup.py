@@ -73,9 +73,16 @@ def _alone(config: KernelConfig) -> list:
 
 
 def key_width_tables(config: KernelConfig) -> list:
-    """One table just past each narrow sort-key dtype's rows (``tbe.transpose.NARROW_KEYS``): the matrix's
-    tables are tiny, so their keys take the narrowest dtype, and these reach the transpose's wider-key kernels."""
-    return [((most + 1, config.dim_buckets[0]),) for most, _ in NARROW_KEYS]
+    """One table just past each narrow sort-key dtype's rows (``tbe.transpose.NARROW_KEYS``), alone and beside a
+    row of the next bucket: the matrix's tables are tiny, so their keys take the narrowest dtype, and these reach
+    the transpose's wider-key kernels, for one bucket and for several (whose runs carry their bucket)."""
+    first, *rest = config.dim_buckets
+    out = []
+    for most, _ in NARROW_KEYS:
+        out.append(((most + 1, first),))
+        if rest:
+            out.append(((most + 1, first), (1, rest[0])))
+    return out
 
 
 def _spec(tables, w, o, idx, weighted, pooling, opt, mode, hot: int = 0) -> CaseSpec:

@@ -15,7 +15,7 @@ from tbe.backend import default_device
 from tbe.buckets import block_for_dim, device_layout
 from tbe.layout import TableLayout, TableSpec
 from tbe.transpose import key_dtype_for, linear_dtype_for, transpose
-from tests.backward_helpers import make_batch
+from tests.backward_helpers import build, make_batch, train_step
 
 DEV = default_device()
 
@@ -63,12 +63,17 @@ def _check_against_host(layout, idx, psw, tr, B, lengths, config=KernelConfig())
     r = int(tr.num_runs[0])
     assert r == lin_sorted.numel()
     assert torch.equal(tr.run_linear[:r].long(), lin_sorted) and torch.equal(tr.run_length[:r], counts)
-    assert torch.equal(tr.run_start[:r + 1], torch.cumsum(torch.cat([torch.zeros(1, dtype=torch.int64), counts]), 0))
+    import tbe.transpose as tp
+
+    assert tr.run_start.dtype == (torch.int32 if n < tp.INT32_MAX else torch.int64)
+    assert torch.equal(tr.run_start[:r + 1].long(),
+                       torch.cumsum(torch.cat([torch.zeros(1, dtype=torch.int64), counts]), 0))
     table_of_run = torch.searchsorted(torch.tensor(layout.hash_size_cumsum), lin_sorted, right=True) - 1
     assert tr.run_table.dtype == torch.int32 and torch.equal(tr.run_table[:r].long(), table_of_run)
-    wo, hcs, dims = (torch.tensor(v) for v in (layout.weights_offsets, layout.hash_size_cumsum, layout.dims))
-    assert torch.equal(tr.run_wrow[:r], wo[table_of_run] + (lin_sorted - hcs[table_of_run]) * dims[table_of_run])
-    assert torch.equal(tr.run_bucket[:r], bucket_of[table_of_run].to(torch.int32))
+    if len(set(bucket_of.tolist())) == 1:
+        assert tr.run_bucket is None  # one bucket: every run is in it, nothing to write or read
+    else:
+        assert torch.equal(tr.run_bucket[:r], bucket_of[table_of_run].to(torch.int32))
     # the keys sort as the pairs do: one key per (table, row), in bucket order
     keys = tr.key.long()
     assert torch.equal(torch.argsort(keys, stable=True), torch.tensor(order, dtype=torch.int64))
@@ -77,22 +82,46 @@ def _check_against_host(layout, idx, psw, tr, B, lengths, config=KernelConfig())
 
 @pytest.mark.fuzz
 @settings(max_examples=examples(25), deadline=None)
-@given(st.sampled_from([4, 16, 64]), st.integers(1, 2), st.data())
-def test_runs_and_bags_across_blocks(block, T, data):
+@given(st.sampled_from([4, 16, 64]), st.integers(1, 2), st.booleans(), st.data())
+def test_runs_and_bags_across_blocks(block, T, wide_starts, data):
     """Small blocks (the kernels' block sizes patched down) so that runs, bags and empty stretches cross block
-    edges: the narrowed bag search, the per-block run counts and their scan must join up exactly."""
+    edges: the narrowed bag search, the per-block run counts and their scan must join up exactly. With
+    ``wide_starts`` the int32 limit is patched down too, so the run starts take their int64 form."""
     import tbe.transpose as tp
 
     B = data.draw(st.integers(1, 40))
     specs = [(data.draw(st.integers(1, 6)), 1) for _ in range(T)]
     lengths = data.draw(st.lists(st.one_of(st.just(0), st.integers(0, 3 * block)), min_size=T * B, max_size=T * B))
-    saved = tp.LINEARIZE_BLOCK, tp.RUN_BLOCK
+    saved = tp.LINEARIZE_BLOCK, tp.RUN_BLOCK, tp.INT32_MAX
     tp.LINEARIZE_BLOCK = tp.RUN_BLOCK = block
+    tp.INT32_MAX = 0 if wide_starts else tp.INT32_MAX
     try:
         layout, idx, off, psw, tr = _run(specs, B, lengths, seed=data.draw(st.integers(0, 99)))
+        _check_against_host(layout, idx, psw, tr, B, lengths)
     finally:
-        tp.LINEARIZE_BLOCK, tp.RUN_BLOCK = saved
-    _check_against_host(layout, idx, psw, tr, B, lengths)
+        tp.LINEARIZE_BLOCK, tp.RUN_BLOCK, tp.INT32_MAX = saved
+
+
+@pytest.mark.parametrize("dims", [(8, 8), (8, 40)])
+def test_tiers_read_int64_run_starts_as_int32_ones(dims):
+    """The tiers take run starts in either dtype: one step with the int32 limit patched down (int64 starts and bags)
+    leaves the weights and momentum bit-equal to the same step with int32 ones, short and long runs, one bucket
+    and two."""
+    import tbe.transpose as tp
+
+    specs = [(50, dims[0]), (7, dims[1])]
+    B, lengths = 4, [3, 90, 0, 5, 70, 1, 2, 80]
+    idx, off, psw = make_batch(specs, B, lengths, seed=3, hot=[1, 2])
+    after = []
+    for limit in (tp.INT32_MAX, 0):
+        m = build(specs, optimizer="exact_rowwise_adagrad", seed=5)
+        saved, tp.INT32_MAX = tp.INT32_MAX, limit
+        try:
+            assert train_step(m, idx, off, psw) == []
+        finally:
+            tp.INT32_MAX = saved
+        after.append((m.weights.detach().cpu(), m.momentum.detach().cpu()))
+    assert all(torch.equal(a, b) for a, b in zip(*after))
 
 
 def test_linear_dtype_choice():
