@@ -2,7 +2,7 @@
 
 Two-kernel tier (default, deterministic): every chunk program writes its fp32 partial sum into
 its own workspace slot [chunk, D]; the apply kernel then sums a run's partials in a fixed order
-(eight chunks a step, each eight summed as a block) and updates the row once. Fused tier
+(``bwd_apply_parts`` chunks a step, summed as a block) and updates the row once. Fused tier
 (``fused_long_tier``): every chunk atomically adds its partial into the run's workspace row,
 passes a CTA barrier, and counts the run's countdown down with an acq_rel gpu-scope atomic; the
 program that sees 1 left applies the update. Its float sums depend on the order the atomics land
@@ -44,7 +44,6 @@ from tbe.vbe import bag_args, row_strides
 
 FAULT_CHUNK_LIMIT = 4096  # chunks per run past which the large-run faults act
 _CHUNK_LIMIT = tl.constexpr(FAULT_CHUNK_LIMIT)
-APPLY_PARTS = tl.constexpr(8)  # workspace rows the apply kernel loads a step: N chunks take N / 8 dependent steps
 
 
 # ----------------------------------------------------------------------------- launch
@@ -103,7 +102,7 @@ def backward_long(
         tr.run_linear, tr.run_start, tr.sorted_bag, lt["weights_offsets"], lt["dims"], lt["col_offsets"],
         lt["hash_size_cumsum"], tr.batch_size, module.learning_rate, module.eps, ws_stride, ws, seed,
         ADAGRAD=common["ADAGRAD"], BLOCK_D=block_d, WIDE=wide, bag_feature_ptr=common["bag_feature_ptr"],
-        VBE=common["VBE"], ROUNDING=rounding,
+        VBE=common["VBE"], ROUNDING=rounding, PARTS=cfg.bwd_apply_parts,
         FAULTS=kernel_faults(cfg.faults, FAULT_APPLY_WHOLE_PARTS, *rounding_faults(rounding)),
         num_warps=cfg.bwd_long_num_warps,
     )
@@ -262,9 +261,10 @@ def _apply_kernel(
     run_linear_ptr, run_start_ptr, sorted_bag_ptr, weights_offsets_ptr, dims_ptr, col_offsets_ptr, hcs_ptr,
     B, lr, eps, ws_stride, ws_ptr, seed,
     ADAGRAD: tl.constexpr, BLOCK_D: tl.constexpr, WIDE: tl.constexpr, bag_feature_ptr, VBE: tl.constexpr,
-    ROUNDING: tl.constexpr, FAULTS: tl.constexpr,
+    ROUNDING: tl.constexpr, FAULTS: tl.constexpr, PARTS: tl.constexpr,
 ):
-    """One program per long run (grid-stride): sum its chunk partials in chunk order, update once."""
+    """One program per long run (grid-stride): sum its chunk partials in chunk order, ``PARTS`` a step, update
+    once."""
     num_long = tl.load(counts_ptr + 0)
     s = tl.program_id(0).to(tl.int64)
     step = tl.num_programs(0)
@@ -276,7 +276,7 @@ def _apply_kernel(
         base = tl.load(chunk_base_ptr + s)
         nparts = tl.load(num_chunks_ptr + s)
         _apply_from_workspace(ws_ptr + base * ws_stride, nparts, ws_stride, w_row, momentum_ptr, lin, D, lr, eps,
-                              ADAGRAD, BLOCK_D, WIDE, False, APPLY_PARTS, seed, ROUNDING, FAULTS)
+                              ADAGRAD, BLOCK_D, WIDE, False, PARTS, seed, ROUNDING, FAULTS)
         s += step
 
 
@@ -318,5 +318,5 @@ register_loops(
     Loop("_apply_kernel", Path.BWD_LONG, "long runs", LoopKind.GRID_STRIDE,
          lambda a, grid: [(int(a["counts_ptr"][0]), grid[0])], programs=lambda c, sms: c.long_grid_multiplier * sms),
     Loop("_apply_kernel", Path.BWD_LONG, "a run's chunk partials", LoopKind.TILE,
-         lambda a, grid: [(a["num_chunks_ptr"][: int(a["counts_ptr"][0])], APPLY_PARTS.value)]),
+         lambda a, grid: [(a["num_chunks_ptr"][: int(a["counts_ptr"][0])], a["PARTS"])]),
 )

@@ -68,6 +68,9 @@ class KernelConfig:
     # (``tbe.layout.row_vector``) and keeps a [gather, D] block of sums, reduced across the gathers once per chunk
     # instead of once per gather
     bwd_long_vector: bool = True
+    # workspace rows (chunk partials) the two-kernel tier's apply kernel loads and sums a step: a run of N chunks
+    # takes N / this many dependent steps, so the hottest row's run sets the kernel's length
+    bwd_apply_parts: int = 8
     classify_block: int = 1024
     short_grid_multiplier: int = 128
     long_grid_multiplier: int = 16
@@ -108,7 +111,7 @@ class KernelConfig:
             "bwd_short_gather_weighted", "bwd_long_gather", "classify_block",
             "fwd_num_warps", "bwd_short_num_warps", "bwd_long_num_warps",
             "small_table_bags_per_program", "small_table_histogram_ids", "bounds_check_block",
-            "bwd_short_runs_per_program",
+            "bwd_short_runs_per_program", "bwd_apply_parts",
         )
         for name in pow2:
             value = getattr(self, name)

@@ -106,8 +106,8 @@ FAULT_SHORT_ONE_PASS = register(
     "short_rows_one_pass", "the side-by-side short kernel's grid-stride loop stops after its first pass: runs past "
                            "the first programs x runs_per_program are never updated")
 FAULT_APPLY_WHOLE_PARTS = register(
-    "apply_drops_partial_group", "the apply kernel sums a run's chunk partials 8 rows at a time and drops the last "
-                                 "group when the run's chunk count is not a multiple of 8")
+    "apply_drops_partial_group", "the apply kernel sums a run's chunk partials bwd_apply_parts rows at a time and "
+                                 "drops the last group when the run's chunk count is not a multiple of that")
 register("fused_workspace_uninitialized", "the fused long tier does not zero its workspace before a step: right on "
                                           "its first use (fresh memory is zeroed), wrong when a later step reuses "
                                           "it and adds onto the last step's partial sums")

@@ -109,6 +109,17 @@ def test_split_runs_small_config(sl, config):
         assert not violations, "\n".join(map(str, violations))
 
 
+@pytest.mark.parametrize("parts", [1, 2, 64])
+def test_apply_parts(parts):
+    """The apply kernel sums a long run's chunk partials ``bwd_apply_parts`` a step: a run of nine chunks takes nine
+    steps of one, five of two (the last partial) or one partial step of 64, each within the fp64 oracle's bound."""
+    specs, idx, off, psw = one_hot_run(33, weighted=True, seed=parts)
+    for opt in OPTS:
+        m = build(specs, opt, "sum", torch.float32, lr=0.5, config=SMALL.replace(bwd_apply_parts=parts))
+        violations = train_step(m, idx, off, psw, seed=parts) + train_step(m, idx, off, psw, seed=parts + 1)
+        assert not violations, "\n".join(map(str, violations))
+
+
 @pytest.mark.parametrize("buckets", [(4,), (8, 16)])
 @pytest.mark.parametrize("fused", [False, True])
 def test_vector_long_tier(fused, buckets):
