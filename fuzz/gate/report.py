@@ -27,6 +27,8 @@ def perf_rows(p: PerfResult) -> list[list[str]]:
             rows.append([e.shape, e.phase, f"{e.lookups:,}", "-", "-", "-", "-", e.error or "not measured"])
             continue
         verdict = "SLOWER" if e.slower else ("faster" if e.speedup > 1 + e.noise else "same")
+        if e.disturbed:
+            verdict += " (disturbed round " + ", ".join(str(r + 1) for r in e.disturbed) + " left out)"
         rows.append([e.shape, e.phase, f"{e.lookups:,}", f"{e.base_ms:.3f}", f"{e.cand_ms:.3f}",
                      f"{e.speedup:.3f}x", f"±{100 * e.noise:.1f}%", verdict])
     return rows
@@ -126,7 +128,8 @@ def markdown(res: CascadeResult) -> str:
         lines += ["", "## Performance per shape", ""] + _md_table(PERF_HEAD, perf_rows(perf))
         lines += ["", "Speedup = baseline time / candidate time (rounds run A, B, A' and B, A, B' in turn; a round's "
                   "outer function counts as the geometric mean of its two runs; the speedup is the median over "
-                  "adjacent rounds of their geometric mean). Noise = the largest |ln(X/X')| of the outer "
+                  "adjacent rounds of their geometric mean; a round holding a run more than 1.5x its function's "
+                  "median is disturbed and left out). Noise = the largest |ln(X/X')| of the outer "
                   "function's runs in the shape's rounds (at least 0.5%). SLOWER = slower by more than that noise."]
     return "\n".join(lines) + "\n"
 

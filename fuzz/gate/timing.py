@@ -29,6 +29,9 @@ from fuzz.gate.shapes import PerfShape, Workload, make_workload
 from tbe.modes import FloatDtype
 
 NOISE_FLOOR = 0.005  # differences below 0.5% are never called a slowdown (timer and launch jitter)
+# a round holding a measurement this much slower than its function's median over all rounds was disturbed (another
+# process, a clock change): it is left out of the speedup and the noise, and the report names it
+DISTURBED = 1.5
 
 
 @dataclasses.dataclass
@@ -62,6 +65,30 @@ class Entry:
     def _ratio(self, r: int) -> float:
         return self._baseline_round(r) / self._candidate_round(r)
 
+    def _a_values(self, r: int) -> list[float]:
+        return [self.base[r]] + ([] if self._flipped(r) else [self.again[r]])
+
+    def _b_values(self, r: int) -> list[float]:
+        return [self.cand[r]] + ([self.again[r]] if self._flipped(r) else [])
+
+    @property
+    def disturbed(self) -> list[int]:
+        """Rounds with a measurement more than ``DISTURBED`` times its function's median over every round: both
+        measurements of one function in one round can be hit alike (a B, A, B' round whose B and B' ran beside
+        another process), which the A/A noise cannot see and which would otherwise sway two of the speedup's
+        terms."""
+        n = len(self.cand)
+        med_a = statistics.median(v for r in range(n) for v in self._a_values(r))
+        med_b = statistics.median(v for r in range(n) for v in self._b_values(r))
+        return [r for r in range(n) if max(self._a_values(r)) > DISTURBED * med_a
+                or max(self._b_values(r)) > DISTURBED * med_b]
+
+    def _rounds(self) -> list[int]:
+        """The rounds the statistics use: all but the disturbed ones, unless fewer than two would be left."""
+        bad = set(self.disturbed)
+        kept = [r for r in range(len(self.cand)) if r not in bad]
+        return kept if len(kept) >= 2 else list(range(len(self.cand)))
+
     @property
     def base_ms(self) -> float:
         return statistics.median(self._baseline_round(r) for r in range(len(self.cand)))
@@ -73,17 +100,18 @@ class Entry:
     @property
     def speedup(self) -> float:
         """Baseline time / candidate time (> 1: the candidate is faster): the median over adjacent rounds of
-        their geometric mean, so each term holds one round of either order."""
-        n = len(self.cand)
-        if n == 1:
-            return self._ratio(0)
-        return statistics.median(math.sqrt(self._ratio(r) * self._ratio(r + 1)) for r in range(n - 1))
+        their geometric mean, so each term holds one round of either order; disturbed rounds are left out."""
+        rounds = self._rounds()
+        if len(rounds) == 1:
+            return self._ratio(rounds[0])
+        return statistics.median(math.sqrt(self._ratio(r) * self._ratio(q)) for r, q in zip(rounds, rounds[1:]))
 
     @property
     def noise(self) -> float:
         """Largest A/A disagreement of a round, |ln(X / X')| of its outer function, floored at NOISE_FLOOR."""
-        outer = [self.cand[r] if self._flipped(r) else self.base[r] for r in range(len(self.cand))]
-        return max([NOISE_FLOOR] + [abs(math.log(x / y)) for x, y in zip(outer, self.again)])
+        rounds = self._rounds()
+        outer = [self.cand[r] if self._flipped(r) else self.base[r] for r in rounds]
+        return max([NOISE_FLOOR] + [abs(math.log(x / self.again[r])) for x, r in zip(outer, rounds)])
 
     @property
     def slower(self) -> bool:
@@ -94,7 +122,7 @@ class Entry:
         d = dataclasses.asdict(self)
         if self.ok:
             d.update(base_ms=self.base_ms, cand_ms=self.cand_ms, speedup=self.speedup, noise=self.noise,
-                     slower=self.slower)
+                     slower=self.slower, disturbed=self.disturbed)
         return d
 
 

@@ -75,6 +75,23 @@ def test_entry_statistics():
     assert entry("s", "forward", [1.0] * 3, [1.0] * 3).noise == NOISE_FLOOR
 
 
+def test_a_disturbed_round_does_not_turn_a_faster_candidate_slower():
+    """Both candidate runs of one B, A, B' round slowed alike (another process beside them): the A/A noise cannot
+    see it, and it would sway two of the four adjacent-round terms. The round is named and left out; the same
+    entry without it reads the same speedup."""
+    base = [4.272, 4.262, 4.240, 4.268, 4.338]
+    cand = [4.230, 4.241, 4.226, 7.047, 4.269]
+    again = [4.287, 4.230, 4.251, 6.957, 4.262]
+    flipped = [False, True, False, True, False]
+    e = Entry("sgd", "iteration", 1, 5, base, cand, again, flipped)
+    assert e.disturbed == [3] and e.speedup > 1 and not e.slower
+    calm = Entry("sgd", "iteration", 1, 5, *([x[r] for r in (0, 1, 2, 4)] for x in (base, cand, again, flipped)))
+    assert calm.disturbed == [] and e.speedup == pytest.approx(calm.speedup)
+    slow = Entry("sgd", "iteration", 1, 5, base, [1.1 * x for x in base], [1.1 * x if f else y for x, y, f in
+                                                                         zip(base, again, flipped)], flipped)
+    assert slow.disturbed == [] and slow.slower  # a uniformly slower candidate is no disturbance
+
+
 @pytest.mark.parametrize("cand, noisy, gamma, status, needle", [
     ([0.95] * 3, False, 1.03, Status.PASS, None),               # 5% faster everywhere
     ([1.0] * 3, False, 1.03, Status.FAIL, "below gamma 1.03"),   # same speed: not worth shipping
