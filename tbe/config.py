@@ -70,9 +70,9 @@ class KernelConfig:
     bwd_long_vector: bool = True
     # workspace rows (chunk partials) the two-kernel tier's apply kernel loads and sums a step: a run of N chunks
     # takes N / this many dependent steps, so the hottest row's run sets the kernel's length
-    bwd_apply_parts: int = 8
+    bwd_apply_parts: int = 32
     classify_block: int = 1024
-    short_grid_multiplier: int = 128
+    short_grid_multiplier: int = 256
     long_grid_multiplier: int = 16
     # fused long tier: last chunk applies the update after a fence and a countdown
     fused_long_tier: bool = False

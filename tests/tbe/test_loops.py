@@ -78,11 +78,12 @@ def test_more_chunks_than_programs_take_a_second_pass():
     assert loop_cells(two, Path.BWD_LONG, "chunk_kernel, chunks") == {LoopClass.MORE_PASSES}
 
 
-def test_eight_chunks_fill_the_apply_kernels_group_and_nine_leave_one_over():
-    eight = checked(hot_case(16), **LONG)
-    nine = checked(hot_case(18), **LONG)
-    assert loop_cells(eight, Path.BWD_LONG, "apply_kernel, a run's chunk partials") == {LoopClass.WHOLE}
-    assert loop_cells(nine, Path.BWD_LONG, "apply_kernel, a run's chunk partials") == {LoopClass.REMAINDER}
+def test_a_group_of_chunks_fills_the_apply_step_and_one_more_leaves_one_over():
+    parts = KernelConfig().bwd_apply_parts  # chunks of 2 lookups: 2 * parts lookups are one whole group
+    whole = checked(hot_case(2 * parts), **LONG)
+    over = checked(hot_case(2 * parts + 2), **LONG)
+    assert loop_cells(whole, Path.BWD_LONG, "apply_kernel, a run's chunk partials") == {LoopClass.WHOLE}
+    assert loop_cells(over, Path.BWD_LONG, "apply_kernel, a run's chunk partials") == {LoopClass.REMAINDER}
 
 
 def test_the_second_step_reuses_the_workspace():
