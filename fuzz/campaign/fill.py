@@ -236,10 +236,10 @@ def _edge_recipes(edge: coverage.Edge, c: KernelConfig, max_lookups: int) -> lis
 
 def _loop_recipes(cls: LoopClass, c: KernelConfig, max_lookups: int) -> list[_Recipe]:
     """Candidates for a loop cell of class ``cls``: which loop one reaches only a run tells (``predicted_cells``),
-    so each names a few shapes that give the class in most loops: long runs of whole and partial chunks (8 chunks
-    fill the apply kernel's group), a second step on the same workspace, several long runs, many short runs,
+    so each names a few shapes that give the class in most loops: long runs of whole and partial chunks
+    (``bwd_apply_parts`` chunks fill the apply kernel's group), a second step on the same workspace, several long runs, many short runs,
     fixed bag lengths, and rows wider than the largest bucket (the one-run-at-a-time short kernel)."""
-    th, ch = c.long_run_threshold, c.chunk_size
+    th, ch, parts = c.long_run_threshold, c.chunk_size, c.bwd_apply_parts
     wide = c.dim_buckets[-1] + 1
     many = dict(batch_size=32, max_length=8, tables=((4096, 8), (4096, 16)))
     recipes = {
@@ -248,9 +248,9 @@ def _loop_recipes(cls: LoopClass, c: KernelConfig, max_lookups: int) -> list[_Re
         LoopClass.ONE_PASS: [_r(hot=th), _r(dim=wide)],
         LoopClass.MORE_PASSES: [_r(dim=wide, **many), _r(hot=th, hots=9, tables=((17, 8),)), _r(**many),
                                 _r(hot=3 * ch + 1)],
-        LoopClass.WHOLE: [_r(dim=wide, hot=16), _r(hot=8 * ch), _r(hot=2 * ch),
+        LoopClass.WHOLE: [_r(dim=wide, hot=16), _r(hot=parts * ch), _r(hot=2 * ch),
                           _r(length_profile="fixed", batch_size=4, max_length=16)],
-        LoopClass.REMAINDER: [_r(dim=wide, hot=5), _r(hot=8 * ch + 1), _r(hot=2 * ch + 1),
+        LoopClass.REMAINDER: [_r(dim=wide, hot=5), _r(hot=parts * ch + 1), _r(hot=2 * ch + 1),
                               _r(length_profile="fixed", batch_size=5, max_length=3)],
     }[cls]
     return [r for r in recipes if r.hot is None or r.hot * r.hots <= max_lookups // 2]
