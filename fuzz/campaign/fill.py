@@ -237,8 +237,9 @@ def _edge_recipes(edge: coverage.Edge, c: KernelConfig, max_lookups: int) -> lis
 def _loop_recipes(cls: LoopClass, c: KernelConfig, max_lookups: int) -> list[_Recipe]:
     """Candidates for a loop cell of class ``cls``: which loop one reaches only a run tells (``predicted_cells``),
     so each names a few shapes that give the class in most loops: long runs of whole and partial chunks
-    (``bwd_apply_parts`` chunks fill the apply kernel's group), a second step on the same workspace, several long runs, many short runs,
-    fixed bag lengths, and rows wider than the largest bucket (the one-run-at-a-time short kernel)."""
+    (``bwd_apply_parts`` chunks fill the apply kernel's group), a second step on the same workspace, several long
+    runs, many short runs, fixed bag lengths, and rows wider than the largest bucket (the one-run-at-a-time short
+    kernel)."""
     th, ch, parts = c.long_run_threshold, c.chunk_size, c.bwd_apply_parts
     wide = c.dim_buckets[-1] + 1
     many = dict(batch_size=32, max_length=8, tables=((4096, 8), (4096, 16)))
