@@ -5,7 +5,7 @@ the draws run X itself, and shrinking goes there): the long tier's threshold and
 small enough that a CPU-sized batch has multi-chunk runs, the fused long tier, the fused
 bounds check and its block, the hoisted transpose, small-table thresholds a cheap case can
 reach, short-tier runs per program and gathers, grid multipliers and classification blocks
-small enough that persistent grids loop, per-bucket forward tiles and dimension buckets
+small enough that persistent grids loop, per-bucket forward tiles and short runs, dimension buckets
 narrower than the rows. So every tier runs whatever X's defaults are, and
 ``tbe-fuzz run --config X.json`` searches around X; the case is then drawn at the effective
 config's edges.
@@ -53,8 +53,8 @@ PROFILES: tuple[tuple[str, dict[str, Any]], ...] = (
                                         "small_table_min_dim": 1, "small_table_max_dim": 16,
                                         "small_table_min_pooling": 1, "small_table_bags_per_program": 1,
                                         "small_table_histogram_ids": 16, "fused_bounds_check": True}),
-    ("per-bucket forward tiles", {"dim_buckets": (8, 32), "fwd_bucket_tiles": ((8, 2, 2, 1), (32, 1, 4, 4)),
-                                  "bounds_check_block": 16}),
+    ("per-bucket tiles and short runs", {"dim_buckets": (8, 32), "fwd_bucket_tiles": ((8, 2, 2, 1), (32, 1, 4, 4)),
+                                         "bwd_short_bucket_runs": ((8, 4), (32, 1)), "bounds_check_block": 16}),
     ("small-table path off, long tier", {"small_table_path": False, "long_run_threshold": 12, "chunk_size": 5,
                                          "bwd_short_runs_per_program": 2}),
     # general cases under these draw fp16 or bf16 weights (``strategies.space.general_cases``)

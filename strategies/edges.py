@@ -49,7 +49,7 @@ def dim_cases(configs: list[KernelConfig]) -> list[tuple[str, AnyCase]]:
                                            c.bwd_short_gather_unweighted, c.bwd_short_gather_weighted,
                                            c.bwd_long_gather, c.fwd_bags_per_program)}
     widths |= {w for c in configs for _, gather, bags, _ in c.fwd_bucket_tiles for w in (gather, bags)}
-    widths |= {c.bwd_short_runs_per_program for c in configs}
+    widths |= {c.short_runs(b) for c in configs for b in c.dim_buckets}
     widths |= {c.fwd_one_bag_pooling for c in configs if c.fwd_one_bag_pooling}
     for i, length in enumerate(_around(widths)):
         for weighted in (False, True):

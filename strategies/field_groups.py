@@ -17,7 +17,7 @@ DIM_FIELDS = frozenset({
     "dim_buckets", "fwd_gather_unweighted", "fwd_gather_weighted", "bwd_short_gather_unweighted",
     "bwd_short_gather_weighted", "bwd_long_gather", "fwd_bags_per_program", "fwd_num_warps",
     "bwd_short_num_warps", "short_grid_multiplier", "fwd_bucket_tiles", "bwd_short_runs_per_program",
-    "fwd_one_bag_pooling",
+    "fwd_one_bag_pooling", "bwd_short_bucket_runs",
 })
 # what moves a single fp16 table on or off the small-table path, or changes its kernel
 SMALL_TABLE_FIELDS = frozenset({

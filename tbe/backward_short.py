@@ -4,8 +4,8 @@ A persistent grid strides over the runs of its bucket (with several buckets each
 range by a binary search: the transpose's keys put a bucket's runs together) and takes those
 shorter than the threshold (the long tiers take the rest), reading each run's start, end,
 linear index, row offset, table and bucket (written by the transpose) side by side; the
-table's D and output column are one small cached read after them. With
-``bwd_short_runs_per_program`` = 1 a program takes one run at a time and gathers its
+table's D and output column are one small cached read after them. With one run a program
+(``KernelConfig.short_runs`` of the bucket) a program takes one run at a time and gathers its
 upstream-gradient rows ``GATHER`` at a time; with R > 1 (rows that fit one column block) it
 takes R runs side by side as an [R, BLOCK_D] tile, prefetches their weight rows and adds one
 gradient row of each per step, so R independent row loads are in flight even when most runs
@@ -56,8 +56,8 @@ def backward_short(
         BLOCK_D=block_d, SHARED=module.layout.shared, **bag_args(tr.vbe, tr.run_start),
         ROUNDING=rounding, RANGED=ranged, num_warps=cfg.bwd_short_num_warps,
     )
-    runs = cfg.bwd_short_runs_per_program
-    if side_by_side(cfg) and not wide:
+    runs = cfg.short_runs(block_d)
+    if runs > 1 and not wide:
         grid = persistent_grid(cfg.short_grid_multiplier, cdiv(tr.n, runs), grad.device)
         vec = row_vector(module.layout.dims, module.weights.element_size(), *row_strides(grad, tr.vbe))
         _short_rows_kernel[(grid,)](*args, RUNS=runs, VEC=vec, **flags,
@@ -72,8 +72,8 @@ def backward_short(
 
 
 def side_by_side(cfg) -> bool:
-    """Rows that fit one column block take the side-by-side kernel (``bwd_short_runs_per_program`` runs at once)."""
-    return cfg.bwd_short_runs_per_program > 1
+    """Whether any bucket's rows that fit one column block take the side-by-side kernel (``short_runs`` > 1)."""
+    return cfg.most_short_runs() > 1
 
 
 # ----------------------------------------------------------------------------- kernels
@@ -332,7 +332,7 @@ register_loops(
          lambda a, grid: [(_short_lengths(a), a["GATHER"])]),
     Loop("_short_rows_kernel", Path.BWD_SHORT, "runs", LoopKind.GRID_STRIDE,
          lambda a, grid: [(_num_runs(a), grid[0] * a["RUNS"])],
-         programs=lambda c, sms: c.short_grid_multiplier * sms * c.bwd_short_runs_per_program, launched=side_by_side),
+         programs=lambda c, sms: c.short_grid_multiplier * sms * c.most_short_runs(), launched=side_by_side),
     Loop("_short_rows_kernel", Path.BWD_SHORT, "runs side by side", LoopKind.TILE,
          lambda a, grid: [(_num_runs(a), a["RUNS"])], launched=side_by_side),
 )

@@ -60,6 +60,9 @@ class KernelConfig:
     # short runs per program of the narrow short tier (1: one run at a time, a gather of GATHER rows;
     # more: that many runs side by side as one [runs, BLOCK_D] tile, one row of each per step)
     bwd_short_runs_per_program: int = 2
+    # per dimension bucket: (BLOCK_D, runs) replacing bwd_short_runs_per_program for that bucket's rows (the best
+    # number of runs in flight differs with the row width)
+    bwd_short_bucket_runs: tuple[tuple[int, int], ...] = ()
     bwd_long_num_warps: int = 4
     # software-pipeline depth of the long tier's gather loop: 1 loads each gather when it is summed; 2 or 3 keep the
     # next gathers' bags and rows in flight meanwhile (Triton's loop pipelining, cp.async into shared memory on sm_90)
@@ -90,6 +93,8 @@ class KernelConfig:
         object.__setattr__(self, "dim_buckets", tuple(int(x) for x in self.dim_buckets))
         object.__setattr__(self, "faults", tuple(str(x) for x in self.faults))
         object.__setattr__(self, "fwd_bucket_tiles", tuple(tuple(int(v) for v in e) for e in self.fwd_bucket_tiles))
+        object.__setattr__(self, "bwd_short_bucket_runs",
+                           tuple(tuple(int(v) for v in e) for e in self.bwd_short_bucket_runs))
         self.validate()
 
     # -- validation -------------------------------------------------------------------
@@ -132,6 +137,14 @@ class KernelConfig:
             if entry[0] in seen:
                 raise ValueError(f"KernelConfig.fwd_bucket_tiles names BLOCK_D={entry[0]} twice")
             seen.add(entry[0])
+        seen = set()
+        for entry in self.bwd_short_bucket_runs:
+            if len(entry) != 2 or any(v < 1 or v & (v - 1) for v in entry):
+                raise ValueError(f"KernelConfig.bwd_short_bucket_runs entries must be two powers of two "
+                                 f"(BLOCK_D, runs), got {entry}")
+            if entry[0] in seen:
+                raise ValueError(f"KernelConfig.bwd_short_bucket_runs names BLOCK_D={entry[0]} twice")
+            seen.add(entry[0])
         if self.index_dtype not in INDEX_DTYPE_CHOICES:
             raise ValueError(f"KernelConfig.index_dtype must be one of {INDEX_DTYPE_CHOICES}, got {self.index_dtype!r}")
         if self.small_table_min_dim > self.small_table_max_dim:
@@ -153,6 +166,18 @@ class KernelConfig:
         gather = self.fwd_gather_weighted if weighted else self.fwd_gather_unweighted
         return gather, self.fwd_bags_per_program, self.fwd_num_warps
 
+    def short_runs(self, block_d: int) -> int:
+        """Short runs one program of the narrow short tier takes side by side in bucket ``block_d`` (1: the
+        one-run gather kernel)."""
+        for b, runs in self.bwd_short_bucket_runs:
+            if b == block_d:
+                return runs
+        return self.bwd_short_runs_per_program
+
+    def most_short_runs(self) -> int:
+        """The most short runs a program of any bucket takes side by side."""
+        return max(self.short_runs(b) for b in self.dim_buckets)
+
     def forward_bags(self, tile_bags: int, num_indices: int, num_bags: int) -> int:
         """Bags one generic forward program pools: one where the mean bag length reaches ``fwd_one_bag_pooling``,
         else the tile's (its ``BAGS``, the most a program of that specialization pools)."""
@@ -168,6 +193,7 @@ class KernelConfig:
         d["dim_buckets"] = list(self.dim_buckets)
         d["faults"] = list(self.faults)
         d["fwd_bucket_tiles"] = [list(e) for e in self.fwd_bucket_tiles]
+        d["bwd_short_bucket_runs"] = [list(e) for e in self.bwd_short_bucket_runs]
         return d
 
     @classmethod

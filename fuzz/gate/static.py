@@ -104,10 +104,11 @@ def _validate(config, res: StaticResult) -> bool:
         res.reasons.append(f"the config does not validate: {e}")
         return False
     blocks = {block_for_dim(d, config) for d in range(1, 2 * max(config.dim_buckets) + 1)}
-    dead = [e[0] for e in config.fwd_bucket_tiles if e[0] not in blocks]
-    if dead:
-        res.notes.append(f"fwd_bucket_tiles names BLOCK_D {dead}, which dim_buckets {list(config.dim_buckets)} "
-                         f"never produce: those entries are never used")
+    for name in ("fwd_bucket_tiles", "bwd_short_bucket_runs"):
+        dead = [e[0] for e in getattr(config, name) if e[0] not in blocks]
+        if dead:
+            res.notes.append(f"{name} names BLOCK_D {dead}, which dim_buckets {list(config.dim_buckets)} "
+                             f"never produce: those entries are never used")
     res.step("config validates", Status.PASS)
     return True
 

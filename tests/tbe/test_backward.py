@@ -172,15 +172,15 @@ def test_classification_tiers(fault):
     assert tr.run_bucket is None  # one bucket: the runs carry none and classify takes every long run
 
 
-@pytest.mark.parametrize("runs", [1, 2])
-def test_short_tier_takes_short_runs_of_its_bucket(runs):
+@pytest.mark.parametrize("runs, bucket_runs", [(1, ()), (2, ()), (1, ((16, 4),)), (4, ((4, 1),))])
+def test_short_tier_takes_short_runs_of_its_bucket(runs, bucket_runs):
     """The short tier of one bucket updates exactly the rows whose runs are short and whose table lies
     in that bucket: tables of D 4 and 16 (buckets 0 and 1 of dim_buckets (4, 16)), one run per table
-    at threshold - 1 lookups and one at the threshold."""
+    at threshold - 1 lookups and one at the threshold; one bucket's runs a program may differ from the other's."""
     from tbe.backward import check_grad_output, transpose_for
     from tbe.backward_short import backward_short
 
-    cfg = SMALL.replace(dim_buckets=(4, 16), bwd_short_runs_per_program=runs)
+    cfg = SMALL.replace(dim_buckets=(4, 16), bwd_short_runs_per_program=runs, bwd_short_bucket_runs=bucket_runs)
     specs = [(6, 4), (6, 16)]
     m = build(specs, "exact_sgd", "sum", torch.float32, lr=1.0, config=cfg)
     B = 2

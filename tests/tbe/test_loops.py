@@ -108,10 +108,10 @@ def test_more_runs_than_side_by_side_lanes_take_a_second_pass():
 
 
 def test_a_second_pass_is_unreachable_where_no_case_holds_more_work_than_programs():
-    # the side-by-side kernel's programs: multiplier x SMs, each taking runs_per_program runs a pass; a budget of
-    # that many lookups never holds more runs
+    # the side-by-side kernel's programs: multiplier x SMs, each taking its bucket's runs a pass (at most the widest
+    # bucket's); a budget of that many lookups never holds more runs
     c = KernelConfig()
-    most = c.short_grid_multiplier * num_sms(default_device()) * c.bwd_short_runs_per_program
+    most = c.short_grid_multiplier * num_sms(default_device()) * max(c.short_runs(b) for b in c.dim_buckets)
     cell = (Path.BWD_SHORT, Edge(EdgeGroup.LOOP, loop_value("short_rows_kernel, runs", LoopClass.MORE_PASSES)))
     assert cell not in reachable(c, False, max_lookups=most)
     assert cell in reachable(c, False, max_lookups=most + 1)

@@ -183,6 +183,9 @@ class TestKernelConfig:
             (dict(fwd_bucket_tiles=((64, 4, 1),)), ValueError, ["fwd_bucket_tiles", "(64, 4, 1)"]),
             (dict(fwd_bucket_tiles=((64, 4, 1, 1), (64, 8, 2, 2))), ValueError, ["BLOCK_D=64 twice"]),
             (dict(bwd_short_runs_per_program=3), ValueError, ["bwd_short_runs_per_program", "3"]),
+            (dict(bwd_short_bucket_runs=((64, 3),)), ValueError, ["bwd_short_bucket_runs", "(64, 3)"]),
+            (dict(bwd_short_bucket_runs=((64, 4, 1),)), ValueError, ["bwd_short_bucket_runs", "(64, 4, 1)"]),
+            (dict(bwd_short_bucket_runs=((64, 4), (64, 2))), ValueError, ["BLOCK_D=64 twice"]),
         ],
     )
     def test_invalid_values_rejected(self, changes, exc, words):
@@ -199,6 +202,14 @@ class TestKernelConfig:
         assert cfg.forward_tile(256, weighted=True) == (4, 4, 1)
         assert cfg.forward_tile(128, weighted=True) == (cfg.fwd_gather_weighted, cfg.fwd_bags_per_program,
                                                         cfg.fwd_num_warps)
+
+    def test_bucket_short_runs_round_trip_and_apply_per_bucket(self, tmp_path):
+        cfg = KernelConfig(bwd_short_runs_per_program=2, bwd_short_bucket_runs=((16, 8), (128, 1)))
+        cfg.save(tmp_path / "cfg.json")
+        assert KernelConfig.load(tmp_path / "cfg.json") == cfg
+        assert [cfg.short_runs(b) for b in (8, 16, 128, 256)] == [2, 8, 1, 2]
+        assert cfg.most_short_runs() == 8
+        assert KernelConfig(bwd_short_runs_per_program=1, bwd_short_bucket_runs=()).most_short_runs() == 1
 
     def test_long_bags_take_one_bag_a_program(self):
         cfg = KernelConfig(fwd_one_bag_pooling=32)

@@ -271,6 +271,16 @@ def test_resource_limits():
     assert "shared" in over_limits({**ok, "shared_bytes": LIMITS["shared_bytes"] + 1})[0]
 
 
+def test_per_bucket_entries_no_bucket_produces_are_named():
+    from fuzz.gate.static import StaticResult, _validate
+
+    res = StaticResult()
+    config = KernelConfig(dim_buckets=(8, 32), fwd_bucket_tiles=((8, 2, 2, 1),),
+                          bwd_short_bucket_runs=((32, 4), (128, 2)))
+    assert _validate(config, res)
+    assert len(res.notes) == 1 and "bwd_short_bucket_runs names BLOCK_D [128]" in res.notes[0]
+
+
 def test_each_seed_draws_fresh_edge_batches():
     base = KernelConfig()
     cases, _ = edge_cases(base, base.replace(long_run_threshold=128, fused_bounds_check=True), cap=4000)
