@@ -91,11 +91,12 @@ class Entry:
 
     @property
     def base_ms(self) -> float:
-        return statistics.median(self._baseline_round(r) for r in range(len(self.cand)))
+        """Median of the baseline's times over the rounds the speedup uses."""
+        return statistics.median(self._baseline_round(r) for r in self._rounds())
 
     @property
     def cand_ms(self) -> float:
-        return statistics.median(self._candidate_round(r) for r in range(len(self.cand)))
+        return statistics.median(self._candidate_round(r) for r in self._rounds())
 
     @property
     def speedup(self) -> float:

@@ -87,6 +87,7 @@ def test_a_disturbed_round_does_not_turn_a_faster_candidate_slower():
     assert e.disturbed == [3] and e.speedup > 1 and not e.slower
     calm = Entry("sgd", "iteration", 1, 5, *([x[r] for r in (0, 1, 2, 4)] for x in (base, cand, again, flipped)))
     assert calm.disturbed == [] and e.speedup == pytest.approx(calm.speedup)
+    assert (e.base_ms, e.cand_ms) == pytest.approx((calm.base_ms, calm.cand_ms))  # the report's columns agree
     slow = Entry("sgd", "iteration", 1, 5, base, [1.1 * x for x in base], [1.1 * x if f else y for x, y, f in
                                                                          zip(base, again, flipped)], flipped)
     assert slow.disturbed == [] and slow.slower  # a uniformly slower candidate is no disturbance
