@@ -20,6 +20,18 @@ from tbe.modes import IndexDtype
 INDEX_DTYPE_CHOICES = ("auto", *IndexDtype)  # "auto": int32 where the ids and offsets fit
 
 
+def _check_bucket_entries(name: str, entries, parts: tuple[str, ...]) -> None:
+    """A per-bucket field: entries of len(parts) powers of two, the first (BLOCK_D) named once."""
+    seen = set()
+    for entry in entries:
+        if len(entry) != len(parts) or any(v < 1 or v & (v - 1) for v in entry):
+            raise ValueError(f"KernelConfig.{name} entries must be {len(parts)} powers of two "
+                             f"({', '.join(parts)}), got {entry}")
+        if entry[0] in seen:
+            raise ValueError(f"KernelConfig.{name} names BLOCK_D={entry[0]} twice")
+        seen.add(entry[0])
+
+
 @dataclasses.dataclass(frozen=True)
 class KernelConfig:
     # forward, generic gather
@@ -129,22 +141,8 @@ class KernelConfig:
                 raise ValueError(f"KernelConfig.dim_buckets entries must be powers of two, got {b}")
         if list(self.dim_buckets) != sorted(set(self.dim_buckets)):
             raise ValueError(f"KernelConfig.dim_buckets must be strictly increasing, got {self.dim_buckets}")
-        seen = set()
-        for entry in self.fwd_bucket_tiles:
-            if len(entry) != 4 or any(v < 1 or v & (v - 1) for v in entry):
-                raise ValueError(f"KernelConfig.fwd_bucket_tiles entries must be four powers of two "
-                                 f"(BLOCK_D, gather, bags, warps), got {entry}")
-            if entry[0] in seen:
-                raise ValueError(f"KernelConfig.fwd_bucket_tiles names BLOCK_D={entry[0]} twice")
-            seen.add(entry[0])
-        seen = set()
-        for entry in self.bwd_short_bucket_runs:
-            if len(entry) != 2 or any(v < 1 or v & (v - 1) for v in entry):
-                raise ValueError(f"KernelConfig.bwd_short_bucket_runs entries must be two powers of two "
-                                 f"(BLOCK_D, runs), got {entry}")
-            if entry[0] in seen:
-                raise ValueError(f"KernelConfig.bwd_short_bucket_runs names BLOCK_D={entry[0]} twice")
-            seen.add(entry[0])
+        _check_bucket_entries("fwd_bucket_tiles", self.fwd_bucket_tiles, ("BLOCK_D", "gather", "bags", "warps"))
+        _check_bucket_entries("bwd_short_bucket_runs", self.bwd_short_bucket_runs, ("BLOCK_D", "runs"))
         if self.index_dtype not in INDEX_DTYPE_CHOICES:
             raise ValueError(f"KernelConfig.index_dtype must be one of {INDEX_DTYPE_CHOICES}, got {self.index_dtype!r}")
         if self.small_table_min_dim > self.small_table_max_dim:
