@@ -20,8 +20,9 @@ NAMED: dict[str, KernelConfig] = {
     "small": SMALL,                                               # cheap long runs: grad-accum tier
     "small_fused": SMALL.replace(fused_long_tier=True),           # fused long tier (fence + countdown)
     # threshold not a multiple of the chunk; one short run per program in every bucket (the gather kernel; defaults
-    # run two or four side by side)
-    "uneven": BASE.replace(long_run_threshold=12, chunk_size=5, bwd_short_runs_per_program=1, bwd_short_bucket_runs=()),
+    # run two side by side)
+    "uneven": BASE.replace(long_run_threshold=12, chunk_size=5, bwd_short_runs_per_program=1,
+                           bwd_short_bucket_runs=()),
     "default_fused": BASE.replace(fused_long_tier=True),
     "one_chunk": SMALL.replace(chunk_size=16, fused_long_tier=True),  # long runs of a single chunk: countdown 1
     "narrow": SMALL.replace(dim_buckets=(4,)),                    # every row wider than its block: column loops

@@ -208,7 +208,7 @@ def discovery_probes(config) -> list[tuple[Probe, Any]]:
     checked = dict(tables=edges, weighted=True, bounds_check="warning")
     return [
         (Probe(**checked), config.replace(fused_long_tier=True, bwd_short_runs_per_program=1,
-                                                         bwd_short_bucket_runs=())),
+                                          bwd_short_bucket_runs=())),
         (Probe(**checked), config.replace(fused_long_tier=False, fused_bounds_check=True,
                                           bwd_short_runs_per_program=4)),
         (Probe(tables=((64, 64),), weights_dtype="fp16", lookups_per_bag=64), config.replace(small_table_path=True)),
