@@ -45,21 +45,22 @@ def cell(values: dict[str, Optional[float]]) -> str:
     return " / ".join(parts)
 
 
-def ahead(row: BenchRow) -> Optional[bool]:
-    """Ours at or ahead of both others in both phases (None where a standing is missing)."""
-    marks = [standing(row.ms[ph]) for ph in PHASES]
+def ahead(marks: list[Optional[float]]) -> Optional[bool]:
+    """Ours at or ahead of both others in every phase, from the phases' standings (None where one is missing)."""
     return None if any(m is None for m in marks) else all(m >= 1.0 for m in marks)
 
 
 def table(rows: list[BenchRow]) -> str:
     head = ["| shape | " + " | ".join(PHASES) + " | " + " | ".join(f"{ph} standing" for ph in PHASES) + " |",
             "|---|" + "---|" * (2 * len(PHASES))]
-    body = []
+    body, judged = [], []
     for row in rows:
         marks = [standing(row.ms[ph]) for ph in PHASES]
         body.append(f"| {row.shape} | " + " | ".join(cell(row.ms[ph]) for ph in PHASES) + " | "
                     + " | ".join("-" if m is None else f"{m:.3f}" for m in marks) + " |")
-    judged = [a for a in map(ahead, rows) if a is not None]
+        verdict = ahead(marks)
+        if verdict is not None:
+            judged.append(verdict)
     tail = (f"\nOurs at or ahead of TorchRec's and FBGEMM's in both phases on {sum(judged)} of {len(judged)} "
             f"shapes compared ({len(rows) - len(judged)} without both standings).")
     return "\n".join(head + body) + "\n" + tail
