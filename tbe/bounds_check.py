@@ -130,7 +130,7 @@ def copy_dtype(indices: torch.Tensor, max_rows: Optional[int]) -> torch.dtype:
 
 def repair_offsets(
     indices: torch.Tensor, offsets: torch.Tensor, state: CheckState, config: KernelConfig,
-    dtype: Optional[torch.dtype] = None,
+    dtype: Optional[torch.dtype] = None, block_max: Optional[torch.Tensor] = None,
 ) -> torch.Tensor:
     """Repaired copy of ``offsets`` (in ``dtype``, default the same); counts bad bags and records the first bad
     entry.
@@ -139,15 +139,17 @@ def repair_offsets(
     each block's carry (the maximum of the blocks before it), then each block's own scan. Up to ``FOLD_BLOCKS``
     blocks, each repair program takes its carry from the block maxima itself (two launches; the reads grow as the
     square of the blocks); past that a third launch, between the two, scans them. One block needs no carry: one
-    launch."""
+    launch. ``block_max``: the block maxima, already computed (``check_ids`` of one feature takes them in its
+    launch)."""
     fixed = torch.empty_like(offsets, dtype=dtype or offsets.dtype)
     n, block = offsets.numel(), config.bounds_check_block
     blocks = cdiv(n, block)
     fold = blocks <= FOLD_BLOCKS * block
-    block_max = torch.empty(blocks, dtype=torch.int64, device=offsets.device)
+    if block_max is None:
+        block_max = torch.empty(blocks, dtype=torch.int64, device=offsets.device)
+        if blocks > 1:
+            _offsets_block_max_kernel[(blocks,)](offsets, block_max, n, indices.numel(), BLOCK=block, num_warps=4)
     carry = block_max if fold else torch.empty(blocks + 1, dtype=torch.int64, device=offsets.device)
-    if blocks > 1:
-        _offsets_block_max_kernel[(blocks,)](offsets, block_max, n, indices.numel(), BLOCK=block, num_warps=4)
     if not fold:
         _carry_scan_kernel[(1,)](block_max, carry, blocks, BLOCK=block, num_warps=4)
     _repair_offsets_kernel[(blocks,)](
@@ -160,28 +162,37 @@ def repair_offsets(
 def check_ids(
     indices: torch.Tensor, fixed_offsets: torch.Tensor, rows_per_table: torch.Tensor,
     batch_size: int, state: CheckState, config: KernelConfig, vbe: Optional[VbeTensors] = None,
-    dtype: Optional[torch.dtype] = None,
+    dtype: Optional[torch.dtype] = None, block_max: Optional[torch.Tensor] = None,
 ) -> torch.Tensor:
     """Standalone id check over valid (repaired) offsets: repaired copy of ``indices`` (in ``dtype``, default the
-    same) under WARNING/IGNORE."""
+    same) under WARNING/IGNORE.
+
+    With ``block_max`` (one feature, no VBE: no id needs the offsets to find its table, so ``fixed_offsets`` may be
+    the caller's raw ones) the same launch also writes the offsets' block maxima there, for ``repair_offsets``:
+    one launch fewer on a single table, where the check's launches weigh most against a short forward."""
     num_bags = fixed_offsets.numel() - 1
     dtype = dtype or indices.dtype
+    blocks_max = 0 if block_max is None or block_max.numel() == 1 else block_max.numel()  # one block: no maximum
     if not state.write:
         out = indices  # FATAL: nothing is written, a valid batch comes back unchanged
     elif num_bags == 0:
-        return indices.to(dtype, copy=True)  # no bags: no id belongs to a table, nothing to check
+        out = indices.to(dtype, copy=True)  # no bags: no id belongs to a table, nothing to check
     else:
         out = torch.empty_like(indices, dtype=dtype)
-    n = indices.numel()
-    if num_bags == 0 or n == 0:
+    n = 0 if num_bags == 0 else indices.numel()
+    if n == 0 and blocks_max == 0:
         return out
     features = rows_per_table.numel()
+    if blocks_max and (features != 1 or vbe is not None):
+        raise ValueError(f"check_ids: block maxima need one feature and no VBE, got {features} features")
     block = config.bounds_check_block
-    _check_ids_kernel[(cdiv(n, block),)](
+    _check_ids_kernel[(blocks_max + cdiv(n, block),)](
         indices, fixed_offsets, rows_per_table, out, state.warning, state.record, batch_size, n,
         features, (features - 1).bit_length(), fixed_offsets if vbe is None else vbe.bag_base,
+        fixed_offsets if block_max is None else block_max, blocks_max, fixed_offsets.numel(), indices.numel(),
         WRITE=state.write, COUNT=state.count, RECORD=state.fatal,
-        FAULTS=kernel_faults(config.faults, FAULT_ID_OFF_BY_ONE), BLOCK=block, VBE=vbe is not None, num_warps=4,
+        FAULTS=kernel_faults(config.faults, FAULT_ID_OFF_BY_ONE), BLOCK=block, VBE=vbe is not None,
+        MAXIMA=blocks_max > 0, num_warps=4,
     )
     return out
 
@@ -252,8 +263,16 @@ def bounds_check(
     config = config or KernelConfig()
     state = new_state(mode, indices, offsets, warning_count)
     dtype = copy_dtype(indices, max_rows) if state.write else None
-    fixed_offsets = repair_offsets(indices, offsets, state, config, dtype)
-    fixed_indices = check_ids(indices, fixed_offsets, rows_per_table, batch_size, state, config, vbe, dtype)
+    if rows_per_table.numel() == 1 and vbe is None:
+        # one table: the ids need no offsets, so their check also takes the offsets' block maxima, before the repair
+        block_max = torch.empty(cdiv(offsets.numel(), config.bounds_check_block), dtype=torch.int64,
+                                device=offsets.device)
+        fixed_indices = check_ids(indices, offsets, rows_per_table, batch_size, state, config, None, dtype,
+                                  block_max)
+        fixed_offsets = repair_offsets(indices, offsets, state, config, dtype, block_max)
+    else:
+        fixed_offsets = repair_offsets(indices, offsets, state, config, dtype)
+        fixed_indices = check_ids(indices, fixed_offsets, rows_per_table, batch_size, state, config, vbe, dtype)
     raise_if_fatal(state, indices, offsets, fixed_offsets, rows_per_table, batch_size, vbe)
     if state.fatal:
         return indices, offsets
@@ -349,14 +368,19 @@ def _clamped_offsets(offsets_ptr, i, m, n, last):
     return raw, tl.where(m, v, 0)  # 0 for lanes past the end: the prefix maximum starts at offsets[0] = 0
 
 
-@triton.jit(do_not_specialize=["num_entries", "num_indices"])
-def _offsets_block_max_kernel(offsets_ptr, block_max_ptr, num_entries, num_indices, BLOCK: tl.constexpr):
-    """Program b: the largest clamped entry of block b."""
-    b = tl.program_id(0)
+@triton.jit
+def _offsets_block_max(offsets_ptr, block_max_ptr, b, num_entries, num_indices, BLOCK: tl.constexpr):
+    """The largest clamped entry of block b, stored at block_max[b]."""
     i = b.to(tl.int64) * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
     last = num_entries.to(tl.int64) - 1
     _, v = _clamped_offsets(offsets_ptr, i, i <= last, num_indices.to(tl.int64), last)
     tl.store(block_max_ptr + b, tl.max(v, axis=0))
+
+
+@triton.jit(do_not_specialize=["num_entries", "num_indices"])
+def _offsets_block_max_kernel(offsets_ptr, block_max_ptr, num_entries, num_indices, BLOCK: tl.constexpr):
+    """Program b: the largest clamped entry of block b."""
+    _offsets_block_max(offsets_ptr, block_max_ptr, tl.program_id(0), num_entries, num_indices, BLOCK)
 
 
 @triton.jit(do_not_specialize=["num_blocks"])
@@ -410,17 +434,42 @@ def _repair_offsets_kernel(
         tl.atomic_min(record_ptr, tl.min(tl.where(changed, i, last + 1), axis=0))
 
 
-@triton.jit(do_not_specialize=["B", "num_indices", "num_features", "steps"])
+@triton.jit(do_not_specialize=["B", "num_indices", "num_features", "steps", "blocks_max", "num_entries", "num_ids"])
 def _check_ids_kernel(
     indices_ptr, offsets_ptr, rows_ptr, out_ptr, warn_ptr, record_ptr, B, num_indices, num_features, steps,
+    bag_base_ptr, block_max_ptr, blocks_max, num_entries, num_ids,
+    WRITE: tl.constexpr, COUNT: tl.constexpr, RECORD: tl.constexpr, FAULTS: tl.constexpr, BLOCK: tl.constexpr,
+    VBE: tl.constexpr, MAXIMA: tl.constexpr,
+):
+    """The first ``blocks_max`` programs (``MAXIMA``, one feature) take the block maxima of the raw offsets
+    (``num_entries`` of them, ``num_ids`` ids); every other checks a block of ids (``_check_ids_block``)."""
+    p = tl.program_id(0)
+    if MAXIMA:
+        if p < blocks_max:
+            _offsets_block_max(offsets_ptr, block_max_ptr, p, num_entries, num_ids, BLOCK)
+        else:
+            _check_ids_block(
+                p - blocks_max, indices_ptr, offsets_ptr, rows_ptr, out_ptr, warn_ptr, record_ptr, B, num_indices,
+                num_features, steps, bag_base_ptr, WRITE, COUNT, RECORD, FAULTS, BLOCK, VBE,
+            )
+    else:
+        _check_ids_block(
+            p, indices_ptr, offsets_ptr, rows_ptr, out_ptr, warn_ptr, record_ptr, B, num_indices,
+            num_features, steps, bag_base_ptr, WRITE, COUNT, RECORD, FAULTS, BLOCK, VBE,
+        )
+
+
+@triton.jit
+def _check_ids_block(
+    q, indices_ptr, offsets_ptr, rows_ptr, out_ptr, warn_ptr, record_ptr, B, num_indices, num_features, steps,
     bag_base_ptr,
     WRITE: tl.constexpr, COUNT: tl.constexpr, RECORD: tl.constexpr, FAULTS: tl.constexpr, BLOCK: tl.constexpr,
     VBE: tl.constexpr,
 ):
-    """Program p checks ids p * BLOCK .. + BLOCK against their feature's table: each id's feature is the last
-    one whose first id is at or before it, found by a binary search of ``steps`` = ceil(log2(features)) steps
-    over the features' first ids (``offsets`` at each feature's first bag: ``f * B``, or ``bag_base[f]``)."""
-    pos = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    """Check ids q * BLOCK .. + BLOCK against their feature's table: each id's feature is the last one whose first
+    id is at or before it, found by a binary search of ``steps`` = ceil(log2(features)) steps over the features'
+    first ids (``offsets`` at each feature's first bag: ``f * B``, or ``bag_base[f]``)."""
+    pos = q.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     m = pos < num_indices
     lo = tl.zeros([BLOCK], dtype=tl.int64)
     hi = lo + num_features

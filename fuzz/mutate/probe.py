@@ -161,6 +161,10 @@ def _cases() -> list[tuple[str, AnyCase, KernelConfig]]:
          BadIdCase(CaseSpec(tables=((6, 5), (9, 3)), batch_size=40, bounds_check="warning", max_length=2, seed=28),
                    BadBatchSpec(((6, 5), (9, 3)), 40, max_length=2, bad_offsets=("decreasing", "last_long"), seed=28)),
          SMALL.replace(bounds_check_block=4)),
+        # one table, 4 offsets in blocks of 2: the id check's launch also takes the offsets' block maxima
+        ("bad ids and offsets on one table, standalone check, warning, multi-block",
+         _bad(((9, 3),), "warning", "sum", _EVERY_ID[:3], ("decreasing", "last_long"), seed=29),
+         SMALL.replace(bounds_check_block=2)),
         ("bad ids and offsets, fused check, ignore",
          _bad(((6, 5), (9, 3)), "ignore", "sum", _EVERY_ID, ("past_end", "first_negative"), seed=24),
          SMALL.replace(fused_bounds_check=True, bounds_check_block=4)),

@@ -351,6 +351,36 @@ def test_offsets_repair_takes_the_carry_both_ways(entries):
     assert fixed.cpu().tolist() == ref.offsets.tolist()
 
 
+@pytest.mark.parametrize("entries", [3, 9, 64, 200], ids=["one block", "one block of maxima", "folded", "scanned"])
+@pytest.mark.parametrize("mode", [BoundsCheckMode.WARNING, BoundsCheckMode.IGNORE, BoundsCheckMode.FATAL])
+def test_one_table_check_takes_the_block_maxima_with_the_ids(entries, mode, monkeypatch):
+    """On one table the id check's launch also takes the offsets' block maxima (no launch of their own), and the
+    repaired ids, offsets, count and first offender are still the sequential reference's in every carry regime."""
+    import tbe.bounds_check as bc
+
+    class NoLaunch:
+        def __getitem__(self, grid):
+            raise AssertionError("a one-table check launched the block maxima on their own")
+    monkeypatch.setattr(bc, "_offsets_block_max_kernel", NoLaunch())
+    g = torch.Generator().manual_seed(entries)
+    n, rows = 3 * entries, 7
+    off = torch.randint(-5, n + 6, (entries,), generator=g)
+    idx = torch.randint(-2, rows + 2, (n,), generator=g)
+    ref = reference_bounds_check([rows], idx, off, mode)
+    cfg = KernelConfig(bounds_check_block=4)
+    warn = torch.zeros(1, dtype=torch.int64, device=DEV)
+    try:
+        ri, ro = bc.bounds_check(idx.to(DEV), off.to(DEV), torch.tensor([rows], device=DEV), entries - 1, mode, warn,
+                                 cfg)
+    except BoundsCheckError as err:
+        assert mode == BoundsCheckMode.FATAL and ref.fatal and (err.kind, err.position) == ref.first_bad
+        return
+    assert not (mode == BoundsCheckMode.FATAL and ref.fatal), "FATAL let a bad batch through"
+    if mode != BoundsCheckMode.FATAL:
+        assert (ri.cpu().tolist(), ro.cpu().tolist(), int(warn[0])) == (
+            ref.indices.tolist(), ref.offsets.tolist(), ref.warnings if mode == BoundsCheckMode.WARNING else 0)
+
+
 @pytest.mark.parametrize("block", [1, 4, 8])
 @pytest.mark.parametrize("sizes", [None, (2, 0, 3, 0, 0, 1, 2)], ids=["fixed batch", "VBE, empty features"])
 def test_id_check_finds_each_ids_feature(block, sizes):
