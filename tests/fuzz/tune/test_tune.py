@@ -17,7 +17,7 @@ from fuzz.gate.cascade import CascadeOptions, CascadeResult, Level
 from fuzz.status import Decision
 from fuzz.budgets import Budget
 from fuzz.gate import PRESETS, PerfShape
-from fuzz.tune.space import GROUPS, TILES, hint_configs, params_of, searched_fields, suggest
+from fuzz.tune.space import GROUPS, RUNS, TILES, group_of, hint_configs, params_of, searched_fields, suggest
 from tbe import KernelConfig
 
 optuna = pytest.importorskip("optuna", reason="optuna==5.0.0 (requirements) is not installed")
@@ -76,6 +76,23 @@ def test_space_reproduces_the_baseline_and_the_hints():
     with pytest.raises(ValueError, match="not_a_field"):
         searched_fields(SHAPES, ["fwd_num_warps", "not_a_field"])
     assert searched_fields(SHAPES, ["fwd_num_warps"]) == ["fwd_num_warps"]
+
+
+def test_space_searches_short_runs_per_bucket():
+    """``bwd_short_bucket_runs`` is searched a bucket at a time in the short tier's group: a trial can set, change
+    or drop a bucket's entry (0), entries of buckets the shapes never use stay, and every such config is a point the
+    space reproduces."""
+    base = KernelConfig(bwd_short_bucket_runs=((32, 2), (128, 4)))  # the two shapes are D128 and D64: no 32 bucket
+    fields = searched_fields(SHAPES)
+    assert RUNS in fields and group_of("runs64") == group_of("bwd_short_runs_per_program") == "short tier"
+    params = params_of(base, base, SHAPES, fields)
+    assert (params["runs64"], params["runs128"]) == (0, 4) and "runs32" not in params
+    changed = dict(params, runs64=8, runs128=0)
+    cfg = suggest(optuna.trial.FixedTrial(changed), base, SHAPES, fields)
+    assert cfg.bwd_short_bucket_runs == ((32, 2), (64, 8))
+    assert cfg.short_runs(64) == 8 and cfg.short_runs(128) == cfg.bwd_short_runs_per_program
+    assert params_of(cfg, base, SHAPES, fields) == changed
+    assert RUNS not in searched_fields(SHAPES, ["fwd_num_warps"])
 
 
 def _beats_the_hints(res) -> bool:
