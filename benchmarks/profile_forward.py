@@ -53,16 +53,20 @@ def behind_ms(fn, sleep_cycles: int = 4_000_000) -> float:
 def host_parts(m, wl, batch_size: int) -> dict:
     """Host cost of each piece of a checked forward (the check's state, offsets repair, id check, the forward
     kernels, the whole module call): [ms a call back to back, ms of one call behind a busy GPU]."""
-    from tbe.bounds_check import check_ids, new_state, repair_offsets
+    from tbe.bounds_check import check_ids, new_state, one_table_maxima, repair_offsets
     from tbe.forward_dispatch import pooled_forward
 
     ids, offs, rows = wl.indices, wl.offsets, m.layout_tensors["rows"]
     state = new_state(m.bounds_check_mode, ids, offs, m.bounds_check_warnings)
-    fixed = repair_offsets(ids, offs, state, m.config)
+    block_max = one_table_maxima(offs, rows, m.config)  # one table: the id check also takes the block maxima
+    if block_max is not None:
+        check_ids(ids, offs, rows, batch_size, state, m.config, block_max=block_max)
+    fixed = repair_offsets(ids, offs, state, m.config, block_max=block_max)
     parts = {
         "new_state": lambda: new_state(m.bounds_check_mode, ids, offs, m.bounds_check_warnings),
-        "repair_offsets": lambda: repair_offsets(ids, offs, state, m.config),
-        "check_ids": lambda: check_ids(ids, fixed, rows, batch_size, state, m.config),
+        "repair_offsets": lambda: repair_offsets(ids, offs, state, m.config, block_max=block_max),
+        "check_ids": lambda: check_ids(ids, offs if block_max is not None else fixed, rows, batch_size, state,
+                                       m.config, block_max=block_max),
         "forward_kernels": lambda: pooled_forward(
             m.weights, m.layout_tensors, m.layout.feature_dims, m.layout.feature_rows, ids, fixed,
             wl.per_sample_weights, batch_size, m.pooling, m.output_dtype, m.config),

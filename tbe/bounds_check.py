@@ -241,6 +241,17 @@ def raise_if_fatal(
         )
 
 
+def one_table_maxima(offsets: torch.Tensor, rows_per_table: torch.Tensor, config: KernelConfig,
+                     vbe: Optional[VbeTensors] = None) -> Optional[torch.Tensor]:
+    """On one feature (one table, no VBE) the ids need no offsets to find their table, so the standalone check runs
+    the id check first and its launch also takes the offsets' block maxima: the buffer for them, which
+    ``check_ids`` then ``repair_offsets`` take. None elsewhere (the repair runs first and the id check reads the
+    repaired offsets)."""
+    if rows_per_table.numel() != 1 or vbe is not None:
+        return None
+    return torch.empty(cdiv(offsets.numel(), config.bounds_check_block), dtype=torch.int64, device=offsets.device)
+
+
 def bounds_check(
     indices: torch.Tensor,
     offsets: torch.Tensor,
@@ -263,10 +274,8 @@ def bounds_check(
     config = config or KernelConfig()
     state = new_state(mode, indices, offsets, warning_count)
     dtype = copy_dtype(indices, max_rows) if state.write else None
-    if rows_per_table.numel() == 1 and vbe is None:
-        # one table: the ids need no offsets, so their check also takes the offsets' block maxima, before the repair
-        block_max = torch.empty(cdiv(offsets.numel(), config.bounds_check_block), dtype=torch.int64,
-                                device=offsets.device)
+    block_max = one_table_maxima(offsets, rows_per_table, config, vbe)
+    if block_max is not None:
         fixed_indices = check_ids(indices, offsets, rows_per_table, batch_size, state, config, None, dtype,
                                   block_max)
         fixed_offsets = repair_offsets(indices, offsets, state, config, dtype, block_max)
