@@ -2,8 +2,9 @@
 
 Only fields the timed shapes can show are searched: forward gathers, bags and warps (and a
 per-bucket tile for every BLOCK_D the shapes use), the short tier's gathers, warps, runs per
-program (and per bucket, for every BLOCK_D the shapes use) and grid, the long tier's gather, warps and grid, the routing threshold, chunk size,
-classification block, the fused long tier, the hoisted transpose and the dimension buckets.
+program (also per bucket, for every BLOCK_D the shapes use) and grid, the long tier's gather,
+warps and grid, the routing threshold, chunk size, classification block, the fused long tier,
+the hoisted transpose and the dimension buckets.
 The weighted gathers are searched only when a shape is weighted. Small-table, bounds-check
 and index-width fields stay at the baseline's values (the shapes never reach them), and so
 do ``fence`` and ``faults``. Every value is a power of two the config accepts, plus the
