@@ -194,16 +194,9 @@ def _short_run(r, num_runs, run_start_ptr, run_linear_ptr, table_ptr, run_bucket
         short = short & (tl.load(run_bucket_ptr + r, mask=valid, other=-1) == BUCKET)
     D = tl.load(dims_ptr + t, mask=short, other=1)
     col0 = tl.load(col_offsets_ptr + t, mask=short, other=0)
-    w_row = weight_row(lin, D, tl.load(weights_offsets_ptr + t, mask=short, other=0),
-                       tl.load(hcs_ptr + t, mask=short, other=0))
+    row = lin - tl.load(hcs_ptr + t, mask=short, other=0)
+    w_row = tl.load(weights_offsets_ptr + t, mask=short, other=0) + row * D
     return short, start, end, lin, D, col0, w_row
-
-
-@triton.jit
-def weight_row(lin, D, table_offset, table_first):
-    """Offset of the weight row of linear index ``lin``: its table's first weight (``table_offset``) plus its row
-    within the table (``lin`` less the table's first linear index, ``table_first``) times the table's D."""
-    return table_offset + (lin - table_first) * D
 
 
 @triton.jit(do_not_specialize=["grad_stride", "B", "BUCKET", "THRESHOLD", "seed"])
@@ -308,7 +301,7 @@ def row_of_run(run, run_linear_ptr, run_start_ptr, sorted_bag_ptr, weights_offse
     lin = tl.load(run_linear_ptr + run).to(tl.int64)
     t = feature_of(tl.load(sorted_bag_ptr + tl.load(run_start_ptr + run)), True, B, bag_feature_ptr, VBE)
     D = tl.load(dims_ptr + t)
-    w_row = weights_ptr + weight_row(lin, D, tl.load(weights_offsets_ptr + t), tl.load(hcs_ptr + t))
+    w_row = weights_ptr + tl.load(weights_offsets_ptr + t) + (lin - tl.load(hcs_ptr + t)) * D
     return lin, D, tl.load(col_offsets_ptr + t), w_row
 
 
