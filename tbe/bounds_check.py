@@ -452,18 +452,14 @@ def _check_ids_kernel(
 ):
     """The first ``blocks_max`` programs (``MAXIMA``, one feature) take the block maxima of the raw offsets
     (``num_entries`` of them, ``num_ids`` ids); every other checks a block of ids (``_check_ids_block``)."""
-    p = tl.program_id(0)
+    q = tl.program_id(0)  # this program's block of ids, once the block-maxima programs are counted off
     if MAXIMA:
-        if p < blocks_max:
-            _offsets_block_max(offsets_ptr, block_max_ptr, p, num_entries, num_ids, BLOCK)
-        else:
-            _check_ids_block(
-                p - blocks_max, indices_ptr, offsets_ptr, rows_ptr, out_ptr, warn_ptr, record_ptr, B, num_indices,
-                num_features, steps, bag_base_ptr, WRITE, COUNT, RECORD, FAULTS, BLOCK, VBE,
-            )
-    else:
+        if q < blocks_max:
+            _offsets_block_max(offsets_ptr, block_max_ptr, q, num_entries, num_ids, BLOCK)
+        q -= blocks_max
+    if q >= 0:
         _check_ids_block(
-            p, indices_ptr, offsets_ptr, rows_ptr, out_ptr, warn_ptr, record_ptr, B, num_indices,
+            q, indices_ptr, offsets_ptr, rows_ptr, out_ptr, warn_ptr, record_ptr, B, num_indices,
             num_features, steps, bag_base_ptr, WRITE, COUNT, RECORD, FAULTS, BLOCK, VBE,
         )
 
