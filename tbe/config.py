@@ -73,8 +73,8 @@ class KernelConfig:
     # more: that many runs side by side as one [runs, BLOCK_D] tile, one row of each per step)
     bwd_short_runs_per_program: int = 2
     # per dimension bucket: (BLOCK_D, runs) replacing bwd_short_runs_per_program for that bucket's rows; four in the
-    # 64 bucket (its uniform batches gain; four in the 128 and 256 buckets slow skewed ones and fp16 D=256:
-    # benchmarks/results/production_h100.md)
+    # 64 bucket (its uniform and Zipf 1.1 batches gain; four in the 128 and 256 buckets slow skewed ones and fp16
+    # D=256: benchmarks/results/production_h100.md)
     bwd_short_bucket_runs: tuple[tuple[int, int], ...] = ((64, 4),)
     bwd_long_num_warps: int = 4
     # software-pipeline depth of the long tier's gather loop: 1 loads each gather when it is summed; 2 or 3 keep the
