@@ -41,6 +41,16 @@ def weights_digest(weights: torch.Tensor, chunk: int = 1 << 26) -> list[int]:
         return [a, b]
 
 
+def one_step(shape: PerfShape, overrides: dict, wl, device: torch.device, bounds_check: str = "none"):
+    """``shape``'s module under the defaults with ``overrides``, after one step of ``wl`` from the fixed start
+    (seed 1): the state the digest here and ``benchmarks.step_diff`` compare across configs and checkouts."""
+    m = build_module(shape, KernelConfig.from_dict({**KernelConfig().to_dict(), **overrides}), device, bounds_check)
+    torch.manual_seed(1)
+    m.reset_weights()
+    m(wl.indices, wl.offsets, wl.per_sample_weights).backward(wl.grad)
+    return m
+
+
 def sweep_shape(shape: PerfShape, overrides: list[dict], label: str, device: torch.device,
                 bounds_check: str = "none"):
     """One JSON-ready dict per config of ``overrides`` on ``shape``, its modules checking bounds in ``bounds_check``'s
@@ -48,12 +58,8 @@ def sweep_shape(shape: PerfShape, overrides: list[dict], label: str, device: tor
     wl = make_workload(shape, device)
     ids, offsets, psw, grad = wl.indices, wl.offsets, wl.per_sample_weights, wl.grad
     for ov in overrides:
-        cfg = KernelConfig.from_dict({**KernelConfig().to_dict(), **ov})
         t0 = time.perf_counter()
-        m = build_module(shape, cfg, device, bounds_check)
-        torch.manual_seed(1)
-        m.reset_weights()
-        m(ids, offsets, psw).backward(grad)
+        m = one_step(shape, ov, wl, device, bounds_check)
         digest = weights_digest(m.weights)
         with torch.no_grad():
             fwd = time_ms(lambda: m(ids, offsets, psw))

@@ -14,10 +14,9 @@ import sys
 
 import torch
 
+from benchmarks.config_sweep import one_step
 from benchmarks.shape_args import add_shape_args, chosen_shapes
-from fuzz.gate.shapes import PerfShape, make_workload
-from fuzz.gate.timing import build_module
-from tbe import KernelConfig
+from fuzz.gate.shapes import make_workload
 
 
 def state_diff(name: str, a: torch.Tensor, b: torch.Tensor) -> dict:
@@ -35,16 +34,6 @@ def state_diff(name: str, a: torch.Tensor, b: torch.Tensor) -> dict:
             f"{name}_max_rel": float(rel.max()) if rel.numel() else 0.0}
 
 
-def step_state(shape: PerfShape, overrides: dict, device: torch.device, bounds_check: str):
-    """Weights and momentum of ``shape``'s module under the default config with ``overrides`` after one step."""
-    wl = make_workload(shape, device)
-    m = build_module(shape, KernelConfig.from_dict({**KernelConfig().to_dict(), **overrides}), device, bounds_check)
-    torch.manual_seed(1)
-    m.reset_weights()
-    m(wl.indices, wl.offsets, wl.per_sample_weights).backward(wl.grad)
-    return m.weights.detach().clone(), m.momentum.detach().clone()
-
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--baseline", default="{}", help="JSON KernelConfig overrides ({} is the defaults)")
@@ -58,11 +47,16 @@ def main(argv=None) -> int:
         return 2
     dev, out = torch.device("cuda"), {}
     for shape in chosen_shapes(args):
-        (w0, m0), (w1, m1) = (step_state(shape, json.loads(ov), dev, args.bounds_check)
-                              for ov in (args.baseline, args.candidate))
+        wl = make_workload(shape, dev)
+        states = []
+        for ov in (args.baseline, args.candidate):
+            module = one_step(shape, json.loads(ov), wl, dev, args.bounds_check)
+            states.append((module.weights.detach(), module.momentum.detach()))  # the state outlives its module
+            del module
+        (w0, m0), (w1, m1) = states
         out[shape.name] = {**state_diff("weights", w0, w1), **state_diff("momentum", m0, m1)}
         print(shape.name, json.dumps(out[shape.name]), flush=True)
-        del w0, m0, w1, m1
+        del wl, states, w0, m0, w1, m1
         torch.cuda.empty_cache()
     if args.out:
         with open(args.out, "w") as f:
